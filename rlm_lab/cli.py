@@ -1,0 +1,54 @@
+"""The ``rlm-lab`` command. Each subcommand lives in the module it drives and exposes
+``register(subparsers)``; modules are imported only when needed, so ``rlm-lab predict`` never
+loads torch. Any :class:`RlmLabError` is printed as one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import RlmLabError
+
+# subcommand -> module with a register(subparsers) function
+COMMANDS = {
+    "models": "rlm_lab.models.cli",
+    "tasks": "rlm_lab.tasks.cli",
+    "train": "rlm_lab.train.cli",
+    "predict": "rlm_lab.cost.cli",
+    "calibrate": "rlm_lab.cost.calibrate",
+    "parallel": "rlm_lab.parallel.cli",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlm-lab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        if only is not None and name != only:
+            # keep the full list in --help without importing every module
+            sub.add_parser(name, help=f"see `rlm-lab {name} --help`")
+            continue
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in COMMANDS else None
+    try:
+        args = build_parser(only).parse_args(argv)
+        result = args.func(args)
+    except RlmLabError as e:
+        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlm-lab: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Intra-model parallelism on ``torch.distributed``: one small module per parallelism."""

@@ -1,0 +1,37 @@
+"""The stages of one RL-for-LLM iteration: one vocabulary for the cost model, the tracer,
+the run record and the plots, so that predicted and measured numbers join on the same key.
+
+Stage list after HybridFlow (arXiv 2409.19256, Sec. 2.1: generation, preparation, training)
+refined as in verl/OpenRLHF; see ../shared/research/paper-notes.md Sec. 2.2.
+"""
+
+from enum import Enum
+
+
+class Stage(str, Enum):
+    GENERATE = "generate"          # rollout: prefill + decode (measured as one span)
+    PREFILL = "prefill"            # cost model only: the prompt pass of generation
+    DECODE = "decode"              # cost model only: token-by-token generation
+    OLD_LOGPROB = "old_logprob"    # log-probs under the behaviour policy (recomputed)
+    REF_LOGPROB = "ref_logprob"    # log-probs under the frozen reference model
+    REWARD = "reward"              # verifier functions or a reward model forward
+    VALUES = "values"              # critic forward (PPO only)
+    ADVANTAGE = "advantage"        # group z-score (GRPO/RLOO) or GAE (PPO)
+    ACTOR_FORWARD = "actor_forward"
+    ACTOR_BACKWARD = "actor_backward"
+    OPTIMIZER = "optimizer"        # optimizer.step() (actor, and critic for PPO)
+    CRITIC_UPDATE = "critic_update"  # critic forward + backward (PPO only)
+    WEIGHT_SYNC = "weight_sync"    # training weights -> generation engine
+
+    def __str__(self) -> str:  # print as the plain name in tables
+        return self.value
+
+
+# Which models each algorithm holds (paper-notes Sec. 2.2, 2.7). "verifier" is a rule, not a network.
+MODELS_HELD = {
+    "ppo": ("actor", "critic", "reference", "reward"),
+    "grpo": ("actor", "reference", "verifier"),
+    "rloo": ("actor", "reference", "verifier"),
+    "reinforce_pp": ("actor", "reference", "verifier"),
+    "dapo": ("actor", "verifier"),
+}

@@ -1,0 +1,86 @@
+"""Verifiable tasks (arithmetic, countdown), their data files and reward functions.
+
+``get_task("arithmetic", digits=2)`` builds a task; ``parse_task("countdown:numbers=3")`` does the same
+from a CLI string; ``ensure_data(task)`` writes (or reads back) the deterministic train/test files
+under ``data/tasks/<slug>/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from ..errors import RlmLabError, unknown
+from .arithmetic import Arithmetic
+from .base import Task, read_rows, write_rows
+from .countdown import Countdown
+from .rewards import checked, completion_text, correctness_reward, format_reward
+
+TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "countdown": Countdown}
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "tasks"
+DEFAULT_SPLIT = {"n_train": 20_000, "n_test": 1_000, "seed": 0}
+
+
+def get_task(name: str, **knobs) -> Task:
+    if name not in TASKS:
+        raise unknown("task", name, TASKS)
+    cls = TASKS[name]
+    valid = {f.name: f.type for f in fields(cls)}
+    for k in knobs:
+        if k not in valid:
+            raise RlmLabError(f"task {name!r} has no knob {k!r}; its knobs are: {', '.join(valid) or 'none'}")
+    return cls(**knobs)
+
+
+def parse_task(spec: str) -> Task:
+    """``"arithmetic"``, ``"arithmetic:digits=3,ops=add+mul"`` or ``"countdown:numbers=4"``."""
+    name, _, rest = spec.partition(":")
+    knobs = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise RlmLabError(f"task knob {part!r} in {spec!r} is not key=value")
+        knobs[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    return get_task(name.strip(), **knobs)
+
+
+def data_paths(task: Task, root: str | Path | None = None) -> dict[str, Path]:
+    folder = Path(root or DATA_DIR) / task.slug
+    return {"train": folder / "train.jsonl", "test": folder / "test.jsonl"}
+
+
+def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_SPLIT["n_train"],
+             n_test: int = DEFAULT_SPLIT["n_test"], seed: int = DEFAULT_SPLIT["seed"]) -> dict[str, Path]:
+    """Write the deterministic train/test files (regenerating gives byte-identical files)."""
+    train, test = task.split(n_train, n_test, seed)
+    paths = data_paths(task, root)
+    write_rows(paths["train"], train)
+    write_rows(paths["test"], test)
+    return paths
+
+
+def extra_fields(task: Task) -> tuple[str, ...]:
+    return ("numbers", "target") if isinstance(task, Countdown) else ()
+
+
+def ensure_data(task: Task, root: str | Path | None = None) -> dict[str, list[dict]]:
+    """Read the task's train/test rows, generating the default files first if they are missing."""
+    paths = data_paths(task, root)
+    if not paths["train"].exists() or not paths["test"].exists():
+        generate(task, root)
+    return {split: read_rows(p, extra_fields(task)) for split, p in paths.items()}
+
+
+def reward_funcs(task: Task, format_weight: float = 0.1) -> list:
+    """The task's rewards for TRL: correctness (1.0) and format (``format_weight``)."""
+    funcs = [correctness_reward(task)]
+    if format_weight:
+        funcs.append(format_reward(task, format_weight))
+    return funcs
+
+
+__all__ = [
+    "TASKS", "Arithmetic", "Countdown", "Task", "checked", "completion_text", "correctness_reward",
+    "data_paths", "ensure_data", "format_reward", "generate", "get_task", "parse_task", "read_rows",
+    "reward_funcs",
+]

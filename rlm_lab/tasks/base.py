@@ -1,0 +1,101 @@
+"""What every verifiable task provides, and the task-file format.
+
+A task turns a seed into problems (``prompt``, ``answer`` and the fields its verifier needs),
+checks a completion against a problem, and names itself with a slug that encodes its knobs.
+Task files are JSON Lines, one problem per line, under ``data/tasks/<slug>/{train,test}.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ..errors import RlmLabError
+from ..record import atomic_write_text
+
+REQUIRED_FIELDS = ("prompt", "answer")
+
+
+@dataclass(frozen=True)
+class Task:
+    """Base class: subclasses are frozen dataclasses whose fields are the difficulty knobs."""
+
+    name = "task"
+
+    @property
+    def slug(self) -> str:
+        knobs = "_".join(f"{f.name}{getattr(self, f.name)}" for f in fields(self))
+        return f"{self.name}_{knobs}" if knobs else self.name
+
+    def sample(self, rng: random.Random) -> dict:
+        """One random problem as a row: at least ``prompt`` and ``answer`` (the reference completion)."""
+        raise NotImplementedError
+
+    def is_correct(self, completion: str, row: dict) -> bool:
+        """True when ``completion`` solves the problem in ``row``. Must not raise on any string."""
+        raise NotImplementedError
+
+    def is_well_formed(self, completion: str) -> bool:
+        """True when ``completion`` has the answer format (correct or not). Must not raise."""
+        raise NotImplementedError
+
+    def all_problems(self) -> list[dict] | None:
+        """Every distinct problem, when there are few enough to enumerate (else None)."""
+        return None
+
+    def split(self, n_train: int, n_test: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+        """Deterministic train/test split with no prompt in both."""
+        rng = random.Random(f"{self.slug}:{seed}")
+        pool = self.all_problems()
+        if pool is not None:
+            rng.shuffle(pool)
+            if n_test + 1 > len(pool):
+                raise RlmLabError(f"{self.slug} has only {len(pool)} distinct problems; ask for fewer test problems")
+            test = pool[:n_test]
+            rest = pool[n_test:]
+            train = [rest[i % len(rest)] for i in range(n_train)]  # repeat if more asked than exist
+            return train, test
+        seen, test = set(), []
+        while len(test) < n_test:
+            row = self.sample(rng)
+            if row["prompt"] not in seen:
+                seen.add(row["prompt"])
+                test.append(row)
+        train = []
+        while len(train) < n_train:
+            row = self.sample(rng)
+            if row["prompt"] not in seen:
+                train.append(row)
+        return train, test
+
+
+def write_rows(path: str | Path, rows: list[dict]) -> Path:
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+    return atomic_write_text(path, text)
+
+
+def read_rows(path: str | Path, extra_fields: tuple[str, ...] = ()) -> list[dict]:
+    """Read a task file; any malformed line is reported with its file and line number."""
+    path = Path(path)
+    if not path.exists():
+        raise RlmLabError(f"task file {path} does not exist; run `rlm-lab tasks generate` to create it")
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RlmLabError(f"{path}:{i}: not valid JSON ({e.msg}); regenerate with `rlm-lab tasks generate`") from None
+        if not isinstance(row, dict):
+            raise RlmLabError(f"{path}:{i}: expected a JSON object per line, got {type(row).__name__}")
+        missing = [k for k in REQUIRED_FIELDS + tuple(extra_fields) if not isinstance(row.get(k), str)]
+        if missing:
+            raise RlmLabError(f"{path}:{i}: missing or non-string field(s) {', '.join(missing)}; "
+                              "regenerate with `rlm-lab tasks generate`")
+        rows.append(row)
+    if not rows:
+        raise RlmLabError(f"task file {path} is empty; regenerate with `rlm-lab tasks generate`")
+    return rows
