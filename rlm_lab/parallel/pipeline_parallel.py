@@ -1,0 +1,297 @@
+"""Pipeline parallelism: a zoo Llama cut into p stages, run by ``torch.distributed.pipelining``.
+
+Each rank holds a contiguous block of decoder layers; stage 0 also embeds the tokens and the last
+stage also applies the final norm, the LM head and the loss. A batch of B sequences is cut into m
+micro-batches; ``ScheduleGPipe`` runs all forwards then all backwards, ``Schedule1F1B`` alternates
+them once the pipeline is full (same bubble, fewer activations in flight).
+
+Prediction (paper-notes §3.4; GPipe, Huang et al. 1811.06965; Narayanan et al. 2104.04473):
+
+* bubble: with equal stages and free communication every rank idles for (p-1) of the (m+p-1)
+  micro-batch slots of a step, an idle fraction (p-1)/(m+p-1) (= (p-1)/m relative to ideal time);
+* traffic: each stage boundary carries one activation tensor per micro-batch forward,
+  (B/m)·s·h·bytes, and its gradient (same size) backward: 2·B·s·h·bytes per boundary per step.
+
+Ignores: unequal stages (stage 0 embeds, the last stage runs the LM head and the loss), P2P
+latency and the scheduler's own overhead, which dominate at toy sizes — the measured bubble shows
+how far that takes a real run from the formula.
+
+Why the split is by hand: tracing the HF model with ``pipeline()`` makes the causal mask a stage
+input, an ``expand``-ed (non-contiguous) tensor gloo cannot ``irecv`` into (torch-dist-cpu.md
+note 5). Each stage therefore recomputes positions, rotary embeddings and the mask itself, so the
+only tensor crossing a boundary is the hidden state.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import RlmLabError
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+def check_pp(layers: int, pp: int, batch: int | None = None, microbatches: int | None = None) -> None:
+    """Raise a clear error for a layout the pipeline cannot run (call before any process starts)."""
+    if pp < 1:
+        raise RlmLabError(f"pipeline degree must be >= 1, got pp={pp}")
+    if layers % pp:
+        raise RlmLabError(f"pp={pp} does not divide the model's {layers} layers; "
+                          f"choose pp from {[d for d in range(1, layers + 1) if layers % d == 0]}")
+    if microbatches is not None:
+        if microbatches < 1:
+            raise RlmLabError(f"micro-batches must be >= 1, got {microbatches}")
+        if batch is not None and batch % microbatches:
+            raise RlmLabError(f"{microbatches} micro-batches do not divide the batch of {batch}; "
+                              f"use a divisor of {batch}")
+
+
+def bubble_fraction(pp: int, microbatches: int) -> float:
+    """Idle fraction of a GPipe/1F1B step with equal stages: (p-1)/(m+p-1)."""
+    return (pp - 1) / (microbatches + pp - 1)
+
+
+def predicted_p2p_bytes(batch: int, seq: int, hidden: int, pp: int, bytes_per_elem: int = 4) -> dict:
+    """Bytes sent per step: activations forward and their gradients backward, per boundary.
+
+    Each of the p-1 boundaries carries B·s·h elements each way per step (m micro-batches of B/m).
+    Per rank: a middle stage sends both directions, the first only forward, the last only backward.
+    """
+    per_direction = batch * seq * hidden * bytes_per_elem
+    per_rank = [(per_direction if r < pp - 1 else 0) + (per_direction if r > 0 else 0) for r in range(pp)]
+    return {"per_boundary_fwd": per_direction, "per_boundary_bwd": per_direction,
+            "total": 2 * per_direction * (pp - 1), "per_rank": per_rank}
+
+
+def stage_layers(layers: int, pp: int, stage: int) -> range:
+    check_pp(layers, pp)
+    n = layers // pp
+    return range(stage * n, (stage + 1) * n)
+
+
+def _stage_module(model, lo: int, hi: int, first: bool, last: bool):
+    import torch
+    from torch import nn
+    from transformers.masking_utils import create_causal_mask
+
+    class LlamaStage(nn.Module):
+        """Layers [lo, hi) of a HF causal LM; shares (not copies) the model's parameters."""
+
+        def __init__(self):
+            super().__init__()
+            inner = model.model
+            self.config = model.config
+            self.embed_tokens = inner.embed_tokens if first else None
+            self.layers = nn.ModuleList(inner.layers[i] for i in range(lo, hi))
+            self.rotary_emb = inner.rotary_emb  # buffers only: every stage computes its own cos/sin
+            self.norm = inner.norm if last else None
+            self.lm_head = model.lm_head if last else None
+
+        def forward(self, x):
+            h = self.embed_tokens(x) if first else x
+            pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+            rope = self.rotary_emb(h, pos)
+            mask = create_causal_mask(config=self.config, inputs_embeds=h, attention_mask=None,
+                                      cache=None, position_ids=pos)
+            for layer in self.layers:
+                h = layer(h, attention_mask=mask, position_embeddings=rope, position_ids=pos)
+            return self.lm_head(self.norm(h)) if last else h
+
+    return LlamaStage()
+
+
+def lm_loss(logits, labels):
+    """Next-token cross-entropy, mean over the micro-batch (as HF's ``labels=`` loss, no padding)."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+
+
+def _timed_stage_class():
+    """A PipelineStage that times its own compute and counts the bytes it sends.
+
+    Why a subclass: the schedules issue P2P through ``dist.batch_isend_irecv``, which the c10d
+    collective counter does not see; the stage is the one place that knows every tensor it sends.
+    """
+    from torch.distributed.pipelining import PipelineStage
+
+    class TimedStage(PipelineStage):
+        def reset_stats(self):
+            self.stats = {"fwd_s": 0.0, "bwd_s": 0.0, "fwd_sent_bytes": 0, "bwd_sent_bytes": 0,
+                          "sends": 0}
+
+        def forward_one_chunk(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super().forward_one_chunk(*args, **kwargs)
+            finally:
+                self.stats["fwd_s"] += time.perf_counter() - t
+
+        def backward_one_chunk(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super().backward_one_chunk(*args, **kwargs)
+            finally:
+                self.stats["bwd_s"] += time.perf_counter() - t
+
+        def _count(self, ops, key):
+            for op in ops:
+                self.stats[key] += op.tensor.numel() * op.tensor.element_size()
+                self.stats["sends"] += 1
+            return ops
+
+        def get_fwd_send_ops(self, fwd_chunk_id):
+            return self._count(super().get_fwd_send_ops(fwd_chunk_id), "fwd_sent_bytes")
+
+        def get_bwd_send_ops(self, bwd_chunk_id):
+            return self._count(super().get_bwd_send_ops(bwd_chunk_id), "bwd_sent_bytes")
+
+    return TimedStage
+
+
+def apply_pp(model, rank: int, world: int):
+    """Wrap this rank's share of ``model`` (a HF Llama-style causal LM) as a pipeline stage.
+
+    Returns ``(stage, module)``: a PipelineStage that times its compute and counts bytes it sends
+    (``stage.stats``), and the stage's ``nn.Module`` (its parameters are the model's own objects).
+    """
+    import torch
+
+    layers = model.config.num_hidden_layers
+    span = stage_layers(layers, world, rank)
+    module = _stage_module(model, span.start, span.stop, first=rank == 0, last=rank == world - 1)
+    stage = _timed_stage_class()(module, rank, world, torch.device("cpu"))
+    stage.reset_stats()
+    return stage, module
+
+
+def build_schedule(stage, microbatches: int, schedule: str = "1f1b"):
+    """A ``ScheduleGPipe`` or ``Schedule1F1B`` over ``stage`` with the LM loss."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+    kinds = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+    if schedule not in kinds:
+        raise RlmLabError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    # scale_grads=True divides by m, so the summed micro-batch grads equal the full-batch mean loss grads
+    return kinds[schedule](stage, n_microbatches=microbatches, loss_fn=lm_loss, scale_grads=True)
+
+
+def pp_step(schedule, rank: int, world: int, input_ids):
+    """One forward+backward step; returns the mean loss on the last rank, None elsewhere."""
+    import torch
+
+    if rank == 0 and world == 1:
+        losses = []
+        schedule.step(input_ids, target=input_ids, losses=losses)
+        return torch.stack(losses).mean().item()
+    if rank == 0:
+        schedule.step(input_ids)
+        return None
+    if rank == world - 1:
+        losses = []
+        schedule.step(target=input_ids, losses=losses)
+        return torch.stack(losses).mean().item()
+    schedule.step()
+    return None
+
+
+def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name, steps, seed, layers):
+    import torch
+    import torch.distributed as dist
+
+    model = zoo_model(model_name, seed, layers)
+    stage, module = apply_pp(model, rank, world)
+    schedule = build_schedule(stage, microbatches, schedule_name)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(seed + 1)
+    vocab = model.config.vocab_size
+    rows = []
+    for step in range(steps + 1):  # step 0 warms up (allocations, lazy P2P buffers) and is not timed
+        input_ids = torch.randint(2, vocab, (batch, seq), generator=gen)
+        stage.reset_stats()
+        dist.barrier()
+        t = time.perf_counter()
+        loss = pp_step(schedule, rank, world, input_ids)
+        wall = time.perf_counter() - t
+        opt.step()
+        opt.zero_grad()
+        if step:
+            rows.append({**stage.stats, "wall_s": wall, "loss": loss})
+    return {"rank": rank, "steps": rows, "peak_rss_mib": peak_rss_mib(),
+            "params": sum(p.numel() for p in module.parameters())}
+
+
+def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, schedule: str = "1f1b",
+               steps: int = 2, batch: int = 8, seq: int = 32, seed: int = 0, layers: int | None = None,
+               timeout_s: float = 120.0) -> dict:
+    """Run ``steps`` timed pipeline steps on ``world`` processes and compare with the predictions.
+
+    ``layers`` overrides the zoo model's layer count (e.g. 4 layers for pp=4 on ``nano``).
+    Returns per-step wall time, per-rank busy (forward+backward compute) time, measured and
+    predicted bubble, counted and predicted P2P bytes, and peak RSS per rank.
+    """
+    from ..models import make_config
+    from .launch import spawn
+
+    config = make_config(model)
+    n_layers = layers or config.num_hidden_layers
+    check_pp(n_layers, world, batch, microbatches)
+    if schedule not in SCHEDULES:
+        raise RlmLabError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    results = spawn(_pp_worker, world, args=(model, batch, seq, microbatches, schedule, steps, seed, layers),
+                    timeout_s=timeout_s)
+    pred = predicted_p2p_bytes(batch, seq, config.hidden_size, world)
+    per_rank = []
+    for r in results:
+        rows = r["steps"]
+        wall = sum(x["wall_s"] for x in rows) / len(rows)
+        busy = sum(x["fwd_s"] + x["bwd_s"] for x in rows) / len(rows)
+        sent = rows[-1]["fwd_sent_bytes"] + rows[-1]["bwd_sent_bytes"]
+        per_rank.append({"rank": r["rank"], "wall_s": wall, "busy_s": busy, "idle_fraction": 1 - busy / wall,
+                         "fwd_s": sum(x["fwd_s"] for x in rows) / len(rows),
+                         "bwd_s": sum(x["bwd_s"] for x in rows) / len(rows),
+                         "sent_bytes": sent, "predicted_sent_bytes": pred["per_rank"][r["rank"]],
+                         "peak_rss_mib": r["peak_rss_mib"], "params": r["params"]})
+    step_s = max(x["wall_s"] for x in per_rank)
+    slowest_mb = max(x["busy_s"] for x in per_rank) / microbatches
+    return {
+        "parallelism": "pp", "model": model, "layers": n_layers, "world": world, "schedule": schedule,
+        "microbatches": microbatches, "batch": batch, "seq": seq, "steps": steps,
+        "oversubscribed": world > _cores(),
+        "loss": next(x["steps"][-1]["loss"] for x in results if x["rank"] == world - 1),
+        "step_s": step_s, "per_rank": per_rank,
+        "bubble_predicted": bubble_fraction(world, microbatches),
+        "bubble_measured": sum(x["idle_fraction"] for x in per_rank) / world,
+        # composition, not a fit: (m+p-1) slots of the slowest stage's measured per-micro-batch time
+        "step_s_predicted_from_stage_time": (microbatches + world - 1) * slowest_mb,
+        "sent_bytes": sum(x["sent_bytes"] for x in per_rank), "predicted_bytes": pred["total"],
+        "bytes_match": all(x["sent_bytes"] == x["predicted_sent_bytes"] for x in per_rank),
+    }
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def zoo_model(name: str, seed: int = 0, layers: int | None = None):
+    """A zoo model (fp32, seeded init), optionally with ``layers`` decoder layers instead of the zoo's."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..models import make_config
+
+    config = make_config(name)
+    if layers:
+        config.num_hidden_layers = layers
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process (MiB). Includes Python and torch themselves (~hundreds
+    of MiB), so at toy sizes it mostly shows the framework floor, not the model's share."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
