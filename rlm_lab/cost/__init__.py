@@ -1,0 +1,30 @@
+"""The cost model: FLOPs, bytes, memory, time, work and depth of one RL-for-LLM iteration.
+
+Formulas and sources: ../shared/research/paper-notes.md Sec. 2-3 (each module's docstring cites
+its own). No torch import here: only ``calibrate`` imports torch, inside its functions.
+
+Main entry points::
+
+    predict(model, algo, workload, profile) -> Prediction     (predict.py)
+    model_spec(name_or_config) -> ModelSpec                     (spec.py)
+    load_profile(name_or_path) -> HardwareProfile               (hardware.py)
+    decode_step_time(spec, batch, context, profile)             (timing.py)
+    collective_time(op, nbytes, world, profile)                 (comm.py)
+    tail_bubble(lengths), dynamic_sampling_inflation(p, G)      (workdepth.py)
+"""
+
+from .comm import OPS, bytes_per_rank, collective_time, ring_factor
+from .hardware import HardwareProfile, known_profiles, load_profile
+from .memory import MemoryBreakdown
+from .predict import Prediction, StageCost, predict
+from .spec import ModelSpec, model_spec, scalar_head, spec_from_config, spec_from_dict
+from .timing import decode_step_time, forward_time
+from .workdepth import WorkDepth, dynamic_sampling_inflation, tail_bubble
+from .workload import Algorithm, ResponseLengths, Workload, algorithm, workload_from_dict
+
+__all__ = [
+    "OPS", "Algorithm", "HardwareProfile", "MemoryBreakdown", "ModelSpec", "Prediction", "ResponseLengths",
+    "StageCost", "WorkDepth", "Workload", "algorithm", "bytes_per_rank", "collective_time", "decode_step_time",
+    "dynamic_sampling_inflation", "forward_time", "known_profiles", "load_profile", "model_spec", "predict",
+    "ring_factor", "scalar_head", "spec_from_config", "spec_from_dict", "tail_bubble", "workload_from_dict",
+]

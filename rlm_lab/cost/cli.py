@@ -1,0 +1,128 @@
+"""``rlm-lab predict [CONFIG.yaml] [flags]``: the per-stage table of one predicted RL iteration.
+
+Config (YAML), every key optional; flags override it::
+
+    model: micro                # zoo name or path to a config.json
+    algorithm: grpo             # ppo | grpo | rloo | reinforce_pp | dapo
+    hardware: cpu-2core-epyc    # profile name in data/hardware/ or a JSON path
+    beta: 0.04                  # 0 drops the reference model
+    critic: micro               # PPO only (default: the actor's backbone)
+    reward_model: micro         # PPO only
+    workload: {prompts: 8, group_size: 4, prompt_len: 8, response: {kind: uniform, low: 4, high: 16}}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import RlmLabError
+
+CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model", "workload", "brent_p")
+DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": "cpu-2core-epyc"}
+
+
+def load_config(path) -> dict:
+    """Read a predict config; unknown keys and malformed YAML are named."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise RlmLabError(f"config file {path} not found")
+    try:
+        cfg = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise RlmLabError(f"config {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(cfg, dict):
+        raise RlmLabError(f"config {path} must be a mapping of {', '.join(CONFIG_KEYS)}")
+    bad = sorted(set(cfg) - set(CONFIG_KEYS))
+    if bad:
+        raise RlmLabError(f"config {path}: unknown key(s) {', '.join(bad)}; known: {', '.join(CONFIG_KEYS)}")
+    return cfg
+
+
+def predict_from_config(cfg: dict):
+    from .predict import predict
+
+    cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None}
+    return predict(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
+                   critic=cfg.get("critic"), reward_model=cfg.get("reward_model"), beta=cfg.get("beta"))
+
+
+def _si(x: float, unit: str = "") -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def _seconds(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
+    """Text report: header, per-stage table, memory, W, D and Brent's bounds."""
+    wl, prof = pred.workload, pred.profile
+    lines = [f"prediction: {pred.algo.name} on {pred.spec.name} ({pred.spec.params / 1e6:.3g}M params), "
+             f"n = {wl.prompts}x{wl.group_size} sequences, P = {wl.prompt_len}, {wl.precision}, "
+             f"{wl.devices} device(s) of {prof.name} [{prof.kind}]"]
+    head = f"{'stage':<15}{'model':<11}{'FLOPs':>11}{'bytes':>11}{'memory':>11}{'time':>11}{'calls':>7}" \
+           f"{'FLOP %':>8}{'time %':>8}"
+    lines += [head, "-" * len(head)]
+    for r in pred.table():
+        t = "-" if r["seconds"] is None else _seconds(r["seconds"])
+        ts = "-" if r["time_share"] is None else f"{100 * r['time_share']:.1f}"
+        lines.append(f"{r['stage']:<15}{r['model']:<11}{_si(r['flops']):>11}{_si(r['bytes'], 'B'):>11}"
+                     f"{_si(r['memory_bytes'], 'B'):>11}{t:>11}{r['calls']:>7}{100 * r['flop_share']:>8.1f}{ts:>8}")
+    m = pred.memory
+    lines.append(f"peak memory per device: {_si(m.total, 'B')} (weights {_si(m.weights, 'B')}, gradients "
+                 f"{_si(m.gradients, 'B')}, optimizer {_si(m.optimizer, 'B')}, KV cache {_si(m.kv_cache, 'B')}, "
+                 f"activations {_si(m.activations, 'B')}) of {_si(pred.capacity, 'B')}")
+    if not pred.fits:
+        lines.append(f"DOES NOT FIT: {pred.memory_error()}")
+        return "\n".join(lines)
+    lines.append(f"iteration time: {_seconds(pred.total_time)}")
+    lines.append(f"work W = {_seconds(pred.work)} (device-seconds), depth D = {_seconds(pred.depth)}, "
+                 f"W/D = {pred.work / pred.depth:.3g}; critical path: {' -> '.join(pred.critical_path())}")
+    for p in brent_p:
+        lo, hi = pred.brent(p)
+        lines.append(f"  Brent p={p:<3} {_seconds(lo)} <= T_p <= {_seconds(hi)}")
+    return "\n".join(lines)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("predict", help="predict the per-stage cost of one RL iteration",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("config", nargs="?", help="YAML config (see configs/predict/)")
+    p.add_argument("--model", help="zoo name or path to a config.json")
+    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
+    p.add_argument("--hardware", help="hardware profile name or JSON path")
+    p.add_argument("--beta", type=float, help="KL coefficient; 0 drops the reference model")
+    p.add_argument("--prompts", type=int)
+    p.add_argument("--group-size", type=int)
+    p.add_argument("--prompt-len", type=int)
+    p.add_argument("--response-len", type=int, help="fixed response length")
+    p.add_argument("--devices", type=int)
+    p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    cfg = load_config(args.config) if args.config else {}
+    for key in ("model", "algorithm", "hardware", "beta"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    wl = dict(cfg.get("workload") or {})
+    for key in ("prompts", "group_size", "prompt_len", "devices", "precision"):
+        if getattr(args, key) is not None:
+            wl[key] = getattr(args, key)
+    if args.response_len is not None:
+        wl["response"] = {"kind": "fixed", "length": args.response_len}
+    cfg["workload"] = wl
+    pred = predict_from_config(cfg)
+    if args.json:
+        print(json.dumps(pred.to_dict(), indent=2, default=str))
+    else:
+        print(format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))))
+    return 0 if pred.fits else 1

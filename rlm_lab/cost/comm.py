@@ -1,0 +1,110 @@
+"""Collective communication: bytes each rank sends (ring algorithms) and alpha-beta time.
+
+Bytes sent per rank for a tensor of S bytes (the full, unsharded size) over d ranks, ring
+algorithms (Thakur, Rabenseifner & Gropp 2005; the "2(N-1)/N" factor, paper-notes Sec. 3.4):
+
+    all_reduce       2 (d-1)/d * S      (reduce-scatter + all-gather)
+    all_gather       (d-1)/d * S        (S = gathered output size)
+    reduce_scatter   (d-1)/d * S        (S = input size)
+    all_to_all       (d-1)/d * S        (S = this rank's send buffer)
+    broadcast        (d-1)/d * S        (pipelined ring / scatter + all-gather; latency log d)
+    send_recv        S                  (one point-to-point message)
+
+Time of one collective (Hockney's alpha-beta model): t = alpha(d) + beta * bytes_per_rank(op, S, d),
+with alpha and beta per op fitted by ``rlm-lab calibrate`` (or assumed in datasheet profiles).
+A profile measured at world d0 is scaled to d by the ring step count: alpha(d) = alpha(d0) * (d-1)/(d0-1).
+
+gloo specifics (../shared/research/torch-dist-cpu.md, probe 1-3): FSDP2's reduce-scatter runs as a
+``gloo:all_reduce`` on CPU, so its bytes are all-reduce-sized; :func:`bytes_per_rank` applies that
+with ``backend="gloo"``. gloo's all-to-all (equal and uneven splits) works (probe 7).
+
+Ignores: contention between concurrent collectives, topology (NVLink vs network tiers), in-network
+reduction, tree algorithms at small sizes (NCCL switches algorithm by size), compute of reductions.
+"""
+
+from __future__ import annotations
+
+from ..errors import RlmLabError
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+
+
+def ring_factor(op: str, world: int, backend: str = "nccl") -> float:
+    """Bytes sent per rank as a fraction of the full tensor size S (table in the module docstring)."""
+    if op not in OPS:
+        raise RlmLabError(f"unknown collective {op!r}; choose one of: {', '.join(OPS)}")
+    if world < 1:
+        raise RlmLabError(f"world size must be >= 1, got {world}")
+    if op == "send_recv":
+        return 1.0
+    d = world
+    if op == "reduce_scatter" and backend == "gloo":
+        op = "all_reduce"  # gloo: reduce-scatter is implemented as an all-reduce (torch-dist-cpu.md)
+    return (2.0 if op == "all_reduce" else 1.0) * (d - 1) / d
+
+
+def bytes_per_rank(op: str, nbytes: float, world: int, backend: str = "nccl") -> float:
+    """Bytes one rank sends for a collective on a tensor of ``nbytes`` (full size), ring algorithm."""
+    return ring_factor(op, world, backend) * nbytes
+
+
+def collective_time(op: str, nbytes: float, world: int, profile) -> float:
+    """Seconds for one collective on a tensor of ``nbytes`` over ``world`` ranks: alpha + beta * bytes.
+
+    ``profile`` is a :class:`~rlm_lab.cost.hardware.HardwareProfile`; its fitted (alpha, beta) at
+    its calibration world size d0 is rescaled to ``world`` (module docstring). world == 1 costs 0.
+    """
+    if world <= 1 and op != "send_recv":
+        return 0.0
+    fit = profile.collective(op)
+    d0 = max(fit.get("world", 2), 2)
+    alpha = fit["alpha_s"] * (max(world - 1, 1) / (d0 - 1))
+    return alpha + fit["beta_s_per_byte"] * bytes_per_rank(op, nbytes, world, profile.backend)
+
+
+# ---- volumes of the intra-model parallelisms (paper-notes Sec. 3.4, 3.7) ------------------------
+
+def dp_allreduce_bytes(grad_bytes: float, dp: int) -> float:
+    """Data parallel: ring all-reduce of the gradients, 2(d-1)/d * Psi per rank per step."""
+    return bytes_per_rank("all_reduce", grad_bytes, dp)
+
+
+def zero3_bytes(param_bytes: float, dp: int) -> float:
+    """ZeRO-3 / FSDP: all-gather (forward) + all-gather (backward) + reduce-scatter = 3(d-1)/d * Psi
+    per rank per step, 1.5x data parallel (Rajbhandari et al. 1910.02054, Sec. 7.2.2)."""
+    return 3 * (dp - 1) / dp * param_bytes
+
+
+def tp_message_bytes(batch: int, seq_len: int, hidden: int, dtype_bytes: int = 2) -> int:
+    """Tensor parallel: one all-reduced activation b*s*h elements (Megatron 1909.08053, Sec. 3)."""
+    return batch * seq_len * hidden * dtype_bytes
+
+
+def tp_layer_allreduces(training: bool = True) -> int:
+    """All-reduces per layer: 2 forward + 2 backward when training, 2 per decode/forward pass
+    (Megatron 1909.08053: "two all-reduces in the forward path and two in the backward path")."""
+    return 4 if training else 2
+
+
+def pp_bubble(stages: int, microbatches: int) -> float:
+    """Pipeline bubble as a fraction of wall time: (p-1)/(m+p-1) (GPipe, 1811.06965; Narayanan
+    2104.04473 gives (p-1)/m relative to the ideal time)."""
+    if stages < 1 or microbatches < 1:
+        raise RlmLabError("pipeline stages and micro-batches must be >= 1")
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def cp_ring_bytes(seq_len: int, kv_heads: int, head_dim: int, cp: int, batch: int = 1, dtype_bytes: int = 2) -> float:
+    """Ring context parallel, one layer forward: (c-1)/c * 2 b s n_kv d_h bytes of K and V blocks per rank."""
+    return (cp - 1) / cp * 2 * batch * seq_len * kv_heads * head_dim * dtype_bytes
+
+
+def ep_all_to_all_bytes(tokens: int, top_k: int, hidden: int, ep: int, dtype_bytes: int = 2) -> float:
+    """Expert parallel dispatch of one MoE layer forward: T k h bytes * (e-1)/e per rank (the combine
+    all-to-all moves the same again; backward doubles both)."""
+    return (ep - 1) / ep * tokens * top_k * hidden * dtype_bytes
+
+
+def weight_sync_time(param_bytes: float, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """Disaggregated weight sync: Psi / BW_link + latency (paper-notes Sec. 3.6-3.7, H7)."""
+    return param_bytes / link_bytes_per_s + latency_s

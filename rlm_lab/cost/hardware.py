@@ -1,0 +1,169 @@
+"""Hardware profiles: the few numbers the time model needs about one device and its links.
+
+A profile is a JSON file in ``data/hardware/<name>.json``::
+
+    name, kind ("calibrated" | "datasheet"), device, source (datasheet URLs or "rlm-lab calibrate")
+    memory_bytes                     capacity of one device
+    matmul_flops    {dtype: FLOP/s}  peak (datasheet) or best measured (calibrated)
+    matmul_curve    {dtype: [[gemm_flops, FLOP/s], ...]}  optional: measured rate vs product size
+    memory_bandwidth                 bytes/s (datasheet peak or measured large copy)
+    efficiency      {"matmul": eta_F, "memory": eta_B}  applied to peaks (1.0 for measured numbers)
+    overhead        {op_s, forward_base_s, forward_layer_s, decode_step_base_s, decode_step_layer_s,
+                     backward_layer_s, optimizer_tensor_s}   per-call costs (launch / Python dispatch)
+    overlap_overhead                 true when launches overlap compute (asynchronous CUDA streams)
+    link_bandwidth                   bytes/s between devices (weight sync, p2p)
+    collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}
+    threads, provenance              (calibrated profiles) how and where it was measured
+
+The roofline time of one operator is max(FLOPs / (eta_F F), bytes / (eta_B BW)) (Williams,
+Waterman & Patterson, CACM 2009; paper-notes Sec. 2.6), with F read from ``matmul_curve`` when the
+profile has one, because small products on CPU run far below the peak.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import RlmLabError
+
+HARDWARE_DIR = Path(__file__).resolve().parents[2] / "data" / "hardware"
+KINDS = ("calibrated", "datasheet")
+OVERHEAD_KEYS = ("op_s", "forward_base_s", "forward_layer_s", "decode_step_base_s", "decode_step_layer_s",
+                 "backward_layer_s", "optimizer_tensor_s")
+REQUIRED = ("name", "kind", "device", "memory_bytes", "matmul_flops", "memory_bandwidth", "overhead", "collectives")
+
+
+@dataclass
+class HardwareProfile:
+    name: str
+    kind: str
+    device: str
+    memory_bytes: float
+    matmul_flops: dict
+    memory_bandwidth: float
+    overhead: dict
+    collectives: dict
+    efficiency: dict = field(default_factory=lambda: {"matmul": 1.0, "memory": 1.0})
+    matmul_curve: dict = field(default_factory=dict)
+    overlap_overhead: bool = False
+    link_bandwidth: float = 0.0
+    source: str = ""
+    threads: int | None = None
+    provenance: dict = field(default_factory=dict)
+    notes: str = ""
+
+    # ---- rates ------------------------------------------------------------------------------
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        if dtype not in self.matmul_flops:
+            raise RlmLabError(f"profile {self.name!r} has no matmul rate for dtype {dtype!r}; "
+                              f"it has: {', '.join(self.matmul_flops)}")
+        return float(self.matmul_flops[dtype])
+
+    def matmul_rate(self, gemm_flops: float, dtype: str = "bf16") -> float:
+        """Achieved FLOP/s of one matrix product of ``gemm_flops`` FLOPs.
+
+        With a measured curve: log-log interpolation between the calibrated points (clamped at the
+        ends). Without: eta_F * peak for every size. Ignores: shape (aspect ratio), data layout.
+        """
+        curve = self.matmul_curve.get(dtype)
+        if not curve:
+            return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype)
+        pts = sorted(curve)
+        x = math.log(max(gemm_flops, 1.0))
+        if x <= math.log(pts[0][0]):
+            return pts[0][1]
+        for (f0, r0), (f1, r1) in zip(pts, pts[1:]):
+            if x <= math.log(f1):
+                w = (x - math.log(f0)) / (math.log(f1) - math.log(f0))
+                return math.exp((1 - w) * math.log(r0) + w * math.log(r1))
+        return pts[-1][1]
+
+    def bandwidth(self) -> float:
+        """Achieved memory bandwidth eta_B * BW (bytes/s)."""
+        return self.efficiency.get("memory", 1.0) * float(self.memory_bandwidth)
+
+    def roofline_time(self, flops: float, nbytes: float, gemm_flops: float | None = None,
+                      dtype: str = "bf16") -> float:
+        """max(FLOPs / F_eff, bytes / BW_eff) seconds (paper-notes Sec. 2.6)."""
+        rate = self.matmul_rate(flops if gemm_flops is None else gemm_flops, dtype)
+        return max(flops / rate if flops else 0.0, nbytes / self.bandwidth() if nbytes else 0.0)
+
+    def call_overhead(self, key: str) -> float:
+        return float(self.overhead.get(key, 0.0))
+
+    # ---- communication ---------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self.collectives.get("backend", "nccl")
+
+    def collective(self, op: str) -> dict:
+        """The alpha-beta fit of ``op``: {alpha_s, beta_s_per_byte, world}."""
+        ops = self.collectives.get("ops", {})
+        if op not in ops:
+            raise RlmLabError(f"profile {self.name!r} has no fit for collective {op!r}; "
+                              f"it has: {', '.join(sorted(ops)) or 'none'} (re-run rlm-lab calibrate)")
+        return ops[op] | {"world": self.collectives.get("world", 2)}
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def known_profiles(folder: Path = HARDWARE_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(folder).glob("*.json"))
+
+
+def profile_from_dict(d: dict, where: str = "?") -> HardwareProfile:
+    """Validate and build a profile; a missing or invalid field raises an error naming it."""
+    if not isinstance(d, dict):
+        raise RlmLabError(f"hardware profile {where} must be a JSON object")
+    for key in REQUIRED:
+        if key not in d:
+            raise RlmLabError(f"hardware profile {where} is missing the field {key!r}")
+    if d["kind"] not in KINDS:
+        raise RlmLabError(f"hardware profile {where}: kind must be one of {KINDS}, got {d['kind']!r}")
+    for key in ("memory_bytes", "memory_bandwidth"):
+        if not isinstance(d[key], (int, float)) or d[key] <= 0:
+            raise RlmLabError(f"hardware profile {where}: field {key!r} must be a positive number")
+    if not d["matmul_flops"] or any(not isinstance(v, (int, float)) or v <= 0 for v in d["matmul_flops"].values()):
+        raise RlmLabError(f"hardware profile {where}: field 'matmul_flops' must map dtypes to positive FLOP/s")
+    missing = [k for k in OVERHEAD_KEYS if k not in d["overhead"]]
+    if missing:
+        raise RlmLabError(f"hardware profile {where}: field 'overhead' is missing {', '.join(missing)}")
+    fields = HardwareProfile.__dataclass_fields__
+    return HardwareProfile(**{k: v for k, v in d.items() if k in fields})
+
+
+def load_profile(name_or_path) -> HardwareProfile:
+    """Load a profile by name (``data/hardware/<name>.json``), by path, or pass one through.
+
+    An unknown name raises :class:`RlmLabError` listing the known profiles.
+    """
+    if isinstance(name_or_path, HardwareProfile):
+        return name_or_path
+    if isinstance(name_or_path, dict):
+        return profile_from_dict(name_or_path, where=repr(name_or_path.get("name", "?")))
+    path = Path(str(name_or_path))
+    if not path.is_file():
+        path = HARDWARE_DIR / f"{name_or_path}.json"
+    if not path.is_file():
+        known = ", ".join(known_profiles())
+        raise RlmLabError(f"unknown hardware profile {str(name_or_path)!r}; known profiles: {known} "
+                          f"(or pass the path of a profile JSON; `rlm-lab calibrate` writes one)")
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RlmLabError(f"hardware profile {path} is not valid JSON ({e})") from None
+    return profile_from_dict(d, where=str(path))
+
+
+def save_profile(profile: HardwareProfile | dict, path) -> Path:
+    from ..record import atomic_write_json
+
+    d = profile.to_dict() if isinstance(profile, HardwareProfile) else profile
+    profile_from_dict(d, where=str(path))  # never write a profile we could not read back
+    return atomic_write_json(path, d)

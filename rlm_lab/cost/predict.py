@@ -1,0 +1,378 @@
+"""Predict one RL iteration: per-stage FLOPs, bytes, memory and seconds, the stage graph, W, D.
+
+    predict("micro", "grpo", Workload(...), "cpu-2core-epyc") -> Prediction
+
+Stage costs (paper-notes Sec. 2.4 FLOPs, Sec. 2.5 memory, Sec. 2.6 time, Sec. 3.2-3.3 work-depth):
+
+* prefill: a forward of P tokens per generated row (per prompt with prefix sharing), logits of the
+  last position only.
+* decode: static engine (transformers ``generate``) runs every row of a generation batch for
+  R_max - 1 steps, t = sum_k t_step(g, P + k); continuous engine (vLLM-style) runs only active rows.
+* old/ref log-probs, values, reward model: a forward over padded sequences, in micro-batches.
+* actor forward/backward: E epochs over all sequences; optimizer: E*M AdamW steps; critic alike.
+* weight sync: none (the policy generates itself), a copy (colocated) or link transfer.
+
+Seconds are per device (wall clock) with ``workload.devices`` data-parallel replicas; FLOPs and
+bytes are totals over all devices. Work per stage = device-seconds; depth per stage = the part
+no number of devices can split (one sequence's chain; E*M sequential optimizer steps).
+
+Ignores: overlap between stages (synchronous iteration), host<->device copies, tokenization,
+Python work outside the model calls (TRL bookkeeping), dataloader, logging.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import RlmLabError
+from ..stages import Stage
+from . import flops as F
+from . import memory as M
+from .comm import collective_time
+from .hardware import HardwareProfile, load_profile
+from .spec import ModelSpec, model_spec, scalar_head
+from .timing import backward_time, decode_step_time, forward_time, optimizer_time
+from .workdepth import WorkDepth, iteration_edges
+from .workload import Algorithm, Workload, algorithm, expected_max, workload_from_dict
+
+S = Stage
+GIB = 2 ** 30
+
+
+@dataclass
+class StageCost:
+    """One row of the prediction."""
+
+    stage: Stage
+    model: str
+    flops: float
+    bytes: float
+    memory: int          # peak bytes on one device while this stage runs
+    seconds: float       # wall clock on one device
+    calls: int           # model calls (forward passes, decode steps, optimizer steps)
+    work_s: float        # device-seconds
+    depth_s: float       # critical-path seconds of the stage
+
+
+@dataclass
+class Prediction:
+    spec: ModelSpec
+    algo: Algorithm
+    workload: Workload
+    profile: HardwareProfile
+    rows: list
+    memory: M.MemoryBreakdown     # at the peak stage, one device
+    dag: WorkDepth = field(repr=False, default=None)
+
+    # ---- memory ----------------------------------------------------------------------------
+    @property
+    def capacity(self) -> float:
+        return float(self.profile.memory_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.capacity
+
+    def memory_error(self) -> RlmLabError:
+        m = self.memory
+        return RlmLabError(
+            f"does not fit: needs {m.total / GIB:.2f} GiB per device (weights {m.weights / GIB:.2f}, "
+            f"gradients {m.gradients / GIB:.2f}, optimizer {m.optimizer / GIB:.2f}, KV cache {m.kv_cache / GIB:.2f}, "
+            f"activations {m.activations / GIB:.2f}) but {self.profile.name} has {self.capacity / GIB:.2f} GiB; "
+            f"use more devices with ZeRO, smaller micro/generation batches, or a smaller model")
+
+    def check_fits(self) -> "Prediction":
+        if not self.fits:
+            raise self.memory_error()
+        return self
+
+    # ---- time, work, depth -------------------------------------------------------------------
+    @property
+    def total_time(self) -> float:
+        """Predicted seconds of one synchronous iteration (raises if it does not fit in memory)."""
+        self.check_fits()
+        return sum(r.seconds for r in self.rows)
+
+    def seconds(self, stage: Stage | str) -> float:
+        """Seconds of a stage; ``generate`` = prefill + decode (the tracer measures it as one span)."""
+        stage = Stage(stage)
+        want = (S.PREFILL, S.DECODE) if stage == S.GENERATE else (stage,)
+        return sum(r.seconds for r in self.rows if r.stage in want)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(r.flops for r in self.rows)
+
+    @property
+    def work(self) -> float:
+        return self.dag.work
+
+    @property
+    def depth(self) -> float:
+        return self.dag.depth
+
+    def brent(self, p: int) -> tuple[float, float]:
+        """(max(W/p, D), W/p + D) in seconds."""
+        return self.dag.brent(p)
+
+    def critical_path(self) -> list[str]:
+        return [str(s) for s in self.dag.critical_path()[1]]
+
+    def graph(self) -> dict:
+        return self.dag.graph()
+
+    def table(self) -> list[dict]:
+        """Rows as plain dicts, with each stage's share of FLOPs and of time."""
+        total_f = self.total_flops or 1.0
+        total_t = sum(r.seconds for r in self.rows) or 1.0
+        return [{"stage": str(r.stage), "model": r.model, "flops": r.flops, "bytes": r.bytes,
+                 "memory_bytes": r.memory, "seconds": r.seconds if self.fits else None, "calls": r.calls,
+                 "flop_share": r.flops / total_f, "time_share": r.seconds / total_t if self.fits else None,
+                 "work_s": r.work_s, "depth_s": r.depth_s} for r in self.rows]
+
+    def to_dict(self) -> dict:
+        d = {"model": self.spec.to_dict(), "algorithm": self.algo.name, "workload": self.workload.to_dict(),
+             "profile": self.profile.name, "profile_kind": self.profile.kind, "fits": self.fits,
+             "memory": self.memory.to_dict(), "capacity_bytes": self.capacity, "stages": self.table(),
+             "work_s": self.work, "depth_s": self.depth, "graph": self.graph()}
+        if self.fits:
+            d["total_s"] = self.total_time
+        return d
+
+
+# ---- the assembly -------------------------------------------------------------------------------
+
+def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | None = None,
+            profile="cpu-2core-epyc", critic=None, reward_model=None, beta: float | None = None) -> Prediction:
+    """Predict one iteration of ``algo`` on ``model`` with ``workload`` on hardware ``profile``.
+
+    ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head;
+    ``beta=0`` drops the reference model.
+    """
+    spec = model_spec(model)
+    alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
+    wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
+    prof = load_profile(profile)
+    prof.peak_flops(wl.dtype)  # fail early, naming the dtype, if the profile lacks it
+    critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
+    rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
+    return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec).run()
+
+
+class _Assembler:
+    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec):
+        self.spec, self.alg, self.wl, self.prof = spec, alg, wl, prof
+        self.critic_spec, self.rm_spec = critic_spec, rm_spec
+        self.dt, self.db = wl.dtype, wl.dtype_bytes
+        self.lengths = wl.lengths()
+        self.dev = wl.devices
+        self.n_dev = math.ceil(wl.n / self.dev)          # sequences per device
+        self.g = min(wl.gen, self.n_dev)                 # rows per generate call
+        self.m = min(wl.micro, self.n_dev)               # rows per forward/backward call
+        self.r_max = max(self.lengths)
+        self.r_gen = expected_max(self.lengths, self.g)  # longest response of one generation batch
+        r_pad = {"batch": self.r_gen, "minibatch": expected_max(self.lengths, self.m),
+                 "none": sum(self.lengths) / len(self.lengths)}[wl.padding]
+        self.seq = wl.prompt_len + math.ceil(r_pad)      # padded training sequence length
+        self.seq_max = wl.prompt_len + self.r_max
+        self.rows: list[StageCost] = []
+        self._peak_transient = M.MemoryBreakdown()
+        self.persistent = self._persistent()
+
+    # -- helpers --
+    def _persistent(self) -> M.MemoryBreakdown:
+        """Model states held for the whole iteration (paper-notes Sec. 2.5): the trainable actor
+        (and critic) with gradients and AdamW state, frozen reference and reward weights."""
+        prec = self.wl.precision
+        train = M.train_state_bytes(self.spec, prec, self.wl.zero_stage, self.dev)
+        w = self.spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
+        g = self._grad_share(self.spec)
+        total = M.MemoryBreakdown(weights=int(w), gradients=int(g), optimizer=int(train - w - g))
+        if self.alg.critic:
+            total += M.model_memory(self.critic_spec, True, prec)
+        if self.alg.reference:
+            total += M.MemoryBreakdown(weights=self.spec.params * self.db)
+        if self.alg.reward_model:
+            total += M.MemoryBreakdown(weights=self.rm_spec.params * self.db)
+        return total
+
+    def _grad_share(self, spec) -> float:
+        g = M.PRECISIONS[self.wl.precision][1] * spec.params
+        return g / self.dev if self.wl.zero_stage >= 2 else g
+
+    def _add(self, stage, model, flops, nbytes, transient: M.MemoryBreakdown, seconds, calls, depth):
+        mem = (self.persistent + transient).total
+        self.rows.append(StageCost(stage, model, float(flops), float(nbytes), int(mem), float(seconds),
+                                   int(calls), float(seconds * self.dev), float(depth)))
+        return transient
+
+    def _logit_tokens(self, seq_len: int, head_width: int) -> int:
+        if head_width != self.spec.vocab or self.wl.logits == "all":
+            return seq_len
+        return seq_len - self.wl.prompt_len + 1  # TRL: logits_to_keep = completion length + 1
+
+    def _forward_pass(self, spec, calls_seqs: int, seq_len: int):
+        """(seconds, flops per sequence, calls) of forwarding ``calls_seqs`` rows in micro-batches."""
+        lt = self._logit_tokens(seq_len, spec.head_width)
+        full, rem = divmod(calls_seqs, self.m)
+        t = full * forward_time(spec, self.prof, self.m, seq_len, self.m * lt, self.dt, self.db)
+        if rem:
+            t += forward_time(spec, self.prof, rem, seq_len, rem * lt, self.dt, self.db)
+        return t, F.forward_flops(spec, seq_len, lt), full + (rem > 0), lt
+
+    def _transient_forward(self, spec, lt: int, grad: bool) -> M.MemoryBreakdown:
+        acts = M.activation_bytes(spec, self.m, self.seq, self.db)
+        if not grad:
+            acts //= spec.layers  # without autograd only about one layer's activations are alive
+        return M.MemoryBreakdown(activations=acts + M.logits_bytes(spec, self.m * lt) * (2 if grad else 1))
+
+    # -- stages --
+    def run(self) -> Prediction:
+        self.generation()
+        self.preparation()
+        self.training()
+        self.sync()
+        stages = {r.stage for r in self.rows}
+        adv_in = (S.REWARD, S.REF_LOGPROB, S.VALUES) if self.alg.advantage == "gae" else (S.REWARD,)
+        dag = WorkDepth({r.stage: r.work_s for r in self.rows}, {r.stage: r.depth_s for r in self.rows},
+                        tuple(iteration_edges(stages, adv_in)))
+        peak = max(self.rows, key=lambda r: r.memory)
+        mem = self.persistent + self._peak_transient
+        assert mem.total == peak.memory
+        return Prediction(self.spec, self.alg, self.wl, self.prof, self.rows, mem, dag)
+
+    def _track(self, transient: M.MemoryBreakdown):
+        if transient.total > self._peak_transient.total:
+            self._peak_transient = transient
+
+    def generation(self):
+        spec, wl, prof, P = self.spec, self.wl, self.prof, self.wl.prompt_len
+        batches = math.ceil(self.n_dev / self.g)
+        rows = max(1, self.g // wl.group_size) if wl.prefix_sharing else self.g
+        t_pre = batches * forward_time(spec, prof, rows, P, rows, self.dt, self.db)
+        f_pre = self.dev * batches * rows * F.prefill_flops(spec, P)
+        w_bytes = spec.params * self.db
+        kv = M.kv_cache_bytes(spec, self.g * M.generate_kv_tokens(P, math.ceil(self.r_gen)), self.db)
+        tr = M.MemoryBreakdown(kv_cache=kv, activations=M.logits_bytes(spec, self.g))
+        self._track(tr)
+        depth_pre = forward_time(spec, prof, 1, P, 1, self.dt, self.db)
+        self._add(S.PREFILL, "actor", f_pre, self.dev * batches * w_bytes, tr, t_pre, batches, depth_pre)
+
+        steps = max(math.ceil(self.r_gen) - 1, 0)
+        if wl.engine == "static":
+            active = [self.g] * steps
+            n_runs = batches
+        else:  # continuous: rows still generating at step k, over all of this device's sequences
+            per_dev = self.lengths[self.dev - 1::self.dev] or self.lengths[:1]
+            active = [min(self.g, sum(1 for r in per_dev if r > k)) for k in range(1, max(per_dev))]
+            n_runs = 1
+        t_dec = n_runs * self._sum_steps(active)
+        f_dec = self.dev * n_runs * sum(F.decode_step_flops(spec, b, P + k) for k, b in enumerate(active, 1))
+        kv_read = sum(b * (P + k) for k, b in enumerate(active, 1)) * spec.kv_bytes_per_token(self.db)
+        b_dec = self.dev * n_runs * (len(active) * w_bytes + kv_read)
+        depth_dec = self._sum_steps([1] * (self.r_max - 1))
+        self._add(S.DECODE, "actor", f_dec, b_dec, tr, t_dec, n_runs * len(active), depth_dec)
+
+    def _sum_steps(self, active: list[int]) -> float:
+        """sum_k t_step(b_k, P + k); evaluated on a stride for long generations (t_step is smooth in c)."""
+        P, n = self.wl.prompt_len, len(active)
+        stride = max(1, n // 512)
+        total = 0.0
+        for k0 in range(0, n, stride):
+            k1 = min(n, k0 + stride)
+            total += (k1 - k0) * decode_step_time(self.spec, active[k0], P + k0 + 1, self.prof, self.dt, self.db)
+        return total
+
+    def preparation(self):
+        n_dev, seq = self.n_dev, self.seq
+        passes = []
+        if self.wl.recompute_old:
+            passes.append((S.OLD_LOGPROB, "actor", self.spec))
+        if self.alg.reference:
+            passes.append((S.REF_LOGPROB, "reference", self.spec))
+        if self.alg.reward_model:
+            passes.append((S.REWARD, "reward", self.rm_spec))
+        if self.alg.critic:
+            passes.append((S.VALUES, "critic", self.critic_spec))
+        for stage, name, spec in passes:
+            if stage == S.VALUES and not self.alg.reward_model:
+                self._verifier()
+            t, f_seq, calls, lt = self._forward_pass(spec, n_dev, seq)
+            tr = self._transient_forward(spec, lt, grad=False)
+            self._track(tr)
+            depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
+                                 self.dt, self.db)
+            self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
+        self._verifier()
+        # advantage: elementwise; GAE is a backward-in-time loop over the padded completion
+        op = self.prof.call_overhead("op_s")
+        steps = 6 * math.ceil(self.r_gen) if self.alg.advantage == "gae" else 10
+        t_adv = steps * op
+        self._add(S.ADVANTAGE, "-", 10.0 * self.wl.n * (seq - self.wl.prompt_len), 0.0, M.MemoryBreakdown(),
+                  t_adv, steps, t_adv)
+
+    def _verifier(self):
+        """A rule-based reward (CPU): ``reward_s_per_sample`` seconds per sequence, no model."""
+        if any(r.stage == S.REWARD for r in self.rows):
+            return
+        t = self.n_dev * self.wl.reward_s_per_sample
+        self._add(S.REWARD, "verifier", 0.0, 0.0, M.MemoryBreakdown(), t, self.n_dev, self.wl.reward_s_per_sample)
+
+    def training(self):
+        wl, prof = self.wl, self.prof
+        steps = wl.epochs * wl.minibatches
+        models = [("actor", self.spec)] + ([("critic", self.critic_spec)] if self.alg.critic else [])
+        for name, spec in models:
+            t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq)
+            full, rem = divmod(self.n_dev, self.m)
+            t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db)
+            if rem:
+                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db)
+            grad_bytes = spec.params * M.PRECISIONS[wl.precision][1]
+            comm = self._grad_comm(grad_bytes, spec)
+            t_o = optimizer_time(spec, prof, 4)
+            tr = self._transient_forward(spec, lt, grad=True)
+            self._track(tr)
+            lt_max = self._logit_tokens(self.seq_max, spec.head_width)
+            d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db)
+            d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db) + comm)
+            w_bytes = spec.params * self.db
+            f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
+            opt_bytes = self.dev * steps * 7 * spec.params * 4
+            if name == "actor":
+                self._add(S.ACTOR_FORWARD, name, f_fwd, self.dev * wl.epochs * calls * w_bytes, tr,
+                          wl.epochs * t_f, wl.epochs * calls, d_f)
+                self._add(S.ACTOR_BACKWARD, name, f_bwd, self.dev * wl.epochs * calls * 2 * w_bytes, tr,
+                          wl.epochs * t_b + steps * comm, wl.epochs * calls, d_b)
+                self._add(S.OPTIMIZER, name, self.dev * steps * F.optimizer_flops(spec.params), opt_bytes,
+                          M.MemoryBreakdown(), steps * t_o, steps, steps * t_o)
+            else:
+                self._add(S.CRITIC_UPDATE, name, f_fwd + f_bwd + self.dev * steps * F.optimizer_flops(spec.params),
+                          self.dev * wl.epochs * calls * 3 * w_bytes + opt_bytes, tr,
+                          wl.epochs * (t_f + t_b) + steps * (comm + t_o), wl.epochs * calls + steps,
+                          d_f + d_b + steps * t_o)
+
+    def _grad_comm(self, grad_bytes: float, spec) -> float:
+        """Gradient synchronization per optimizer step: ring all-reduce (DDP, ZeRO-1/2 as reduce-scatter
+        + all-gather: same bytes) or ZeRO-3's 2 all-gathers + 1 reduce-scatter (comm.py)."""
+        if self.dev == 1:
+            return 0.0
+        if self.wl.zero_stage == 3:
+            p_bytes = spec.params * self.db
+            return (2 * collective_time("all_gather", p_bytes, self.dev, self.prof)
+                    + collective_time("reduce_scatter", grad_bytes, self.dev, self.prof))
+        return collective_time("all_reduce", grad_bytes, self.dev, self.prof)
+
+    def sync(self):
+        mode = self.wl.weight_sync
+        if mode == "none":
+            return
+        nbytes = self.spec.params * self.db
+        if mode == "colocated":
+            t = 2 * nbytes / self.prof.bandwidth()  # read + write one copy at memory bandwidth
+        else:
+            if not self.prof.link_bandwidth:
+                raise RlmLabError(f"profile {self.prof.name!r} has no link_bandwidth for a disaggregated weight sync")
+            t = nbytes / self.prof.link_bandwidth + self.prof.collective("send_recv")["alpha_s"]
+        self._add(S.WEIGHT_SYNC, "actor", 0.0, nbytes, M.MemoryBreakdown(), t, 1, t)

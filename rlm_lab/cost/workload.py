@@ -1,0 +1,219 @@
+"""What one RL iteration does: the algorithm (models held, passes run) and the workload (batch
+shape, response lengths, epochs, mini-batches, precision).
+
+Algorithms (paper-notes Sec. 2.2, 2.7): PPO holds actor, critic, reference and reward model;
+GRPO, RLOO and REINFORCE++ hold actor and reference (reward = a rule); DAPO-style drops the
+reference (beta = 0). Response lengths are materialized deterministically as the n quantiles
+(i + 0.5) / n of the chosen distribution, so a prediction never depends on a random seed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+
+from ..errors import RlmLabError, unknown
+from ..stages import MODELS_HELD
+from .memory import PRECISIONS
+
+ADVANTAGE = {"ppo": "gae", "grpo": "group", "rloo": "leave_one_out", "reinforce_pp": "global", "dapo": "group"}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """Which models an algorithm holds and so which passes it runs."""
+
+    name: str
+    models: tuple
+    advantage: str
+
+    @property
+    def critic(self) -> bool:
+        return "critic" in self.models
+
+    @property
+    def reference(self) -> bool:
+        return "reference" in self.models
+
+    @property
+    def reward_model(self) -> bool:
+        return "reward" in self.models
+
+
+def algorithm(name: str, beta: float | None = None) -> Algorithm:
+    """``algorithm("grpo")``; ``beta=0`` drops the reference model (no KL term), as DAPO does."""
+    key = name.lower().replace("-", "_").replace("++", "_pp")
+    if key not in MODELS_HELD:
+        raise unknown("algorithm", name, MODELS_HELD)
+    models = MODELS_HELD[key]
+    if beta == 0:
+        models = tuple(m for m in models if m != "reference")
+    return Algorithm(key, models, ADVANTAGE[key])
+
+
+@dataclass(frozen=True)
+class ResponseLengths:
+    """A response-length distribution: fixed, uniform, lognormal (clipped) or an explicit list.
+
+    ``kind="fixed", length=R``; ``kind="uniform", low, high``; ``kind="lognormal", median,
+    sigma, max (clip), min``; ``kind="list", values=[...]`` (used as is when it has n entries,
+    otherwise as an empirical distribution).
+    """
+
+    kind: str = "fixed"
+    length: int = 16
+    low: int = 1
+    high: int = 16
+    median: float = 16.0
+    sigma: float = 0.5
+    min: int = 1
+    max: int = 4096
+    values: tuple = ()
+
+    def __post_init__(self):
+        if self.kind not in ("fixed", "uniform", "lognormal", "list"):
+            raise RlmLabError(f"response.kind must be fixed, uniform, lognormal or list, got {self.kind!r}")
+        if self.kind == "fixed" and self.length < 1:
+            raise RlmLabError(f"response.length must be >= 1, got {self.length}")
+        if self.kind == "uniform" and not 1 <= self.low <= self.high:
+            raise RlmLabError(f"response needs 1 <= low <= high, got low={self.low}, high={self.high}")
+        if self.kind == "lognormal" and (self.median <= 0 or self.sigma < 0 or not 1 <= self.min <= self.max):
+            raise RlmLabError("response lognormal needs median > 0, sigma >= 0 and 1 <= min <= max")
+        if self.kind == "list" and (not self.values or any(int(v) < 1 for v in self.values)):
+            raise RlmLabError("response.values must be a non-empty list of lengths >= 1")
+
+    def sample(self, n: int) -> list[int]:
+        """n lengths at the quantiles (i + 0.5)/n, sorted ascending."""
+        q = [(i + 0.5) / n for i in range(n)]
+        if self.kind == "fixed":
+            return [self.length] * n
+        if self.kind == "uniform":
+            return [min(self.high, self.low + int(p * (self.high - self.low + 1))) for p in q]
+        if self.kind == "lognormal":
+            z = statistics.NormalDist()
+            mu = math.log(self.median)
+            return [min(self.max, max(self.min, round(math.exp(mu + self.sigma * z.inv_cdf(p))))) for p in q]
+        vals = sorted(int(v) for v in self.values)
+        if len(vals) == n:
+            return vals
+        return [vals[min(len(vals) - 1, int(p * len(vals)))] for p in q]
+
+
+def expected_max(lengths: list[int], k: int) -> float:
+    """E[max] of k lengths drawn without replacement from ``lengths``: sum_j r_(j) C(j-1, k-1) / C(n, k)
+    (order statistics of a random subset; the padded length of a shuffled micro-batch)."""
+    r = sorted(lengths)
+    n = len(r)
+    k = max(1, min(k, n))
+    total = math.comb(n, k)
+    return sum(r[j - 1] * math.comb(j - 1, k - 1) for j in range(k, n + 1)) / total
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One iteration's shape. n = prompts * group_size sequences.
+
+    micro_batch: sequences per forward/backward call (default: a whole mini-batch);
+    gen_batch: sequences per ``generate`` call (default: all n); padding: "batch" (every row padded
+    to the longest response of the rollout, as TRL does), "minibatch" (to the expected longest of
+    its micro-batch) or "none" (packed); engine: "static" (transformers ``generate``: finished rows
+    keep computing until the longest ends) or "continuous" (vLLM-style: only active rows);
+    logits: "completion" (TRL keeps logits of the completion only) or "all".
+    """
+
+    prompts: int = 8
+    group_size: int = 4
+    prompt_len: int = 8
+    response: ResponseLengths = field(default_factory=ResponseLengths)
+    epochs: int = 1
+    minibatches: int = 1
+    micro_batch: int | None = None
+    gen_batch: int | None = None
+    recompute_old: bool = False
+    precision: str = "fp32"
+    padding: str = "batch"
+    engine: str = "static"
+    logits: str = "completion"
+    prefix_sharing: bool = False
+    reward_s_per_sample: float = 0.0
+    weight_sync: str = "none"   # none (same weights, e.g. TRL without vLLM) | colocated | disaggregated
+    zero_stage: int = 0
+    devices: int = 1            # data-parallel replicas of every model
+
+    def __post_init__(self):
+        for name in ("prompts", "group_size", "prompt_len", "epochs", "minibatches", "devices"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise RlmLabError(f"workload.{name} must be an integer >= 1, got {v!r}")
+        for name in ("micro_batch", "gen_batch"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise RlmLabError(f"workload.{name} must be an integer >= 1 (or omitted), got {v!r}")
+        if self.n % self.minibatches:
+            raise RlmLabError(f"workload.minibatches={self.minibatches} must divide the {self.n} sequences")
+        if self.precision not in PRECISIONS:
+            raise RlmLabError(f"workload.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        choices = {"padding": ("batch", "minibatch", "none"), "engine": ("static", "continuous"),
+                   "logits": ("completion", "all"), "weight_sync": ("none", "colocated", "disaggregated")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise RlmLabError(f"workload.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.reward_s_per_sample < 0:
+            raise RlmLabError("workload.reward_s_per_sample must be >= 0")
+
+    @property
+    def n(self) -> int:
+        return self.prompts * self.group_size
+
+    @property
+    def dtype(self) -> str:
+        """The matmul dtype the profile is asked for."""
+        return "fp32" if self.precision == "fp32" else "bf16"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return PRECISIONS[self.precision][0]
+
+    @property
+    def micro(self) -> int:
+        return min(self.micro_batch or self.n // self.minibatches, self.n)
+
+    @property
+    def gen(self) -> int:
+        return min(self.gen_batch or self.n, self.n)
+
+    def lengths(self) -> list[int]:
+        return self.response.sample(self.n)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def workload_from_dict(d: dict) -> Workload:
+    """Build a Workload from a config mapping; unknown or malformed fields are named."""
+    if not isinstance(d, dict):
+        raise RlmLabError("workload must be a mapping")
+    names = {f.name for f in fields(Workload)}
+    extra = sorted(set(d) - names)
+    if extra:
+        raise RlmLabError(f"unknown workload field(s) {', '.join(extra)}; known: {', '.join(sorted(names))}")
+    d = dict(d)
+    resp = d.get("response", {})
+    if isinstance(resp, (int, float)):
+        resp = {"kind": "fixed", "length": int(resp)}
+    if isinstance(resp, list):
+        resp = {"kind": "list", "values": resp}
+    if not isinstance(resp, dict):
+        raise RlmLabError("workload.response must be a length, a list of lengths or a mapping with 'kind'")
+    rnames = {f.name for f in fields(ResponseLengths)}
+    bad = sorted(set(resp) - rnames)
+    if bad:
+        raise RlmLabError(f"unknown workload.response field(s) {', '.join(bad)}; known: {', '.join(sorted(rnames))}")
+    if "values" in resp:
+        resp = resp | {"values": tuple(resp["values"])}
+    try:
+        d["response"] = ResponseLengths(**resp)
+        return Workload(**d)
+    except TypeError as e:
+        raise RlmLabError(f"malformed workload: {e}") from None
