@@ -1,0 +1,18 @@
+"""Training: SFT warm start (TRL SFTTrainer), then RL with verifiable rewards — GRPO and RLOO through
+TRL, PPO through ``rlm_lab.train.ppo`` — one ``RunConfig`` per run, one ``RunRecord`` per run.
+
+Nothing here imports torch at package import time; ``run`` and the trainers load it when called.
+"""
+
+from .config import ALGOS, RunConfig, from_dict, make_config, parse_overrides, read_yaml
+from .presets import preset
+
+
+def run(cfg, callbacks=(), reward_funcs=None, command=None):
+    """See :func:`rlm_lab.train.run.run`."""
+    from .run import run as _run
+
+    return _run(cfg, callbacks=callbacks, reward_funcs=reward_funcs, command=command)
+
+
+__all__ = ["ALGOS", "RunConfig", "from_dict", "make_config", "parse_overrides", "preset", "read_yaml", "run"]

@@ -1,0 +1,277 @@
+"""One frozen ``RunConfig`` per training run: SFT warm start, then RL (GRPO, RLOO or PPO).
+
+A config is built in layers, later ones win: the preset for ``(algo, size, task)`` (see
+``presets.py``), then a YAML file, then ``key=value`` overrides from the CLI or a notebook.
+Every layer goes through the same validation, so a typo in a YAML key, an unknown model or an
+impossible batch shape is one clear :class:`RlmLabError` before any torch import.
+
+Standard library (+ PyYAML for files) only: building a config never loads torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from ..errors import RlmLabError, unknown
+from ..sizes import check_size
+
+ALGOS = ("sft", "grpo", "rloo", "ppo")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides what one run computes (and where it writes)."""
+
+    algo: str = "grpo"                 # sft | grpo | rloo | ppo
+    task: str = "arithmetic:digits=2"  # task spec, see rlm_lab.tasks.parse_task
+    model: str = "micro"               # zoo name, saved folder, or hub id
+    size: str = "cpu"                  # smoke | cpu | gpu: which preset and which runs root
+    seed: int = 0
+    name: str = ""                     # run folder name; default derived from algo/task/model/seed
+    out: str = ""                      # run folder; default runs_root(size)/name
+
+    # SFT warm start (TRL SFTTrainer; loss on the completion only)
+    sft_steps: int = 400
+    sft_lr: float = 1e-3
+    sft_batch_size: int = 64
+    sft_checkpoint: str = ""           # reuse this saved SFT model instead of training one
+
+    # RL (TRL GRPOTrainer / RLOOTrainer / rlm_lab PPOTrainer)
+    rl_steps: int = 300
+    rl_lr: float = 1e-4
+    lr_scheduler: str = "constant"
+    warmup_ratio: float = 0.0
+    beta: float = 0.0                  # KL weight to the reference model (0: no reference pass)
+    num_generations: int = 8           # group size G (completions per prompt)
+    batch_size: int = 64               # completions per optimizer step (multiple of G)
+    num_iterations: int = 1            # optimizer steps per generation batch (PPO-style reuse)
+    max_completion_length: int = 8
+    temperature: float = 1.0
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"       # group | batch | none (GRPO only)
+    epsilon: float = 0.2               # ratio clip
+    format_weight: float = 0.1         # weight of the format reward next to correctness (1.0)
+    max_grad_norm: float = 1.0
+    extra: dict = field(default_factory=dict)  # more TRL/PPO config fields, passed through as-is
+
+    # Evaluation (greedy, held-out test split)
+    eval_problems: int = 500
+    eval_every: int = 50               # held-out accuracy every N steps during SFT and RL (0: off)
+    eval_batch_size: int = 500
+    eval_max_new_tokens: int = 8
+
+    # Infrastructure
+    bf16: bool = False                 # only on CUDA; bf16 on CPU is ~6x slower here
+    threads: int = 0                   # torch intra-op threads (0: leave as is)
+    trace: bool = False                # attach the stage tracer (rlm_lab.train.tracer)
+    disable_tqdm: bool = False
+
+    def __post_init__(self):
+        validate(self)
+
+    # ---- derived ------------------------------------------------------------------------------
+    @property
+    def run_name(self) -> str:
+        if self.name:
+            return self.name
+        slug = self.task.replace(":", "_").replace("=", "").replace(",", "_").replace("+", "")
+        model = Path(self.model).name if "/" in self.model else self.model
+        return f"{self.algo}_{slug}_{model}_s{self.seed}"
+
+    @property
+    def run_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        from ..record import runs_root
+
+        return runs_root(self.size) / self.run_name
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> "RunConfig":
+        return from_dict({**self.to_dict(), **changes})
+
+    def sft_key(self) -> str:
+        """Hash of everything that decides the SFT model: runs that share it share one SFT checkpoint."""
+        keys = ("task", "model", "seed", "sft_steps", "sft_lr", "sft_batch_size", "bf16")
+        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
+
+
+def validate(cfg: RunConfig) -> None:
+    """Raise one clear RlmLabError for the first bad value."""
+    if cfg.algo not in ALGOS:
+        raise unknown("algorithm", cfg.algo, ALGOS)
+    check_size(cfg.size)
+    _check_model(cfg.model)
+    _check_task(cfg.task)
+    for name in ("sft_steps", "rl_steps", "sft_batch_size", "num_generations", "batch_size", "num_iterations",
+                 "max_completion_length", "eval_problems", "eval_batch_size", "eval_max_new_tokens"):
+        v = getattr(cfg, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise RlmLabError(f"{name} must be a non-negative integer, got {v!r}")
+    for name in ("sft_batch_size", "batch_size", "num_iterations", "max_completion_length", "eval_batch_size",
+                 "eval_max_new_tokens"):
+        if getattr(cfg, name) < 1:
+            raise RlmLabError(f"{name} must be at least 1, got {getattr(cfg, name)}")
+    for name in ("sft_lr", "rl_lr"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and 0 < v < 1):
+            raise RlmLabError(f"{name} must be a learning rate in (0, 1), got {v!r} (tiny models train at ~1e-4..1e-3)")
+    if cfg.algo != "sft":
+        if cfg.num_generations < 2:
+            raise RlmLabError(f"num_generations must be >= 2 for {cfg.algo} (a group needs 2+ completions), "
+                              f"got {cfg.num_generations}")
+        if cfg.batch_size % cfg.num_generations:
+            raise RlmLabError(f"batch_size ({cfg.batch_size}) must be a multiple of num_generations "
+                              f"({cfg.num_generations}): every optimizer step holds whole groups")
+    if cfg.algo == "sft" and cfg.sft_steps == 0 and not cfg.sft_checkpoint:
+        raise RlmLabError("algo sft with sft_steps=0 trains nothing; set sft_steps > 0")
+    if cfg.beta < 0 or cfg.temperature <= 0 or cfg.format_weight < 0 or cfg.epsilon <= 0:
+        raise RlmLabError("beta and format_weight must be >= 0, temperature and epsilon > 0")
+    if cfg.loss_type not in LOSS_TYPES:
+        raise unknown("loss_type", cfg.loss_type, LOSS_TYPES)
+    if cfg.scale_rewards not in ("group", "batch", "none"):
+        raise unknown("scale_rewards", cfg.scale_rewards, ("group", "batch", "none"))
+    if not isinstance(cfg.extra, dict):
+        raise RlmLabError(f"extra must be a mapping of config fields, got {type(cfg.extra).__name__}")
+    if cfg.sft_checkpoint and not (Path(cfg.sft_checkpoint) / "config.json").exists():
+        raise RlmLabError(f"sft_checkpoint {cfg.sft_checkpoint!r} has no config.json; "
+                          "pass a folder written by a previous run (its sft/ subfolder)")
+
+
+def _check_model(name: str) -> None:
+    from ..models.zoo import ZOO
+
+    if name in ZOO or Path(name).exists():
+        return
+    if "/" in name and not name.startswith((".", "/")):
+        return  # a hub id: only checked when loaded (needs the network)
+    raise unknown("model", name, ZOO)
+
+
+def _check_task(spec: str) -> None:
+    from ..tasks import parse_task
+
+    parse_task(spec)
+
+
+# ---- building configs -------------------------------------------------------------------------
+
+def _coerce(key: str, value):
+    """Turn a CLI/YAML value into the field's type, or raise a clear error."""
+    if key not in FIELD_TYPES:
+        close = [k for k in FIELD_TYPES if k.startswith(key[:3])]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise RlmLabError(f"unknown config field {key!r}{hint}; see `rlm-lab train --help` for the fields")
+    kind = FIELD_TYPES[key]
+    if kind == "dict":
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise RlmLabError(f"{key} must be a JSON/YAML mapping, got {value!r}") from None
+        if not isinstance(value, dict):
+            raise RlmLabError(f"{key} must be a mapping, got {value!r}")
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise RlmLabError(f"{key} must be true or false, got {value!r}")
+    if kind in ("int", "float"):
+        if isinstance(value, bool):
+            raise RlmLabError(f"{key} must be a number, got {value!r}")
+        try:
+            num = float(value)
+        except (TypeError, ValueError):
+            raise RlmLabError(f"{key} must be a number, got {value!r}") from None
+        if kind == "int":
+            if num != int(num):
+                raise RlmLabError(f"{key} must be an integer, got {value!r}")
+            return int(num)
+        return num
+    if value is None:
+        return ""
+    if not isinstance(value, (str, int, float)):
+        raise RlmLabError(f"{key} must be a string, got {value!r}")
+    return str(value)
+
+
+def from_dict(d: dict) -> RunConfig:
+    if not isinstance(d, dict):
+        raise RlmLabError(f"a run config must be a mapping of field: value, got {type(d).__name__}")
+    return RunConfig(**{k: _coerce(k, v) for k, v in d.items()})
+
+
+def parse_overrides(pairs) -> dict:
+    """``["rl_steps=100", "beta=0.04"]`` -> ``{"rl_steps": 100, "beta": 0.04}`` (types from the fields)."""
+    out = {}
+    for pair in pairs or ():
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise RlmLabError(f"--set {pair!r} is not key=value, e.g. --set rl_steps=100")
+        out[key.strip()] = _coerce(key.strip(), value.strip())
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise RlmLabError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise RlmLabError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise RlmLabError(f"{path} must hold a mapping of config fields, got {type(data).__name__}")
+    try:
+        return {k: _coerce(k, v) for k, v in data.items()}
+    except RlmLabError as e:
+        raise RlmLabError(f"{path}: {e}") from None
+
+
+def make_config(algo: str | None = None, size: str | None = None, task: str | None = None,
+                config_file: str | Path | None = None, overrides=(), **fields_) -> RunConfig:
+    """Preset for (algo, size, task) <- YAML file <- ``key=value`` overrides <- keyword fields."""
+    from .presets import preset
+
+    layered: dict = {}
+    if config_file:
+        layered.update(read_yaml(config_file))
+    layered.update(parse_overrides(overrides))
+    layered.update({k: _coerce(k, v) for k, v in fields_.items() if v is not None})
+    for key, val in (("algo", algo), ("size", size), ("task", task)):
+        if val is not None:
+            layered[key] = val
+    algo_ = layered.get("algo", RunConfig.algo)
+    size_ = layered.get("size", RunConfig.size)
+    task_ = layered.get("task", RunConfig.task)
+    if algo_ not in ALGOS:
+        raise unknown("algorithm", algo_, ALGOS)
+    check_size(size_)
+    return from_dict({**preset(algo_, size_, task_), **layered})
+
+
+def save_yaml(cfg: RunConfig, path: str | Path) -> Path:
+    import yaml
+
+    from ..record import atomic_write_text
+
+    return atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,82 @@
+"""Tuned settings per (algorithm, size, task): the first layer of every ``RunConfig``.
+
+- ``smoke``: CI. The nano model, a few steps, tiny batches: proves the pipeline runs, learns nothing.
+- ``cpu``: a few minutes on 2 CPU cores. The micro model (0.5M params); the numbers come from the
+  sweep recorded in ``data/runs/cpu/ch01_sweep`` (see ``rlm_lab.train.sweep``).
+- ``gpu``: one H100/H200-class GPU. A bigger zoo model, more steps, bf16 (only on CUDA).
+
+Settings that the CPU sweep found to matter: learning rate (1e-4 for RL; >= 2e-4 damaged the
+micro model in the first measurements, ../shared/research/trl-on-cpu.md §4), SFT length (the RL
+start point), completions per step, and beta = 0 (no reference forward: ~20-40 % faster per step).
+"""
+
+from __future__ import annotations
+
+from ..sizes import check_size
+
+_COMMON = dict(
+    lr_scheduler="constant",
+    beta=0.0,
+    loss_type="dapo",
+    scale_rewards="group",
+    format_weight=0.1,
+    temperature=1.0,
+)
+
+_BY_SIZE = {
+    "smoke": dict(
+        model="nano", sft_steps=20, sft_lr=1e-3, sft_batch_size=32,
+        rl_steps=6, rl_lr=1e-4, num_generations=4, batch_size=16, max_completion_length=6,
+        eval_problems=64, eval_every=0, eval_batch_size=64, eval_max_new_tokens=6,
+    ),
+    "cpu": dict(
+        model="micro", sft_steps=400, sft_lr=1e-3, sft_batch_size=64,
+        rl_steps=300, rl_lr=1e-4, num_generations=8, batch_size=64, max_completion_length=8,
+        eval_problems=500, eval_every=50, eval_batch_size=500, eval_max_new_tokens=6,
+    ),
+    "gpu": dict(
+        model="small", sft_steps=2000, sft_lr=5e-4, sft_batch_size=128,
+        rl_steps=500, rl_lr=5e-5, num_generations=16, batch_size=512, max_completion_length=16,
+        eval_problems=1000, eval_every=100, eval_batch_size=1000, eval_max_new_tokens=8, bf16=True,
+    ),
+}
+
+# Per-algorithm adjustments on top of the size preset.
+_BY_ALGO = {
+    "sft": {},
+    "grpo": {},
+    "rloo": {},
+    "ppo": {},
+}
+
+
+def _task_adjust(task: str, size: str) -> dict:
+    """Longer answers need longer completions (countdown writes an expression)."""
+    name = task.partition(":")[0]
+    if name == "countdown":
+        n = 16 if size != "gpu" else 24
+        return {"max_completion_length": n, "eval_max_new_tokens": n}
+    if name == "arithmetic":
+        digits = 2
+        for part in task.partition(":")[2].split(","):
+            if part.startswith("digits="):
+                try:
+                    digits = int(part.split("=", 1)[1])
+                except ValueError:
+                    pass
+        if digits > 2:
+            n = 2 * digits + 3
+            return {"max_completion_length": n, "eval_max_new_tokens": n}
+    return {}
+
+
+def preset(algo: str, size: str, task: str = "arithmetic:digits=2") -> dict:
+    """The tuned field values for ``algo`` at ``size`` on ``task`` (a dict of RunConfig fields)."""
+    from .config import ALGOS
+    from ..errors import unknown
+
+    if algo not in ALGOS:
+        raise unknown("algorithm", algo, ALGOS)
+    check_size(size)
+    return {**_COMMON, **_BY_SIZE[size], **_BY_ALGO[algo], **_task_adjust(task, size),
+            "algo": algo, "size": size, "task": task}

@@ -1,0 +1,231 @@
+"""One training run, end to end, recorded: SFT warm start -> eval -> RL -> eval.
+
+``run(cfg)`` returns the :class:`rlm_lab.record.RunRecord` it wrote:
+
+- ``record.json``: the config, provenance (hardware, versions, git commit, command, seed, date) and
+  results: greedy held-out accuracy and format rate before/after RL, wall time per phase,
+  tokens/s of training and of generation, first/final train reward.
+- ``metrics.jsonl``: one row per logged Trainer step (``phase`` = sft | grpo | rloo | ppo, the
+  TRL metrics: loss, reward, reward_std, completion lengths, kl, ...), plus a row with
+  ``eval_accuracy`` every ``eval_every`` steps, so accuracy and reward curves come from one file.
+
+The SFT model is cached on disk under a hash of the fields that decide it (``RunConfig.sft_key``),
+so a GRPO run and a PPO run with the same SFT settings start from the *same* weights, and the second
+one does not retrain. The record says whether its SFT phase was cached (its SFT wall time is then
+the time the cached run took).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import RlmLabError
+from ..record import REPO_ROOT, RunRecord, atomic_write_json, read_jsonl
+
+
+def cache_root() -> Path:
+    """Where SFT checkpoints are cached: ``$RLM_CACHE_DIR`` or ``_build/cache`` (not committed)."""
+    return Path(os.environ.get("RLM_CACHE_DIR") or REPO_ROOT / "_build" / "cache")
+
+
+def _record_callback(record: RunRecord, phase: str, evaluator=None, every: int = 0, step_offset: int = 0):
+    """A TrainerCallback that appends every Trainer log row (and a periodic held-out eval) to the record."""
+    from transformers import TrainerCallback
+
+    class RecordCallback(TrainerCallback):
+        trainer = None  # set after the trainer is built, for mid-run evaluation
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs:
+                record.log({"phase": phase, "step": state.global_step,
+                            "global_step": step_offset + state.global_step, **logs})
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if evaluator and every and state.global_step % every == 0 and state.is_world_process_zero \
+                    and state.global_step < state.max_steps:
+                model = kwargs.get("model")
+                if self.trainer is not None:
+                    model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+                ev = evaluator(model)
+                record.log({"phase": phase, "step": state.global_step, "global_step": step_offset + state.global_step,
+                            "eval_accuracy": ev["accuracy"], "eval_format_rate": ev["format_rate"]})
+
+    return RecordCallback()
+
+
+def quiet_progress(trainer):
+    """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
+    dict per step); the rows go to metrics.jsonl instead. transformers has no switch for this."""
+    from transformers.trainer_callback import ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            pass
+
+    if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(BarOnly())
+    return trainer
+
+
+def _throughput(log_history: list[dict], seconds: float) -> float | None:
+    tokens = [row["num_tokens"] for row in log_history if "num_tokens" in row]
+    return round(tokens[-1] / seconds, 1) if tokens and seconds > 0 else None
+
+
+def _train_sft(cfg, task, train_rows, record, evaluator, callbacks):
+    """Train the SFT model (or reuse the cached one); returns (model_path, info dict)."""
+    from ..models import load, save
+    from .sft import train_sft
+
+    if cfg.sft_checkpoint:
+        return Path(cfg.sft_checkpoint), {"sft_cached": True, "sft_checkpoint": cfg.sft_checkpoint}
+    folder = cache_root() / "sft" / cfg.sft_key()
+    info_path = folder / "sft_info.json"
+    if info_path.exists() and (folder / "config.json").exists():
+        info = json.loads(info_path.read_text())
+        for row in read_jsonl(folder / "sft_metrics.jsonl"):
+            record.log(row)  # the curve starts where the cached SFT run started
+        return folder, {**info, "sft_cached": True}
+
+    model, tokenizer = load(cfg.model, seed=cfg.seed)
+    with tempfile.TemporaryDirectory(prefix="rlm_sft_") as scratch:
+        sft_record = _Tee(record, Path(scratch) / "sft_metrics.jsonl")
+        cb = _record_callback(sft_record, "sft", evaluator, cfg.eval_every)
+        t0 = time.perf_counter()
+        trainer = train_sft(model, tokenizer, train_rows, cfg, Path(scratch) / "trainer", [cb, *callbacks]) \
+            if cfg.sft_steps else None
+        seconds = time.perf_counter() - t0
+        info = {"sft_seconds": round(seconds, 3), "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
+                "sft_train_tokens_per_s": _throughput(trainer.state.log_history, seconds) if trainer else None}
+        if trainer is not None:
+            losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+            info["sft_final_loss"] = losses[-1] if losses else None
+        # Write the checkpoint next to its final place, then rename: a crash never leaves a half cache.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent if folder.parent.exists()
+                                    else _mkdir(folder.parent)))
+        save(model, tokenizer, tmp)
+        shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
+            if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
+        atomic_write_json(tmp / "sft_info.json", info)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    return folder, {**info, "sft_cached": False}
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+class _Tee:
+    """Log to the run record and to the SFT cache's own metric file."""
+
+    def __init__(self, record: RunRecord, path: Path):
+        from ..record import append_jsonl
+
+        self._append, self.record, self.path = append_jsonl, record, path
+
+    def log(self, row: dict) -> None:
+        self.record.log(row)
+        self._append(self.path, row)
+
+
+def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
+    """Run ``cfg`` (SFT -> eval -> RL -> eval) and return its RunRecord. ``callbacks`` are extra
+    ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's."""
+    import torch
+
+    from ..models import load
+    from ..tasks import ensure_data, parse_task
+    from .evaluate import evaluate, test_rows
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    t_start = time.perf_counter()
+    task = parse_task(cfg.task)
+    train_rows = ensure_data(task)["train"]
+    eval_rows = test_rows(task, cfg.eval_problems)
+    record = RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed)
+
+    def evaluator(model):
+        return evaluate(model, tokenizer_, task, eval_rows, cfg.eval_max_new_tokens, cfg.eval_batch_size)
+
+    from ..models.tokenizer import char_tokenizer
+
+    tokenizer_ = char_tokenizer() if not ("/" in cfg.model and not Path(cfg.model).exists()) else load(cfg.model)[1]
+    results: dict = {"algo": cfg.algo, "task": task.slug, "eval_problems": cfg.eval_problems}
+
+    if cfg.algo == "sft":
+        model, tokenizer_ = load(cfg.model, seed=cfg.seed)
+        before = evaluator(model)
+        path, info = _train_sft(cfg, task, train_rows, record, evaluator, callbacks)
+        after = evaluator(load(str(path))[0])
+        results.update(info, **_eval_results(before, after), total_seconds=round(time.perf_counter() - t_start, 3))
+        record.update(**results)
+        return record
+
+    sft_path, info = _train_sft(cfg, task, train_rows, record, evaluator, ())
+    results.update(info)
+    model, tokenizer_ = load(str(sft_path))
+    before = evaluator(model)
+    del model
+
+    from .rl import make_trainer
+
+    offset = cfg.sft_steps
+    cb = _record_callback(record, cfg.algo, evaluator, cfg.eval_every, step_offset=offset)
+    with tempfile.TemporaryDirectory(prefix=f"rlm_{cfg.algo}_") as scratch:
+        trainer = make_trainer(cfg, sft_path, train_rows, task, scratch, [cb, *callbacks], reward_funcs)
+        cb.trainer = trainer
+        quiet_progress(trainer)
+        if cfg.trace:
+            try:
+                from .tracer import trace
+            except ImportError as e:
+                raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
+                                  "run with --set trace=false") from None
+            trace(trainer, record=record)
+        t0 = time.perf_counter()
+        trainer.train()
+        rl_seconds = time.perf_counter() - t0
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    after = evaluator(model)
+
+    logs = [r for r in trainer.state.log_history if "reward" in r]
+    rewards = [r["reward"] for r in logs]
+    k = max(1, len(rewards) // 10)
+    completion_tokens = sum(r.get("completions/mean_length", 0.0) * cfg.batch_size for r in logs)
+    results.update(
+        _eval_results(before, after),
+        rl_seconds=round(rl_seconds, 3),
+        rl_steps=trainer.state.global_step,
+        rl_seconds_per_step=round(rl_seconds / max(1, trainer.state.global_step), 4),
+        rl_train_tokens_per_s=_throughput(trainer.state.log_history, rl_seconds),
+        rl_completion_tokens_per_s=round(completion_tokens / rl_seconds, 1) if rl_seconds > 0 else None,
+        reward_first=round(sum(rewards[:k]) / k, 4) if rewards else None,
+        reward_final=round(sum(rewards[-k:]) / k, 4) if rewards else None,
+        total_seconds=round(time.perf_counter() - t_start, 3),
+    )
+    record.update(**results)
+    record.trainer = trainer  # in memory only: lets a notebook look at the trained model
+    return record
+
+
+def _eval_results(before: dict, after: dict) -> dict:
+    return {
+        "accuracy_before": before["accuracy"],
+        "accuracy_after": after["accuracy"],
+        "accuracy_gain": round(after["accuracy"] - before["accuracy"], 4),
+        "format_rate_before": before["format_rate"],
+        "format_rate_after": after["format_rate"],
+        "eval_gen_tokens_per_s": after["gen_tokens_per_s"],
+        "eval_seconds": after["seconds"],
+        "examples_after": after["examples"],
+    }
