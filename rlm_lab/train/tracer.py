@@ -189,10 +189,11 @@ def _callback_base():
 
 
 class _Frame:
-    __slots__ = ("name", "stage", "start", "peak", "counted")
+    __slots__ = ("name", "stage", "start", "peak", "counted", "nested")
 
     def __init__(self, name, stage, start, counted):
         self.name, self.stage, self.start, self.peak, self.counted = name, stage, start, 0, counted
+        self.nested = 0.0  # seconds of counted spans of other stages inside this one
 
 
 def _make_tracer_class():
@@ -235,9 +236,12 @@ def _make_tracer_class():
             parent = self._stack[-1]
             parent.peak = max(parent.peak, self.memory.peak())  # the parent's peak before the child
             self.memory.reset()
-            # A stage nested in another stage (the training forward's log-prob pass inside compute_loss,
-            # the critic's backward inside critic_update) is kept as a detail span but not counted twice.
-            counted = stage is not None and all(f.stage is None for f in self._stack)
+            # A stage nested in the *same* stage (the training forward's log-prob pass inside compute_loss, a
+            # reward model inside _calculate_rewards) is a detail span, not counted twice. A *different* stage
+            # nested in a stage (our PPO's critic_update inside compute_loss) is counted, and its time is taken
+            # out of the enclosing stage's exclusive time (``self_s``).
+            enclosing = next((f for f in reversed(self._stack) if f.stage is not None), None)
+            counted = stage is not None and (enclosing is None or enclosing.stage != stage)
             self._stack.append(_Frame(name, stage, now, counted))
 
         def _open_profiled(self, name: str) -> None:
@@ -257,8 +261,13 @@ def _make_tracer_class():
             frame.peak = max(frame.peak, self.memory.peak())
             parent = self._stack[-1]
             parent.peak = max(parent.peak, frame.peak)
+            dur = end - frame.start
+            if frame.counted:
+                outer = next((f for f in reversed(self._stack) if f.counted), None)
+                if outer is not None:
+                    outer.nested += dur
             self._spans.append({"stage": None if frame.stage is None else frame.stage.value, "name": frame.name,
-                                "start_s": frame.start - self._t0, "dur_s": end - frame.start,
+                                "start_s": frame.start - self._t0, "dur_s": dur, "self_s": dur - frame.nested,
                                 "peak_bytes": frame.peak, "depth": len(self._stack), "counted": frame.counted})
             if frame.stage is Stage.REWARD and frame.counted:
                 self._reward_end = end
@@ -268,6 +277,7 @@ def _make_tracer_class():
                 if not self._saw_advantage:  # GRPO/RLOO: no profiling point for the advantage
                     self._spans.append({"stage": Stage.ADVANTAGE.value, "name": "derived:reward_end->_prepare_inputs_end",
                                         "start_s": self._reward_end - self._t0, "dur_s": end - self._reward_end,
+                                        "self_s": end - self._reward_end,
                                         "peak_bytes": frame.peak, "depth": len(self._stack), "counted": True})
                 self._reward_end, self._saw_advantage = None, False
 
@@ -368,8 +378,8 @@ def _make_tracer_class():
             stages: dict[str, float] = {}
             peaks: dict[str, int] = {}
             for s in self._spans:
-                if s["counted"]:
-                    stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["dur_s"]
+                if s["counted"]:  # exclusive time: nested stages of another kind are counted on their own
+                    stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["self_s"]
                     peaks[s["stage"]] = max(peaks.get(s["stage"], 0), s["peak_bytes"])
             stages[OTHER] = max(0.0, wall - sum(stages.values()))
             row = {"step": step, "rank": self.rank, "start_s": root.start - self._t0, "wall_s": wall,

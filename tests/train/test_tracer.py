@@ -75,6 +75,37 @@ def test_chrome_trace_has_complete_events_in_microseconds():
     assert any(e["name"] == "step 1" and e["dur"] == pytest.approx(1e6) for e in x)
 
 
+class _State:
+    global_step = 1
+
+
+def test_a_different_stage_nested_in_a_stage_is_counted_and_taken_out_of_it():
+    """Our PPO runs critic_update inside TRL's compute_loss span; a reward model runs inside _calculate_rewards."""
+    tr = tracer_class()(object(), out_dir=None)
+    tr.on_step_begin(None, _State, None)
+    tr._open_profiled("PPOTrainer.compute_loss")
+    time.sleep(0.01)
+    tr._open_profiled("PPOTrainer.critic_update")
+    time.sleep(0.02)
+    tr._close("PPOTrainer.critic_update")
+    tr._close("PPOTrainer.compute_loss")
+    tr._open_profiled("PPOTrainer._calculate_rewards")
+    tr._open_profiled("PPOTrainer.reward_model")  # same stage: a detail, not counted twice
+    time.sleep(0.005)
+    tr._close("PPOTrainer.reward_model")
+    tr._close("PPOTrainer._calculate_rewards")
+    tr.on_step_end(None, _State, None)
+    (row,) = tr.steps
+    spans = {sp["name"]: sp for sp in row["spans"]}
+    assert spans["PPOTrainer.critic_update"]["counted"] and not spans["PPOTrainer.reward_model"]["counted"]
+    loss = spans["PPOTrainer.compute_loss"]
+    assert loss["self_s"] == pytest.approx(loss["dur_s"] - spans["PPOTrainer.critic_update"]["dur_s"])
+    assert row["stages"]["critic_update"] >= 0.02 and 0.01 <= row["stages"]["actor_forward"] < 0.02
+    assert row["stages"]["reward"] >= 0.005
+    assert sum(row["stages"].values()) == pytest.approx(row["wall_s"])
+    assert all(sp["peak_bytes"] > 0 for sp in row["spans"])  # VmHWM read through /proc
+
+
 # ---- on a real TRL GRPO run --------------------------------------------------------------------------
 STEPS = 4
 
@@ -147,6 +178,7 @@ def test_spans_cover_each_stage_in_order_and_sum_to_the_step(runs):
             assert s["start_s"] + s["dur_s"] <= t["start_s"] + 1e-9
         assert counted[0]["start_s"] >= r["start_s"] and counted[-1]["start_s"] + counted[-1]["dur_s"] <= \
             r["start_s"] + r["wall_s"] + 1e-9
+        assert all(s["self_s"] == s["dur_s"] for s in counted)  # GRPO nests no stage in another
         assert sum(r["stages"].values()) == pytest.approx(r["wall_s"], rel=1e-9)
         assert r["stages"][OTHER] < 0.25 * r["wall_s"] or r["step"] == 1  # stages explain the step
         assert all(s["peak_bytes"] > 0 for s in counted)
