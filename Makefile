@@ -1,23 +1,51 @@
-# Two commands for a newcomer (see README): `make book` and `make test`.
-# Both create .venv from the pinned requirements first (torch is the local CPU build).
+# The two commands of the README:
+#   make book SIZE=cpu   execute every chapter's notebook at SIZE and write static HTML to _build/html
+#   make test            unit tests, every notebook under nbval at smoke size, and the book build at smoke size
+# Both first create .venv from the pinned requirements (torch==2.13.0 is the CPU build; see requirements.txt).
 SIZE ?= cpu
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PYTEST := $(BIN)/python -m pytest
+# Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
+PHASE = ./.ci/phase
 
-.PHONY: book test venv clean
+.PHONY: book test test-unit test-notebooks test-book notebooks venv clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt pyproject.toml
+	@echo "== installing $(VENV) from the pinned requirements (first time: a few minutes)"
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt -r requirements-test.txt -c constraints.txt
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q --upgrade "pip>=24"
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-test.txt -c constraints.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip check
 	touch $@
 
+book: venv
+	$(BIN)/python -m rlm_lab.book build --size $(SIZE)
+
 test: venv
-	$(BIN)/python -m pytest -q
+	$(PHASE) unit $(MAKE) --no-print-directory test-unit
+	$(PHASE) notebooks $(MAKE) --no-print-directory test-notebooks
+	$(PHASE) book $(MAKE) --no-print-directory test-book
+
+# Everything under tests/ except what executes notebooks or builds the book.
+test-unit: venv
+	$(PYTEST) -q -m "not notebook" tests
+
+# nbval collects .ipynb files itself: each notebook runs top to bottom at smoke size in this venv.
+test-notebooks: venv
+	RLM_SIZE=smoke $(PYTEST) -q --nbval-lax --nbval-current-env --nbval-cell-timeout=300 notebooks
+
+# Tests marked `notebook`: the book built at smoke size with warnings as errors, then its pages checked.
+test-book: venv
+	$(PYTEST) -q -m notebook tests
+
+# After editing a notebook's .md, refresh its paired output-free .ipynb (and vice versa).
+notebooks: venv
+	$(BIN)/jupytext --sync notebooks/*.md
 
 clean:
 	rm -rf _build book/_build

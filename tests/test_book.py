@@ -1,0 +1,159 @@
+"""The book builds at smoke size with warnings as errors, and its pages work offline.
+
+Marked `notebook` (it executes every notebook): `make test` runs it as its own phase. The build goes
+to _build/test-book/html so it never overwrites a book built with `make book`.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+from rlm_lab import book
+
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "_build" / "test-book" / "html"
+REPO_URL = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
+
+
+def run_build(out: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlm_lab.book", "build", "--size", "smoke", "--out", str(out), *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    shutil.rmtree(OUT, ignore_errors=True)
+    proc = run_build(OUT)
+    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return OUT
+
+
+class Resources(HTMLParser):
+    """Every URL a page makes the browser fetch on load (scripts, stylesheets, images, frames)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fetched, self.links = [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "audio", "video", "embed") and a.get("src"):
+            self.fetched.append(a["src"])
+        if tag == "link" and a.get("href") and a.get("rel") not in ("canonical", None):
+            self.fetched.append(a["href"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+
+
+def parse(page: Path) -> Resources:
+    res = Resources()
+    res.feed(page.read_text())
+    return res
+
+
+def pages(site: Path) -> list[Path]:
+    # _static/ holds the theme's Jinja macro files, not pages.
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
+
+
+def test_every_chapter_in_the_toc_has_a_page(site):
+    toc = yaml.safe_load((site.parent / "toc.yml").read_text())
+    files = [c["file"] for c in toc["chapters"]] + [s["file"] for c in toc["chapters"] for s in c.get("sections", [])]
+    assert "notebooks/ch00_setup.md" in files
+    for f in files:
+        assert (site / f).with_suffix(".html").exists(), f
+
+
+def test_no_page_fetches_anything_from_another_host(site):
+    offenders = []
+    for page in pages(site):
+        for url in parse(page).fetched:
+            if urlsplit(url).scheme in ("http", "https") or url.startswith("//"):
+                offenders.append(f"{page.relative_to(site)}: {url}")
+    for css in site.rglob("*.css"):
+        offenders += [f"{css.relative_to(site)}: {u}" for u in re.findall(r"url\(['\"]?(https?://[^)'\"]+)", css.read_text())]
+    assert not offenders, "pages load from a CDN:\n" + "\n".join(offenders)
+
+
+def test_every_local_resource_exists(site):
+    missing = []
+    for page in pages(site):
+        for url in parse(page).fetched:
+            parts = urlsplit(url)
+            if parts.scheme or not parts.path or url.startswith("//"):
+                continue
+            if not (page.parent / unquote(parts.path)).resolve().exists():
+                missing.append(f"{page.relative_to(site)}: {url}")
+    assert not missing, "\n".join(missing)
+
+
+def test_mathjax_is_served_by_the_book(site):
+    scripts = [u for u in parse(site / "intro.html").fetched if "tex-mml-chtml.js" in u]
+    assert len(scripts) == 1
+    assert (site / urlsplit(scripts[0]).path).resolve() == (site / "mathjax" / "tex-mml-chtml.js").resolve()
+    assert (site / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+
+
+def test_notebook_pages_have_an_open_in_colab_badge(site):
+    for nb in (site / "notebooks").glob("*.html"):
+        res = parse(nb)
+        url = f"https://colab.research.google.com/github/{REPO_URL.split('github.com/')[-1]}/blob/main/notebooks/{nb.stem}.ipynb"
+        assert url in res.links, f"{nb.name}: no Colab badge pointing at notebooks/{nb.stem}.ipynb"
+        assert (ROOT / "notebooks" / f"{nb.stem}.ipynb").exists()
+        assert any(u.endswith("_static/colab-badge.svg") for u in res.fetched)
+
+
+def test_notebooks_were_executed_at_smoke_size(site):
+    text = (site / "notebooks" / "ch00_setup.html").read_text()
+    assert "size: smoke" in text  # the output of the setup cell
+    assert "Traceback" not in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (apt-get install chromium): math typesetting not checked")
+def test_math_is_typeset_offline_in_a_browser(site, tmp_path):
+    # The flags keep Chromium from calling home; without the vendored MathJax the page keeps raw TeX.
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path}", "--virtual-time-budget=15000", "--dump-dom",
+           (site / "intro.html").as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    assert "<mjx-container" in dom, "MathJax did not typeset intro.html"
+    assert "\\[" not in dom, "raw TeX left on the page"
+
+
+def test_a_notebook_that_fails_fails_the_build(tmp_path):
+    # A copy of the book with one notebook whose second cell raises.
+    src = tmp_path / "book"
+    src.mkdir()
+    for name in ("_config.yml", "intro.md"):
+        shutil.copy(ROOT / "book" / name, src / name)
+    for name in ("_static", "_vendor"):
+        (src / name).symlink_to(ROOT / "book" / name)
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    (src / "notebooks").symlink_to(nbs)
+    (nbs / "broken.md").write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\nkernelspec:\n  name: python3\n"
+        "  display_name: Python 3\n---\n\n# Broken\n\n"
+        "```{code-cell} ipython3\nx = 1\n```\n\n```{code-cell} ipython3\nraise RuntimeError('cell fails on purpose')\n```\n")
+    code = (
+        "import sys; from pathlib import Path; from rlm_lab import book\n"
+        f"sys.exit(book.build('smoke', Path({str(tmp_path / 'out' / 'html')!r}), book=Path({str(src)!r}),"
+        f" notebooks=Path({str(nbs)!r}), chapters=[(None, 'broken')], cache=Path({str(tmp_path / 'cache')!r})))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode != 0
+    assert "cell fails on purpose" in proc.stdout + proc.stderr

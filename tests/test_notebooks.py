@@ -1,0 +1,111 @@
+"""Notebook conventions, checked without running anything (nbval runs them: `make test-notebooks`).
+
+Each notebooks/<name>.md (jupytext MyST, the reviewed source) has a paired, output-free <name>.ipynb
+with the same cells (Colab and nbval read the .ipynb); its first code cell is tagged `parameters` and
+sets SIZE; a Colab install cell comes before anything imports rlm_lab; the book lists it.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+
+from rlm_lab import book
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
+NAMES = [p.stem for p in NOTEBOOKS]
+REPO_URL = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_there_are_notebooks():
+    assert "ch00_setup" in NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ipynb_is_paired_and_has_the_same_cells(name):
+    ipynb = ROOT / "notebooks" / f"{name}.ipynb"
+    assert ipynb.exists(), f"notebooks/{name}.ipynb is missing: run `make notebooks`"
+    md_nb, ipynb_nb = jupytext.read(ROOT / "notebooks" / f"{name}.md"), jupytext.read(ipynb)
+    md_cells = [(c.cell_type, c.source) for c in md_nb.cells]
+    ipynb_cells = [(c.cell_type, c.source) for c in ipynb_nb.cells]
+    assert md_cells == ipynb_cells, f"notebooks/{name}.ipynb differs from its .md: run `make notebooks`"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ipynb_has_no_outputs(name):
+    nb = jupytext.read(ROOT / "notebooks" / f"{name}.ipynb")
+    dirty = [i for i, c in enumerate(code_cells(nb)) if c.get("outputs") or c.get("execution_count")]
+    assert not dirty, f"notebooks/{name}.ipynb has outputs in code cells {dirty}: commit it output-free"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_md_declares_a_kernel(name):
+    # Without a kernelspec MyST-NB renders a .md notebook without executing it.
+    nb = jupytext.read(ROOT / "notebooks" / f"{name}.md")
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_first_code_cell_is_the_parameters_cell(name):
+    first = code_cells(jupytext.read(ROOT / "notebooks" / f"{name}.md"))[0]
+    assert "parameters" in first.metadata.get("tags", []), f"{name}: tag the first code cell `parameters`"
+    assigned = {t.id: n.value.value for n in ast.parse(first.source).body if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    assert assigned.get("SIZE") == "smoke", f"{name}: the parameters cell must set SIZE = \"smoke\""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_size_follows_the_environment(name):
+    source = "\n".join(c.source for c in code_cells(jupytext.read(ROOT / "notebooks" / f"{name}.md")))
+    assert "SIZE = size_from_env(SIZE)" in source, f"{name}: add `SIZE = size_from_env(SIZE)` (reads $RLM_SIZE)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_colab_install_cell_comes_before_rlm_lab_is_imported(name):
+    cells = [c.source for c in code_cells(jupytext.read(ROOT / "notebooks" / f"{name}.md"))]
+    install = [i for i, s in enumerate(cells) if '"google.colab" in sys.modules' in s and "%pip install" in s]
+    imports = [i for i, s in enumerate(cells) if re.search(r"^\s*(from|import) rlm_lab", s, re.M)]
+    assert install, f"{name}: add the Colab install cell (copy it from notebooks/ch00_setup.md)"
+    assert not imports or install[0] <= imports[0], f"{name}: the Colab install cell must precede `import rlm_lab`"
+    cell = cells[install[0]]
+    assert f"git clone -q --depth 1 {REPO_URL} " in cell, f"{name}: clone {REPO_URL} (book/_config.yml)"
+    pip_lines = [line for line in cell.splitlines() if "%pip install" in line]
+    # Colab's own torch and numpy must stay: pinning them breaks its CUDA build (d2l-ai/d2l-en#2638).
+    assert not any(re.search(r"\b(torch|numpy)\b", line) for line in pip_lines), f"{name}: never pin torch/numpy"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_book_lists_the_notebook(name):
+    assert name in {nb for _, nb in book.CHAPTERS}, f"add {name} to CHAPTERS in rlm_lab/book.py"
+
+
+def test_toc_lists_chapters_once_their_files_exist(tmp_path):
+    pages, nbs = tmp_path / "book", tmp_path / "notebooks"
+    pages.mkdir()
+    nbs.mkdir()
+    chapters = [(None, "a"), ("p1", "b"), ("p2", "c"), ("p3", None)]
+    for path in (nbs / "a.md", pages / "p1.md", nbs / "b.md", nbs / "c.md"):
+        path.write_text("# x\n")
+    notes = []
+    toc = book.toc(pages, nbs, chapters, say=notes.append)
+    assert toc["root"] == "intro"
+    assert toc["chapters"] == [
+        {"file": "notebooks/a.md"},
+        {"file": "p1.md", "sections": [{"file": "notebooks/b.md"}]},
+        {"file": "notebooks/c.md"},  # its page is not written yet: the notebook stands alone
+    ]
+    assert notes == ["book: leaving out book/p2.md (not written yet)",
+                     "book: leaving out book/p3.md (not written yet)"]
+
+
+def test_colab_url_points_at_the_ipynb():
+    assert book.colab_url("https://github.com/o/r.git/", "main", "notebooks/ch00_setup") == (
+        "https://colab.research.google.com/github/o/r/blob/main/notebooks/ch00_setup.ipynb")
