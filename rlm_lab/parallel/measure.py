@@ -1,0 +1,215 @@
+"""Run N training steps of a layout on one fixed batch and measure it; compare with one process.
+
+:func:`run_layout` runs inside a process group (torchrun, or ``launch.spawn``) and returns, on every rank:
+
+* ``losses``: the global loss of each step;
+* ``step_s``: wall time of each step (barrier before and after, so it is the slowest rank's time);
+* ``comm``: the collectives of one step (the last), counted by :class:`CommCounter`:
+  ``{kind: {"calls", "bytes", "wire_bytes", "groups"}}`` and ``comm_by_phase`` (forward/backward/optimizer);
+* ``memory``: model-state bytes on this rank (parameters, gradients, optimizer state; local shards of
+  DTensors) and the process's peak RSS (CPU) or ``max_memory_allocated`` (CUDA);
+* ``check`` (if ``reference=True``): the same steps on an unsharded copy in this process on the whole
+  batch — max absolute/relative difference of the losses, of every gradient after step 0, and of every
+  parameter after the last step.
+
+:func:`spawn_layouts` runs several layouts of the same world size in ONE set of processes (spawning
+costs ~4 s per process group on 2 cores) and returns rank 0's results with every rank's memory and comm.
+
+Why the relative error is ``max|a-b| / max|b|`` per tensor: fp32 all-reduces sum in a different order
+than one process does, so differences are ~1e-7 of the tensor's scale, not of each element.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+from .mesh import Layout, build_mesh, device_type, validate
+
+
+def local_tensor(t):
+    """The local shard of a DTensor (or the tensor itself)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def full_tensor(t):
+    """The whole tensor of a DTensor (a collective!) or the tensor itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def fixed_batch(batch: int, seq: int, vocab: int, seed: int = 0):
+    """One deterministic batch of token ids (labels = inputs, HF shifts them); no padding."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randint(2, vocab, (batch, seq), generator=g)
+    return x, x.clone()
+
+
+def state_bytes(par) -> dict:
+    """Bytes of parameters, gradients and optimizer state this rank holds (local shards)."""
+    import torch
+
+    owned = par.owned
+    params = grads = 0
+    for name, p in par.reference.named_parameters():
+        if owned is not None and name not in owned:
+            continue
+        lp = local_tensor(p)
+        params += lp.numel() * lp.element_size()
+        if p.grad is not None:
+            lg = local_tensor(p.grad)
+            grads += lg.numel() * lg.element_size()
+    opt = par.optimizer
+    inner = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer keeps the local AdamW in .optim
+    optim = 0
+    for st in inner.state.values():
+        for v in st.values():
+            if isinstance(v, torch.Tensor) and v.dim() > 0:
+                lv = local_tensor(v)
+                optim += lv.numel() * lv.element_size()
+    return {"params": params, "grads": grads, "optimizer": optim, "total": params + grads + optim}
+
+
+def peak_memory_bytes() -> int:
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def reference_run(model_name: str, batch, steps: int, lr: float, seed: int) -> dict:
+    """The single-process run the layouts must reproduce: losses, grads after step 0, final params."""
+    import torch
+
+    from ..models import build_model
+
+    model, _ = build_model(model_name, seed=seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    x, y = batch
+    losses, grads = [], {}
+    for i in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = model(input_ids=x, labels=y).loss
+        loss.backward()
+        if i == 0:
+            grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "grads": grads, "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+
+def _max_diff(got: dict, ref: dict) -> tuple[float, float]:
+    abs_err = rel_err = 0.0
+    for name, g in got.items():
+        r = ref[name]
+        d = (g.float() - r.float()).abs().max().item()
+        abs_err = max(abs_err, d)
+        rel_err = max(rel_err, d / max(r.abs().max().item(), 1e-30))
+    return abs_err, rel_err
+
+
+def _gather(par, which: str) -> dict:
+    """Full tensors of this rank's owned params (or their grads); DTensors are gathered (collective)."""
+    out = {}
+    full = par.extra.get("full_tensor", lambda name, t: full_tensor(t))
+    for name, p in par.reference.named_parameters():
+        t = p if which == "params" else p.grad
+        if t is None or (par.owned is not None and name not in par.owned):
+            continue
+        if which == "grads" and hasattr(t, "placements") and tuple(t.placements) != tuple(p.placements):
+            # the optimizer would step on this gradient as it is (e.g. a Partial sum): a wrong update
+            raise RuntimeError(f"gradient of {name} is {t.placements}, its parameter {p.placements}")
+        t = full(name, t.detach())
+        if t is not None:
+            out[name] = t.detach().clone()
+    return out
+
+
+def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int = 8, seq: int = 16,
+               lr: float = 1e-3, seed: int = 0, reference: bool = True, device: str | None = None) -> dict:
+    """Build, parallelize and train ``model`` under ``layout`` for ``steps`` steps; measure (see module doc)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..models import build_model
+    from .comm_counter import CommCounter
+    from .parallelize import parallelize
+
+    device = device or device_type()
+    model_obj, tok = build_model(model, seed=seed)
+    validate(layout, model, world_size=dist.get_world_size(), batch=batch, seq=seq, vocab=len(tok))
+    mesh = build_mesh(layout, device)
+    x, y = fixed_batch(batch, seq, len(tok), seed)
+    par = parallelize(model_obj.to(device), layout, mesh, lr=lr)
+    xd, yd = x.to(device), y.to(device)
+
+    losses, times, grads0 = [], [], None
+    counter = CommCounter()
+    for i in range(steps):
+        counter.reset()
+        dist.barrier()
+        t0 = time.perf_counter()
+        with counter:
+            par.optimizer.zero_grad(set_to_none=True)
+            local = par.forward_backward(xd, yd, counter.phase)
+            if i == 0 and reference:
+                counter.__exit__(None, None, None)  # gathering grads for the check is not the step's traffic
+                grads0 = _gather(par, "grads")
+                counter.__enter__()
+            with counter.phase("optimizer"):
+                par.optimizer.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+        losses.append(par.global_loss(local))
+    out = {
+        "layout": layout.to_dict(), "model": model, "steps": steps, "batch": batch, "seq": seq, "lr": lr,
+        "rank": dist.get_rank(), "world": dist.get_world_size(), "device": device,
+        "losses": losses, "step_s": times,
+        "comm": counter.summary(), "comm_by_phase": counter.by_phase(),
+        "memory": state_bytes(par) | {"peak_bytes": peak_memory_bytes()},
+    }
+    if reference:
+        ref = reference_run(model, (x, y), steps, lr, seed)
+        params = _gather(par, "params")
+        out["check"] = {
+            "loss_abs": max(abs(a - b) for a, b in zip(losses, ref["losses"])),
+            "ref_losses": ref["losses"],
+            "grad_abs_rel": _max_diff(grads0, ref["grads"]),
+            "param_abs_rel": _max_diff(params, ref["params"]),
+            "n_grads": len(grads0), "n_params": len(params),
+        }
+    return out
+
+
+def _worker(rank, world, layouts, kwargs):
+    return [run_layout(layout, **kwargs) for layout in layouts]
+
+
+def spawn_layouts(layouts: list[Layout], world: int | None = None, timeout_s: float = 60.0, **kwargs) -> list[dict]:
+    """Run each layout (all of the same world size) in one set of ``world`` processes (gloo).
+
+    Returns one dict per layout: rank 0's result, plus ``per_rank`` memory and comm of every rank.
+    Layouts are validated before any process starts.
+    """
+    from ..errors import RlmLabError
+    from .launch import spawn
+
+    if not layouts:
+        return []
+    world = world or layouts[0].world
+    for lay in layouts:
+        validate(lay, kwargs.get("model", "nano"), world_size=world, batch=kwargs.get("batch", 8),
+                 seq=kwargs.get("seq", 16))
+    if world == 1:
+        raise RlmLabError("spawn_layouts needs world >= 2; run_layout a 1-process layout directly")
+    per_rank = spawn(_worker, world, args=(layouts, kwargs), timeout_s=timeout_s)
+    out = []
+    for i in range(len(layouts)):
+        r0 = dict(per_rank[0][i])
+        r0["per_rank"] = [{"memory": pr[i]["memory"], "comm": pr[i]["comm"]} for pr in per_rank]
+        out.append(r0)
+    return out

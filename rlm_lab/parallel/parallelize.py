@@ -1,0 +1,137 @@
+"""Compose the parallelisms of a :class:`Layout` onto a zoo model: ``parallelize(model, layout, mesh)``.
+
+Order (torchtitan's, and the only one that works with DTensor):
+
+1. **PP** splits the model into stages first: every other parallelism then applies to a stage;
+2. **TP/SP** rewrites the stage's linear layers into DTensor shards over ``mesh["tp"]``;
+3. **EP** replaces each MoE layer's experts by the local ones with all-to-all dispatch over ``mesh["ep"]``;
+4. **CP** wraps attention in ring attention over ``mesh["cp"]``;
+5. **data parallelism** last, over ``mesh["dp"]``: DDP (zero 0), DDP + ZeroRedundancyOptimizer (zero 1)
+   or FSDP2 (zero 2/3), which then shards whatever the steps above left (2-D DTensors for TP).
+
+The result is a :class:`Parallelized`: the local module, its optimizer, and the two functions the
+measurement harness (``measure.py``) needs — how one training step consumes the *global* batch on this
+rank, and how the rank's loss turns into the global loss. PP, CP and EP (pipeline_parallel.py,
+context_parallel.py, expert_parallel.py) each provide ``build(model, layout, mesh, lr) -> Parallelized``
+(or, for EP, an in-place ``apply_ep``), so every layout runs through the same harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .mesh import Layout
+
+
+def _no_phase(name):
+    return contextlib.nullcontext()
+
+
+@dataclass
+class Parallelized:
+    """A model after parallelization, ready for ``step``.
+
+    ``forward_backward(input_ids, labels, phase) -> loss``: takes the GLOBAL batch (identical on every
+    rank), runs this rank's share of the forward and backward passes (``phase(name)`` labels the
+    collectives of each pass), returns this rank's loss tensor (or None where a rank has no loss, e.g.
+    a middle pipeline stage). ``global_loss(local) -> float`` turns it into the loss of the whole batch
+    (may communicate; it runs outside the counted region). ``reference`` is the original, unwrapped
+    module whose ``named_parameters()`` carry the single-process names; ``owned`` (None = all) the
+    names whose gradients/updates this rank holds.
+    """
+
+    module: object
+    optimizer: object
+    forward_backward: Callable
+    global_loss: Callable
+    reference: object
+    layout: Layout
+    owned: set | None = None
+    extra: dict = field(default_factory=dict)
+
+    def step(self, input_ids, labels, phase=_no_phase):
+        """One training step: zero grads, forward+backward, optimizer step. Returns the local loss."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.forward_backward(input_ids, labels, phase)
+        with phase("optimizer"):
+            self.optimizer.step()
+        return loss
+
+
+def data_slice(x, layout: Layout, mesh):
+    """This rank's share of the batch along DP and EP (equal, contiguous slices)."""
+    n = layout.data_ranks
+    if n == 1:
+        return x
+    r = mesh["dp"].get_local_rank() * layout.ep + mesh["ep"].get_local_rank()
+    b = x.shape[0] // n
+    return x[r * b:(r + 1) * b]
+
+
+def mean_over_world(local) -> float:
+    """Global loss when every rank's loss is a mean over equally many tokens (DP, TP, EP, CP)."""
+    import torch
+    import torch.distributed as dist
+
+    t = local.detach().clone().reshape(1).float()
+    dist.all_reduce(t)
+    return (t / dist.get_world_size()).item()
+
+
+def _default_forward_backward(module, layout, mesh, layout_model=None):
+    def fb(input_ids, labels, phase=_no_phase):
+        x, y = data_slice(input_ids, layout, mesh), data_slice(labels, layout, mesh)
+        with phase("forward"):
+            loss = module(input_ids=x, labels=y).loss
+        with phase("backward"):
+            loss.backward()
+            if layout.tp > 1:
+                from .tensor_parallel import sync_grads
+
+                sync_grads(layout_model)
+        return loss
+
+    return fb
+
+
+def parallelize(model, layout: Layout, mesh, lr: float = 1e-3) -> Parallelized:
+    """Apply ``layout`` to ``model`` (in place) over ``mesh``; see the module docstring for the order."""
+    import torch
+
+    if layout.pp > 1:
+        from . import pipeline_parallel
+
+        return pipeline_parallel.build(model, layout, mesh, lr)
+    if layout.cp > 1:
+        from . import context_parallel
+
+        return context_parallel.build(model, layout, mesh, lr)
+    reference = model
+    if layout.tp > 1:
+        from .tensor_parallel import apply_tp
+
+        apply_tp(model, mesh["tp"], sp=layout.sp)
+    if layout.ep > 1:
+        from .expert_parallel import apply_ep
+
+        apply_ep(model, mesh["ep"])
+    module, opt = model, None
+    if layout.dp > 1:
+        if layout.zero == 0:
+            from .data_parallel import apply_ddp
+
+            module = apply_ddp(model, mesh["dp"])
+        elif layout.zero == 1:
+            from .fsdp import apply_zero1
+
+            module, opt = apply_zero1(model, mesh["dp"], lr)
+        else:
+            from .fsdp import apply_fsdp
+
+            module = apply_fsdp(model, mesh["dp"], layout.zero)
+    if opt is None:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=module, optimizer=opt, forward_backward=_default_forward_backward(module, layout, mesh, model),
+                        global_loss=mean_over_world, reference=reference, layout=layout)
