@@ -1,0 +1,299 @@
+"""PPO with a critic and per-token GAE, built on TRL 1.16's GRPOTrainer.
+
+TRL removed its PPOTrainer in 1.13 (huggingface/trl PR #7020). Here PPO is a *subclass* of
+``trl.GRPOTrainer``: generation, reward functions, the reference model, logging, accelerate/DDP and
+the ``num_iterations`` / ``steps_per_generation`` reuse machinery all stay TRL's. What PPO has and
+GRPO lacks is added by overriding three methods (all private to TRL 1.16, hence the ``trl<1.17`` pin):
+
+- ``_calculate_rewards``: calls TRL's, and keeps the (gathered) per-function scores, which TRL otherwise
+  only turns into group z-scores.
+- ``_generate_and_score_completions``: calls TRL's (generate, score, reference log-probs), then adds the
+  critic forward (stage ``values``), per-token rewards r_t = -beta * KL_t plus the score on the last
+  token (InstructGPT, arXiv 2203.02155, eq. 2) and per-token GAE (stage ``advantage``; arXiv 1506.02438).
+  The group advantages TRL computed are replaced by these.
+- ``_compute_loss``: the clipped surrogate on per-token advantages (arXiv 1707.06347, eq. 7), and the
+  clipped value loss with a critic step (stage ``critic_update``) on every micro-batch; the critic's
+  optimizer steps when the actor's does (accelerate's gradient-sync flag).
+
+The critic is a stock ``AutoModelForTokenClassification`` (num_labels=1) initialised from the policy's
+weights (or loaded from ``value_model_path``), with its own AdamW, prepared by the trainer's accelerator,
+so DDP wraps it like the actor. The reward source is the verifier (TRL reward functions, the default) or
+a reward model (``AutoModelForSequenceClassification``, trained by :mod:`rlm_lab.train.reward_model`)
+passed to TRL as a model reward function; the verifier functions are then still run and logged, with
+weight 0, so the log shows how well the reward model's reward tracks true correctness. With beta > 0 the
+trainer then holds the classic four models (actor, critic, reference, reward model): ``models_held``.
+
+Group size: TRL requires ``num_generations >= 2``, so PPO here samples G completions per prompt like
+GRPO, but uses no group statistics: the baseline is the critic, advantages are per token.
+
+Ignored (compared with InstructGPT/OpenRLHF PPO): no adaptive KL controller (beta is fixed), no
+entropy bonus, no critic warm-up phase, no value-head-on-the-policy variant; DeepSpeed cannot prepare
+the second trainable model through the Trainer and is refused. Stage names follow
+``rlm_lab.stages.Stage`` and are emitted through TRL's own ``profiling_context`` (nested in TRL's
+``_prepare_inputs`` / ``compute_loss`` spans, as TRL's reward-function spans are nested in
+``_calculate_rewards``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from trl import GRPOConfig, GRPOTrainer
+from trl.extras.profiling import profiling_context
+
+from ..errors import RlmLabError
+from ..tasks import checked
+from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
+    masked_whiten, token_rewards
+
+REWARD_SOURCES = ("verifier", "reward_model")
+_CHECKED_CODE = checked(lambda completions, **kw: []).__code__  # every checked() wrapper shares this code
+
+
+@dataclass
+class PPOConfig(GRPOConfig):
+    """GRPOConfig plus PPO's knobs. ``beta`` is the per-token KL penalty *in the reward* (not in the loss)."""
+
+    beta: float = field(default=0.05, metadata={"help": "KL coefficient in the per-token reward r_t = -beta*KL_t."})
+    gamma: float = field(default=1.0, metadata={"help": "Discount over completion tokens."})
+    lam: float = field(default=0.95, metadata={"help": "GAE lambda."})
+    vf_coef: float = field(default=0.1, metadata={"help": "Weight of the value loss in the critic's loss."})
+    cliprange_value: float = field(default=0.2, metadata={"help": "Clip of the value change per update."})
+    critic_learning_rate: float | None = field(
+        default=None, metadata={"help": "Critic AdamW learning rate (default: learning_rate)."})
+    whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over the batch."})
+    reward_source: str = field(default="verifier", metadata={"help": "verifier | reward_model"})
+    reward_model_path: str | None = field(
+        default=None, metadata={"help": "Folder of a sequence-classification reward model (reward_model)."})
+    value_model_path: str | None = field(
+        default=None, metadata={"help": "Folder/hub id of the critic; default: built from the policy."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.reward_source not in REWARD_SOURCES:
+            raise RlmLabError(f"unknown reward_source {self.reward_source!r}; choose one of: {', '.join(REWARD_SOURCES)}")
+        if self.reward_source == "reward_model" and not self.reward_model_path:
+            raise RlmLabError("reward_source='reward_model' needs reward_model_path=<folder>; train one with "
+                              "rlm_lab.train.reward_model.train_reward_model")
+        if not (0.0 < self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
+            raise RlmLabError(f"PPO needs 0 < gamma <= 1 and 0 <= lam <= 1, got gamma={self.gamma}, lam={self.lam}")
+        if self.cliprange_value <= 0 or self.vf_coef <= 0:
+            raise RlmLabError("PPO needs cliprange_value > 0 and vf_coef > 0")
+        if self.critic_learning_rate is None:
+            self.critic_learning_rate = self.learning_rate
+
+
+def build_critic(policy, value_model_path: str | None = None):
+    """A value model: ``AutoModelForTokenClassification`` (num_labels=1) with the policy's backbone weights.
+
+    The score head starts at zero, so every first value is 0 and the first advantages are the rewards.
+    Dropout is off (values must be deterministic for the clipped value loss).
+    """
+    from transformers import AutoModelForTokenClassification
+
+    if value_model_path:
+        critic = AutoModelForTokenClassification.from_pretrained(value_model_path, num_labels=1, classifier_dropout=0.0)
+    else:
+        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+        config = copy.deepcopy(base.config)
+        config.num_labels, config.classifier_dropout = 1, 0.0
+        critic = AutoModelForTokenClassification.from_config(config)
+        critic.to(dtype=next(base.parameters()).dtype)
+        prefix = critic.base_model_prefix
+        try:
+            getattr(critic, prefix).load_state_dict(getattr(base, prefix).state_dict())
+        except (RuntimeError, AttributeError) as e:
+            raise RlmLabError(f"cannot copy the policy's weights into a critic ({type(e).__name__}); "
+                              "pass value_model_path=<folder of a causal LM> in the PPO config") from None
+        nn.init.zeros_(critic.score.weight)
+        if critic.score.bias is not None:
+            nn.init.zeros_(critic.score.bias)
+    from trl.trainer.utils import disable_dropout_in_model
+
+    disable_dropout_in_model(critic)
+    return critic
+
+
+class PPOTrainer(GRPOTrainer):
+    """``trl.GRPOTrainer`` with a critic, per-token KL rewards, GAE and the clipped value loss (see module doc)."""
+
+    _tag_names = ["trl", "ppo", "rlm_lab"]
+
+    def __init__(self, model, reward_funcs, args: PPOConfig | None = None, train_dataset=None, eval_dataset=None,
+                 processing_class=None, reward_processing_classes=None, callbacks=None,
+                 optimizers=(None, None), peft_config=None, value_model=None, reward_model=None):
+        if args is None or not isinstance(args, PPOConfig):
+            raise RlmLabError("PPOTrainer needs args=PPOConfig(...) (rlm_lab.train.ppo.PPOConfig)")
+        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        # A user reward that raises must stop the run with one clear line (rlm_lab.tasks.checked).
+        funcs = [f if isinstance(f, (nn.Module, str)) or getattr(f, "__code__", None) is _CHECKED_CODE
+                 else checked(f) for f in funcs]
+        n_verifier = len(funcs)
+        if args.reward_source == "reward_model":
+            if reward_model is None:
+                from transformers import AutoModelForSequenceClassification
+
+                reward_model = AutoModelForSequenceClassification.from_pretrained(args.reward_model_path, num_labels=1)
+            funcs.append(reward_model)
+            # The verifier still runs (its scores are logged) but only the reward model trains the policy.
+            args.reward_weights = [0.0] * n_verifier + [1.0]
+            if reward_processing_classes is not None and not isinstance(reward_processing_classes, list):
+                reward_processing_classes = [reward_processing_classes]
+            if reward_processing_classes is not None and len(reward_processing_classes) == n_verifier:
+                reward_processing_classes = list(reward_processing_classes) + [None]
+        super().__init__(model=model, reward_funcs=funcs, args=args, train_dataset=train_dataset,
+                         eval_dataset=eval_dataset, processing_class=processing_class,
+                         reward_processing_classes=reward_processing_classes, callbacks=callbacks,
+                         optimizers=optimizers, peft_config=peft_config)
+        if args.reward_source == "reward_model":
+            # TRL names a model reward after its folder; one fixed name makes the stage join with Stage.REWARD.
+            self.reward_func_names[n_verifier] = "reward_model"
+
+        from accelerate.utils import DistributedType
+
+        if self.accelerator.distributed_type == DistributedType.DEEPSPEED:
+            raise RlmLabError("PPO's critic is a second trainable model, which the Trainer's DeepSpeed path cannot "
+                              "prepare; run PPO without DeepSpeed (single process or DDP via torchrun)")
+        if value_model is None:
+            value_model = build_critic(self.accelerator.unwrap_model(self.model), args.value_model_path)
+        critic_optimizer = torch.optim.AdamW(value_model.parameters(), lr=args.critic_learning_rate,
+                                             weight_decay=0.0, eps=args.adam_epsilon)
+        self.critic, self.critic_optimizer = self.accelerator.prepare(value_model, critic_optimizer)
+        self._ppo_rewards_per_func = None
+
+    # ---- what the run holds --------------------------------------------------------------------------
+    @property
+    def models_held(self) -> dict[str, nn.Module]:
+        """The networks this run keeps in memory, keyed like ``rlm_lab.stages.MODELS_HELD['ppo']``."""
+        held = {"actor": self.model, "critic": self.critic}
+        if self.ref_model is not None:
+            held["reference"] = self.ref_model
+        reward_models = [f for f in self.reward_funcs if isinstance(f, nn.Module)]
+        if reward_models:
+            held["reward"] = reward_models[0]
+        return held
+
+    # ---- rollout side: scores, values, advantages ---------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        out = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._ppo_rewards_per_func = out  # gathered over processes: (world * local_batch, n_funcs)
+        return out
+
+    def _critic_values(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int) -> torch.Tensor:
+        """V(s_t) for every completion position t: the critic's output at the token *before* t."""
+        chunks = []
+        for start in range(0, input_ids.size(0), batch_size):
+            out = self.critic(input_ids=input_ids[start:start + batch_size],
+                              attention_mask=attention_mask[start:start + batch_size])
+            chunks.append(out.logits[:, -logits_to_keep - 1:-1, 0].float())
+        return torch.cat(chunks, 0)
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        device = self.accelerator.device
+        batch_size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
+
+        # The sequence score: weighted sum of the reward functions, this process's slice.
+        n_local = len(inputs)
+        rank = self.accelerator.process_index
+        per_func = self._ppo_rewards_per_func[rank * n_local:(rank + 1) * n_local]
+        scores = (per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(1)
+
+        prompt_ids, completion_ids = out["prompt_ids"], out["completion_ids"]
+        input_ids = torch.cat([prompt_ids, completion_ids], 1)
+        attention_mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        logits_to_keep = completion_ids.size(1)
+        mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
+
+        with torch.no_grad():
+            old_logps = out.get("old_per_token_logps")
+            ref_logps = out.get("ref_per_token_logps")
+            if old_logps is None and ref_logps is not None:
+                # The KL reward needs log pi_old of the sampled tokens; TRL skips this pass when on-policy.
+                old_logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size)
+                out["old_per_token_logps"] = old_logps
+            self.critic.eval()
+            with profiling_context(self, "values"):
+                values = self._critic_values(input_ids, attention_mask, logits_to_keep, batch_size)
+            with profiling_context(self, "advantage"):
+                logps = old_logps if old_logps is not None else torch.zeros_like(values)
+                rewards, kl = token_rewards(scores, logps, ref_logps, mask, self.beta)
+                advantages, returns = gae(rewards, values, mask, self.args.gamma, self.args.lam)
+                if self.args.whiten_advantages:
+                    advantages = masked_whiten(advantages, mask)
+
+        out.update(advantages=advantages, values=values, returns=returns)
+        m = self._metrics[mode]
+        gather = self.accelerator.gather
+        fmask = mask.float()
+        m["ppo/score"].append(gather(scores).mean().item())
+        if ref_logps is not None:  # per token, like GRPO's "kl" (here the sampled k1 estimator)
+            m["kl"].append(gather(masked_mean(kl, fmask)).mean().item())
+        m["ppo/non_score_reward"].append(gather(-self.beta * (kl * fmask).sum(1)).mean().item())
+        m["ppo/values_mean"].append(gather(masked_mean(values, fmask)).mean().item())
+        m["ppo/returns_mean"].append(gather(masked_mean(returns, fmask)).mean().item())
+        m["ppo/advantages_mean"].append(gather(masked_mean(advantages, fmask)).mean().item())
+        m["ppo/explained_variance"].append(gather(explained_variance(values, returns, fmask)).mean().item())
+        return out
+
+    # ---- update side: actor loss and the critic step ------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        input_ids = torch.cat([prompt_ids, completion_ids], 1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        logits_to_keep = completion_ids.size(1)
+        mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        fmask = mask.float()
+
+        logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True,
+            compute_aux_loss=self.aux_loss_enabled)
+        old_logps = inputs.get("old_per_token_logps")
+        old_logps = logps.detach() if old_logps is None else old_logps
+        pg_loss, pg_clipfrac, approx_kl = clipped_policy_loss(
+            logps, old_logps, inputs["advantages"], fmask, self.epsilon_low, self.epsilon_high)
+
+        mode = "train" if self.model.training else "eval"
+        normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
+        loss = pg_loss / normalizer
+        if self.aux_loss_enabled:
+            loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
+
+        if mode == "train":
+            self._critic_step(input_ids, attention_mask, logits_to_keep, inputs, fmask, normalizer)
+
+        m, reduce = self._metrics[mode], self.accelerator.gather
+        m["policy_loss"].append(reduce(pg_loss.detach()).mean().item())
+        m["clip_ratio/region_mean"].append(reduce(pg_clipfrac).mean().item())
+        m["ppo/approx_kl"].append(reduce(approx_kl).mean().item())
+        m["entropy"].append(reduce(masked_mean(entropies.detach(), fmask)).mean().item())
+        return loss
+
+    def _critic_step(self, input_ids, attention_mask, logits_to_keep, inputs, fmask, normalizer):
+        """One critic forward + backward (+ AdamW step when the actor steps): the clipped value loss."""
+        with profiling_context(self, "critic_update"):
+            self.critic.train()
+            values = self.critic(input_ids=input_ids, attention_mask=attention_mask).logits
+            values = values[:, -logits_to_keep - 1:-1, 0].float()
+            vf_loss, vf_clipfrac = clipped_value_loss(values, inputs["values"], inputs["returns"], fmask,
+                                                      self.args.cliprange_value)
+            # Plain backward, not accelerator.backward: keeps the stage tracer's actor-backward span clean;
+            # DDP's gradient hooks still all-reduce the critic's gradients.
+            (self.args.vf_coef * vf_loss / normalizer).backward()
+            if self.accelerator.sync_gradients:
+                if self.args.max_grad_norm:
+                    self.accelerator.clip_grad_norm_(self.critic.parameters(), self.args.max_grad_norm)
+                self.critic_optimizer.step()
+                self.critic_optimizer.zero_grad()
+        m, reduce = self._metrics["train"], self.accelerator.gather
+        m["value_loss"].append(reduce(vf_loss.detach()).mean().item())
+        m["ppo/value_clipfrac"].append(reduce(vf_clipfrac).mean().item())
+
+    def save_critic(self, folder) -> None:
+        """Save the critic (the Trainer's ``save_model`` saves the actor only)."""
+        self.accelerator.unwrap_model(self.critic).save_pretrained(folder)
