@@ -26,10 +26,13 @@ $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt pypro
 book: venv
 	$(BIN)/python -m rlm_lab.book build --size $(SIZE)
 
+# All three phases run even when one fails; the command fails if any did.
 test: venv
-	$(PHASE) unit $(MAKE) --no-print-directory test-unit
-	$(PHASE) notebooks $(MAKE) --no-print-directory test-notebooks
-	$(PHASE) book $(MAKE) --no-print-directory test-book
+	@rm -f _build/phases.txt; rc=0; \
+	for phase in unit notebooks book; do \
+		$(PHASE) $$phase $(MAKE) --no-print-directory test-$$phase || rc=1; \
+	done; \
+	cat _build/phases.txt; exit $$rc
 
 # Everything under tests/ except what executes notebooks or builds the book.
 test-unit: venv
