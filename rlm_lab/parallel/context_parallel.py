@@ -224,12 +224,19 @@ def cp_loss(model, input_ids, labels, cp: int, rank: int):
 
 
 def sync_grads(model, group=None):
-    """Sum the weight gradients over the CP ranks (each saw only its tokens): one all-reduce each."""
+    """Sum the weight gradients over the CP ranks (each saw only its tokens).
+
+    One all-reduce of all gradients flattened into one buffer (DDP's bucketing, with one bucket),
+    so the per-message latency is paid once.
+    """
+    import torch
     import torch.distributed as dist
 
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad, group=group)
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    for g, new in zip(grads, flat.split([g.numel() for g in grads])):
+        g.copy_(new.view_as(g))
 
 
 def build(model, layout, mesh, lr: float = 1e-3):
@@ -263,3 +270,84 @@ def build(model, layout, mesh, lr: float = 1e-3):
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     return Parallelized(module=model, optimizer=opt, forward_backward=forward_backward, global_loss=global_loss,
                         reference=model, layout=layout, extra={"rings": rings})
+
+
+def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
+    import torch
+    import torch.distributed as dist
+
+    from .pipeline_parallel import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+
+    model = zoo_model(model_name, seed)
+    vocab = model.config.vocab_size
+    base = baseline_step_s(model, random_batch(batch, seq, vocab, seed + 7)) if rank == 0 else None
+    dist.barrier()
+    rings = apply_cp(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rows = []
+    for step in range(steps + 1):  # step 0 warms up and is not timed
+        x = random_batch(batch, seq, vocab, seed + 1 + step)
+        for r in rings:
+            r.reset()
+        dist.barrier()
+        t0 = time.perf_counter()
+        loss = cp_loss(model, x, x, world, rank)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        sync_grads(model)
+        t3 = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        if step:
+            rows.append({"fwd_s": t1 - t0, "bwd_s": t2 - t1, "grad_sync_s": t3 - t2, "wall_s": t3 - t0,
+                         "ring_s": sum(r.stats["ring_s"] for r in rings),
+                         "fwd_sent_bytes": sum(r.stats["fwd_sent_bytes"] for r in rings),
+                         "bwd_sent_bytes": sum(r.stats["bwd_sent_bytes"] for r in rings),
+                         "sends": sum(r.stats["sends"] for r in rings), "loss": loss.item()})
+    return {"rank": rank, "steps": rows, "baseline_s": base, "peak_rss_mib": peak_rss_mib(),
+            "grad_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+
+
+def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int = 2, seq: int = 64,
+               seed: int = 0, profile=None, timeout_s: float = 120.0) -> dict:
+    """Run ``steps`` timed context-parallel steps on ``world`` processes; compare with predictions.
+
+    Returns per-rank forward/backward/grad-sync/ring time, counted and predicted K,V bytes, and the
+    predicted step: single-process step T1 / c (every per-token op and, with zig-zag, the causal
+    attention work split evenly) + α-β time of 2·L·(c-1) ring messages + the gradient all-reduce.
+    """
+    from ..models import make_config
+    from .launch import spawn
+    from .pipeline_parallel import _cores, comm_profile, comm_time
+
+    config = make_config(model)
+    check_cp(seq, world)
+    results = spawn(_cp_worker, world, args=(model, batch, seq, steps, seed), timeout_s=timeout_s)
+    head_dim = config.hidden_size // config.num_attention_heads
+    layers = config.num_hidden_layers
+    pred = predicted_kv_bytes(batch, seq, config.num_key_value_heads, head_dim, world, layers)
+    per_rank = []
+    for r in results:
+        rows = r["steps"]
+        avg = {k: sum(x[k] for x in rows) / len(rows) for k in ("fwd_s", "bwd_s", "grad_sync_s", "wall_s", "ring_s")}
+        per_rank.append({"rank": r["rank"], **avg, "fwd_sent_bytes": rows[-1]["fwd_sent_bytes"],
+                         "bwd_sent_bytes": rows[-1]["bwd_sent_bytes"], "sends": rows[-1]["sends"],
+                         "peak_rss_mib": r["peak_rss_mib"]})
+    prof = comm_profile(profile)
+    msg = 2 * batch * (seq // world) * config.num_key_value_heads * head_dim * 4
+    t_msg = comm_time("send_recv", msg, 2, prof)
+    t_ar = comm_time("all_reduce", results[0]["grad_bytes"], world, prof)  # one message: a lower bound
+    comm_s = None if t_msg is None else 2 * layers * (world - 1) * t_msg + t_ar
+    t1 = results[0]["baseline_s"]
+    return {
+        "parallelism": "cp", "model": model, "world": world, "batch": batch, "seq": seq, "steps": steps,
+        "oversubscribed": world > _cores(), "loss": sum(x["steps"][-1]["loss"] for x in results),
+        "step_s": max(x["wall_s"] for x in per_rank), "per_rank": per_rank,
+        "baseline_step_s": t1, "predicted_compute_s": t1 / world, "predicted_comm_s": comm_s,
+        "step_s_predicted": t1 / world + (comm_s or 0.0), "profile": getattr(prof, "name", None),
+        "sent_bytes": sum(x["fwd_sent_bytes"] + x["bwd_sent_bytes"] for x in per_rank),
+        "predicted_bytes": world * pred["total"], "predicted_bytes_per_rank": pred,
+        "bytes_match": all(x["fwd_sent_bytes"] == pred["fwd"] and x["bwd_sent_bytes"] == pred["bwd"]
+                           for x in per_rank),
+    }

@@ -176,22 +176,163 @@ def is_expert_param(name: str) -> bool:
 def sync_grads(model, mesh_or_group=None):
     """Gradients of the mean loss over all EP ranks' tokens (each rank's loss: mean over its tokens).
 
-    Dense parameters: average over ranks (one all-reduce each, as DP). Expert parameters already
-    hold the sum over all ranks' tokens (the backward all-to-all brought them home): divide by e.
+    Dense parameters: average over ranks (one all-reduce of all dense grads flattened into one
+    buffer, as DP). Expert parameters already hold the sum over all ranks' tokens (the backward
+    all-to-all brought them home): divide by e.
     """
+    import torch
     import torch.distributed as dist
 
     group = _group(mesh_or_group)
     e = dist.get_world_size(group)
-    for name, p in model.named_parameters():
-        if p.grad is None:
-            continue
-        if not is_expert_param(name):
-            dist.all_reduce(p.grad, group=group)
-        p.grad.div_(e)
+    dense = [p.grad for n, p in model.named_parameters() if p.grad is not None and not is_expert_param(n)]
+    flat = torch.cat([g.reshape(-1) for g in dense])
+    dist.all_reduce(flat, group=group)
+    for g, new in zip(dense, flat.split([g.numel() for g in dense])):
+        g.copy_(new.view_as(g))
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.div_(e)
 
 
 def imbalance(loads) -> float:
     """λ = max / mean of per-expert (or per-rank) loads."""
     mean = sum(loads) / len(loads)
     return max(loads) / mean if mean else 1.0
+
+
+def build(model, layout, mesh, lr: float = 1e-3):
+    """A :class:`~rlm_lab.parallel.parallelize.Parallelized` for an EP-only layout (E1's harness).
+
+    Rank i of the EP group trains on rows [i·B/e, (i+1)·B/e) of the global batch; dense gradients are
+    averaged and expert gradients scaled by :func:`sync_grads`; ``extra["full_tensor"]`` gathers a
+    sharded expert tensor (all-gather over the EP group) for comparison with one process.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .parallelize import Parallelized, _no_phase, mean_over_world
+
+    others = {d: getattr(layout, d) for d in ("dp", "tp", "pp", "cp") if getattr(layout, d) > 1}
+    if others:
+        raise RlmLabError(f"expert parallelism does not compose with {others} here; run --ep alone")
+    group = mesh["ep"].get_group()
+    rank, e = dist.get_rank(group), dist.get_world_size(group)
+    experts = apply_ep(model, group)
+
+    def forward_backward(input_ids, labels, phase=_no_phase):
+        b = input_ids.shape[0] // e
+        x, y = input_ids[rank * b:(rank + 1) * b], labels[rank * b:(rank + 1) * b]
+        with phase("forward"):
+            loss = model(input_ids=x, labels=y).loss
+        with phase("backward"):
+            loss.backward()
+        with phase("grad_sync"):
+            sync_grads(model, group)
+        return loss
+
+    def full_tensor(name, t):
+        if not is_expert_param(name):
+            return t
+        parts = [torch.empty_like(t) for _ in range(e)]
+        dist.all_gather(parts, t.contiguous(), group=group)
+        return torch.cat(parts)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=model, optimizer=opt, forward_backward=forward_backward, global_loss=mean_over_world,
+                        reference=model, layout=layout, extra={"experts": experts, "full_tensor": full_tensor})
+
+
+def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from .pipeline_parallel import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+
+    model = zoo_model(model_name, seed)
+    vocab = model.config.vocab_size
+    base = baseline_step_s(model, random_batch(batch * world, seq, vocab, seed + 7)) if rank == 0 else None
+    dist.barrier()
+    experts = apply_ep(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rows = []
+    for step in range(steps + 1):  # step 0 warms up and is not timed
+        x = random_batch(batch * world, seq, vocab, seed + 1 + step)[rank * batch:(rank + 1) * batch]
+        for m in experts:
+            m.reset_stats()
+        dist.barrier()
+        t0 = time.perf_counter()
+        loss = model(input_ids=x, labels=x).loss
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        sync_grads(model)
+        t3 = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        if step:
+            rows.append({"fwd_s": t1 - t0, "bwd_s": t2 - t1, "grad_sync_s": t3 - t2, "wall_s": t3 - t0,
+                         "loss": loss.item(), "layers": [dict(m.stats) for m in experts]})
+    dense = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if not is_expert_param(n))
+    return {"rank": rank, "steps": rows, "baseline_s": base, "peak_rss_mib": peak_rss_mib(), "dense_bytes": dense}
+
+
+def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: int = 4, seq: int = 32,
+               seed: int = 0, profile=None, timeout_s: float = 120.0) -> dict:
+    """Run ``steps`` timed expert-parallel steps (``batch`` sequences per rank); compare with predictions.
+
+    Bytes: counted off-rank all-to-all bytes vs the exact formula from the routing counts, and the
+    uniform-routing expectation; λ (max/mean load) per layer over experts and over ranks.
+    Predicted step: single-process step T1 on the global batch / e + α-β time of the 4 token
+    all-to-alls per MoE layer + one all-reduce of the dense gradients.
+    """
+    from ..models import ZOO, check_model, make_config
+    from .launch import spawn
+    from .pipeline_parallel import _cores, comm_profile, comm_time
+
+    spec = ZOO[check_model(model)]
+    check_ep(spec.experts, world)
+    config = make_config(model)
+    h, k = config.hidden_size, spec.top_k
+    results = spawn(_ep_worker, world, args=(model, batch, seq, steps, seed), timeout_s=timeout_s)
+    prof = comm_profile(profile)
+    per_rank, lam_expert, lam_rank = [], [], []
+    last = [r["steps"][-1] for r in results]
+    for r, row in zip(results, last):
+        counted = {key: sum(L[key] for L in row["layers"]) for key in ("dispatch", "combine", "bwd_dispatch",
+                                                                     "bwd_combine", "meta", "message_bytes")}
+        exact = [predicted_a2a_bytes(L["send_counts"][0], L["recv_counts"][0], r["rank"], h) for L in row["layers"]]
+        avg = {key: sum(x[key] for x in r["steps"]) / len(r["steps"]) for key in ("fwd_s", "bwd_s", "grad_sync_s", "wall_s")}
+        a2a_s = None
+        if prof is not None:  # 4 token all-to-alls per layer, each the size of this rank's send buffer
+            a2a_s = sum(2 * comm_time("all_to_all", sum(L["send_counts"][0]) * h * 4, world, prof)
+                        + 2 * comm_time("all_to_all", sum(L["recv_counts"][0]) * h * 4, world, prof)
+                        for L in row["layers"])
+        per_rank.append({"rank": r["rank"], **avg, "counted": counted, "peak_rss_mib": r["peak_rss_mib"],
+                         "predicted_fwd": sum(x["fwd"] for x in exact), "predicted_bwd": sum(x["bwd"] for x in exact),
+                         "predicted_a2a_s": a2a_s})
+    for i in range(len(last[0]["layers"])):
+        loads = [n for row in last for n in row["layers"][i]["expert_load"][0]]  # rank-major = expert order
+        lam_expert.append(imbalance(loads))
+        lam_rank.append(imbalance([sum(row["layers"][i]["expert_load"][0]) for row in last]))
+    t1 = results[0]["baseline_s"]
+    t_ar = comm_time("all_reduce", results[0]["dense_bytes"], world, prof)
+    comm_s = None if prof is None else max(x["predicted_a2a_s"] for x in per_rank) + t_ar
+    counted_total = sum(sum(x["counted"][key] for key in ("dispatch", "combine", "bwd_dispatch", "bwd_combine"))
+                        for x in per_rank)
+    return {
+        "parallelism": "ep", "model": model, "world": world, "batch_per_rank": batch, "seq": seq, "steps": steps,
+        "experts": spec.experts, "top_k": k, "oversubscribed": world > _cores(),
+        "loss": sum(x["loss"] for x in last) / world, "step_s": max(x["wall_s"] for x in per_rank),
+        "per_rank": per_rank, "lambda_expert": lam_expert, "lambda_rank": lam_rank,
+        "baseline_step_s": t1, "predicted_compute_s": t1 / world, "predicted_comm_s": comm_s,
+        "step_s_predicted": t1 / world + (comm_s or 0.0), "profile": getattr(prof, "name", None),
+        "sent_bytes": counted_total,
+        "predicted_bytes": sum(x["predicted_fwd"] + x["predicted_bwd"] for x in per_rank),
+        "expected_bytes_uniform": world * 4 * config.num_hidden_layers * expected_a2a_bytes(batch * seq, k, h, world),
+        "bytes_match": all(x["counted"]["dispatch"] + x["counted"]["combine"] == x["predicted_fwd"]
+                           and x["counted"]["bwd_dispatch"] + x["counted"]["bwd_combine"] == x["predicted_bwd"]
+                           for x in per_rank),
+    }

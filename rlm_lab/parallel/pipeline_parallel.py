@@ -149,7 +149,7 @@ def _timed_stage_class():
     return TimedStage
 
 
-def apply_pp(model, rank: int, world: int):
+def apply_pp(model, rank: int, world: int, group=None):
     """Wrap this rank's share of ``model`` (a HF Llama-style causal LM) as a pipeline stage.
 
     Returns ``(stage, module)``: a PipelineStage that times its compute and counts bytes it sends
@@ -160,7 +160,7 @@ def apply_pp(model, rank: int, world: int):
     layers = model.config.num_hidden_layers
     span = stage_layers(layers, world, rank)
     module = _stage_module(model, span.start, span.stop, first=rank == 0, last=rank == world - 1)
-    stage = _timed_stage_class()(module, rank, world, torch.device("cpu"))
+    stage = _timed_stage_class()(module, rank, world, torch.device("cpu"), group=group)
     stage.reset_stats()
     return stage, module
 
@@ -176,23 +176,61 @@ def build_schedule(stage, microbatches: int, schedule: str = "1f1b"):
     return kinds[schedule](stage, n_microbatches=microbatches, loss_fn=lm_loss, scale_grads=True)
 
 
-def pp_step(schedule, rank: int, world: int, input_ids):
-    """One forward+backward step; returns the mean loss on the last rank, None elsewhere."""
+def pp_step(schedule, rank: int, world: int, input_ids, labels=None):
+    """One forward+backward step on the global batch; returns the mean loss (a tensor) on the last
+    rank, None elsewhere. ``labels`` default to ``input_ids`` (next-token loss on the inputs)."""
     import torch
 
-    if rank == 0 and world == 1:
+    labels = input_ids if labels is None else labels
+    if world == 1:
         losses = []
-        schedule.step(input_ids, target=input_ids, losses=losses)
-        return torch.stack(losses).mean().item()
+        schedule.step(input_ids, target=labels, losses=losses)
+        return torch.stack(losses).mean()
     if rank == 0:
         schedule.step(input_ids)
         return None
     if rank == world - 1:
         losses = []
-        schedule.step(target=input_ids, losses=losses)
-        return torch.stack(losses).mean().item()
+        schedule.step(target=labels, losses=losses)
+        return torch.stack(losses).mean()
     schedule.step()
     return None
+
+
+def build(model, layout, mesh, lr: float = 1e-3):
+    """A :class:`~rlm_lab.parallel.parallelize.Parallelized` for a PP-only layout (E1's harness).
+
+    Every rank receives the global batch; rank 0 feeds it, the last rank computes the loss.
+    ``global_loss`` broadcasts the last rank's loss to all ranks (every rank must call it).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .parallelize import Parallelized, _no_phase
+
+    others = {d: getattr(layout, d) for d in ("dp", "tp", "cp", "ep") if getattr(layout, d) > 1}
+    if others:
+        raise RlmLabError(f"pipeline parallelism does not compose with {others} here; run --pp alone")
+    group = mesh["pp"].get_group()
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    stage, module = apply_pp(model, rank, world, group)
+    schedule = build_schedule(stage, layout.n_microbatches, layout.schedule)
+    last = dist.get_global_rank(group, world - 1)
+
+    def forward_backward(input_ids, labels, phase=_no_phase):
+        with phase("forward_backward"):  # the schedule interleaves both passes
+            return pp_step(schedule, rank, world, input_ids, labels)
+
+    def global_loss(local):
+        t = local.detach().clone().reshape(1) if local is not None else torch.zeros(1)
+        dist.broadcast(t, src=last, group=group)
+        return t.item()
+
+    ids = {id(p) for p in module.parameters()}
+    owned = {n for n, p in model.named_parameters() if id(p) in ids}
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=module, optimizer=opt, forward_backward=forward_backward, global_loss=global_loss,
+                        reference=model, layout=layout, owned=owned, extra={"stage": stage, "schedule": schedule})
 
 
 def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name, steps, seed, layers):
@@ -200,11 +238,13 @@ def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name,
     import torch.distributed as dist
 
     model = zoo_model(model_name, seed, layers)
+    gen = torch.Generator().manual_seed(seed + 1)
+    vocab = model.config.vocab_size
+    base = baseline_step_s(model, random_batch(batch, seq, vocab, seed + 7)) if rank == 0 else None
+    dist.barrier()  # the other ranks idle while rank 0 times the single-process step
     stage, module = apply_pp(model, rank, world)
     schedule = build_schedule(stage, microbatches, schedule_name)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(seed + 1)
-    vocab = model.config.vocab_size
     rows = []
     for step in range(steps + 1):  # step 0 warms up (allocations, lazy P2P buffers) and is not timed
         input_ids = torch.randint(2, vocab, (batch, seq), generator=gen)
@@ -216,19 +256,22 @@ def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name,
         opt.step()
         opt.zero_grad()
         if step:
-            rows.append({**stage.stats, "wall_s": wall, "loss": loss})
-    return {"rank": rank, "steps": rows, "peak_rss_mib": peak_rss_mib(),
+            rows.append({**stage.stats, "wall_s": wall, "loss": None if loss is None else loss.item()})
+    return {"rank": rank, "steps": rows, "peak_rss_mib": peak_rss_mib(), "baseline_s": base,
             "params": sum(p.numel() for p in module.parameters())}
 
 
 def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, schedule: str = "1f1b",
                steps: int = 2, batch: int = 8, seq: int = 32, seed: int = 0, layers: int | None = None,
-               timeout_s: float = 120.0) -> dict:
+               profile=None, timeout_s: float = 120.0) -> dict:
     """Run ``steps`` timed pipeline steps on ``world`` processes and compare with the predictions.
 
     ``layers`` overrides the zoo model's layer count (e.g. 4 layers for pp=4 on ``nano``).
     Returns per-step wall time, per-rank busy (forward+backward compute) time, measured and
     predicted bubble, counted and predicted P2P bytes, and peak RSS per rank.
+    Predicted step time: the single-process step T1 (measured on rank 0 first) split over p stages
+    and stretched by the bubble, T1/p·(m+p-1)/m, plus the α-β time of the busiest rank's sends
+    (``profile``: calibrated hardware profile; without one the comm term is None).
     """
     from ..models import make_config
     from .launch import spawn
@@ -254,6 +297,12 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
                          "peak_rss_mib": r["peak_rss_mib"], "params": r["params"]})
     step_s = max(x["wall_s"] for x in per_rank)
     slowest_mb = max(x["busy_s"] for x in per_rank) / microbatches
+    t1 = results[0]["baseline_s"]
+    prof = comm_profile(profile)
+    msg = pred["per_boundary_fwd"] / microbatches
+    t_msg = comm_time("send_recv", msg, 2, prof)
+    comm_s = None if t_msg is None else t_msg * microbatches * (2 if world > 2 else 1)
+    compute_s = t1 / world * (microbatches + world - 1) / microbatches
     return {
         "parallelism": "pp", "model": model, "layers": n_layers, "world": world, "schedule": schedule,
         "microbatches": microbatches, "batch": batch, "seq": seq, "steps": steps,
@@ -262,6 +311,8 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
         "step_s": step_s, "per_rank": per_rank,
         "bubble_predicted": bubble_fraction(world, microbatches),
         "bubble_measured": sum(x["idle_fraction"] for x in per_rank) / world,
+        "baseline_step_s": t1, "predicted_compute_s": compute_s, "predicted_comm_s": comm_s,
+        "step_s_predicted": compute_s + (comm_s or 0.0), "profile": getattr(prof, "name", None),
         # composition, not a fit: (m+p-1) slots of the slowest stage's measured per-micro-batch time
         "step_s_predicted_from_stage_time": (microbatches + world - 1) * slowest_mb,
         "sent_bytes": sum(x["sent_bytes"] for x in per_rank), "predicted_bytes": pred["total"],
@@ -295,3 +346,56 @@ def peak_rss_mib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---- shared by measure_pp / measure_cp / measure_ep ---------------------------------------------
+
+def random_batch(batch: int, seq: int, vocab: int, seed: int):
+    """Token ids in [2, vocab) (no pad/eos), from their own generator."""
+    import torch
+
+    return torch.randint(2, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def baseline_step_s(model, input_ids, reps: int = 3) -> float:
+    """Median seconds of one single-process forward+backward of ``model`` on ``input_ids``.
+
+    The measured reference the parallel predictions start from (a different run than the one judged).
+    """
+    import statistics
+
+    times = []
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        model(input_ids=input_ids, labels=input_ids).loss.backward()
+        times.append(time.perf_counter() - t)
+        model.zero_grad(set_to_none=True)
+    return statistics.median(times[1:])
+
+
+def comm_profile(profile=None):
+    """The calibrated hardware profile (helper C's ``rlm-lab calibrate``) or None if there is none.
+
+    ``profile``: a name, path or HardwareProfile; default: this machine's calibrated CPU profile.
+    """
+    from ..cost.hardware import load_profile
+
+    if profile is None:
+        from ..cost.calibrate import default_name
+
+        profile = default_name("cpu")
+    try:
+        prof = load_profile(profile)
+        prof.collective("send_recv")
+        return prof
+    except RlmLabError:
+        return None
+
+
+def comm_time(op: str, message_bytes: float, world: int, profile) -> float | None:
+    """α-β seconds of one message (None without a calibrated profile)."""
+    if profile is None:
+        return None
+    from ..cost.comm import collective_time
+
+    return collective_time(op, message_bytes, world, profile)
