@@ -1,0 +1,385 @@
+"""Chapter 2, "Anatomy of an iteration": traced PPO / GRPO / DAPO-style runs against the cost model.
+
+What is measured (each a recorded run, ``data/runs/<size>/ch02_*``):
+
+* ``run_case``: a TRL run (GRPO, DAPO-style GRPO with beta = 0, our PPO) of a random-init zoo model with
+  **forced** completion lengths (``min_new_tokens = max_new_tokens = R``), so the workload the cost model
+  is given is exactly the one that ran; the stage tracer times every stage; held-model bytes (weights,
+  gradients just before the optimizer step, optimizer state just after it) are counted from the live
+  tensors; the KV cache of one ``generate`` call is counted from its cache tensors.
+* ``reward_calibration``: seconds per sample of the verifier, timed on synthetic completions (a
+  calibration input of the cost model, measured apart from the runs it is judged on).
+* ``tracer_overhead``: the same config with and without the tracer, alternated, median step times.
+
+What is predicted: ``predict_case`` builds the cost model's ``Workload`` from the same case and calls
+``rlm_lab.cost.predict`` with a calibrated hardware profile. ``time_table`` / ``memory_table`` join the
+two on ``rlm_lab.stages.Stage`` keys and give the relative error (predicted - measured) / measured.
+
+Ignores: learning (random-init models, rewards are ~0; stage times do not depend on the reward values),
+and TRL bookkeeping outside the stages ("other", shown but not predicted).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..errors import RlmLabError
+from ..record import RunRecord, runs_root
+from ..sizes import check_size
+from ..stages import Stage
+
+TASK = "arithmetic:digits=2"
+PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
+
+
+@dataclass(frozen=True)
+class Case:
+    """One traced run. ``batch`` completions per optimizer step = batch / group prompts x group."""
+
+    name: str
+    algo: str = "grpo"       # grpo | ppo  (DAPO-style = grpo with beta 0)
+    beta: float = 0.04
+    model: str = "micro"
+    batch: int = 64
+    group: int = 8
+    length: int = 16         # forced completion length R
+    steps: int = 12
+    warmup: int = 2          # traced steps left out of the summary (one-time costs)
+
+    @property
+    def label(self) -> str:
+        kind = "DAPO-style" if self.algo == "grpo" and self.beta == 0 else self.algo.upper()
+        return f"{kind} B={self.batch} R={self.length}"
+
+
+_SIZE = {
+    "smoke": dict(model="nano", batch=16, group=4, length=8, steps=3, warmup=1),
+    "cpu": dict(model="micro", batch=64, group=8, length=16, steps=12, warmup=2),
+    "gpu": dict(model="small", batch=512, group=16, length=64, steps=20, warmup=3),
+}
+_SWEEP = {  # (lengths at the base batch, batches at the base length)
+    "smoke": ((4,), (8,)),
+    "cpu": ((4, 64), (16, 256)),
+    "gpu": ((16, 256), (128, 2048)),
+}
+
+
+def algorithm_cases(size: str) -> dict[str, Case]:
+    """The three algorithms side by side: PPO (actor, critic, reference, verifier), GRPO (actor,
+    reference), DAPO-style GRPO with beta = 0 (actor only)."""
+    base = _SIZE[check_size(size)]
+    return {"grpo": Case("grpo", "grpo", 0.04, **base),
+            "dapo": Case("dapo", "grpo", 0.0, **base),
+            "ppo": Case("ppo", "ppo", 0.04, **base)}
+
+
+def sweep_cases(size: str) -> dict[str, Case]:
+    """GRPO at other completion lengths and batch sizes (the base point is ``algorithm_cases()['grpo']``)."""
+    base = algorithm_cases(size)["grpo"]
+    lengths, batches = _SWEEP[size]
+    out = {f"grpo_R{r}": replace(base, name=f"grpo_R{r}", length=r) for r in lengths}
+    out.update({f"grpo_B{b}": replace(base, name=f"grpo_B{b}", batch=b) for b in batches})
+    return out
+
+
+def case_dir(case: Case, size: str) -> Path:
+    return runs_root(size) / f"ch02_{case.name}"
+
+
+# ---- measuring ---------------------------------------------------------------------------------
+
+def _tensor_bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        if t is not None and id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel() * t.element_size()
+    return total
+
+
+def held_bytes(model) -> int:
+    """Parameter bytes of a model (buffers such as rotary tables are not model state and are left out)."""
+    return _tensor_bytes(model.parameters())
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+    return _tensor_bytes(v for state in opt.state.values() for v in state.values() if hasattr(v, "numel"))
+
+
+def _watch_optimizer(optimizer, params_of, out: dict, key: str) -> None:
+    """Count gradient bytes right before the first ``step()`` and optimizer state right after it, by
+    wrapping this optimizer instance's ``step`` (the counts read tensors; nothing is changed)."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    orig = inner.step
+
+    def step(*args, **kwargs):
+        if f"{key}_gradients" not in out:
+            out[f"{key}_gradients"] = _tensor_bytes(p.grad for p in params_of())
+        result = orig(*args, **kwargs)
+        if f"{key}_optimizer" not in out:
+            out[f"{key}_optimizer"] = optimizer_state_bytes(inner)
+        return result
+
+    inner.step = step
+
+
+def measured_memory(trainer) -> dict:
+    """Byte counts of the models the trainer holds; gradient/optimizer entries fill in during the first step."""
+    unwrap = trainer.accelerator.unwrap_model
+    out = {"actor_weights": held_bytes(unwrap(trainer.model))}
+    if getattr(trainer, "ref_model", None) is not None:
+        out["reference_weights"] = held_bytes(trainer.ref_model)
+    critic = getattr(trainer, "critic", None)
+    if critic is not None:
+        out["critic_weights"] = held_bytes(unwrap(critic))
+        _watch_optimizer(trainer.critic_optimizer, lambda: unwrap(critic).parameters(), out, "critic")
+    return out
+
+
+def measure_kv_cache(model, batch: int, prompt_len: int, length: int) -> int:
+    """Bytes of the KV cache after one ``generate`` of ``length`` tokens for ``batch`` prompts of ``prompt_len``."""
+    import torch
+
+    ids = torch.full((batch, prompt_len), 5, dtype=torch.long)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=length,
+                             min_new_tokens=length, do_sample=False, return_dict_in_generate=True, use_cache=True)
+    cache = out.past_key_values
+    layers = getattr(cache, "layers", None)
+    if layers is not None:  # transformers >= 4.56 DynamicCache: one object per layer with keys/values
+        return _tensor_bytes(t for layer in layers for t in (layer.keys, layer.values))
+    return _tensor_bytes(t for kv in cache for t in kv)
+
+
+def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, trace_on: bool = True,
+             extra_callbacks=()) -> RunRecord:
+    """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts."""
+    from ..models import build_model, save
+    from ..tasks import ensure_data, parse_task
+    from ..train.config import RunConfig
+    from ..train.rl import make_trainer
+    from ..train.tracer import trace
+
+    run_dir = Path(run_dir) if run_dir else case_dir(case, size)
+    cfg = RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
+                    batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
+                    beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
+                    extra={"generation_kwargs": {"min_new_tokens": case.length}})
+    task = parse_task(TASK)
+    record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
+                       command=f"rlm_lab.experiments.anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
+    with tempfile.TemporaryDirectory(prefix="rlm_ch02_") as tmp:
+        model, tok = build_model(case.model, seed=seed)
+        kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
+        model_dir = save(model, tok, Path(tmp) / "model")
+        del model
+        probe = Probe()
+        trainer = make_trainer(cfg, model_dir, ensure_data(task)["train"], task, Path(tmp) / "out",
+                               [probe, *extra_callbacks])
+        probe.memory = measured_memory(trainer)
+        if trace_on:
+            trace(trainer, record=record, warmup=case.warmup)
+        t0 = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - t0
+    lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    memory = {**probe.memory, "kv_cache": kv}
+    record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
+                  completion_mean_lengths=lengths)
+    return record
+
+
+def _probe_class():
+    from transformers import TrainerCallback
+
+    class Probe(TrainerCallback):
+        """Wall time of every optimizer step (on_step_begin -> on_step_end: two clock reads) and, on the
+        first step, the actor's gradient bytes (just before ``optimizer.step()``) and optimizer-state bytes
+        (just after it)."""
+
+        def __init__(self):
+            self.walls, self._t, self.memory = [], None, {}
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._t = time.perf_counter()
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            if "actor_gradients" not in self.memory and model is not None:
+                self.memory["actor_gradients"] = _tensor_bytes(p.grad for p in model.parameters())
+
+        def on_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
+            if "actor_optimizer" not in self.memory and optimizer is not None:
+                self.memory["actor_optimizer"] = optimizer_state_bytes(optimizer)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.walls.append(time.perf_counter() - self._t)
+
+    return Probe
+
+
+def Probe():  # noqa: N802 - a factory that reads like the class it returns (transformers imported lazily)
+    return _probe_class()()
+
+
+def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
+    """Seconds per sample of the task's verifier rewards on synthetic completions (calibration input)."""
+    import random
+
+    from ..tasks import ensure_data, parse_task, reward_funcs
+
+    task = parse_task(TASK)
+    rows = ensure_data(task)["train"][:n]
+    rng = random.Random(seed)
+    length = _SIZE[size]["length"]
+    completions = ["".join(rng.choice("0123456789+-= ") for _ in range(length)) for _ in rows]
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    funcs = reward_funcs(task)
+
+    def once():
+        for f in funcs:
+            f(completions=completions, prompts=[r["prompt"] for r in rows], **columns)
+
+    once()
+    times = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - t0)
+    record = RunRecord(run_dir or runs_root(size) / "ch02_reward_calibration",
+                       {"task": TASK, "samples": n, "completion_length": length},
+                       command=f"rlm_lab.experiments.anatomy.reward_calibration(size={size!r})", seed=seed)
+    record.update(reward_s_per_sample=statistics.median(times) / n, repeats_s=times)
+    return record
+
+
+def tracer_overhead(size: str, repeats: int = 3, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
+    """The GRPO case run ``repeats`` times with and ``repeats`` times without the tracer (alternating),
+    median step time of each (first ``warmup`` steps left out). Run it on a quiet machine."""
+    case = algorithm_cases(size)["grpo"]
+    walls = {"traced": [], "plain": []}
+    with tempfile.TemporaryDirectory(prefix="rlm_ch02_overhead_") as tmp:
+        for i in range(repeats):
+            for mode in ("plain", "traced"):
+                rec = run_case(case, size, Path(tmp) / f"{mode}{i}", seed=seed, trace_on=mode == "traced")
+                walls[mode].append(rec.results["step_walls"][case.warmup:])
+    med = {m: statistics.median(w for run in runs for w in run) for m, runs in walls.items()}
+    record = RunRecord(run_dir or runs_root(size) / "ch02_tracer_overhead", {"case": asdict(case), "repeats": repeats},
+                       command=f"rlm_lab.experiments.anatomy.tracer_overhead(size={size!r})", seed=seed)
+    record.update(step_walls=walls, median_step_s=med, overhead=med["traced"] / med["plain"] - 1)
+    return record
+
+
+def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
+    """The chapter's records: loaded when present (committed at cpu/gpu size), run otherwise."""
+    out = {}
+    cal = runs_root(size) / "ch02_reward_calibration"
+    out["reward_calibration"] = RunRecord.load(cal) if (cal / "record.json").exists() and not force \
+        else reward_calibration(size)
+    for name, case in {**algorithm_cases(size), **sweep_cases(size)}.items():
+        d = case_dir(case, size)
+        done = (d / "record.json").exists() and "trace" in RunRecord.load(d).results
+        out[name] = RunRecord.load(d) if done and not force else run_case(case, size)
+    return out
+
+
+# ---- predicting and comparing ----------------------------------------------------------------------
+
+def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
+    """The cost model's prediction for ``case`` (same model, algorithm, batch shape and lengths)."""
+    from ..cost import Algorithm, Workload, algorithm, predict
+    from ..cost.workload import ResponseLengths
+
+    if case.algo == "ppo":  # our PPO scores with the verifier, not a reward model: actor, critic, reference
+        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()), "gae")
+    else:
+        algo = algorithm(case.algo, case.beta)
+    wl = Workload(prompts=case.batch // case.group, group_size=case.group, prompt_len=PROMPT_LEN,
+                  response=ResponseLengths("fixed", length=case.length), micro_batch=case.batch,
+                  gen_batch=case.batch, recompute_old=case.algo == "ppo" and case.beta > 0, precision="fp32",
+                  padding="batch", engine="static", logits="completion",
+                  reward_s_per_sample=reward_s_per_sample, weight_sync="none")
+    return predict(case.model, algo, wl, profile)
+
+
+MEASURED_STAGES = (Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.REWARD, Stage.VALUES,
+                   Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE, Stage.OPTIMIZER)
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured if measured else float("nan")
+
+
+def time_table(record: RunRecord, prediction) -> list[dict]:
+    """Per stage: predicted and measured seconds per step (median over traced steps), relative error;
+    a last row "step" compares the predicted iteration with the measured step wall time."""
+    summary = record.results.get("trace")
+    if not summary or not summary.get("stages"):
+        raise RlmLabError(f"{record.dir} has no tracer summary; re-run it with the tracer on")
+    rows = []
+    predicted_stages = {r.stage for r in prediction.rows}
+    for stage in MEASURED_STAGES:
+        pred_has = stage in predicted_stages or (stage == Stage.GENERATE and Stage.DECODE in predicted_stages)
+        meas = summary["stages"].get(stage.value)
+        if not pred_has and meas is None:
+            continue
+        p = prediction.seconds(stage) if pred_has else 0.0
+        m = meas["median_s"] if meas else 0.0
+        rows.append({"stage": stage.value, "predicted": p, "measured": m, "rel_error": relative_error(p, m)})
+    other = summary["stages"].get("other", {}).get("median_s", 0.0)
+    rows.append({"stage": "other (not modelled)", "predicted": 0.0, "measured": other, "rel_error": float("nan")})
+    step_p, step_m = sum(r.seconds for r in prediction.rows), summary["step_wall_s"]["median"]
+    rows.append({"stage": "step", "predicted": step_p, "measured": step_m, "rel_error": relative_error(step_p, step_m)})
+    return rows
+
+
+def median_abs_error(rows: list[dict], stages_only: bool = True) -> float:
+    """Median |relative error| over the rows that have one (per-stage rows only by default)."""
+    errs = [abs(r["rel_error"]) for r in rows if r["rel_error"] == r["rel_error"]
+            and not (stages_only and r["stage"] == "step")]
+    if not errs:
+        raise RlmLabError("no comparable rows: nothing was both predicted and measured")
+    return statistics.median(errs)
+
+
+def memory_table(record: RunRecord, prediction) -> list[dict]:
+    """Bytes per held model and kind, predicted (cost model) against counted from the live tensors."""
+    from ..cost import memory as M
+    from ..cost import scalar_head
+
+    meas = record.results["memory_measured"]
+    spec, prec = prediction.spec, prediction.workload.precision
+    actor = M.model_memory(spec, True, prec)
+    pred = {"actor_weights": actor.weights, "actor_gradients": actor.gradients, "actor_optimizer": actor.optimizer}
+    if prediction.algo.reference:
+        pred["reference_weights"] = M.model_memory(spec, False, prec).weights
+    if prediction.algo.critic:
+        critic = M.model_memory(scalar_head(spec), True, prec)
+        pred.update(critic_weights=critic.weights, critic_gradients=critic.gradients, critic_optimizer=critic.optimizer)
+    wl = prediction.workload
+    pred["kv_cache"] = M.kv_cache_bytes(spec, wl.gen * M.generate_kv_tokens(wl.prompt_len, wl.response.length),
+                                        wl.dtype_bytes)
+    rows = []
+    for key, p in pred.items():
+        m = meas.get(key)
+        rows.append({"item": key, "predicted": p, "measured": m,
+                     "rel_error": relative_error(p, m) if m is not None else float("nan")})
+    return rows
+
+
+def share_row(record: RunRecord, prediction, label: str) -> dict:
+    """Predicted FLOP share and measured time share per stage (generation = prefill + decode)."""
+    flops: dict[str, float] = {}
+    for r in prediction.rows:
+        key = Stage.GENERATE.value if r.stage in (Stage.PREFILL, Stage.DECODE) else r.stage.value
+        flops[key] = flops.get(key, 0.0) + r.flops
+    total_f = sum(flops.values()) or 1.0
+    stages = record.results["trace"]["stages"]
+    wall = record.results["trace"]["step_wall_s"]["median"]
+    time_share = {k: v["median_s"] / wall for k, v in stages.items()}
+    return {"label": label, "flop_share": {k: v / total_f for k, v in flops.items() if v},
+            "time_share": time_share}
