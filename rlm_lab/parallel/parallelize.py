@@ -135,3 +135,71 @@ def parallelize(model, layout: Layout, mesh, lr: float = 1e-3) -> Parallelized:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     return Parallelized(module=module, optimizer=opt, forward_backward=_default_forward_backward(module, layout, mesh, model),
                         global_loss=mean_over_world, reference=reference, layout=layout)
+
+
+def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int = 16) -> dict:
+    """Collectives of one training step of ``layout`` from the formulas, per rank:
+    ``{kind: {"calls": int or None, "bytes": message bytes}}`` (``calls`` None where the count depends
+    on an implementation detail such as DDP's bucket sizes). Comparable with ``CommCounter.summary()``.
+
+    Parameter sizes come from an unsharded copy of the model (shapes only matter).
+    """
+    from ..models import build_model
+    from . import data_parallel, fsdp, tensor_parallel
+
+    if layout.pp > 1 or layout.cp > 1 or layout.ep > 1:
+        from ..errors import RlmLabError
+
+        raise RlmLabError("PP/CP/EP byte predictions live in pipeline_parallel/context_parallel/expert_parallel")
+    m, tok = build_model(model)
+    spec = m.config
+    out: dict = {}
+
+    def add(kind, calls, nbytes):
+        a = out.setdefault(kind, {"calls": 0, "bytes": 0})
+        a["calls"] = None if calls is None or a["calls"] is None else a["calls"] + calls
+        a["bytes"] += nbytes
+
+    local_batch = batch // layout.data_ranks
+    if layout.tp > 1:
+        ev = tensor_parallel.predicted_events(spec.num_hidden_layers, local_batch, seq, spec.hidden_size,
+                                              len(tok), layout.tp, layout.sp)
+        for phase in ev.values():
+            for kind, v in phase.items():
+                add(kind, v["calls"], v["bytes"])
+        if layout.dp > 1:
+            # FSDP2 then shards TP-local shards (2-D DTensors); their padding is not modelled here
+            from ..errors import RlmLabError
+
+            raise RlmLabError(f"{layout.name()}: byte prediction covers DP/ZeRO or TP(+SP) alone, not dp x tp")
+    if layout.dp > 1:
+        psi = data_parallel.grad_bytes(m)
+        if layout.zero == 0:
+            for kind, v in data_parallel.predicted_bytes(psi, layout.dp).items():
+                add(kind, None, v["bytes"])
+        elif layout.zero == 1:
+            p = fsdp.predicted_bytes([], layout.dp, 1, param_bytes=psi)
+            add("all_reduce", None, p["all_reduce"]["bytes"])
+            add("broadcast", len(list(m.parameters())), p["broadcast"]["bytes"])
+        else:
+            for kind, v in fsdp.predicted_bytes(fsdp.group_bytes(m, layout.dp), layout.dp, layout.zero).items():
+                add(kind, v["calls"], v["bytes"])
+    return out
+
+
+def comm_mismatches(predicted: dict, counted: dict) -> list[str]:
+    """Differences between :func:`predicted_comm` and ``CommCounter.summary()`` (empty = equal):
+    the same collective kinds, the same message bytes, and the same calls where predicted."""
+    out = []
+    for kind in sorted(set(predicted) | set(counted)):
+        p, c = predicted.get(kind), counted.get(kind)
+        if p is None or c is None:
+            out.append(f"{kind}: predicted {p}, counted {c}")
+        elif p["bytes"] != c["bytes"] or (p.get("calls") is not None and p["calls"] != c["calls"]):
+            out.append(f"{kind}: predicted {p['calls']} calls / {p['bytes']} B, counted {c['calls']} / {c['bytes']} B")
+    return out
+
+
+def layout_of(result: dict) -> Layout:
+    """The :class:`Layout` a ``run_layout`` result (or run record config) describes."""
+    return Layout(**{k: v for k, v in result["layout"].items() if k not in ("world", "name")})

@@ -1,0 +1,34 @@
+"""DDP and ZeRO-1 reproduce one process on the same batch; their counted bytes equal the formulas."""
+
+import pytest
+
+from rlm_lab.parallel.measure import TOLERANCE, within_tolerance
+from rlm_lab.parallel.parallelize import comm_mismatches, layout_of, predicted_comm
+
+
+pytestmark = [pytest.mark.dist, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def results(two_rank_results):
+    return [two_rank_results[k] for k in ['dp2', 'dp2-zero1']]
+
+
+def test_ddp_matches_single_process(results):
+    assert within_tolerance(results[0]["check"]) and results[0]["check"]["n_grads"] == 21, (results[0]["check"], TOLERANCE)
+
+
+def test_ddp_all_reduces_exactly_the_gradient_bytes(results):
+    r = results[0]
+    assert comm_mismatches(predicted_comm(layout_of(r), "nano", 8, 16), r["comm"]) == []
+    psi = r["memory"]["params"]
+    assert r["comm"]["all_reduce"]["wire_bytes"] == 2 * (2 - 1) / 2 * psi  # ring 2(d-1)/d·Ψ
+
+
+def test_zero1_matches_and_shards_optimizer_state(results):
+    dp, z1 = results
+    assert within_tolerance(z1["check"]) and z1["check"]["n_grads"] == 21, (z1["check"], TOLERANCE)
+    assert comm_mismatches(predicted_comm(layout_of(z1), "nano", 8, 16), z1["comm"]) == []
+    opt = [r["memory"]["optimizer"] for r in z1["per_rank"]]
+    # each rank keeps Adam state for its share of the parameters only (whole tensors, so not exactly half)
+    assert sum(opt) == dp["memory"]["optimizer"] and max(opt) < dp["memory"]["optimizer"]
