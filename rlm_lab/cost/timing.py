@@ -68,7 +68,8 @@ def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tok
                   dtype: str = "bf16", dtype_bytes: int = 2) -> float:
     """Backward of :func:`forward_time`: twice its products plus per-layer backward overhead."""
     compute = 2 * forward_time(spec, profile, batch, seq_len, logits_tokens, dtype, dtype_bytes, overhead=False)
-    return _combine(profile, compute, spec.layers * profile.call_overhead("backward_layer_s"))
+    over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
+    return _combine(profile, compute, over)
 
 
 def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: str = "bf16",
@@ -91,4 +92,5 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
 def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4) -> float:
     """One AdamW step: 7 state-sized tensors moved (read p, g, m, v; write p, m, v) + per-tensor overhead."""
     nbytes = 7 * spec.params * state_bytes_per_param
-    return nbytes / profile.bandwidth() + spec.param_tensors * profile.call_overhead("optimizer_tensor_s")
+    over = profile.call_overhead("optimizer_base_s") + spec.param_tensors * profile.call_overhead("optimizer_tensor_s")
+    return nbytes / profile.bandwidth() + over

@@ -110,6 +110,28 @@ def expected_max(lengths: list[int], k: int) -> float:
     return sum(r[j - 1] * math.comb(j - 1, k - 1) for j in range(k, n + 1)) / total
 
 
+def response_lengths(resp) -> ResponseLengths:
+    """A ResponseLengths from itself, a fixed length, a list of lengths, or a mapping with 'kind'."""
+    if isinstance(resp, ResponseLengths):
+        return resp
+    if isinstance(resp, (int, float)) and not isinstance(resp, bool):
+        return ResponseLengths("fixed", length=int(resp))
+    if isinstance(resp, (list, tuple)):
+        return ResponseLengths("list", values=tuple(resp))
+    if not isinstance(resp, dict):
+        raise RlmLabError("workload.response must be a length, a list of lengths or a mapping with 'kind'")
+    rnames = {f.name for f in fields(ResponseLengths)}
+    bad = sorted(set(resp) - rnames)
+    if bad:
+        raise RlmLabError(f"unknown workload.response field(s) {', '.join(bad)}; known: {', '.join(sorted(rnames))}")
+    if "values" in resp:
+        resp = resp | {"values": tuple(resp["values"])}
+    try:
+        return ResponseLengths(**resp)
+    except TypeError as e:
+        raise RlmLabError(f"malformed workload.response: {e}") from None
+
+
 @dataclass(frozen=True)
 class Workload:
     """One iteration's shape. n = prompts * group_size sequences.
@@ -142,6 +164,7 @@ class Workload:
     devices: int = 1            # data-parallel replicas of every model
 
     def __post_init__(self):
+        object.__setattr__(self, "response", response_lengths(self.response))
         for name in ("prompts", "group_size", "prompt_len", "epochs", "minibatches", "devices"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -199,21 +222,8 @@ def workload_from_dict(d: dict) -> Workload:
     if extra:
         raise RlmLabError(f"unknown workload field(s) {', '.join(extra)}; known: {', '.join(sorted(names))}")
     d = dict(d)
-    resp = d.get("response", {})
-    if isinstance(resp, (int, float)):
-        resp = {"kind": "fixed", "length": int(resp)}
-    if isinstance(resp, list):
-        resp = {"kind": "list", "values": resp}
-    if not isinstance(resp, dict):
-        raise RlmLabError("workload.response must be a length, a list of lengths or a mapping with 'kind'")
-    rnames = {f.name for f in fields(ResponseLengths)}
-    bad = sorted(set(resp) - rnames)
-    if bad:
-        raise RlmLabError(f"unknown workload.response field(s) {', '.join(bad)}; known: {', '.join(sorted(rnames))}")
-    if "values" in resp:
-        resp = resp | {"values": tuple(resp["values"])}
+    d["response"] = response_lengths(d.get("response", {}))
     try:
-        d["response"] = ResponseLengths(**resp)
         return Workload(**d)
     except TypeError as e:
         raise RlmLabError(f"malformed workload: {e}") from None

@@ -1,0 +1,49 @@
+"""Collective volumes: ring factors, gloo specifics, and paper-notes Sec. 3.7 golden numbers."""
+
+import pytest
+
+from rlm_lab.cost import comm as C
+from rlm_lab.cost.hardware import load_profile
+from rlm_lab.errors import RlmLabError
+
+GB = 1e9
+
+
+def test_ring_factors():
+    assert C.ring_factor("all_reduce", 4) == 1.5
+    assert C.ring_factor("all_gather", 4) == C.ring_factor("reduce_scatter", 4) == 0.75
+    assert C.ring_factor("all_to_all", 2) == 0.5
+    assert C.ring_factor("send_recv", 8) == 1.0
+    assert C.ring_factor("all_reduce", 1) == 0.0
+    # gloo: FSDP2's reduce-scatter runs as an all-reduce (torch-dist-cpu.md)
+    assert C.ring_factor("reduce_scatter", 4, backend="gloo") == C.ring_factor("all_reduce", 4)
+    with pytest.raises(RlmLabError, match="all_reduce"):
+        C.ring_factor("allreduce", 2)
+
+
+def test_paper_notes_3_7_golden():
+    psi = 15.2 * GB  # bf16 gradients of a 7.6B model
+    assert C.dp_allreduce_bytes(psi, 8) / GB == pytest.approx(26.6, abs=0.05)
+    assert C.zero3_bytes(psi, 8) / GB == pytest.approx(39.9, abs=0.05)
+    msg = C.tp_message_bytes(1, 4096, 3584)
+    assert msg / 1e6 == pytest.approx(29.4, abs=0.05)
+    assert C.bytes_per_rank("all_reduce", msg, 4) / 1e6 == pytest.approx(44.0, abs=0.1)
+    assert C.tp_message_bytes(64, 1, 3584) / 1e3 == pytest.approx(459, abs=0.5)
+    assert C.pp_bubble(4, 16) == pytest.approx(0.158, abs=0.001)
+    assert C.cp_ring_bytes(32768, 4, 128, 4) / 1e6 == pytest.approx(50.3, abs=0.1)
+    assert 28 * C.cp_ring_bytes(32768, 4, 128, 4) / GB == pytest.approx(1.41, abs=0.01)
+    assert C.ep_all_to_all_bytes(8192, 8, 2048, 8) / GB == pytest.approx(0.235, abs=0.001)
+    assert C.weight_sync_time(psi, 25 * GB) == pytest.approx(0.61, abs=0.005)
+    assert C.tp_layer_allreduces() == 4 and C.tp_layer_allreduces(training=False) == 2
+
+
+def test_collective_time_alpha_beta():
+    prof = load_profile("h200")
+    t_small = C.collective_time("all_reduce", 1e3, 8, prof)
+    t_big = C.collective_time("all_reduce", 1e9, 8, prof)
+    fit = prof.collective("all_reduce")
+    assert t_small == pytest.approx(fit["alpha_s"] + fit["beta_s_per_byte"] * 1e3 * 1.75)
+    assert t_big > t_small
+    assert C.collective_time("all_reduce", 1e9, 1, prof) == 0.0
+    # more ranks: more latency steps and a larger ring factor
+    assert C.collective_time("all_reduce", 1e6, 16, prof) > C.collective_time("all_reduce", 1e6, 4, prof)

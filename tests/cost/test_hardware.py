@@ -1,0 +1,78 @@
+"""Hardware profiles: schema, datasheet labels, unknown names, and a quick calibration."""
+
+import json
+
+import pytest
+
+from rlm_lab.cost.hardware import HARDWARE_DIR, known_profiles, load_profile, profile_from_dict
+from rlm_lab.errors import RlmLabError
+
+DATASHEET = ("h100-sxm", "h200", "a100-80gb", "l4", "t4")
+
+
+@pytest.mark.parametrize("name", known_profiles())
+def test_every_profile_loads(name):
+    prof = load_profile(name)
+    assert prof.name == name and prof.kind in ("calibrated", "datasheet")
+    assert prof.bandwidth() > 0 and prof.memory_bytes > 0
+    assert all(prof.matmul_rate(f, dt) > 0 for dt in prof.matmul_flops for f in (1e3, 1e9, 1e13))
+    if prof.kind == "calibrated":
+        assert prof.provenance.get("versions") and prof.threads
+        assert prof.collectives["ops"], "a committed calibrated profile carries collective fits"
+
+
+@pytest.mark.parametrize("name", DATASHEET)
+def test_datasheet_profiles_are_labelled(name):
+    prof = load_profile(name)
+    assert prof.kind == "datasheet" and prof.source.startswith("NVIDIA") and "https://" in prof.source
+    assert "ASSUMED" in prof.notes
+
+
+def test_h200_ridge_batch():
+    """paper-notes Sec. 2.6: b* ~ F/BW tokens: H100 ~295, H200 ~206, A100 ~156 (bf16, peaks)."""
+    ridge = {n: load_profile(n).peak_flops("bf16") / load_profile(n).memory_bandwidth for n in DATASHEET[:3]}
+    assert ridge["h100-sxm"] == pytest.approx(295, abs=2)
+    assert ridge["h200"] == pytest.approx(206, abs=2)
+    assert ridge["a100-80gb"] == pytest.approx(153, abs=4)
+
+
+def test_unknown_and_malformed():
+    with pytest.raises(RlmLabError, match="known profiles: .*h200"):
+        load_profile("h300")
+    d = json.loads((HARDWARE_DIR / "h200.json").read_text())
+    for field in ("memory_bandwidth", "overhead", "kind"):
+        bad = {k: v for k, v in d.items() if k != field}
+        with pytest.raises(RlmLabError, match=field):
+            profile_from_dict(bad)
+    with pytest.raises(RlmLabError, match="decode_step_base_s"):
+        profile_from_dict(d | {"overhead": {"op_s": 1e-6}})
+
+
+def test_curve_interpolation():
+    d = json.loads((HARDWARE_DIR / "h200.json").read_text())
+    prof = profile_from_dict(d | {"matmul_curve": {"fp32": [[1e3, 1e9], [1e7, 1e11]]}})
+    assert prof.matmul_rate(1e2, "fp32") == 1e9 and prof.matmul_rate(1e9, "fp32") == 1e11
+    assert prof.matmul_rate(1e5, "fp32") == pytest.approx(1e10)  # log-log midpoint
+
+
+@pytest.mark.slow
+def test_quick_calibration_writes_a_valid_profile(tmp_path):
+    from rlm_lab.cost.calibrate import calibrate
+
+    path = calibrate(tmp_path / "quick.json", quick=True, collectives=False, name="test-quick")
+    prof = load_profile(path)
+    assert prof.kind == "calibrated" and prof.source.endswith("--quick")
+    assert prof.matmul_curve["fp32"] and prof.overhead["decode_step_layer_s"] >= 0
+    assert prof.overhead["op_s"] > 0
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_collective_fit_gloo():
+    from rlm_lab.cost.calibrate import bench_collectives
+
+    coll = bench_collectives("cpu", quick=True)
+    assert coll["backend"] == "gloo" and coll["world"] == 2
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"):
+        fit = coll["ops"][op]
+        assert fit["alpha_s"] > 0 and fit["beta_s_per_byte"] >= 0
