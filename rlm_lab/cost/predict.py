@@ -250,7 +250,8 @@ class _Assembler:
         spec, wl, prof, P = self.spec, self.wl, self.prof, self.wl.prompt_len
         batches = math.ceil(self.n_dev / self.g)
         rows = max(1, self.g // wl.group_size) if wl.prefix_sharing else self.g
-        t_pre = batches * forward_time(spec, prof, rows, P, rows, self.dt, self.db)
+        t_pre = batches * (forward_time(spec, prof, rows, P, rows, self.dt, self.db)
+                           + prof.call_overhead("generate_base_s"))
         f_pre = self.dev * batches * rows * F.prefill_flops(spec, P)
         w_bytes = spec.params * self.db
         kv = M.kv_cache_bytes(spec, self.g * M.generate_kv_tokens(P, math.ceil(self.r_gen)), self.db)

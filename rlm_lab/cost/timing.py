@@ -80,8 +80,9 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     linear in b beyond the knee b* ~ F/BW.
     """
     from .hardware import load_profile
+    from .spec import model_spec
 
-    profile = load_profile(profile)
+    profile, spec = load_profile(profile), model_spec(spec)
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
     compute = matmul_time(spec, profile, batch, batch, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, 1, context, dtype, dtype_bytes)

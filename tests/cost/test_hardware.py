@@ -76,3 +76,18 @@ def test_collective_fit_gloo():
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"):
         fit = coll["ops"][op]
         assert fit["alpha_s"] > 0 and fit["beta_s_per_byte"] >= 0
+
+
+def test_calibrate_cli_help(capsys):
+    from rlm_lab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--help"])
+    assert e.value.code == 0 and "--quick" in capsys.readouterr().out
+
+
+def test_default_name_from_cpu():
+    from rlm_lab.cost.calibrate import default_name
+
+    name = default_name("cpu")
+    assert name.startswith("cpu-") and "core-" in name and name == name.lower()
