@@ -63,3 +63,16 @@ def test_bad_layout_fails_before_any_process_starts():
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(RlmLabError, match="unknown model 'gpt5'"):
         validate(Layout(), "gpt5")
+
+
+def test_cli_rejects_a_bad_layout_in_one_line_without_starting_ranks():
+    import subprocess
+    import sys
+
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "rlm_lab.cli", "parallel", "--dp", "2", "--tp", "3"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "torchrun" not in p.stderr
+    assert p.stderr.strip().splitlines() == ["rlm-lab: error: --tp 3 does not divide the model's 4 attention heads; "
+                                             "choose --tp from 1, 2, 4"]
+    assert time.perf_counter() - t0 < 20
