@@ -183,14 +183,17 @@ class _Assembler:
     # -- helpers --
     def _persistent(self) -> M.MemoryBreakdown:
         """Model states held for the whole iteration (paper-notes Sec. 2.5): the trainable actor
-        (and critic) with gradients and AdamW state, frozen reference and reward weights."""
+        (and critic) with AdamW state, frozen reference and reward weights. Gradients are counted
+        only while training runs: the Trainer frees them (``zero_grad(set_to_none=True)``) after
+        each optimizer step."""
         prec = self.wl.precision
         train = M.train_state_bytes(self.spec, prec, self.wl.zero_stage, self.dev)
         w = self.spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
         g = self._grad_share(self.spec)
-        total = M.MemoryBreakdown(weights=int(w), gradients=int(g), optimizer=int(train - w - g))
+        total = M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g))
         if self.alg.critic:
-            total += M.model_memory(self.critic_spec, True, prec)
+            c = M.model_memory(self.critic_spec, True, prec)
+            total += M.MemoryBreakdown(weights=c.weights, optimizer=c.optimizer)
         if self.alg.reference:
             total += M.MemoryBreakdown(weights=self.spec.params * self.db)
         if self.alg.reward_model:
@@ -223,9 +226,11 @@ class _Assembler:
 
     def _transient_forward(self, spec, lt: int, grad: bool) -> M.MemoryBreakdown:
         acts = M.activation_bytes(spec, self.m, self.seq, self.db)
-        if not grad:
-            acts //= spec.layers  # without autograd only about one layer's activations are alive
-        return M.MemoryBreakdown(activations=acts + M.logits_bytes(spec, self.m * lt) * (2 if grad else 1))
+        logits = M.logits_bytes(spec, self.m * lt) * (2 if grad else 1)  # + log-softmax output with autograd
+        if not grad:  # without autograd only about one layer's activations are alive
+            return M.MemoryBreakdown(activations=acts // spec.layers + logits)
+        grads = self._grad_share(self.spec) + (self._grad_share(self.critic_spec) if self.alg.critic else 0)
+        return M.MemoryBreakdown(gradients=int(grads), activations=acts + logits)
 
     # -- stages --
     def run(self) -> Prediction:
@@ -347,7 +352,7 @@ class _Assembler:
                 self._add(S.ACTOR_BACKWARD, name, f_bwd, self.dev * wl.epochs * calls * 2 * w_bytes, tr,
                           wl.epochs * t_b + steps * comm, wl.epochs * calls, d_b)
                 self._add(S.OPTIMIZER, name, self.dev * steps * F.optimizer_flops(spec.params), opt_bytes,
-                          M.MemoryBreakdown(), steps * t_o, steps, steps * t_o)
+                          M.MemoryBreakdown(gradients=tr.gradients), steps * t_o, steps, steps * t_o)
             else:
                 self._add(S.CRITIC_UPDATE, name, f_fwd + f_bwd + self.dev * steps * F.optimizer_flops(spec.params),
                           self.dev * wl.epochs * calls * 3 * w_bytes + opt_bytes, tr,
