@@ -60,14 +60,18 @@ def _record_callback(record: RunRecord, phase: str, evaluator=None, every: int =
 
 def quiet_progress(trainer):
     """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
-    dict per step); the rows go to metrics.jsonl instead. transformers has no switch for this."""
-    from transformers.trainer_callback import ProgressCallback
+    dict per step; with disable_tqdm the Trainer prints them instead of the bar). The rows go to
+    metrics.jsonl instead; transformers has no switch for this."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     class BarOnly(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             pass
 
-    if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
+    callbacks = trainer.callback_handler.callbacks
+    if any(type(cb) is PrinterCallback for cb in callbacks):
+        trainer.remove_callback(PrinterCallback)
+    if any(type(cb) is ProgressCallback for cb in callbacks):
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(BarOnly())
     return trainer

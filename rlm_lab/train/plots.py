@@ -1,0 +1,135 @@
+"""Chapter-1 figures and tables from run records: train reward and held-out accuracy curves.
+
+Everything here reads ``RunRecord`` folders (``record.json`` + ``metrics.jsonl``), so the same
+functions draw this build's run and the committed reference runs in ``data/runs/cpu``.
+Matplotlib only; no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _rows(record, key: str, phase: str | None = None) -> list[dict]:
+    return [r for r in record.metrics() if key in r and (phase is None or r.get("phase") == phase)]
+
+
+def reward_curve(record, smooth: int = 10) -> tuple[list[int], list[float]]:
+    """(RL step, train reward averaged over a trailing window of ``smooth`` steps)."""
+    rows = [r for r in _rows(record, "reward") if r.get("phase") != "sft"]
+    steps, vals, out = [r["step"] for r in rows], [r["reward"] for r in rows], []
+    for i in range(len(vals)):
+        window = vals[max(0, i - smooth + 1):i + 1]
+        out.append(sum(window) / len(window))
+    return steps, out
+
+
+def accuracy_curve(record) -> tuple[list[int], list[float]]:
+    """(global step counting SFT steps first, greedy held-out accuracy): periodic evals plus before/after."""
+    res, cfg = record.results, record.config
+    sft_steps = res.get("sft_steps", cfg.get("sft_steps", 0)) or 0
+    points = {r["global_step"]: r["eval_accuracy"] for r in _rows(record, "eval_accuracy")}
+    if "accuracy_before" in res:
+        points[sft_steps] = res["accuracy_before"]
+    if "accuracy_after" in res and cfg.get("algo") != "sft":
+        points[sft_steps + res.get("rl_steps", cfg.get("rl_steps", 0))] = res["accuracy_after"]
+    steps = sorted(points)
+    return steps, [points[s] for s in steps]
+
+
+def label(record) -> str:
+    cfg, prov = record.config, record.data.get("provenance", {})
+    where = prov.get("hardware", {}).get("cpu_model") or "?"
+    return f"{cfg.get('algo', '?')} · {cfg.get('size', '?')} · {Path(str(record.dir)).name} ({where[:24]})"
+
+
+def plot_runs(records, title: str = "", smooth: int = 10):
+    """Two panels: train reward per RL step (sampled, T = temperature) and greedy held-out accuracy
+    over SFT + RL steps (the dashed line marks the end of SFT)."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for rec in records:
+        lab = label(rec)
+        steps, reward = reward_curve(rec, smooth)
+        line, = ax_r.plot(steps, reward, label=lab)
+        s, acc = accuracy_curve(rec)
+        ax_a.plot(s, acc, marker="o", ms=3, color=line.get_color(), label=lab)
+        sft = rec.results.get("sft_steps", rec.config.get("sft_steps"))
+        if sft:
+            ax_a.axvline(sft, color=line.get_color(), ls="--", lw=0.8, alpha=0.6)
+    ax_r.set(xlabel="RL step", ylabel=f"train reward (mean of last {smooth})", title="reward (sampled completions)")
+    ax_a.set(xlabel="step (SFT, then RL)", ylabel="greedy accuracy", title="held-out accuracy", ylim=(0, 1))
+    for ax in (ax_r, ax_a):
+        ax.grid(alpha=0.3)
+    ax_a.legend(fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def summary_rows(records) -> list[dict]:
+    """One row per run: the numbers chapter 1 reports, straight from each record."""
+    rows = []
+    for rec in records:
+        r, prov = rec.results, rec.data.get("provenance", {})
+        rows.append({
+            "run": Path(str(rec.dir)).name,
+            "algo": rec.config.get("algo"),
+            "size": rec.config.get("size"),
+            "model": rec.config.get("model"),
+            "acc_before": r.get("accuracy_before"),
+            "acc_after": r.get("accuracy_after"),
+            "gain_points": None if r.get("accuracy_gain") is None else round(100 * r["accuracy_gain"], 1),
+            "eval_n": r.get("eval_problems"),
+            "sft_s": r.get("sft_seconds"),
+            "rl_s": r.get("rl_seconds"),
+            "s_per_step": r.get("rl_seconds_per_step"),
+            "train_tok_s": r.get("rl_train_tokens_per_s"),
+            "gen_tok_s": r.get("eval_gen_tokens_per_s"),
+            "commit": (prov.get("git", {}).get("commit") or "")[:8],
+            "date": prov.get("date"),
+        })
+    return rows
+
+
+def print_table(rows: list[dict], keys=None) -> None:
+    """A plain fixed-width table (no pandas needed)."""
+    if not rows:
+        print("(no runs)")
+        return
+    keys = keys or list(rows[0])
+    cells = [[("-" if row.get(k) is None else f"{row[k]:.3f}" if isinstance(row.get(k), float) else str(row[k]))
+              for k in keys] for row in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+
+
+def build_run_dir(name: str, size: str) -> Path:
+    """Where a notebook's own run goes: ``_build/runs/<size>/<name>`` (never the committed data/runs),
+    so executing the book at cpu size cannot overwrite the reference records."""
+    import os
+
+    from ..record import REPO_ROOT
+
+    root = Path(os.environ.get("RLM_RUNS_DIR") or REPO_ROOT / "_build" / "runs")
+    return root / size / name
+
+
+def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo"), size: str = "cpu") -> list:
+    """The committed reference runs that exist (``data/runs/<size>/<name>``), as RunRecords."""
+    from ..record import RunRecord, runs_root
+
+    root = runs_root(size)
+    return [RunRecord.load(root / n) for n in names if (root / n / "record.json").exists()]
+
+
+def provenance_line(record) -> str:
+    p = record.data.get("provenance", {})
+    hw, v, git = p.get("hardware", {}), p.get("versions", {}), p.get("git", {})
+    return (f"{Path(str(record.dir)).name}: {p.get('date')} · {hw.get('cpu_model')} ({hw.get('cpu_count')} cores, "
+            f"{hw.get('torch_threads')} torch threads) · torch {v.get('torch')} · trl {v.get('trl')} · "
+            f"commit {(git.get('commit') or '?')[:8]}{' (dirty)' if git.get('dirty') else ''} · seed {p.get('seed')}")

@@ -1,0 +1,119 @@
+"""The chapter-1 tuning sweep: named settings on top of the ``cpu`` preset, each a recorded run.
+
+Two questions per setting (issue 2, item 6): does GRPO add >= 10 points of greedy held-out accuracy
+over its own SFT start, and how close does the whole run get to the longer-term aim (>= 95 % on
+2-digit addition within 3 minutes on 2 cores)? Each setting writes a full run record to
+``data/runs/cpu/ch01_sweep_<name>/``; :func:`summarize` reads them back into one table
+(``data/runs/cpu/ch01_sweep.json``), so no number in the table is typed by hand.
+
+    python -m rlm_lab.train.sweep base t07 g16      # run some settings (wrap in `flock -s`)
+    python -m rlm_lab.train.sweep --summarize       # rebuild the table from the records
+
+Wall times in the sweep were measured on 2 cores *shared with other jobs* (tuning runs); only the
+reference runs (``ch01_grpo`` etc.) were timed on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+AIM_ACCURACY, AIM_SECONDS = 0.95, 180.0
+
+# name -> (what it tests, overrides of the cpu preset)
+SETTINGS: dict[str, tuple[str, dict]] = {
+    "base": ("cpu preset", {}),
+    "t07": ("sampling temperature 0.7", {"temperature": 0.7}),
+    "g16": ("16 completions per prompt (4 prompts per step)", {"num_generations": 16}),
+    "iter2": ("2 optimizer steps per generation batch", {"num_iterations": 2}),
+    "bs128": ("128 completions per step", {"batch_size": 128}),
+    "lr2e4": ("RL lr 2e-4", {"rl_lr": 2e-4}),
+    "beta04": ("KL to the reference, beta 0.04", {"beta": 0.04}),
+    "grpo_loss": ("loss_type grpo (per-sequence mean)", {"loss_type": "grpo"}),
+    "noformat": ("no format reward", {"format_weight": 0.0}),
+    "steps600": ("600 RL steps", {"rl_steps": 600}),
+    "sft300": ("SFT 300 steps (weaker start)", {"sft_steps": 300}),
+    "sft600": ("SFT 600 steps", {"sft_steps": 600}),
+    "sft1000": ("SFT 1000 steps (toward the 95 % aim)", {"sft_steps": 1000}),
+    "sft1500": ("SFT 1500 steps (toward the 95 % aim)", {"sft_steps": 1500}),
+    "mini": ("mini model (3.5M params)", {"model": "mini", "sft_lr": 5e-4}),
+}
+
+
+def sweep_dir(name: str, root: Path | None = None) -> Path:
+    from ..record import runs_root
+
+    return (root or runs_root("cpu")) / f"ch01_sweep_{name}"
+
+
+def run_setting(name: str, extra: dict | None = None, root: Path | None = None, algo: str = "grpo"):
+    """Run one named setting (plus ``extra`` overrides) at cpu size and return its record."""
+    from ..errors import unknown
+    from .config import make_config
+    from .run import run
+
+    if name not in SETTINGS:
+        raise unknown("sweep setting", name, SETTINGS)
+    overrides = {**SETTINGS[name][1], **(extra or {})}
+    cfg = make_config(algo, "cpu", out=str(sweep_dir(name, root)), name=f"ch01_sweep_{name}",
+                      disable_tqdm=True, **overrides)
+    return run(cfg, command=["python", "-m", "rlm_lab.train.sweep", name])
+
+
+def summarize(root: Path | None = None) -> list[dict]:
+    """One row per recorded sweep run, read from the run records."""
+    from ..record import RunRecord, atomic_write_json, runs_root
+
+    root = root or runs_root("cpu")
+    rows = []
+    for d in sorted(root.glob("ch01_sweep_*")):
+        if not (d / "record.json").exists():
+            continue
+        rec = RunRecord.load(d)
+        r, name = rec.results, d.name.removeprefix("ch01_sweep_")
+        if "accuracy_after" not in r:
+            continue  # an unfinished run
+        total = r.get("total_seconds")
+        rows.append({
+            "setting": name,
+            "what": SETTINGS.get(name, ("?", {}))[0],
+            "overrides": SETTINGS.get(name, ("", {}))[1],
+            "accuracy_sft": r["accuracy_before"],
+            "accuracy_grpo": r["accuracy_after"],
+            "gain_points": round(100 * r["accuracy_gain"], 1),
+            "meets_gain_bar": r["accuracy_gain"] >= 0.10,
+            "sft_seconds": r.get("sft_seconds"),
+            "rl_seconds": r.get("rl_seconds"),
+            "total_seconds": total,
+            "meets_aim": r["accuracy_after"] >= AIM_ACCURACY and total is not None and total <= AIM_SECONDS,
+            "shared_machine": True,
+            "record": str(d.relative_to(root.parent.parent.parent)) if root.is_relative_to(root.parent) else str(d),
+            "commit": rec.data["provenance"]["git"]["commit"],
+        })
+    atomic_write_json(root / "ch01_sweep.json", {"aim": {"accuracy": AIM_ACCURACY, "seconds": AIM_SECONDS},
+                                                 "rows": rows})
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m rlm_lab.train.sweep", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help=f"settings to run: {', '.join(SETTINGS)}")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--summarize", action="store_true", help="only rebuild ch01_sweep.json from the records")
+    args = p.parse_args(argv)
+    from .config import parse_overrides
+
+    extra = parse_overrides(args.overrides)
+    for name in [] if args.summarize else args.names:
+        rec = run_setting(name, extra)
+        r = rec.results
+        print(f"{name}: {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} in {r['total_seconds']:.0f} s",
+              flush=True)
+    for row in summarize():
+        print(json.dumps({k: row[k] for k in ("setting", "accuracy_sft", "accuracy_grpo", "gain_points",
+                                              "total_seconds")}))
+
+
+if __name__ == "__main__":
+    main()
