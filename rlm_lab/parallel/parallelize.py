@@ -5,15 +5,16 @@ Order (torchtitan's, and the only one that works with DTensor):
 1. **PP** splits the model into stages first: every other parallelism then applies to a stage;
 2. **TP/SP** rewrites the stage's linear layers into DTensor shards over ``mesh["tp"]``;
 3. **EP** replaces each MoE layer's experts by the local ones with all-to-all dispatch over ``mesh["ep"]``;
-4. **CP** wraps attention in ring attention over ``mesh["cp"]``;
+4. **CP** replaces attention by ring attention over ``mesh["cp"]``;
 5. **data parallelism** last, over ``mesh["dp"]``: DDP (zero 0), DDP + ZeroRedundancyOptimizer (zero 1)
    or FSDP2 (zero 2/3), which then shards whatever the steps above left (2-D DTensors for TP).
 
 The result is a :class:`Parallelized`: the local module, its optimizer, and the two functions the
 measurement harness (``measure.py``) needs — how one training step consumes the *global* batch on this
 rank, and how the rank's loss turns into the global loss. PP, CP and EP (pipeline_parallel.py,
-context_parallel.py, expert_parallel.py) each provide ``build(model, layout, mesh, lr) -> Parallelized``
-(or, for EP, an in-place ``apply_ep``), so every layout runs through the same harness.
+context_parallel.py, expert_parallel.py) each provide ``build(model, layout, mesh, lr) -> Parallelized``,
+so every layout runs through the same harness. In this version PP, CP and EP run alone (their ``build``
+says so for other combinations); DP/ZeRO compose with TP(+SP) on a 2-D mesh (FSDP2 over ``dp``).
 """
 
 from __future__ import annotations
@@ -108,15 +109,15 @@ def parallelize(model, layout: Layout, mesh, lr: float = 1e-3) -> Parallelized:
         from . import context_parallel
 
         return context_parallel.build(model, layout, mesh, lr)
+    if layout.ep > 1:
+        from . import expert_parallel
+
+        return expert_parallel.build(model, layout, mesh, lr)
     reference = model
     if layout.tp > 1:
         from .tensor_parallel import apply_tp
 
         apply_tp(model, mesh["tp"], sp=layout.sp)
-    if layout.ep > 1:
-        from .expert_parallel import apply_ep
-
-        apply_ep(model, mesh["ep"])
     module, opt = model, None
     if layout.dp > 1:
         if layout.zero == 0:
