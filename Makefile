@@ -36,7 +36,7 @@ test: venv
 
 # Everything under tests/ except what executes notebooks or builds the book.
 test-unit: venv
-	$(PYTEST) -q -m "not notebook" tests
+	$(PYTEST) -q --durations=10 -m "not notebook" tests
 
 # nbval collects .ipynb files itself: each notebook runs top to bottom at smoke size in this venv.
 test-notebooks: venv
