@@ -351,3 +351,48 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
         "bytes_match": all(x["fwd_sent_bytes"] == pred["fwd"] and x["bwd_sent_bytes"] == pred["bwd"]
                            for x in per_rank),
     }
+
+
+def _verify_cp_worker(rank, world, model_name, batch, seq, seed):
+    import torch.distributed as dist
+
+    from .pipeline_parallel import _max_rel, random_batch, zoo_model
+
+    model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
+    x = random_batch(batch, seq, model.config.vocab_size, seed + 1)
+    seen = {}
+    hooks = [m.model.layers[0].self_attn.register_forward_hook(lambda mod, a, o, key=key: seen.__setitem__(key, o[0]))
+             for key, m in (("ref", ref), ("cp", model))]
+    out_ref = ref(input_ids=x, labels=x)
+    out_ref.loss.backward()
+    rings = apply_cp(model)
+    loss = cp_loss(model, x, x, world, rank)
+    loss.backward()
+    sync_grads(model)
+    for h in hooks:
+        h.remove()
+    pos = zigzag_positions(seq, world, rank)
+    t = loss.detach().clone()
+    dist.all_reduce(t)
+    refg = {n: p.grad for n, p in ref.named_parameters()}
+    return {"loss_abs": abs(t.item() - out_ref.loss.item()),
+            "attn_rel": _max_rel({"a": seen["cp"]}, {"a": seen["ref"][:, pos]}),
+            "grad_rel": _max_rel({n: p.grad for n, p in model.named_parameters()}, refg),
+            "fwd_sent_bytes": sum(r.stats["fwd_sent_bytes"] for r in rings),
+            "bwd_sent_bytes": sum(r.stats["bwd_sent_bytes"] for r in rings)}
+
+
+def verify_cp(model: str = "nano", world: int = 2, batch: int = 2, seq: int = 32, seed: int = 0) -> dict:
+    """Ring attention on ``world`` ranks vs one process on the same batch: loss difference, max
+    relative error of layer 0's attention output (local tokens) and of every gradient, bytes."""
+    from ..models import make_config
+    from .launch import spawn
+
+    check_cp(seq, world)
+    config = make_config(model)
+    res = spawn(_verify_cp_worker, world, args=(model, batch, seq, seed), timeout_s=120)
+    pred = predicted_kv_bytes(batch, seq, config.num_key_value_heads, config.hidden_size // config.num_attention_heads,
+                              world, config.num_hidden_layers)
+    return {"loss_abs": res[0]["loss_abs"], "attn_rel": max(r["attn_rel"] for r in res),
+            "grad_rel": max(r["grad_rel"] for r in res), "predicted": pred,
+            "sent_bytes": [(r["fwd_sent_bytes"], r["bwd_sent_bytes"]) for r in res]}

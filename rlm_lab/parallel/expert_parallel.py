@@ -336,3 +336,54 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
                            and x["counted"]["bwd_dispatch"] + x["counted"]["bwd_combine"] == x["predicted_bwd"]
                            for x in per_rank),
     }
+
+
+def _verify_ep_worker(rank, world, model_name, batch, seq, seed):
+    import torch.distributed as dist
+
+    from .pipeline_parallel import _max_rel, random_batch, zoo_model
+
+    model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
+    x = random_batch(batch * world, seq, model.config.vocab_size, seed + 1)
+    seen = {}
+    hooks = [m.model.layers[0].mlp.register_forward_hook(lambda mod, a, o, key=key: seen.__setitem__(key, o))
+             for key, m in (("ref", ref), ("ep", model))]
+    ref_loss = ref(input_ids=x, labels=x).loss
+    ref_loss.backward()
+    experts = apply_ep(model)
+    rows = slice(rank * batch, (rank + 1) * batch)
+    loss = model(input_ids=x[rows], labels=x[rows]).loss
+    loss.backward()
+    sync_grads(model)
+    for h in hooks:
+        h.remove()
+    t = loss.detach().clone()
+    dist.all_reduce(t)
+    grads, refg = {}, {}
+    for n, p in model.named_parameters():
+        g = ref.get_parameter(n).grad
+        grads[n], refg[n] = p.grad, (g[rank * p.shape[0]:(rank + 1) * p.shape[0]] if is_expert_param(n) else g)
+    return {"loss_abs": abs(t.item() / world - ref_loss.item()),
+            "moe_rel": _max_rel({"a": seen["ep"]}, {"a": seen["ref"][rows]}), "grad_rel": _max_rel(grads, refg),
+            "layers": [{k: m.stats[k] for k in ("dispatch", "combine", "bwd_dispatch", "bwd_combine",
+                                                 "send_counts", "recv_counts", "expert_load")} for m in experts]}
+
+
+def verify_ep(model: str = "nano-moe", world: int = 2, batch: int = 2, seq: int = 16, seed: int = 0) -> dict:
+    """EP on ``world`` ranks (``batch`` rows each) vs one process on all rows: loss difference, max
+    relative error of layer 0's MoE output and of every gradient, counted vs exact-formula bytes."""
+    from ..models import ZOO, check_model, make_config
+    from .launch import spawn
+
+    check_ep(ZOO[check_model(model)].experts, world)
+    h = make_config(model).hidden_size
+    res = spawn(_verify_ep_worker, world, args=(model, batch, seq, seed), timeout_s=120)
+    counted, predicted = [], []
+    for rank, r in enumerate(res):
+        counted.append(sum(L[k] for L in r["layers"] for k in ("dispatch", "combine", "bwd_dispatch", "bwd_combine")))
+        predicted.append(sum(predicted_a2a_bytes(L["send_counts"][0], L["recv_counts"][0], rank, h)["fwd"] * 2
+                             for L in r["layers"]))
+    loads = [[n for r in res for n in r["layers"][i]["expert_load"][0]] for i in range(len(res[0]["layers"]))]
+    return {"loss_abs": res[0]["loss_abs"], "moe_rel": max(r["moe_rel"] for r in res),
+            "grad_rel": max(r["grad_rel"] for r in res), "sent_bytes": counted, "predicted_bytes": predicted,
+            "expert_loads": loads, "lambda_expert": [imbalance(x) for x in loads]}

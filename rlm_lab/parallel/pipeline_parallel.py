@@ -39,8 +39,8 @@ def check_pp(layers: int, pp: int, batch: int | None = None, microbatches: int |
         raise RlmLabError(f"pp={pp} does not divide the model's {layers} layers; "
                           f"choose pp from {[d for d in range(1, layers + 1) if layers % d == 0]}")
     if microbatches is not None:
-        if microbatches < 1:
-            raise RlmLabError(f"micro-batches must be >= 1, got {microbatches}")
+        if microbatches < pp:  # torch's single-stage schedules require it (else stages would sit empty)
+            raise RlmLabError(f"{microbatches} micro-batches < {pp} pipeline stages; use at least {pp}")
         if batch is not None and batch % microbatches:
             raise RlmLabError(f"{microbatches} micro-batches do not divide the batch of {batch}; "
                               f"use a divisor of {batch}")
@@ -399,3 +399,46 @@ def comm_time(op: str, message_bytes: float, world: int, profile) -> float | Non
     from ..cost.comm import collective_time
 
     return collective_time(op, message_bytes, world, profile)
+
+
+def _max_rel(got: dict, ref: dict) -> float:
+    """max over tensors of max|a-b| / max|b| (fp32 reductions reorder sums: errors scale with the tensor)."""
+    return max(((g - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-30)).item() for n, g in got.items())
+
+
+def _verify_pp_worker(rank, world, model_name, batch, seq, microbatches, layers, seed):
+    out = {}
+    for schedule in SCHEDULES:
+        model, ref = zoo_model(model_name, seed, layers), zoo_model(model_name, seed, layers)
+        x = random_batch(batch, seq, model.config.vocab_size, seed + 1)
+        ref_loss = ref(input_ids=x, labels=x).loss
+        ref_loss.backward()
+        stage, module = apply_pp(model, rank, world)
+        loss = pp_step(build_schedule(stage, microbatches, schedule), rank, world, x)
+        names = {id(p): n for n, p in model.named_parameters()}
+        refg = {n: p.grad for n, p in ref.named_parameters()}
+        grads = {names[id(p)]: p.grad for p in module.parameters()}
+        out[schedule] = {"loss": None if loss is None else loss.item(), "ref_loss": ref_loss.item(),
+                         "grad_rel": _max_rel(grads, refg), "n_grads": len(grads), **stage.stats}
+    return out
+
+
+def verify_pp(model: str = "nano", world: int = 2, batch: int = 8, seq: int = 16, microbatches: int = 4,
+              layers: int | None = None, seed: int = 0) -> dict:
+    """GPipe and 1F1B on ``world`` ranks vs one process on the same batch, per schedule:
+    loss difference, max relative gradient error over all ranks' parameters, counted vs predicted bytes."""
+    from ..models import make_config
+    from .launch import spawn
+
+    config = make_config(model)
+    check_pp(layers or config.num_hidden_layers, world, batch, microbatches)
+    res = spawn(_verify_pp_worker, world, args=(model, batch, seq, microbatches, layers, seed), timeout_s=120)
+    pred = predicted_p2p_bytes(batch, seq, config.hidden_size, world)
+    out = {}
+    for schedule in SCHEDULES:
+        rs = [r[schedule] for r in res]
+        out[schedule] = {
+            "loss_abs": abs(rs[-1]["loss"] - rs[-1]["ref_loss"]), "grad_rel": max(r["grad_rel"] for r in rs),
+            "n_grads": sum(r["n_grads"] for r in rs),
+            "sent_bytes": [r["fwd_sent_bytes"] + r["bwd_sent_bytes"] for r in rs], "predicted_bytes": pred["per_rank"]}
+    return out

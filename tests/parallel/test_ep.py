@@ -1,0 +1,50 @@
+"""Expert parallelism (Mixtral experts sharded, all-to-all dispatch/combine): same MoE output, loss and
+gradients as one process; all-to-all bytes equal to the formula from the routing counts; bad degrees refused."""
+
+import pytest
+
+from rlm_lab.errors import RlmLabError
+from rlm_lab.parallel import expert_parallel as ep
+
+TOL = 1e-5
+
+
+def test_exact_bytes_from_routing_counts():
+    # rank 1 sends 5 assignments to rank 0 and 3 to itself; gets 4 from rank 0: off-rank only
+    b = ep.predicted_a2a_bytes(send_counts=[5, 3], recv_counts=[4, 3], rank=1, hidden=8)
+    assert b == {"dispatch": 5 * 32, "combine": 4 * 32, "fwd": 9 * 32, "bwd": 9 * 32}
+
+
+def test_uniform_expectation_and_imbalance():
+    assert ep.expected_a2a_bytes(tokens=100, top_k=2, hidden=64, ep=4) == 100 * 2 * 64 * 4 * 3 / 4
+    assert ep.imbalance([2, 2, 2, 2]) == 1.0 and ep.imbalance([4, 2, 1, 1]) == 2.0
+
+
+@pytest.mark.parametrize("experts, degree, match", [(4, 3, "does not divide the model's 4 experts"),
+                                                    (0, 2, "mixture-of-experts")])
+def test_bad_degree_fails_up_front(experts, degree, match):
+    with pytest.raises(RlmLabError, match=match):
+        ep.check_ep(experts, degree)
+
+
+def test_measure_refuses_bad_degree_without_spawning():
+    with pytest.raises(RlmLabError, match="does not divide"):
+        ep.measure_ep("nano-moe", world=3)
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_ep_matches_single_process_and_bytes_equal_routing_formula():
+    r = ep.verify_ep("nano-moe", world=2, batch=2, seq=16)
+    assert r["moe_rel"] < TOL and r["grad_rel"] < TOL and r["loss_abs"] < 1e-5, r
+    assert r["sent_bytes"] == r["predicted_bytes"] and all(b > 0 for b in r["sent_bytes"])
+    assert all(sum(loads) == 2 * 2 * 16 * 2 for loads in r["expert_loads"])  # every token reaches k=2 experts
+    assert all(lam >= 1 for lam in r["lambda_expert"])
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_measure_ep_counts_exact_all_to_all_bytes():
+    r = ep.measure_ep("nano-moe", world=2, steps=1, batch=2, seq=16)
+    assert r["bytes_match"] and r["sent_bytes"] == r["predicted_bytes"] > 0
+    assert len(r["lambda_expert"]) == 2 and all(lam >= 1 for lam in r["lambda_rank"])
