@@ -90,9 +90,9 @@ def _run_rank(args, layout, in_torchrun: bool) -> int:
     import torch
     import torch.distributed as dist
 
-    from ..record import RunRecord, runs_root
+    from ..record import runs_root
     from .launch import free_port
-    from .measure import run_layout
+    from .measure import run_layout, write_record
     from .mesh import backend_for, device_type
 
     device = device_type()
@@ -113,30 +113,11 @@ def _run_rank(args, layout, in_torchrun: bool) -> int:
         if dist.get_rank() == 0:
             res["per_rank"] = per_rank
             run_dir = args.out or runs_root(args.size) / f"ch04_{layout.name()}{'-' + args.label if args.label else ''}"
-            record(run_dir, res, args)
+            write_record(run_dir, res, {k: v for k, v in vars(args).items() if k not in ("func", "out")})
             print(summary_line(res) + f"  -> {run_dir}")
     finally:
         dist.destroy_process_group()
     return 0
-
-
-def record(run_dir, res: dict, args) -> None:
-    """Write the run record: config, per-step metrics, results incl. predicted vs counted bytes."""
-    from ..record import RunRecord
-    from .parallelize import comm_mismatches, layout_of, predicted_comm
-
-    config = {k: v for k, v in vars(args).items() if k not in ("func", "out")} | {"layout": res["layout"]}
-    rec = RunRecord(run_dir, config=config, seed=args.seed)
-    for i, (loss, t) in enumerate(zip(res["losses"], res["step_s"])):
-        rec.log({"step": i, "loss": loss, "step_s": t})
-    try:
-        pred = predicted_comm(layout_of(res), res["model"], res["batch"], res["seq"])
-        mismatches = comm_mismatches(pred, res["comm"])
-    except RlmLabError as e:
-        pred, mismatches = None, [str(e)]
-    rec.update(**{k: v for k, v in res.items() if k not in ("losses", "step_s")},
-               losses=res["losses"], step_s=res["step_s"], predicted_comm=pred, comm_mismatches=mismatches,
-               oversubscribed=res["world"] > (os.cpu_count() or 1))
 
 
 def summary_line(res: dict) -> str:

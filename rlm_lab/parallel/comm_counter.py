@@ -12,7 +12,8 @@ What is counted, per call, is the **message**: the full (unsharded) buffer the c
 all-reduce and broadcast -> the tensor; all-gather -> the gathered output; reduce-scatter -> the full
 input; all-to-all and send/recv -> the tensor sent/received. This is the ``M`` of the textbook formulas.
 The bytes a rank puts on the wire depend on the algorithm; :func:`wire_bytes` applies the ring factors
-(all-reduce 2(d-1)/d, all-gather / reduce-scatter / all-to-all (d-1)/d, point-to-point 1), the
+of ``rlm_lab.cost.comm`` (all-reduce 2(d-1)/d, all-gather / reduce-scatter / all-to-all (d-1)/d,
+point-to-point 1), the
 standard alpha-beta accounting (Thakur, Rabenseifner & Gropp 2005; paper-notes §3.4). It ignores that
 gloo picks its own algorithms and that **gloo runs reduce-scatter as an all-reduce**
 (``c10d::_reduce_scatter_base_`` -> ``gloo:all_reduce`` in the profiler): the counter records what was
@@ -29,6 +30,9 @@ Usage::
             loss.backward()
     counter.summary()   # {"all_reduce": {"calls": 14, "bytes": 458752, "group": 2, "wire_bytes": ...}, ...}
     counter.events      # [(phase, op, nbytes, group_size), ...] in issue order
+
+Count a step after the first two: DDP rebuilds its buckets after step 0 and broadcasts the new bucket
+layout (a few bytes) at the start of step 1.
 """
 
 from __future__ import annotations
@@ -58,26 +62,20 @@ _KINDS = {
     "reduce_": "reduce", "gather_": "gather", "scatter_": "scatter",
 }
 
-# bytes one rank sends, as a multiple of the message M, for a group of d ranks (ring / pairwise algorithms)
-RING_FACTOR = {
-    "all_reduce": lambda d: 2 * (d - 1) / d,
-    "all_gather": lambda d: (d - 1) / d,
-    "reduce_scatter": lambda d: (d - 1) / d,
-    "all_to_all": lambda d: (d - 1) / d,
-    "broadcast": lambda d: (d - 1) / d,  # pipelined ring broadcast
-    "reduce": lambda d: (d - 1) / d,
-    "gather": lambda d: (d - 1) / d,
-    "scatter": lambda d: (d - 1) / d,
-    "send": lambda d: 1.0,
-    "recv": lambda d: 0.0,  # the sender pays
-}
+# collective kind -> the op name of rlm_lab.cost.comm (its ring factors are the single source)
+_COST_OP = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+            "all_to_all": "all_to_all", "broadcast": "broadcast", "send": "send_recv",
+            "reduce": "reduce_scatter", "gather": "all_gather", "scatter": "reduce_scatter"}
 
 
 def wire_bytes(kind: str, nbytes: int, group_size: int) -> float:
-    """Bytes one rank sends for a collective on a message of ``nbytes`` among ``group_size`` ranks."""
-    if group_size <= 1:
+    """Bytes one rank sends for a collective on a message of ``nbytes`` among ``group_size`` ranks
+    (ring algorithms, ``rlm_lab.cost.comm.bytes_per_rank``); a receive costs the receiver nothing."""
+    from ..cost.comm import bytes_per_rank
+
+    if group_size <= 1 or kind not in _COST_OP:
         return 0.0
-    return RING_FACTOR[kind](group_size) * nbytes
+    return bytes_per_rank(_COST_OP[kind], nbytes, group_size)
 
 
 def _nbytes(obj) -> int:
@@ -165,7 +163,7 @@ class CommCounter(TorchDispatchMode):
             a = acc[kind]
             a["calls"] += 1
             a["bytes"] += nbytes
-            a["wire_bytes"] += wire_bytes(kind, nbytes, group) if kind in RING_FACTOR else 0.0
+            a["wire_bytes"] += wire_bytes(kind, nbytes, group)
             a["groups"].add(group)
         return {k: v | {"groups": sorted(v["groups"])} for k, v in sorted(acc.items())}
 

@@ -197,31 +197,55 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
     return out
 
 
-def _worker(rank, world, layouts, kwargs):
-    return [run_layout(layout, **kwargs) for layout in layouts]
+def _worker(rank, world, jobs):
+    return [run_layout(layout, **kw) for layout, kw in jobs]
 
 
-def spawn_layouts(layouts: list[Layout], world: int | None = None, timeout_s: float = 60.0, **kwargs) -> list[dict]:
+def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60.0, **kwargs) -> list[dict]:
     """Run each layout (all of the same world size) in one set of ``world`` processes (gloo).
 
-    Returns one dict per layout: rank 0's result, plus ``per_rank`` memory and comm of every rank.
-    Layouts are validated before any process starts.
+    ``layouts``: :class:`Layout` objects, or ``(layout, run_layout kwargs)`` pairs that override
+    ``kwargs`` for that layout (e.g. another model). Returns one dict per layout: rank 0's result, plus
+    ``per_rank`` memory and comm of every rank. Layouts are validated before any process starts.
     """
     from ..errors import RlmLabError
     from .launch import spawn
 
     if not layouts:
         return []
-    world = world or layouts[0].world
-    for lay in layouts:
-        validate(lay, kwargs.get("model", "nano"), world_size=world, batch=kwargs.get("batch", 8),
-                 seq=kwargs.get("seq", 16))
+    jobs = [(lay, kwargs) if isinstance(lay, Layout) else (lay[0], kwargs | lay[1]) for lay in layouts]
+    world = world or jobs[0][0].world
+    for lay, kw in jobs:
+        validate(lay, kw.get("model", "nano"), world_size=world, batch=kw.get("batch", 8), seq=kw.get("seq", 16))
     if world == 1:
         raise RlmLabError("spawn_layouts needs world >= 2; run_layout a 1-process layout directly")
-    per_rank = spawn(_worker, world, args=(layouts, kwargs), timeout_s=timeout_s)
+    per_rank = spawn(_worker, world, args=(jobs,), timeout_s=timeout_s)
     out = []
     for i in range(len(layouts)):
         r0 = dict(per_rank[0][i])
         r0["per_rank"] = [{"memory": pr[i]["memory"], "comm": pr[i]["comm"]} for pr in per_rank]
         out.append(r0)
     return out
+
+
+def write_record(run_dir, res: dict, config: dict | None = None):
+    """A run record of one ``run_layout`` result: config (layout, model, sizes), per-step metrics
+    (loss, step time) and results (counted comm per rank, memory per rank, the check, predicted comm)."""
+    import os
+
+    from ..errors import RlmLabError
+    from ..record import RunRecord
+    from .parallelize import comm_mismatches, layout_of, predicted_comm
+
+    cfg = {k: res[k] for k in ("layout", "model", "steps", "batch", "seq", "lr", "world", "device")} | (config or {})
+    rec = RunRecord(run_dir, config=cfg, seed=0)
+    for i, (loss, t) in enumerate(zip(res["losses"], res["step_s"])):
+        rec.log({"step": i, "loss": loss, "step_s": t})
+    try:
+        pred = predicted_comm(layout_of(res), res["model"], res["batch"], res["seq"])
+        mismatches = comm_mismatches(pred, res["comm"])
+    except RlmLabError as e:
+        pred, mismatches = None, [str(e)]
+    rec.update(**res, predicted_comm=pred, comm_mismatches=mismatches,
+               oversubscribed=res["world"] > len(os.sched_getaffinity(0)))
+    return rec.dir

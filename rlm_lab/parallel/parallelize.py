@@ -148,13 +148,16 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
     from ..models import build_model
     from . import data_parallel, fsdp, tensor_parallel
 
-    if layout.pp > 1 or layout.cp > 1 or layout.ep > 1:
-        from ..errors import RlmLabError
+    from ..errors import RlmLabError
 
-        raise RlmLabError("PP/CP/EP byte predictions live in pipeline_parallel/context_parallel/expert_parallel")
+    if layout.ep > 1:
+        raise RlmLabError("EP bytes depend on the router's choices: expert_parallel.predicted_a2a_bytes "
+                          "predicts them from the counts each rank sends")
     m, tok = build_model(model)
     spec = m.config
     out: dict = {}
+    if layout.pp > 1 or layout.cp > 1:
+        return _predicted_pp_cp(layout, spec, data_parallel.grad_bytes(m), batch, seq)
 
     def add(kind, calls, nbytes):
         a = out.setdefault(kind, {"calls": 0, "bytes": 0})
@@ -186,6 +189,27 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
             for kind, v in fsdp.predicted_bytes(fsdp.group_bytes(m, layout.dp), layout.dp, layout.zero).items():
                 add(kind, v["calls"], v["bytes"])
     return out
+
+
+def _predicted_pp_cp(layout: Layout, spec, psi: int, batch: int, seq: int) -> dict:
+    """Rank 0's point-to-point traffic (PP: first stage; CP: one ring member), from E2's formulas."""
+    if layout.pp > 1:
+        from .pipeline_parallel import predicted_p2p_bytes
+
+        if layout.pp != 2:
+            from ..errors import RlmLabError
+
+            raise RlmLabError("rank-0 PP prediction here covers pp=2 (first stage sends and receives once per micro-batch)")
+        b = predicted_p2p_bytes(batch, seq, spec.hidden_size, layout.pp)["per_boundary_fwd"]
+        m = layout.n_microbatches
+        return {"send": {"calls": m, "bytes": b}, "recv": {"calls": m, "bytes": b}}
+    from .context_parallel import predicted_kv_bytes
+
+    head_dim = spec.hidden_size // spec.num_attention_heads
+    kv = predicted_kv_bytes(batch, seq, spec.num_key_value_heads, head_dim, layout.cp, spec.num_hidden_layers)
+    steps = 2 * spec.num_hidden_layers * (layout.cp - 1)  # K,V blocks forward, dK,dV backward, per layer
+    return {"send": {"calls": steps, "bytes": kv["total"]}, "recv": {"calls": steps, "bytes": kv["total"]},
+            "all_reduce": {"calls": 1, "bytes": psi}}  # weight gradients summed over the CP ranks
 
 
 def comm_mismatches(predicted: dict, counted: dict) -> list[str]:

@@ -1,0 +1,141 @@
+"""The chapter-4 experiment: every layout measured, recorded, and put next to its prediction.
+
+* :data:`SUITES` — per size, the layouts to run: all 2-process layouts share ONE process group
+  (spawning costs seconds per process on 2 cores); 4-process layouts (oversubscribed on 2 cores,
+  labelled so) share another.
+* :func:`run_suite` runs them and writes one run record per layout (``ch04_<layout>``, with
+  ``-oversubscribed`` when there are more processes than cores).
+* :func:`predicted_step_time` — the time side of the prediction: the cost model's forward, backward
+  and AdamW times (``rlm_lab.cost.timing``, calibrated profile) split by the layout, plus the alpha-beta
+  time (``rlm_lab.cost.comm.collective_time``) of every predicted collective.
+* :func:`compare` — one row per record: measured vs predicted bytes and time, and the errors.
+
+The time prediction per rank (paper-notes §3.4), for local batch b = B/(dp·ep):
+    T = [T_fwd(b) + T_bwd(b)]_matmul / tp + overheads + T_adamw / shard + Σ_collectives (α + β·wire bytes)
+shard = dp for ZeRO ≥ 1 (each rank updates 1/d of the parameters), tp for TP; nothing overlaps (gloo
+on CPU does not overlap communication with compute). Ignores: DTensor dispatch overhead (large at this
+size), FSDP2's copy-in/out, pipeline/ring schedules (PP/CP/EP have their own predictions in their modules).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .mesh import Layout
+
+SUITES = {
+    # size: {world: [(layout, run kwargs)]}
+    "smoke": {2: [(Layout(dp=2), {}), (Layout(dp=2, zero=3), {}), (Layout(tp=2, sp=True), {})]},
+    "cpu": {
+        2: [(Layout(dp=2), {}), (Layout(dp=2, zero=1), {}), (Layout(dp=2, zero=2), {}), (Layout(dp=2, zero=3), {}),
+            (Layout(tp=2), {}), (Layout(tp=2, sp=True), {}),
+            (Layout(pp=2, schedule="gpipe", microbatches=4), {}), (Layout(pp=2, schedule="1f1b", microbatches=4), {}),
+            (Layout(cp=2), {}), (Layout(ep=2), {"model": "micro-moe"})],
+        4: [(Layout(dp=4), {}), (Layout(dp=4, zero=3), {}), (Layout(tp=4), {}),
+            (Layout(dp=2, tp=2, zero=2), {})],
+    },
+}
+RUN_ARGS = {"smoke": dict(model="nano", steps=3, batch=8, seq=16),
+            "cpu": dict(model="micro", steps=8, batch=8, seq=64)}
+
+
+def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None) -> dict:
+    """Seconds of one training step of ``layout`` per rank: compute, optimizer, communication, total.
+
+    ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: predicted_comm).
+    """
+    from ..cost.comm import collective_time
+    from ..cost.hardware import load_profile
+    from ..cost.spec import model_spec
+    from ..cost.timing import backward_time, forward_time, optimizer_time
+    from .parallelize import predicted_comm
+
+    prof, spec = load_profile(profile), model_spec(model)
+    b = batch // layout.data_ranks
+    kw = dict(dtype="fp32", dtype_bytes=4)
+    mm = forward_time(spec, prof, b, seq, overhead=False, **kw)
+    full = forward_time(spec, prof, b, seq, **kw) + backward_time(spec, prof, b, seq, **kw)
+    compute = full - 3 * mm + 3 * mm / layout.tp  # backward = 2x the forward's products
+    shard = layout.dp if layout.zero >= 1 else layout.tp
+    opt = optimizer_time(spec, prof) / shard
+    comm = comm if comm is not None else predicted_comm(layout, model, batch, seq)
+    comm_s = 0.0
+    for kind, v in comm.items():
+        calls = v.get("calls") or 1
+        d = max(v.get("groups") or [layout.world]) if isinstance(v.get("groups"), list) else _group_of(layout)
+        op = {"send": "send_recv", "recv": None}.get(kind, kind)
+        if op is None:
+            continue
+        comm_s += calls * collective_time(op, v["bytes"] / calls, d, prof)
+    return {"compute_s": compute, "optimizer_s": opt, "comm_s": comm_s, "total_s": compute + opt + comm_s,
+            "profile": prof.name}
+
+
+def _group_of(layout: Layout) -> int:
+    return max(layout.dp, layout.tp, layout.pp, layout.cp, layout.ep)
+
+
+def oversubscribed(world: int) -> bool:
+    return world > len(os.sched_getaffinity(0))
+
+
+def run_suite(size: str, worlds=(2, 4), out_root=None, timeout_s: float = 300.0, say=print) -> list:
+    """Run the layouts of ``size`` and write one record per layout; returns the run directories."""
+    from ..record import runs_root
+    from ..sizes import check_size
+    from .measure import spawn_layouts, write_record
+
+    check_size(size)
+    root = out_root or runs_root(size)
+    dirs = []
+    for world, items in SUITES[size].items():
+        if world not in worlds:
+            continue
+        jobs = [(lay, RUN_ARGS[size] | kw) for lay, kw in items]
+        results = spawn_layouts(jobs, world=world, timeout_s=timeout_s)
+        for res in results:
+            name = f"ch04_{res['layout']['name']}" + ("-oversubscribed" if oversubscribed(world) else "")
+            d = write_record(root / name, res, {"size": size, "oversubscribed": oversubscribed(world)})
+            say(f"{name}: {1000 * _median(res['step_s']):.1f} ms/step -> {d}")
+            dirs.append(d)
+    return dirs
+
+
+def _median(xs):
+    import statistics
+
+    return statistics.median(xs[1:] or xs)
+
+
+def compare(records, profile=None) -> list[dict]:
+    """One row per record: measured median step time and counted bytes next to the predictions."""
+    from ..errors import RlmLabError
+    from .parallelize import comm_mismatches, layout_of, predicted_comm
+
+    rows = []
+    for rec in records:
+        r = rec.results
+        lay = layout_of(r)
+        row = {"layout": r["layout"]["name"], "world": r["world"], "model": r["model"],
+               "measured_ms": 1000 * _median(r["step_s"]),
+               "counted_bytes": sum(v["bytes"] for v in r["comm"].values()),
+               "counted_wire": sum(v["wire_bytes"] for v in r["comm"].values()),
+               "check_ok": None if "check" not in r else _ok(r["check"])}
+        try:
+            pred = predicted_comm(lay, r["model"], r["batch"], r["seq"])
+            row["predicted_bytes"] = sum(v["bytes"] for v in pred.values())
+            row["bytes_equal"] = not comm_mismatches(pred, r["comm"])
+        except RlmLabError:
+            pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
+        if profile is not None:
+            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"])
+            row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
+                    "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
+        rows.append(row)
+    return rows
+
+
+def _ok(check) -> bool:
+    from .measure import within_tolerance
+
+    return within_tolerance(check)
