@@ -442,3 +442,46 @@ def verify_pp(model: str = "nano", world: int = 2, batch: int = 8, seq: int = 16
             "n_grads": sum(r["n_grads"] for r in rs),
             "sent_bytes": [r["fwd_sent_bytes"] + r["bwd_sent_bytes"] for r in rs], "predicted_bytes": pred["per_rank"]}
     return out
+
+
+# ---- recorded measurements of PP, CP and EP (chapter 4) -----------------------------------------
+
+MEASUREMENTS = {  # size -> [(kind, kwargs)]; "oversubscribed" (world > cores) is recorded with each run
+    "smoke": [("pp", dict(model="nano", world=2, microbatches=4, schedule="1f1b", steps=1, batch=8, seq=16)),
+              ("cp", dict(model="nano", world=2, steps=1, batch=2, seq=32)),
+              ("ep", dict(model="nano-moe", world=2, steps=1, batch=2, seq=16))],
+    "cpu": [*[("pp", dict(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
+              for s in SCHEDULES for m in (2, 4, 8, 16)],
+            ("pp", dict(model="micro", world=4, layers=4, microbatches=8, schedule="1f1b", steps=3, batch=16, seq=64)),
+            ("cp", dict(model="micro", world=2, steps=5, batch=2, seq=256)),
+            ("cp", dict(model="micro", world=4, steps=3, batch=2, seq=256)),
+            ("ep", dict(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
+            ("ep", dict(model="micro-moe", world=4, steps=3, batch=4, seq=64))],
+}
+
+
+def measurement_name(kind: str, kw: dict) -> str:
+    """Run directory name, e.g. ``ch04_e2_pp2-gpipe-m4-micro`` (``-oversubscribed`` when world > cores)."""
+    extra = f"-{kw['schedule']}-m{kw['microbatches']}" if kind == "pp" else ""
+    over = "-oversubscribed" if kw["world"] > _cores() else ""
+    return f"ch04_e2_{kind}{kw['world']}{extra}-{kw['model']}{over}"
+
+
+def run_measurements(size: str = "smoke", only: str | None = None) -> list:
+    """Run the :data:`MEASUREMENTS` of ``size`` (``only``: pp, cp or ep) and write one run record each
+    under ``runs_root(size)``. Returns the record directories."""
+    from ..record import RunRecord, runs_root
+    from ..sizes import check_size
+    from . import context_parallel, expert_parallel
+
+    check_size(size)
+    fns = {"pp": measure_pp, "cp": context_parallel.measure_cp, "ep": expert_parallel.measure_ep}
+    dirs = []
+    for kind, kw in MEASUREMENTS.get(size, MEASUREMENTS["cpu"]):
+        if only and kind != only:
+            continue
+        rec = RunRecord(runs_root(size) / measurement_name(kind, kw), config={"kind": kind, **kw},
+                        command=f"rlm_lab.parallel.pipeline_parallel.run_measurements({size!r})", seed=kw.get("seed", 0))
+        rec.update(**fns[kind](**kw), load_average=list(__import__("os").getloadavg()))
+        dirs.append(rec.dir)
+    return dirs
