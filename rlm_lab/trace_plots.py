@@ -92,31 +92,28 @@ def predicted_vs_measured(table: list[dict], path=None, title=None, unit="s", lo
     return _save(fig, path)
 
 
-def share_bars(rows: list[dict], path=None, title=None):
-    """Stacked horizontal bars, one per configuration: FLOP share and time share of each stage.
-
-    ``rows``: ``{"label", "flop_share": {stage: f}, "time_share": {stage: f}}``."""
-    fig = _figure(9, 0.55 * 2 * len(rows) + 1.4)
+def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "time_share"),
+               names=("FLOPs (predicted)", "time (predicted)", "time (measured)"), path=None, title=None):
+    """Stacked horizontal bars: for each configuration, one bar per share kind (``keys``), each split
+    into stages. ``rows``: ``{"label", <key>: {stage: share}}``."""
+    per = len(keys)
+    fig = _figure(9, 0.32 * per * len(rows) + 1.6)
     ax = fig.add_subplot()
-    labels = []
+    labels, seen = [], {}
     for i, r in enumerate(rows):
-        for j, key in enumerate(("flop_share", "time_share")):
-            y, left = 2 * i + j, 0.0
+        for j, key in enumerate(keys):
+            y, left = (per + 0.6) * i + j, 0.0
             for stage, f in r[key].items():
-                ax.barh(y, f, left=left, color=STAGE_COLORS.get(stage, "#444"), height=0.8,
-                        label=stage if (i, j) == (0, 0) or stage not in r["flop_share"] else None)
+                bar = ax.barh(y, f, left=left, color=STAGE_COLORS.get(stage, "#444"), height=0.85)
+                seen.setdefault(stage, bar)
                 left += f
-            labels.append(f"{r['label']} — {'FLOPs' if j == 0 else 'time'}")
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+            labels.append((y, f"{r['label']} · {names[j]}"))
+    ax.set_yticks([y for y, _ in labels], [t for _, t in labels], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("share of the step")
-    handles, names = ax.get_legend_handles_labels()
-    seen = {}
-    for h, n in zip(handles, names):
-        seen.setdefault(n, h)
-    ax.legend(seen.values(), seen.keys(), fontsize=7, ncol=4, frameon=False, loc="upper center",
-              bbox_to_anchor=(0.5, -0.18))
+    ax.set_xlabel("share of one step")
+    ax.legend(seen.values(), seen.keys(), fontsize=7, ncol=6, frameon=False, loc="upper center",
+              bbox_to_anchor=(0.5, -0.12))
     ax.set_title(title or "Share of FLOPs against share of wall time")
     return _save(fig, path)
 

@@ -21,6 +21,7 @@ and TRL bookkeeping outside the stages ("other", shown but not predicted).
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -33,6 +34,9 @@ from ..sizes import check_size
 from ..stages import Stage
 
 TASK = "arithmetic:digits=2"
+# The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
+# the notebooks at another one (a name in data/hardware/ or a path) after `rlm-lab calibrate` elsewhere.
+CPU_PROFILE = os.environ.get("RLM_CPU_PROFILE", "cpu-2core-epyc")
 PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
 
 
@@ -62,7 +66,7 @@ _SIZE = {
     "gpu": dict(model="small", batch=512, group=16, length=64, steps=20, warmup=3),
 }
 _SWEEP = {  # (lengths at the base batch, batches at the base length)
-    "smoke": ((4,), (8,)),
+    "smoke": ((), ()),  # smoke: the three algorithms only (CI time); the sweep is read from the cpu records
     "cpu": ((4, 64), (16, 256)),
     "gpu": ((16, 256), (128, 2048)),
 }
@@ -173,6 +177,9 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
     task = parse_task(TASK)
     record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
                        command=f"rlm_lab.experiments.anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars of every model load
     with tempfile.TemporaryDirectory(prefix="rlm_ch02_") as tmp:
         model, tok = build_model(case.model, seed=seed)
         kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
@@ -181,6 +188,7 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
         probe = Probe()
         trainer = make_trainer(cfg, model_dir, ensure_data(task)["train"], task, Path(tmp) / "out",
                                [probe, *extra_callbacks])
+        _quiet(trainer)
         probe.memory = measured_memory(trainer)
         if trace_on:
             trace(trainer, record=record, warmup=case.warmup)
@@ -192,6 +200,14 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
     record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
                   completion_mean_lengths=lengths)
     return record
+
+
+def _quiet(trainer) -> None:
+    """No per-step log dicts or bars on stdout: the record has them."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 def _probe_class():
@@ -372,14 +388,76 @@ def memory_table(record: RunRecord, prediction) -> list[dict]:
 
 
 def share_row(record: RunRecord, prediction, label: str) -> dict:
-    """Predicted FLOP share and measured time share per stage (generation = prefill + decode)."""
+    """Per stage: predicted FLOP share, predicted time share and measured time share of one step
+    (generation = prefill + decode; "other" is measured only)."""
     flops: dict[str, float] = {}
+    secs: dict[str, float] = {}
     for r in prediction.rows:
         key = Stage.GENERATE.value if r.stage in (Stage.PREFILL, Stage.DECODE) else r.stage.value
         flops[key] = flops.get(key, 0.0) + r.flops
-    total_f = sum(flops.values()) or 1.0
+        secs[key] = secs.get(key, 0.0) + r.seconds
+    total_f, total_s = sum(flops.values()) or 1.0, sum(secs.values()) or 1.0
     stages = record.results["trace"]["stages"]
     wall = record.results["trace"]["step_wall_s"]["median"]
-    time_share = {k: v["median_s"] / wall for k, v in stages.items()}
     return {"label": label, "flop_share": {k: v / total_f for k, v in flops.items() if v},
-            "time_share": time_share}
+            "time_share_predicted": {k: v / total_s for k, v in secs.items() if v},
+            "time_share": {k: v["median_s"] / wall for k, v in stages.items()}}
+
+
+# ---- what the notebook shows ---------------------------------------------------------------------------
+
+def case_of(record: RunRecord) -> Case:
+    return Case(**record.config["case"])
+
+
+def algorithms_table(size: str, profile=CPU_PROFILE) -> list[dict]:
+    """Per algorithm: models held, stages run, predicted model-state bytes (weights + grads + AdamW)."""
+    from ..stages import MODELS_HELD
+
+    rows = []
+    for name, case in algorithm_cases(size).items():
+        pred = predict_case(case, profile)
+        held = pred.algo.models
+        m = pred.memory
+        rows.append({"run": name, "algorithm": case.label.split(" ")[0], "models": ", ".join(held),
+                     "stages": ", ".join(str(r.stage) for r in pred.rows),
+                     "model_state_MiB": round((m.weights + m.gradients + m.optimizer) / 2**20, 3),
+                     "paper_notes": ", ".join(MODELS_HELD["dapo" if case.beta == 0 and case.algo == "grpo"
+                                                         else case.algo])})
+    return rows
+
+
+def comparison(records: dict, names, profile=CPU_PROFILE) -> list[dict]:
+    """Predicted against measured per stage for the named runs, one row per (run, stage)."""
+    reward_s = records["reward_calibration"].results["reward_s_per_sample"]
+    out = []
+    for name in names:
+        rec = records[name]
+        for row in time_table(rec, predict_case(case_of(rec), profile, reward_s)):
+            out.append({"run": name, **row})
+    return out
+
+
+def generation_shares(records: dict, names, profile=CPU_PROFILE) -> list[dict]:
+    """Generation's share of the FLOPs (predicted) and of the step time (predicted, measured) per run."""
+    reward_s = records["reward_calibration"].results["reward_s_per_sample"]
+    out = []
+    for name in names:
+        rec = records[name]
+        case = case_of(rec)
+        share = share_row(rec, predict_case(case, profile, reward_s), case.label)
+        g = Stage.GENERATE.value
+        out.append({"run": name, "B": case.batch, "R": case.length, "gen_flop_share": share["flop_share"].get(g, 0.0),
+                    "gen_time_share_pred": share["time_share_predicted"].get(g, 0.0),
+                    "gen_time_share_meas": share["time_share"].get(g, 0.0), "share": share})
+    return out
+
+
+def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
+    """The committed records of this chapter at ``size`` (empty if none were committed)."""
+    out = {}
+    root = runs_root(size)
+    for d in sorted(root.glob("ch02_*")):
+        if (d / "record.json").exists():
+            out[d.name.removeprefix("ch02_")] = RunRecord.load(d)
+    return out
