@@ -179,7 +179,10 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
                        command=f"rlm_lab.experiments.anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
     from transformers.utils import logging as hf_logging
 
+    import torch
+
     hf_logging.disable_progress_bar()  # weight-loading bars of every model load
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rlm_ch02_") as tmp:
         model, tok = build_model(case.model, seed=seed)
         kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
@@ -197,8 +200,10 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
         seconds = time.perf_counter() - t0
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     memory = {**probe.memory, "kv_cache": kv}
+    # The load average says whether the machine was quiet (jobs outside the lock still show up here).
     record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
-                  completion_mean_lengths=lengths)
+                  completion_mean_lengths=lengths, torch_threads=torch.get_num_threads(),
+                  loadavg_before=load_before, loadavg_after=os.getloadavg())
     return record
 
 
@@ -461,3 +466,35 @@ def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
         if (d / "record.json").exists():
             out[d.name.removeprefix("ch02_")] = RunRecord.load(d)
     return out
+
+
+def main(argv=None) -> int:
+    """``python -m rlm_lab.experiments.anatomy --size cpu [--force] [--overhead]``: make the chapter's records."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--size", default="cpu")
+    ap.add_argument("--force", action="store_true", help="re-run records that exist")
+    ap.add_argument("--overhead", action="store_true", help="also measure the tracer's overhead")
+    ap.add_argument("--only", nargs="*", help="case names to (re-)run, e.g. grpo ppo")
+    args = ap.parse_args(argv)
+    size = check_size(args.size)
+    if args.only:
+        cases = {**algorithm_cases(size), **sweep_cases(size)}
+        for name in args.only:
+            if name == "reward_calibration":
+                reward_calibration(size)
+            elif name == "tracer_overhead":
+                tracer_overhead(size)
+            else:
+                run_case(cases[name], size)
+            print("recorded", name, f"load {os.getloadavg()[0]:.1f}", flush=True)
+        return 0
+    ensure_runs(size, force=args.force)
+    if args.overhead:
+        tracer_overhead(size)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

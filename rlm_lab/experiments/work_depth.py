@@ -384,3 +384,26 @@ def scaling(profile: str = "h200", devices=(1, 2, 4, 8, 16, 32, 64), model=None)
                      "lower_s": lower, "upper_s": upper, "work_s": base.work, "depth_s": base.depth,
                      "critical_path": " -> ".join(base.critical_path())})
     return rows
+
+
+def main(argv=None) -> int:
+    """``python -m rlm_lab.experiments.work_depth --size cpu [--force] [--only decode_knee ...]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--size", default="cpu")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--only", nargs="*", choices=("decode_knee", "long_tail", "replicas"))
+    args = ap.parse_args(argv)
+    size = check_size(args.size)
+    if args.only:
+        for name in args.only:
+            {"decode_knee": decode_knee, "long_tail": long_tail, "replicas": replicas}[name](size)
+            print("recorded", name, f"load {_loadavg()[0]:.1f}", flush=True)
+        return 0
+    ensure_runs(size, force=args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
