@@ -116,7 +116,7 @@ def _max_diff(got: dict, ref: dict) -> tuple[float, float]:
     abs_err = rel_err = 0.0
     for name, g in got.items():
         r = ref[name]
-        d = (g.float() - r.float()).abs().max().item()
+        d = (g.float().cpu() - r.float()).abs().max().item()
         abs_err = max(abs_err, d)
         rel_err = max(rel_err, d / max(r.abs().max().item(), 1e-30))
     return abs_err, rel_err
@@ -150,6 +150,8 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
     from .parallelize import parallelize
 
     device = device or device_type()
+    if device == "cuda":
+        torch.cuda.set_device(dist.get_rank() % torch.cuda.device_count())
     model_obj, tok = build_model(model, seed=seed)
     validate(layout, model, world_size=dist.get_world_size(), batch=batch, seq=seq, vocab=len(tok))
     mesh = build_mesh(layout, device)
@@ -219,7 +221,9 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
         validate(lay, kw.get("model", "nano"), world_size=world, batch=kw.get("batch", 8), seq=kw.get("seq", 16))
     if world == 1:
         raise RlmLabError("spawn_layouts needs world >= 2; run_layout a 1-process layout directly")
-    per_rank = spawn(_worker, world, args=(jobs,), timeout_s=timeout_s)
+    from .mesh import backend_for
+
+    per_rank = spawn(_worker, world, args=(jobs,), timeout_s=timeout_s, backend=backend_for(device_type()))
     out = []
     for i in range(len(layouts)):
         r0 = dict(per_rank[0][i])

@@ -36,13 +36,33 @@ SUITES = {
     },
 }
 RUN_ARGS = {"smoke": dict(model="nano", steps=3, batch=8, seq=16),
-            "cpu": dict(model="micro", steps=8, batch=8, seq=64)}
+            "cpu": dict(model="micro", steps=8, batch=8, seq=64),
+            "gpu": dict(model="base", steps=10, batch=16, seq=256)}
+
+
+def suite(size: str) -> dict:
+    """The layouts of ``size``: ``{world: [(layout, kwargs)]}``. ``gpu`` adapts to the visible GPUs (1-8):
+    every ZeRO stage over all of them, and TP 2 (x DP over the rest, FSDP2) with and without SP."""
+    if size != "gpu":
+        return SUITES[size]
+    import torch
+
+    n = torch.cuda.device_count()
+    if n < 2:
+        return {}
+    items = [(Layout(dp=n, zero=z), {}) for z in (0, 1, 2, 3)]
+    dp = n // 2 if n % 2 == 0 else 0
+    if dp:
+        items += [(Layout(dp=dp, tp=2, zero=2 if dp > 1 else 0, sp=sp), {}) for sp in (False, True)]
+    return {n: items}
 
 
 def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None) -> dict:
     """Seconds of one training step of ``layout`` per rank: compute, optimizer, communication, total.
 
-    ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: predicted_comm).
+    ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: predicted_comm;
+    :func:`compare` passes the counted ones, which equal the prediction wherever one exists, so the
+    time is judged on the same collectives that ran).
     """
     from ..cost.comm import collective_time
     from ..cost.hardware import load_profile
@@ -88,7 +108,7 @@ def run_suite(size: str, worlds=(2, 4), out_root=None, timeout_s: float = 300.0,
     check_size(size)
     root = out_root or runs_root(size)
     dirs = []
-    for world, items in SUITES[size].items():
+    for world, items in suite(size).items():
         if world not in worlds:
             continue
         jobs = [(lay, RUN_ARGS[size] | kw) for lay, kw in items]
@@ -127,7 +147,7 @@ def compare(records, profile=None) -> list[dict]:
             row["bytes_equal"] = not comm_mismatches(pred, r["comm"])
         except RlmLabError:
             pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
-        if profile is not None:
+        if profile is not None and lay.pp == lay.cp == lay.ep == 1:  # PP/CP/EP: their modules predict time
             t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"])
             row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
                     "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
@@ -139,3 +159,31 @@ def _ok(check) -> bool:
     from .measure import within_tolerance
 
     return within_tolerance(check)
+
+
+# E2's measurement functions for the pipeline, ring-attention and all-to-all schedules (bubble, ring
+# and routing-dependent predictions that the generic harness does not make), at cpu size
+MEASUREMENTS = {
+    "cpu": [("pp_gpipe", "pipeline_parallel.measure_pp", dict(model="micro", microbatches=4, schedule="gpipe", steps=4, batch=8, seq=64)),
+            ("pp_1f1b", "pipeline_parallel.measure_pp", dict(model="micro", microbatches=4, schedule="1f1b", steps=4, batch=8, seq=64)),
+            ("cp", "context_parallel.measure_cp", dict(model="micro", steps=4, batch=2, seq=128)),
+            ("ep", "expert_parallel.measure_ep", dict(model="micro-moe", steps=4, batch=4, seq=64))],
+}
+
+
+def record_measurements(size: str, out_root=None, say=print) -> list:
+    """Run the PP/CP/EP measurement functions of ``size`` and record each as ``ch04_measure_<name>``."""
+    import importlib
+
+    from ..record import RunRecord, runs_root
+
+    root = out_root or runs_root(size)
+    dirs = []
+    for name, fn, kw in MEASUREMENTS.get(size, []):
+        mod, func = fn.rsplit(".", 1)
+        res = getattr(importlib.import_module(f"rlm_lab.parallel.{mod}"), func)(**kw)
+        rec = RunRecord(root / f"ch04_measure_{name}", config={"function": fn, **kw, "size": size})
+        rec.update(**res)
+        say(f"ch04_measure_{name}: recorded -> {rec.dir}")
+        dirs.append(rec.dir)
+    return dirs

@@ -1,0 +1,119 @@
+"""Tables and figures of chapter 4: measured against predicted, per parallelism, from run records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FAMILIES = ("DP", "ZeRO", "TP", "PP", "CP", "EP")
+
+
+def family(layout: dict) -> str:
+    """Which section of the chapter a layout belongs to."""
+    if layout["pp"] > 1:
+        return "PP"
+    if layout["cp"] > 1:
+        return "CP"
+    if layout["ep"] > 1:
+        return "EP"
+    if layout["tp"] > 1:
+        return "TP"
+    return "ZeRO" if layout["zero"] else "DP"
+
+
+def load_records(root: str | Path, prefix: str = "ch04_") -> list:
+    """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name."""
+    from ..record import RunRecord
+
+    root = Path(root)
+    if not root.exists():
+        return []
+    recs = [RunRecord.load(d) for d in sorted(root.iterdir())
+            if d.name.startswith(prefix) and (d / "record.json").exists()]
+    # the layout records (not the ch04_measure_* ones) unless asked for
+    return [r for r in recs if prefix != "ch04_" or not r.dir.name.startswith("ch04_measure_")]
+
+
+def rows(records, profile=None) -> list[dict]:
+    """:func:`suite.compare` rows plus family, oversubscription and model-state memory (rank 0)."""
+    from .suite import compare
+
+    out = []
+    for rec, row in zip(records, compare(records, profile)):
+        r = rec.results
+        row["family"] = family(r["layout"])
+        row["oversubscribed"] = r.get("oversubscribed", False)
+        row["state_MiB_rank0"] = r["memory"]["total"] / 2**20
+        row["peak_rss_MiB_rank0"] = r["memory"]["peak_bytes"] / 2**20
+        out.append(row)
+    return out
+
+
+def table(rs, columns=None):
+    """A pandas DataFrame of the rows (the notebook displays it)."""
+    import pandas as pd
+
+    cols = columns or ["layout", "world", "oversubscribed", "measured_ms", "predicted_ms", "time_rel_err",
+                       "counted_bytes", "predicted_bytes", "bytes_equal", "check_ok"]
+    df = pd.DataFrame(rs)
+    return df[[c for c in cols if c in df.columns]].round(3)
+
+
+def plot_family(rs, fam: str, ax=None):
+    """Measured step time (bars) with the prediction overlaid (markers), and counted vs predicted
+    message bytes, for the layouts of one parallelism. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    sel = [r for r in rs if r["family"] == fam]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2)) if ax is None else (ax[0].figure, ax)
+    if not sel:
+        a1.text(0.5, 0.5, f"no {fam} records", ha="center")
+        return fig
+    names = [r["layout"] + (" *" if r["oversubscribed"] else "") for r in sel]
+    x = range(len(sel))
+    a1.bar(x, [r["measured_ms"] for r in sel], color="tab:blue", label="measured")
+    if any(r.get("predicted_ms") is not None for r in sel):
+        a1.plot(x, [r.get("predicted_ms") for r in sel], "o", color="tab:orange", label="predicted")
+        a1.plot(x, [r.get("predicted_ms", 0) - r.get("predicted_comm_ms", 0) for r in sel], "_", ms=18,
+                color="tab:orange", label="predicted compute")
+    a1.set_xticks(list(x), names, rotation=20, fontsize=8)
+    a1.set_ylabel("ms / step")
+    a1.legend(fontsize=8)
+    a2.bar(x, [r["counted_bytes"] / 1e3 for r in sel], color="tab:green", label="counted")
+    a2.plot(x, [None if r["predicted_bytes"] is None else r["predicted_bytes"] / 1e3 for r in sel], "o",
+            color="black", label="formula")
+    a2.set_xticks(list(x), names, rotation=20, fontsize=8)
+    a2.set_ylabel("message kB / step (rank 0)")
+    a2.legend(fontsize=8)
+    fig.suptitle(f"{fam}: measured vs predicted" + ("  (* = oversubscribed)" if any(r["oversubscribed"] for r in sel) else ""))
+    fig.tight_layout()
+    return fig
+
+
+def errors(rs, fam: str) -> str:
+    """One line per layout: time error and byte equality, for the text under a figure."""
+    lines = []
+    for r in (r for r in rs if r["family"] == fam):
+        t = "no time prediction (no calibrated profile)" if r.get("predicted_ms") is None else \
+            f"predicted {r['predicted_ms']:.1f} ms vs measured {r['measured_ms']:.1f} ms ({100 * r['time_rel_err']:+.0f}%)"
+        b = "bytes not predicted" if r["bytes_equal"] is None else ("bytes equal" if r["bytes_equal"] else "BYTES DIFFER")
+        lines.append(f"{r['layout']:<28} {t}; {b}; matches 1 process: {r['check_ok']}")
+    return "\n".join(lines)
+
+
+def calibrated_profile():
+    """This machine's calibrated CPU profile (``rlm-lab calibrate``), or None if none is committed."""
+    from ..cost.calibrate import default_name
+    from ..cost.hardware import load_profile
+    from ..errors import RlmLabError
+
+    try:
+        prof = load_profile(default_name("cpu"))
+        prof.collective("all_reduce")
+        return prof
+    except RlmLabError:
+        return None
+
+
+def measurements(root: str | Path) -> dict:
+    """The recorded PP/CP/EP measurement results (``ch04_measure_*``) by name."""
+    return {rec.dir.name.removeprefix("ch04_measure_"): rec.results for rec in load_records(root, "ch04_measure_")}
