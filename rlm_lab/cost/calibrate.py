@@ -160,12 +160,14 @@ def bench_overheads(device, quick, budget) -> dict:
         res[("step", L)] = (tn - t1) / new
         res[("gen1", L)] = t1
     fb, fl = _slope(1, res[("fwd", 1)], 4, res[("fwd", 4)])
+    gfb, gfl = _slope(1, res[("fwdgrad", 1)], 4, res[("fwdgrad", 4)])
     bb, bl = _slope(1, res[("fwdbwd", 1)] - res[("fwdgrad", 1)], 4, res[("fwdbwd", 4)] - res[("fwdgrad", 4)])
     db, dl = _slope(1, res[("step", 1)], 4, res[("step", 4)])
     # generate's own setup (input checks, cache, logits processors) and its first sampling, beyond the prefill forward
     gb = max(min(res[("gen1", L)] - res[("fwd", L)] for L in (1, 4)), 0.0)  # setup + first sampling
     ob, ot = bench_optimizer(device, budget)
     return {"op_s": bench_op(device, budget), "forward_base_s": fb, "forward_layer_s": fl,
+            "forward_grad_base_s": gfb, "forward_grad_layer_s": gfl,
             "backward_base_s": bb, "backward_layer_s": bl, "decode_step_base_s": db, "decode_step_layer_s": dl,
             "generate_base_s": gb,
             "optimizer_base_s": ob, "optimizer_tensor_s": ot}

@@ -10,7 +10,8 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
     efficiency      {"matmul": eta_F, "memory": eta_B}  applied to peaks (1.0 for measured numbers)
     overhead        {op_s, forward_base_s, forward_layer_s, decode_step_base_s, decode_step_layer_s,
                      backward_layer_s, optimizer_tensor_s}   per-call costs (launch / Python dispatch);
-                    optional: backward_base_s, optimizer_base_s, generate_base_s (setup of one generate call)
+                    optional: backward_base_s, optimizer_base_s, generate_base_s (setup of one generate call),
+                    forward_grad_base_s, forward_grad_layer_s (a forward with autograd recording)
     overlap_overhead                 true when launches overlap compute (asynchronous CUDA streams)
     link_bandwidth                   bytes/s between devices (weight sync, p2p)
     collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}

@@ -215,13 +215,13 @@ class _Assembler:
             return seq_len
         return seq_len - self.wl.prompt_len + 1  # TRL: logits_to_keep = completion length + 1
 
-    def _forward_pass(self, spec, calls_seqs: int, seq_len: int):
+    def _forward_pass(self, spec, calls_seqs: int, seq_len: int, grad: bool = False):
         """(seconds, flops per sequence, calls) of forwarding ``calls_seqs`` rows in micro-batches."""
         lt = self._logit_tokens(seq_len, spec.head_width)
         full, rem = divmod(calls_seqs, self.m)
-        t = full * forward_time(spec, self.prof, self.m, seq_len, self.m * lt, self.dt, self.db)
+        t = full * forward_time(spec, self.prof, self.m, seq_len, self.m * lt, self.dt, self.db, grad=grad)
         if rem:
-            t += forward_time(spec, self.prof, rem, seq_len, rem * lt, self.dt, self.db)
+            t += forward_time(spec, self.prof, rem, seq_len, rem * lt, self.dt, self.db, grad=grad)
         return t, F.forward_flops(spec, seq_len, lt), full + (rem > 0), lt
 
     def _transient_forward(self, spec, lt: int, grad: bool) -> M.MemoryBreakdown:
@@ -330,7 +330,7 @@ class _Assembler:
         steps = wl.epochs * wl.minibatches
         models = [("actor", self.spec)] + ([("critic", self.critic_spec)] if self.alg.critic else [])
         for name, spec in models:
-            t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq)
+            t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
             t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db)
             if rem:
@@ -341,7 +341,7 @@ class _Assembler:
             tr = self._transient_forward(spec, lt, grad=True)
             self._track(tr)
             lt_max = self._logit_tokens(self.seq_max, spec.head_width)
-            d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db)
+            d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, grad=True)
             d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db) + comm)
             w_bytes = spec.params * self.db
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq

@@ -50,17 +50,19 @@ def attention_time(spec: ModelSpec, profile, batch: int, q_len: int, k_len: int,
 
 
 def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
-                 dtype: str = "bf16", dtype_bytes: int = 2, overhead: bool = True) -> float:
+                 dtype: str = "bf16", dtype_bytes: int = 2, overhead: bool = True, grad: bool = False) -> float:
     """One forward call over ``batch`` sequences of ``seq_len`` tokens, no KV cache.
 
-    ``logits_tokens``: total positions that go through the head (default: all).
+    ``logits_tokens``: total positions that go through the head (default: all). ``grad``: autograd
+    records the graph (training forward; its own measured overhead when the profile has one).
     """
     tokens = batch * seq_len
     compute = matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
     if not overhead:
         return compute
-    over = profile.call_overhead("forward_base_s") + spec.layers * profile.call_overhead("forward_layer_s")
+    kind = "forward_grad" if grad and "forward_grad_base_s" in profile.overhead else "forward"
+    over = profile.call_overhead(f"{kind}_base_s") + spec.layers * profile.call_overhead(f"{kind}_layer_s")
     return _combine(profile, compute, over)
 
 
