@@ -33,7 +33,7 @@ from .comm import collective_time
 from .hardware import HardwareProfile, load_profile
 from .spec import ModelSpec, model_spec, scalar_head
 from .timing import backward_time, decode_step_time, forward_time, optimizer_time
-from .workdepth import WorkDepth, iteration_edges
+from .workdepth import WorkDepth, dynamic_sampling_inflation, iteration_edges
 from .workload import Algorithm, Workload, algorithm, expected_max, workload_from_dict
 
 S = Stage
@@ -235,7 +235,11 @@ class _Assembler:
     # -- stages --
     def run(self) -> Prediction:
         self.generation()
+        if self.wl.dynamic_sampling_p is not None:
+            self._inflate((S.PREFILL, S.DECODE))
         self.preparation()
+        if self.wl.dynamic_sampling_p is not None:
+            self._inflate((S.REWARD,))
         self.training()
         self.sync()
         stages = {r.stage for r in self.rows}
@@ -250,6 +254,15 @@ class _Assembler:
     def _track(self, transient: M.MemoryBreakdown):
         if transient.total > self._peak_transient.total:
             self._peak_transient = transient
+
+    def _inflate(self, stages):
+        """Dynamic sampling: filtered groups are regenerated (and rescored) in extra sequential rounds."""
+        k = dynamic_sampling_inflation(self.wl.dynamic_sampling_p, self.wl.group_size)
+        for r in self.rows:
+            if r.stage in stages:
+                r.flops, r.bytes, r.seconds, r.work_s, r.depth_s = (
+                    r.flops * k, r.bytes * k, r.seconds * k, r.work_s * k, r.depth_s * k)
+                r.calls = math.ceil(r.calls * k)
 
     def generation(self):
         spec, wl, prof, P = self.spec, self.wl, self.prof, self.wl.prompt_len

@@ -141,7 +141,9 @@ class Workload:
     to the longest response of the rollout, as TRL does), "minibatch" (to the expected longest of
     its micro-batch) or "none" (packed); engine: "static" (transformers ``generate``: finished rows
     keep computing until the longest ends) or "continuous" (vLLM-style: only active rows);
-    logits: "completion" (TRL keeps logits of the completion only) or "all".
+    logits: "completion" (TRL keeps logits of the completion only) or "all";
+    dynamic_sampling_p: with DAPO-style dynamic sampling, generation (and reward) repeats until the
+    batch holds n useful sequences: expected inflation 1 / (1 - p^G - (1-p)^G) (workdepth.py).
     """
 
     prompts: int = 8
@@ -162,6 +164,7 @@ class Workload:
     weight_sync: str = "none"   # none (same weights, e.g. TRL without vLLM) | colocated | disaggregated
     zero_stage: int = 0
     devices: int = 1            # data-parallel replicas of every model
+    dynamic_sampling_p: float | None = None  # DAPO dynamic sampling: per-prompt success probability
 
     def __post_init__(self):
         object.__setattr__(self, "response", response_lengths(self.response))
@@ -182,6 +185,9 @@ class Workload:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise RlmLabError(f"workload.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        p = self.dynamic_sampling_p
+        if p is not None and not 0 <= p < 1:
+            raise RlmLabError(f"workload.dynamic_sampling_p must be in [0, 1), got {p!r}")
         if self.reward_s_per_sample < 0:
             raise RlmLabError("workload.reward_s_per_sample must be >= 0")
 

@@ -136,6 +136,15 @@ def test_monotone(cpu_profile):
     assert cont.seconds("decode") <= stat.seconds("decode")
 
 
+def test_dynamic_sampling_inflates_generation(cpu_profile):
+    base = predict("nano", "dapo", _small(), cpu_profile)
+    ds = predict("nano", "dapo", _small(dynamic_sampling_p=0.1, group_size=8), cpu_profile)
+    ref = predict("nano", "dapo", _small(group_size=8), cpu_profile)
+    assert ds.seconds("decode") == pytest.approx(ref.seconds("decode") * 1.76, rel=0.01)
+    assert ds.seconds("actor_backward") == ref.seconds("actor_backward")
+    assert base.seconds("decode") > 0
+
+
 def test_does_not_fit_reports_numbers():
     p = predict(str(REPO / "configs/predict/qwen2.5-7b.config.json"), "grpo",
                 dict(prompts=8, group_size=8, prompt_len=512, response=1024, precision="bf16-mixed"), "l4")
