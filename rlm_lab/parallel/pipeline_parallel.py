@@ -107,25 +107,88 @@ def lm_loss(logits, labels):
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
 
 
-def _timed_stage_class():
-    """A PipelineStage that times its own compute and counts the bytes it sends.
+class SavedActivations:
+    """Bytes of activations autograd holds for backward, now and at peak (``saved_tensors_hooks``).
 
-    Why a subclass: the schedules issue P2P through ``dist.batch_isend_irecv``, which the c10d
-    collective counter does not see; the stage is the one place that knows every tensor it sends.
+    Counts each storage once (views and re-saves share it) and skips parameters (they are model
+    state, not activations). So micro-batches cut as views of one input tensor share its storage:
+    stage 0 counts the whole batch's token ids once (~1% of its peak at toy sizes). On CPU there is no allocator counter to ask; this measures exactly the
+    term pipeline schedules differ in: GPipe keeps all m micro-batches' activations until the
+    backwards start, 1F1B at most p - stage of them (Narayanan 2104.04473 §2.2).
     """
+
+    def __init__(self, params):
+        self.skip = {p.untyped_storage().data_ptr() for p in params}
+        self.live: dict[int, list] = {}  # storage ptr -> [references, bytes]
+        self.now = self.peak = 0
+
+    def pack(self, t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in self.skip or t.device.type == "meta":
+            return t
+        entry = self.live.setdefault(ptr, [0, t.untyped_storage().nbytes()])
+        if entry[0] == 0:
+            self.now += entry[1]
+            self.peak = max(self.peak, self.now)
+        entry[0] += 1
+        return _Held(t, ptr, self)
+
+    @staticmethod
+    def unpack(h):
+        return h.t if isinstance(h, _Held) else h
+
+    def release(self, ptr):
+        entry = self.live[ptr]
+        entry[0] -= 1
+        if entry[0] == 0:
+            self.now -= entry[1]
+            del self.live[ptr]
+
+
+class _Held:
+    """A saved tensor; autograd drops it when the graph node that saved it is freed."""
+
+    __slots__ = ("t", "ptr", "owner")
+
+    def __init__(self, t, ptr, owner):
+        self.t, self.ptr, self.owner = t, ptr, owner
+
+    def __del__(self):
+        self.owner.release(self.ptr)
+
+
+def in_flight(schedule: str, pp: int, microbatches: int, stage: int) -> int:
+    """Micro-batches whose activations a stage holds at once: m for GPipe, min(m, p - stage) for 1F1B."""
+    return microbatches if schedule == "gpipe" else min(microbatches, pp - stage)
+
+
+def _timed_stage_class():
+    """A PipelineStage that times its own compute, counts the bytes it sends and tracks the
+    activations it holds.
+
+    Why a subclass: the stage is the one place that sees each micro-batch's compute and every
+    tensor it sends (``get_*_send_ops``), so time, bytes and memory come from one place.
+    (``CommCounter`` sees the same sends as c10d ``send`` ops: a cross-check.)
+    """
+    import torch
     from torch.distributed.pipelining import PipelineStage
 
     class TimedStage(PipelineStage):
         def reset_stats(self):
+            self.saved = SavedActivations(self.submod.parameters())
             self.stats = {"fwd_s": 0.0, "bwd_s": 0.0, "fwd_sent_bytes": 0, "bwd_sent_bytes": 0,
-                          "sends": 0}
+                          "sends": 0, "saved_bytes_one_mb": 0, "saved_bytes_peak": 0}
 
         def forward_one_chunk(self, *args, **kwargs):
             t = time.perf_counter()
+            before = self.saved.now
             try:
-                return super().forward_one_chunk(*args, **kwargs)
+                with torch.autograd.graph.saved_tensors_hooks(self.saved.pack, self.saved.unpack):
+                    return super().forward_one_chunk(*args, **kwargs)
             finally:
                 self.stats["fwd_s"] += time.perf_counter() - t
+                self.stats["saved_bytes_one_mb"] = self.stats["saved_bytes_one_mb"] or self.saved.now - before
+                self.stats["saved_bytes_peak"] = self.saved.peak
 
         def backward_one_chunk(self, *args, **kwargs):
             t = time.perf_counter()
@@ -294,6 +357,9 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
                          "fwd_s": sum(x["fwd_s"] for x in rows) / len(rows),
                          "bwd_s": sum(x["bwd_s"] for x in rows) / len(rows),
                          "sent_bytes": sent, "predicted_sent_bytes": pred["per_rank"][r["rank"]],
+                         "saved_bytes_peak": rows[-1]["saved_bytes_peak"],
+                         "saved_bytes_peak_predicted": in_flight(schedule, world, microbatches, r["rank"])
+                         * rows[-1]["saved_bytes_one_mb"],
                          "peak_rss_mib": r["peak_rss_mib"], "params": r["params"]})
     step_s = max(x["wall_s"] for x in per_rank)
     slowest_mb = max(x["busy_s"] for x in per_rank) / microbatches
@@ -440,7 +506,10 @@ def verify_pp(model: str = "nano", world: int = 2, batch: int = 8, seq: int = 16
         out[schedule] = {
             "loss_abs": abs(rs[-1]["loss"] - rs[-1]["ref_loss"]), "grad_rel": max(r["grad_rel"] for r in rs),
             "n_grads": sum(r["n_grads"] for r in rs),
-            "sent_bytes": [r["fwd_sent_bytes"] + r["bwd_sent_bytes"] for r in rs], "predicted_bytes": pred["per_rank"]}
+            "sent_bytes": [r["fwd_sent_bytes"] + r["bwd_sent_bytes"] for r in rs], "predicted_bytes": pred["per_rank"],
+            "saved_bytes_peak": [r["saved_bytes_peak"] for r in rs],
+            "saved_bytes_peak_predicted": [in_flight(schedule, world, microbatches, i) * r["saved_bytes_one_mb"]
+                                           for i, r in enumerate(rs)]}
     return out
 
 

@@ -49,6 +49,9 @@ def test_gpipe_and_1f1b_match_single_process_and_bytes_equal_formula():
         assert r["n_grads"] == 21, schedule  # every parameter of the model lives on exactly one stage
         assert r["loss_abs"] < 1e-5 and r["grad_rel"] < TOL, (schedule, r)
         assert r["sent_bytes"] == r["predicted_bytes"] == [8 * 16 * 64 * 4] * 2, (schedule, r)
+        # activations held: m micro-batches (GPipe) or min(m, p - stage) (1F1B) x one micro-batch's share
+        assert r["saved_bytes_peak"] == pytest.approx(r["saved_bytes_peak_predicted"], rel=0.03), (schedule, r)
+    assert res["1f1b"]["saved_bytes_peak"][1] * 3 < res["gpipe"]["saved_bytes_peak"][1]
 
 
 @pytest.mark.dist
