@@ -148,6 +148,8 @@ def ring_attention(module, query, key, value, attention_mask=None, scaling=None,
     """
     import torch
 
+    if dropout:
+        raise RlmLabError("ring attention here has no attention dropout; set attention_dropout=0")
     ring = module._rlm_ring
     c, r = ring.world, ring.rank
     n = query.shape[2] // 2

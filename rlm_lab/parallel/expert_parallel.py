@@ -311,6 +311,8 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
                         + 2 * comm_time("all_to_all", sum(L["recv_counts"][0]) * h * 4, world, prof)
                         for L in row["layers"])
         per_rank.append({"rank": r["rank"], **avg, "counted": counted, "peak_rss_mib": r["peak_rss_mib"],
+                         "send_counts": [L["send_counts"][0] for L in row["layers"]],
+                         "recv_counts": [L["recv_counts"][0] for L in row["layers"]],
                          "predicted_fwd": sum(x["fwd"] for x in exact), "predicted_bwd": sum(x["bwd"] for x in exact),
                          "predicted_a2a_s": a2a_s})
     for i in range(len(last[0]["layers"])):
