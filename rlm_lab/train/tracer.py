@@ -284,7 +284,7 @@ def _make_tracer_class():
         # ---- instance hooks -------------------------------------------------------------------
         def _patch(self) -> None:
             trainer, accel = self.trainer, getattr(self.trainer, "accelerator", None)
-            if accel is not None and "backward" not in self._patched:
+            if hasattr(accel, "backward") and "backward" not in self._patched:
                 orig_backward = accel.backward
 
                 def backward(*args, **kwargs):

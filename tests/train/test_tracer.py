@@ -106,6 +106,36 @@ def test_a_different_stage_nested_in_a_stage_is_counted_and_taken_out_of_it():
     assert all(sp["peak_bytes"] > 0 for sp in row["spans"])  # VmHWM read through /proc
 
 
+def test_the_vllm_path_through_trls_own_profiling_contexts():
+    """vLLM cannot run here; its two profiling points (weight sync, generation) are TRL's own contexts,
+    so the hook is exercised by entering them exactly as grpo_trainer.py does with use_vllm=True."""
+    from types import SimpleNamespace
+
+    from trl.extras.profiling import profiling_context
+
+    class GRPOTrainer:  # the attributes profiling_context reads, nothing else
+        state = SimpleNamespace(global_step=0)
+        args = SimpleNamespace(report_to=[])
+        accelerator = SimpleNamespace(is_main_process=True, process_index=0, device=SimpleNamespace(type="cpu"))
+
+    fake = GRPOTrainer()
+    tr = tracer_class()(fake, out_dir=None)
+    tr.on_train_begin(None, _State, None)
+    tr.on_step_begin(None, _State, None)
+    with profiling_context(fake, "sync_weights"):
+        time.sleep(0.003)
+    with profiling_context(fake, "vLLM.generate"):
+        time.sleep(0.003)
+    tr.on_step_end(None, _State, None)
+    tr.on_train_end(None, _State, None)
+    with profiling_context(fake, "vLLM.generate"):  # after training: no tracer active, nothing recorded
+        pass
+    (row,) = tr.steps
+    assert [s["stage"] for s in row["spans"]] == ["weight_sync", "generate"]
+    assert [s["name"] for s in row["spans"]] == ["GRPOTrainer.sync_weights", "GRPOTrainer.vLLM.generate"]
+    assert row["stages"]["weight_sync"] >= 0.003 and row["stages"]["generate"] >= 0.003
+
+
 # ---- on a real TRL GRPO run --------------------------------------------------------------------------
 STEPS = 4
 
