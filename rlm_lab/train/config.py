@@ -68,7 +68,7 @@ class RunConfig:
     # Infrastructure
     bf16: bool = False                 # only on CUDA; bf16 on CPU is ~6x slower here
     threads: int = 0                   # torch intra-op threads (0: leave as is)
-    trace: bool = False                # attach the stage tracer (rlm_lab.train.tracer)
+    trace: bool = True                 # attach the stage tracer (rlm_lab.train.tracer): per-stage times
     disable_tqdm: bool = False
 
     def __post_init__(self):

@@ -87,7 +87,8 @@ def summary_rows(records) -> list[dict]:
             "rl_s": r.get("rl_seconds"),
             "s_per_step": r.get("rl_seconds_per_step"),
             "train_tok_s": r.get("rl_train_tokens_per_s"),
-            "gen_tok_s": r.get("eval_gen_tokens_per_s"),
+            "gen_tok_s": r.get("rl_gen_tokens_per_s"),
+            "eval_gen_tok_s": r.get("eval_gen_tokens_per_s"),
             "commit": (prov.get("git", {}).get("commit") or "")[:8],
             "date": prov.get("date"),
         })

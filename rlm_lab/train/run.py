@@ -217,6 +217,13 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
         reward_final=round(sum(rewards[-k:]) / k, 4) if rewards else None,
         total_seconds=round(time.perf_counter() - t_start, 3),
     )
+    gen = record.results.get("trace", {}).get("stages", {}).get("generate")
+    if gen and gen.get("mean_s") and logs:
+        # completion tokens sampled per optimizer step (a batch is reused num_iterations times) over the
+        # traced generate time per step (also amortized over the steps that reuse a batch)
+        per_step = completion_tokens / len(logs) / cfg.num_iterations
+        results["rl_gen_tokens_per_s"] = round(per_step / gen["mean_s"], 1)
+        results["rl_generate_share"] = round(gen.get("share", 0.0), 3)
     record.update(**results)
     record.trainer = trainer  # in memory only: lets a notebook look at the trained model
     return record

@@ -51,6 +51,8 @@ def test_sft_then_grpo_writes_a_complete_record_and_updates_every_parameter(tiny
                 "rl_seconds", "rl_train_tokens_per_s", "eval_gen_tokens_per_s", "reward_final"):
         assert r[key] is not None, key
     assert 0 <= r["accuracy_before"] <= 1 and r["rl_steps"] == 3 and r["sft_cached"] is False
+    assert "generate" in r["trace"]["stages"] and r["rl_gen_tokens_per_s"] > 0  # the stage tracer ran
+    assert (rec.dir / "spans.jsonl").exists()
     prov = RunRecord.load(rec.dir).data["provenance"]
     assert prov["seed"] == cfg.seed and prov["versions"]["trl"] and "cpu_count" in prov["hardware"]
     rows = rec.metrics()
@@ -97,6 +99,17 @@ def test_rloo_is_one_config_away(tiny):
     rec = run(tiny("rloo", algo="rloo", rl_steps=2), reward_funcs=[length_reward])
     assert rec.results["rl_steps"] == 2 and type(rec.trainer).__name__ == "RLOOTrainer"
     assert [x["phase"] for x in rec.metrics() if "reward" in x] == ["rloo", "rloo"]
+
+
+@pytest.mark.slow
+def test_ppo_dispatch_starts_from_the_same_sft_model_and_holds_four_roles(tiny, grpo_run):
+    from rlm_lab.train.run import run
+
+    rec = run(tiny("ppo", algo="ppo", beta=0.05, rl_steps=2), reward_funcs=[length_reward])
+    assert type(rec.trainer).__name__ == "PPOTrainer"
+    assert set(rec.trainer.models_held) == {"actor", "critic", "reference"}
+    assert rec.results["sft_cached"] and rec.results["sft_key"] == grpo_run.results["sft_key"]
+    assert rec.results["accuracy_before"] == grpo_run.results["accuracy_before"]
 
 
 def test_sft_rows_match_trl_preparation():
