@@ -40,6 +40,30 @@ CPU_PROFILE = os.environ.get("RLM_CPU_PROFILE", "cpu-2core-epyc")
 PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
 
 
+def profile_for(size: str):
+    """The hardware profile predictions at ``size`` use: the calibrated CPU profile for smoke/cpu; for gpu
+    ``$RLM_GPU_PROFILE``, else a calibrated profile of this GPU if one was written, else its datasheet."""
+    if check_size(size) != "gpu":
+        return CPU_PROFILE
+    if os.environ.get("RLM_GPU_PROFILE"):
+        return os.environ["RLM_GPU_PROFILE"]
+    import torch
+
+    from ..cost import known_profiles
+    from ..cost.calibrate import default_name
+
+    if not torch.cuda.is_available():
+        return "h100-sxm"
+    if default_name("cuda") in known_profiles():
+        return default_name("cuda")
+    name = torch.cuda.get_device_name(0).lower()
+    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
+        if key in name:
+            return prof
+    raise RlmLabError(f"no hardware profile for GPU {name!r}; run `rlm-lab calibrate --device cuda` "
+                      "or set RLM_GPU_PROFILE to a profile name or path")
+
+
 @dataclass(frozen=True)
 class Case:
     """One traced run. ``batch`` completions per optimizer step = batch / group prompts x group."""
