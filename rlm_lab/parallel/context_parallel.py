@@ -32,6 +32,8 @@ Prediction: per layer and rank, forward sends (c-1) blocks of K and V,
 
 from __future__ import annotations
 
+import functools
+
 import time
 
 from ..errors import RlmLabError
@@ -104,6 +106,7 @@ class RingContext:
         return out
 
 
+@functools.cache  # one class per process (defined lazily: no torch import at module import)
 def _ring_pass_fn():
     import torch
 
@@ -155,7 +158,7 @@ def ring_attention(module, query, key, value, attention_mask=None, scaling=None,
     n = query.shape[2] // 2
     groups = query.shape[1] // key.shape[1]
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    pos = torch.cat([torch.arange(r * n, (r + 1) * n), torch.arange((2 * c - 1 - r) * n, (2 * c - r) * n)])
+    pos = zigzag_positions(2 * c * n, c, r)
     kv = torch.stack([key, value])  # one message per ring step: K and V of n_kv heads (GQA repeat after)
     out = lse = None
     for j in range(c):

@@ -22,6 +22,8 @@ expert-id exchanges (metadata: e and T·k int64s, reported separately) and any c
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import RlmLabError
 
 
@@ -48,6 +50,7 @@ def expected_a2a_bytes(tokens: int, top_k: int, hidden: int, ep: int, bytes_per_
     return tokens * top_k * hidden * bytes_per_elem * (ep - 1) / ep
 
 
+@functools.cache  # one class per process (defined lazily: no torch import at module import)
 def _all_to_all_fn():
     import torch
 
