@@ -71,11 +71,13 @@ def _padded_numel(shape, d: int) -> int:
     return ceil(shape[0] / d) * d * rest if shape else d
 
 
-def group_bytes(model, d: int, bytes_per: int = 4) -> list[int]:
+def group_bytes(model, d: int, bytes_per: int = 4, tp: int = 1, sp: bool = False) -> list[int]:
     """Padded parameter bytes Ψ_g of each FSDP2 group (layers first, root last), from the *unsharded*
-    model (local TP shards if the model is already tensor-parallel)."""
-    from .measure import local_tensor
+    model; with ``tp > 1`` from the shapes each rank holds after tensor parallelism (FSDP2 then
+    shards those local shards over the ``dp`` dimension)."""
+    from .tensor_parallel import local_shape
 
+    names = {id(p): n for n, p in model.named_parameters()}
     seen, out = set(), []
     for module in fsdp_groups(model):
         n = 0
@@ -83,7 +85,7 @@ def group_bytes(model, d: int, bytes_per: int = 4) -> list[int]:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            n += _padded_numel(tuple(local_tensor(p).shape), d)
+            n += _padded_numel(local_shape(names[id(p)], tuple(p.shape), tp, sp), d)
         out.append(n * bytes_per)
     return out
 

@@ -171,11 +171,6 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
         for phase in ev.values():
             for kind, v in phase.items():
                 add(kind, v["calls"], v["bytes"])
-        if layout.dp > 1:
-            # FSDP2 then shards TP-local shards (2-D DTensors); their padding is not modelled here
-            from ..errors import RlmLabError
-
-            raise RlmLabError(f"{layout.name()}: byte prediction covers DP/ZeRO or TP(+SP) alone, not dp x tp")
     if layout.dp > 1:
         psi = data_parallel.grad_bytes(m)
         if layout.zero == 0:
@@ -185,8 +180,9 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
             p = fsdp.predicted_bytes([], layout.dp, 1, param_bytes=psi)
             add("all_reduce", None, p["all_reduce"]["bytes"])
             add("broadcast", len(list(m.parameters())), p["broadcast"]["bytes"])
-        else:
-            for kind, v in fsdp.predicted_bytes(fsdp.group_bytes(m, layout.dp), layout.dp, layout.zero).items():
+        else:  # FSDP2 shards what TP left on each rank
+            groups = fsdp.group_bytes(m, layout.dp, tp=layout.tp, sp=layout.sp)
+            for kind, v in fsdp.predicted_bytes(groups, layout.dp, layout.zero).items():
                 add(kind, v["calls"], v["bytes"])
     return out
 

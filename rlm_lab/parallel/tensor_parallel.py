@@ -78,6 +78,25 @@ def apply_tp(model, tp_mesh, sp: bool = False):
     return model
 
 
+_COLWISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+_ROWWISE = ("o_proj", "down_proj")
+
+
+def local_shape(name: str, shape: tuple, tp: int, sp: bool = False) -> tuple:
+    """The shape of parameter ``name`` on one rank after :func:`apply_tp` (the plan of :func:`tp_plan`):
+    column-parallel weights and biases split dim 0, row-parallel weights dim 1 (their bias is
+    replicated); with SP the embedding and the LM head split the vocabulary (dim 0)."""
+    shape = tuple(shape)
+    if tp <= 1:
+        return shape
+    module = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else ""
+    if module in _COLWISE or (sp and module in ("embed_tokens", "lm_head")):
+        return (shape[0] // tp,) + shape[1:]
+    if module in _ROWWISE and name.endswith("weight"):
+        return (shape[0], shape[1] // tp)
+    return shape
+
+
 def sync_grads(model) -> int:
     """Bring every DTensor gradient to its parameter's placement; returns how many needed it.
 

@@ -16,3 +16,13 @@ def two_rank_results():
 
     results = spawn_layouts([Layout(**kw) for kw in LAYOUTS.values()], world=2, steps=3, timeout_s=120)
     return dict(zip(LAYOUTS, results))
+
+
+@pytest.fixture(scope="session")
+def four_rank_results():
+    """2-D meshes: dp2 x tp2 on 4 processes (oversubscribed on 2 cores: correctness only, no timing)."""
+    from rlm_lab.parallel.measure import spawn_layouts
+    from rlm_lab.parallel.mesh import Layout
+
+    layouts = [Layout(dp=2, tp=2, zero=2), Layout(dp=2, tp=2, zero=3, sp=True)]
+    return spawn_layouts(layouts, world=4, steps=3, timeout_s=180)

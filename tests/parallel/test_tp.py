@@ -35,3 +35,11 @@ def test_plain_tp_is_two_forward_and_five_backward_all_reduces_per_layer(results
 def test_sp_turns_layer_all_reduces_into_gather_scatter_pairs(results):
     fwd = results[1]["comm_by_phase"]["forward"]
     assert "all_reduce" not in fwd and fwd["reduce_scatter"]["calls"] == 5
+
+
+@pytest.mark.parametrize("i", [0, 1])
+def test_dp_x_tp_mesh_matches_and_counts_exactly(four_rank_results, i):
+    r = four_rank_results[i]
+    assert within_tolerance(r["check"]) and r["check"]["n_grads"] == 21, (r["check"], TOLERANCE)
+    # FSDP2 over dp shards each rank's TP shard; TP collectives run on the local batch of 4
+    assert comm_mismatches(predicted_comm(layout_of(r), "nano", 8, 16), r["comm"]) == []
