@@ -324,7 +324,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
     """
     from ..models import make_config
     from .launch import spawn
-    from .pipeline_parallel import _cores, comm_profile, comm_time
+    from .pipeline_parallel import _cores, predict_step_time
 
     config = make_config(model)
     check_cp(seq, world)
@@ -339,23 +339,18 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
         per_rank.append({"rank": r["rank"], **avg, "fwd_sent_bytes": rows[-1]["fwd_sent_bytes"],
                          "bwd_sent_bytes": rows[-1]["bwd_sent_bytes"], "sends": rows[-1]["sends"],
                          "peak_rss_mib": r["peak_rss_mib"]})
-    prof = comm_profile(profile)
-    msg = 2 * batch * (seq // world) * config.num_key_value_heads * head_dim * 4
-    t_msg = comm_time("send_recv", msg, 2, prof)
-    t_ar = comm_time("all_reduce", results[0]["grad_bytes"], world, prof)  # one message: a lower bound
-    comm_s = None if t_msg is None else 2 * layers * (world - 1) * t_msg + t_ar
     t1 = results[0]["baseline_s"]
-    return {
+    out = {
         "parallelism": "cp", "model": model, "world": world, "batch": batch, "seq": seq, "steps": steps,
         "oversubscribed": world > _cores(), "loss": sum(x["steps"][-1]["loss"] for x in results),
         "step_s": max(x["wall_s"] for x in per_rank), "per_rank": per_rank,
-        "baseline_step_s": t1, "predicted_compute_s": t1 / world, "predicted_comm_s": comm_s,
-        "step_s_predicted": t1 / world + (comm_s or 0.0), "profile": getattr(prof, "name", None),
+        "baseline_step_s": t1, "grad_bytes": results[0]["grad_bytes"],
         "sent_bytes": sum(x["fwd_sent_bytes"] + x["bwd_sent_bytes"] for x in per_rank),
         "predicted_bytes": world * pred["total"], "predicted_bytes_per_rank": pred,
         "bytes_match": all(x["fwd_sent_bytes"] == pred["fwd"] and x["bwd_sent_bytes"] == pred["bwd"]
                            for x in per_rank),
     }
+    return out | predict_step_time(out, profile)
 
 
 def _verify_cp_worker(rank, world, model_name, batch, seq, seed):

@@ -293,14 +293,13 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
     """
     from ..models import ZOO, check_model, make_config
     from .launch import spawn
-    from .pipeline_parallel import _cores, comm_profile, comm_time
+    from .pipeline_parallel import _cores, predict_step_time
 
     spec = ZOO[check_model(model)]
     check_ep(spec.experts, world)
     config = make_config(model)
     h, k = config.hidden_size, spec.top_k
     results = spawn(_ep_worker, world, args=(model, batch, seq, steps, seed), timeout_s=timeout_s)
-    prof = comm_profile(profile)
     per_rank, lam_expert, lam_rank = [], [], []
     last = [r["steps"][-1] for r in results]
     for r, row in zip(results, last):
@@ -308,32 +307,23 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
                                                                      "bwd_combine", "meta", "message_bytes")}
         exact = [predicted_a2a_bytes(L["send_counts"][0], L["recv_counts"][0], r["rank"], h) for L in row["layers"]]
         avg = {key: sum(x[key] for x in r["steps"]) / len(r["steps"]) for key in ("fwd_s", "bwd_s", "grad_sync_s", "wall_s")}
-        a2a_s = None
-        if prof is not None:  # 4 token all-to-alls per layer, each the size of this rank's send buffer
-            a2a_s = sum(2 * comm_time("all_to_all", sum(L["send_counts"][0]) * h * 4, world, prof)
-                        + 2 * comm_time("all_to_all", sum(L["recv_counts"][0]) * h * 4, world, prof)
-                        for L in row["layers"])
         per_rank.append({"rank": r["rank"], **avg, "counted": counted, "peak_rss_mib": r["peak_rss_mib"],
                          "send_counts": [L["send_counts"][0] for L in row["layers"]],
                          "recv_counts": [L["recv_counts"][0] for L in row["layers"]],
-                         "predicted_fwd": sum(x["fwd"] for x in exact), "predicted_bwd": sum(x["bwd"] for x in exact),
-                         "predicted_a2a_s": a2a_s})
+                         "predicted_fwd": sum(x["fwd"] for x in exact), "predicted_bwd": sum(x["bwd"] for x in exact)})
     for i in range(len(last[0]["layers"])):
         loads = [n for row in last for n in row["layers"][i]["expert_load"][0]]  # rank-major = expert order
         lam_expert.append(imbalance(loads))
         lam_rank.append(imbalance([sum(row["layers"][i]["expert_load"][0]) for row in last]))
     t1 = results[0]["baseline_s"]
-    t_ar = comm_time("all_reduce", results[0]["dense_bytes"], world, prof)
-    comm_s = None if prof is None else max(x["predicted_a2a_s"] for x in per_rank) + t_ar
     counted_total = sum(sum(x["counted"][key] for key in ("dispatch", "combine", "bwd_dispatch", "bwd_combine"))
                         for x in per_rank)
-    return {
+    out = {
         "parallelism": "ep", "model": model, "world": world, "batch_per_rank": batch, "seq": seq, "steps": steps,
         "experts": spec.experts, "top_k": k, "oversubscribed": world > _cores(),
         "loss": sum(x["loss"] for x in last) / world, "step_s": max(x["wall_s"] for x in per_rank),
         "per_rank": per_rank, "lambda_expert": lam_expert, "lambda_rank": lam_rank,
-        "baseline_step_s": t1, "predicted_compute_s": t1 / world, "predicted_comm_s": comm_s,
-        "step_s_predicted": t1 / world + (comm_s or 0.0), "profile": getattr(prof, "name", None),
+        "baseline_step_s": t1, "dense_bytes": results[0]["dense_bytes"],
         "sent_bytes": counted_total,
         "predicted_bytes": sum(x["predicted_fwd"] + x["predicted_bwd"] for x in per_rank),
         "expected_bytes_uniform": world * 4 * config.num_hidden_layers * expected_a2a_bytes(batch * seq, k, h, world),
@@ -341,6 +331,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
                            and x["counted"]["bwd_dispatch"] + x["counted"]["bwd_combine"] == x["predicted_bwd"]
                            for x in per_rank),
     }
+    return out | predict_step_time(out, profile)
 
 
 def _verify_ep_worker(rank, world, model_name, batch, seq, seed):

@@ -364,12 +364,7 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
     step_s = max(x["wall_s"] for x in per_rank)
     slowest_mb = max(x["busy_s"] for x in per_rank) / microbatches
     t1 = results[0]["baseline_s"]
-    prof = comm_profile(profile)
-    msg = pred["per_boundary_fwd"] / microbatches
-    t_msg = comm_time("send_recv", msg, 2, prof)
-    comm_s = None if t_msg is None else t_msg * microbatches * (2 if world > 2 else 1)
-    compute_s = t1 / world * (microbatches + world - 1) / microbatches
-    return {
+    out = {
         "parallelism": "pp", "model": model, "layers": n_layers, "world": world, "schedule": schedule,
         "microbatches": microbatches, "batch": batch, "seq": seq, "steps": steps,
         "oversubscribed": world > _cores(),
@@ -377,13 +372,13 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
         "step_s": step_s, "per_rank": per_rank,
         "bubble_predicted": bubble_fraction(world, microbatches),
         "bubble_measured": sum(x["idle_fraction"] for x in per_rank) / world,
-        "baseline_step_s": t1, "predicted_compute_s": compute_s, "predicted_comm_s": comm_s,
-        "step_s_predicted": compute_s + (comm_s or 0.0), "profile": getattr(prof, "name", None),
+        "baseline_step_s": t1,
         # composition, not a fit: (m+p-1) slots of the slowest stage's measured per-micro-batch time
         "step_s_predicted_from_stage_time": (microbatches + world - 1) * slowest_mb,
         "sent_bytes": sum(x["sent_bytes"] for x in per_rank), "predicted_bytes": pred["total"],
         "bytes_match": all(x["sent_bytes"] == x["predicted_sent_bytes"] for x in per_rank),
     }
+    return out | predict_step_time(out, profile)
 
 
 def _cores() -> int:
@@ -554,3 +549,37 @@ def run_measurements(size: str = "smoke", only: str | None = None) -> list:
         rec.update(**fns[kind](**kw), load_average=list(__import__("os").getloadavg()))
         dirs.append(rec.dir)
     return dirs
+
+
+def predict_step_time(result: dict, profile=None) -> dict:
+    """Predicted step time of a ``measure_pp/cp/ep`` result (recomputable later from its record).
+
+    Starts from T1, the single-process forward+backward measured on rank 0 before the parallel run:
+    PP: T1/p·(m+p-1)/m (p equal stages, bubble) + the busiest rank's sends (m, or 2m for a middle stage);
+    CP: T1/c + 2·L·(c-1) ring messages + one all-reduce of all gradients;
+    EP: T1/e (global batch) + 4 token all-to-alls per MoE layer (the slowest rank's) + one all-reduce
+    of the dense gradients. Messages cost α + β·bytes from the calibrated profile (``rlm_lab.cost.comm``);
+    without one the communication term is None and the total is compute only. Nothing overlaps
+    (gloo on CPU runs P2P and collectives in the calling thread's critical path).
+    """
+    from ..models import make_config
+
+    kind, world, t1 = result["parallelism"], result["world"], result["baseline_step_s"]
+    config = make_config(result["model"])
+    h, prof = config.hidden_size, comm_profile(profile)
+    if prof is None:
+        comm = None
+    elif kind == "pp":
+        m = result["microbatches"]
+        comm = comm_time("send_recv", result["batch"] * result["seq"] * h * 4 / m, 2, prof) * m * (2 if world > 2 else 1)
+    elif kind == "cp":
+        msg = 2 * result["batch"] * (result["seq"] // world) * config.num_key_value_heads * (h // config.num_attention_heads) * 4
+        comm = (2 * config.num_hidden_layers * (world - 1) * comm_time("send_recv", msg, 2, prof)
+                + comm_time("all_reduce", result["grad_bytes"], world, prof))
+    else:
+        comm = max(sum(2 * comm_time("all_to_all", sum(s) * h * 4, world, prof) + 2 * comm_time("all_to_all", sum(r) * h * 4, world, prof)
+                       for s, r in zip(x["send_counts"], x["recv_counts"])) for x in result["per_rank"])
+        comm += comm_time("all_reduce", result["dense_bytes"], world, prof)
+    compute = t1 / world * ((result["microbatches"] + world - 1) / result["microbatches"] if kind == "pp" else 1)
+    return {"predicted_compute_s": compute, "predicted_comm_s": comm, "step_s_predicted": compute + (comm or 0.0),
+            "profile": getattr(prof, "name", None)}
