@@ -101,11 +101,11 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks):
     with tempfile.TemporaryDirectory(prefix="rlm_sft_") as scratch:
         sft_record = _Tee(record, Path(scratch) / "sft_metrics.jsonl")
         cb = _record_callback(sft_record, "sft", evaluator, cfg.eval_every)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_time()
         trainer = train_sft(model, tokenizer, train_rows, cfg, Path(scratch) / "trainer", [cb, *callbacks]) \
             if cfg.sft_steps else None
         seconds = time.perf_counter() - t0
-        info = {"sft_seconds": round(seconds, 3), "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
+        info = {"sft_seconds": round(seconds, 3), "sft_cpu_seconds": round(cpu_time() - c0, 3), "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
                 "sft_train_tokens_per_s": _throughput(trainer.state.log_history, seconds) if trainer else None}
         if trainer is not None:
             losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
@@ -121,6 +121,13 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks):
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     return folder, {**info, "sft_cached": False}
+
+
+def cpu_time() -> float:
+    """User + system CPU seconds of this process (all threads). With one torch thread this is close to
+    the wall time the same work takes on an idle machine, so it is recorded next to wall times that were
+    measured on a shared one."""
+    return time.process_time()
 
 
 def _mkdir(p: Path) -> Path:
@@ -152,7 +159,7 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), cpu_time()
     task = parse_task(cfg.task)
     train_rows = ensure_data(task)["train"]
     eval_rows = test_rows(task, cfg.eval_problems)
@@ -171,7 +178,8 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
         before = evaluator(model)
         path, info = _train_sft(cfg, task, train_rows, record, evaluator, callbacks)
         after = evaluator(load(str(path))[0])
-        results.update(info, **_eval_results(before, after), total_seconds=round(time.perf_counter() - t_start, 3))
+        results.update(info, **_eval_results(before, after), total_seconds=round(time.perf_counter() - t_start, 3),
+                       total_cpu_seconds=round(cpu_time() - c_start, 3))
         record.update(**results)
         return record
 
@@ -196,9 +204,9 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
                 raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
                                   "run with --set trace=false") from None
             trace(trainer, record=record)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_time()
         trainer.train()
-        rl_seconds = time.perf_counter() - t0
+        rl_seconds, rl_cpu = time.perf_counter() - t0, cpu_time() - c0
     model = trainer.accelerator.unwrap_model(trainer.model)
     after = evaluator(model)
 
@@ -209,6 +217,7 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
     results.update(
         _eval_results(before, after),
         rl_seconds=round(rl_seconds, 3),
+        rl_cpu_seconds=round(rl_cpu, 3),
         rl_steps=trainer.state.global_step,
         rl_seconds_per_step=round(rl_seconds / max(1, trainer.state.global_step), 4),
         rl_train_tokens_per_s=_throughput(trainer.state.log_history, rl_seconds),
@@ -216,6 +225,8 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
         reward_first=round(sum(rewards[:k]) / k, 4) if rewards else None,
         reward_final=round(sum(rewards[-k:]) / k, 4) if rewards else None,
         total_seconds=round(time.perf_counter() - t_start, 3),
+        total_cpu_seconds=round(cpu_time() - c_start, 3),
+        load_average=_loadavg(),
     )
     gen = record.results.get("trace", {}).get("stages", {}).get("generate")
     if gen and gen.get("mean_s") and logs:
@@ -227,6 +238,14 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
     record.update(**results)
     record.trainer = trainer  # in memory only: lets a notebook look at the trained model
     return record
+
+
+def _loadavg() -> list[float] | None:
+    """1/5/15-minute load average at the end of the run: how shared the machine was."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _eval_results(before: dict, after: dict) -> dict:

@@ -89,3 +89,13 @@ def test_decode_step_and_train_identities():
     assert F.decode_flops(spec, P, 1) == 0
     # the gemm list carries the same matmul FLOPs as the closed form (dense model)
     assert sum(2 * m * k * n * c for m, k, n, c in F.gemm_shapes(spec, 9)) == F.matmul_flops(spec, 9)
+
+
+def test_meta_sdpa_counts_full_attention():
+    """On the meta device SDPA takes the math path and FlopCounterMode counts the full score
+    matrix, like its CUDA flash/efficient-attention formulas: equal to forward_flops exactly."""
+    model, device = _model("mini", attn="sdpa")
+    spec = model_spec("mini")
+    x = torch.randint(2, 50, (B, S), device=device)
+    fwd, _ = _count(lambda: model(x))
+    assert fwd == B * F.forward_flops(spec, S)

@@ -132,3 +132,26 @@ def test_sft_rows_match_trl_preparation():
         assert trl_ds[i]["input_ids"] == ours[i]["input_ids"]
         assert trl_ds[i]["labels"] == ours[i]["labels"]
     assert ours[0]["input_ids"][-1] == tok.eos_token_id
+
+
+@pytest.mark.slow
+def test_plots_and_sweep_summary_read_the_record(grpo_run, tmp_path):
+    import shutil
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rlm_lab.train import plots, sweep
+
+    steps, acc = plots.accuracy_curve(grpo_run)
+    sft_steps = grpo_run.config["sft_steps"]
+    assert acc[steps.index(sft_steps)] == grpo_run.results["accuracy_before"]
+    assert acc[-1] == grpo_run.results["accuracy_after"] and steps[-1] == sft_steps + 3
+    assert len(plots.reward_curve(grpo_run)[0]) == 3
+    assert len(plots.plot_runs([grpo_run]).axes) == 2
+    assert plots.summary_rows([grpo_run])[0]["acc_after"] == grpo_run.results["accuracy_after"]
+
+    shutil.copytree(grpo_run.dir, tmp_path / "ch01_sweep_base")
+    (row,) = sweep.summarize(tmp_path)
+    assert row["setting"] == "base" and row["accuracy_rl"] == grpo_run.results["accuracy_after"]
+    assert row["end_to_end_cpu_seconds"] > 0 and (tmp_path / "ch01_sweep.json").exists()
