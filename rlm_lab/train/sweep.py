@@ -23,8 +23,8 @@ AIM_ACCURACY, AIM_SECONDS = 0.95, 180.0
 
 # name -> (what it tests, overrides of the cpu preset)
 SETTINGS: dict[str, tuple[str, dict]] = {
-    "base": ("cpu preset", {}),
-    "t07": ("sampling temperature 0.7", {"temperature": 0.7}),
+    "base": ("cpu preset as first set (constant RL lr)", {"lr_scheduler": "constant"}),
+    "t07": ("sampling temperature 0.7", {"temperature": 0.7, "lr_scheduler": "constant"}),
     "g16": ("16 completions per prompt (4 prompts per step)", {"num_generations": 16}),
     "iter2": ("2 optimizer steps per generation batch", {"num_iterations": 2}),
     "bs128": ("128 completions per step", {"batch_size": 128}),
@@ -35,10 +35,12 @@ SETTINGS: dict[str, tuple[str, dict]] = {
     "beta04": ("KL to the reference, beta 0.04", {"beta": 0.04}),
     "grpo_loss": ("loss_type grpo (per-sequence mean)", {"loss_type": "grpo"}),
     "noformat": ("no format reward", {"format_weight": 0.0}),
-    "steps600": ("600 RL steps", {"rl_steps": 600}),
+    "steps600": ("600 RL steps", {"rl_steps": 600, "lr_scheduler": "constant"}),
     "sft300": ("SFT 300 steps (weaker start)", {"sft_steps": 300}),
     "sft600": ("SFT 600 steps", {"sft_steps": 600}),
-    "sft1000": ("SFT 1000 steps (toward the 95 % aim)", {"sft_steps": 1000}),
+    "sft1000": ("SFT 1000 steps (toward the 95 % aim)", {"sft_steps": 1000, "lr_scheduler": "constant"}),
+    "aim": ("SFT 1000 steps + RL lr decaying linearly (toward the 95 % aim)", {"sft_steps": 1000,
+                                                                             "lr_scheduler": "linear"}),
     "sft1500": ("SFT 1500 steps (toward the 95 % aim)", {"sft_steps": 1500}),
     "mini": ("mini model (3.5M params)", {"model": "mini", "sft_lr": 5e-4}),
     "ppo": ("PPO instead of GRPO (cpu ppo preset: beta 0.05)", {"algo": "ppo", "beta": 0.05}),
