@@ -10,7 +10,9 @@ over its own SFT start, and how close does the whole run get to the longer-term 
     python -m rlm_lab.train.sweep --summarize       # rebuild the table from the records
 
 Wall times in the sweep were measured on 2 cores *shared with other jobs* (tuning runs); only the
-reference runs (``ch01_grpo`` etc.) were timed on a quiet machine.
+reference runs (``ch01_grpo`` etc.) were timed on a quiet machine. Sweep records keep ``record.json``
+(with the stage-time summary when traced), ``metrics.jsonl`` and ``timeline.png``; the raw span files
+are not committed for them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def run_setting(name: str, extra: dict | None = None, root: Path | None = None, 
         raise unknown("sweep setting", name, SETTINGS)
     overrides = {**SETTINGS[name][1], **(extra or {})}
     algo = overrides.pop("algo", algo)
+    overrides.setdefault("trace", False)  # the per-span trace files (~2 MB a run) are kept for reference runs only
     cfg = make_config(algo, "cpu", out=str(sweep_dir(name, root)), name=f"ch01_sweep_{name}",
                       disable_tqdm=True, **overrides)
     return run(cfg, command=["python", "-m", "rlm_lab.train.sweep", name])
