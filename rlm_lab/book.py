@@ -6,9 +6,9 @@ Why a script rather than plain ``jupyter-book build book``:
 
 - jupyter-cache keys a notebook on its code only, not on ``$RLM_SIZE``; a smoke run would otherwise
   serve its outputs to a cpu build. Each size gets its own cache, ``_build/.jupyter_cache_<size>``.
-- Chapters are written one after another; the toc (``_build/toc.yml``, generated) lists a chapter
-  once its files exist (a note is printed for the ones left out), so a missing later chapter never fails a build, while a chapter
-  that exists and fails to execute does (``raise_on_error``, ``-W``).
+- Chapters are written one after another; the generated toc (``_build/toc.yml``) lists a chapter
+  once its files exist (with a note for the ones left out), so a chapter not written yet never
+  fails a build, while one that exists and fails to execute does (``raise_on_error``, ``-W``).
 - The Sphinx environment is rebuilt every time (``freshenv``) so pages never mix sizes; notebooks
   come from the cache, so this costs seconds.
 
