@@ -120,7 +120,7 @@ def build_run_dir(name: str, size: str) -> Path:
     return root / size / name
 
 
-def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo"), size: str = "cpu") -> list:
+def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:
     """The committed reference runs that exist (``data/runs/<size>/<name>``), as RunRecords."""
     from ..record import RunRecord, runs_root
 

@@ -119,7 +119,9 @@ def _cpu_total(r: dict) -> float | None:
     if total is None:
         return None
     if r.get("sft_cached"):
-        total += r.get("sft_cpu_seconds") or 0.0
+        if r.get("sft_cpu_seconds") is None:
+            return None  # the cached SFT run predates CPU-time recording: no honest total
+        total += r["sft_cpu_seconds"]
     return round(total, 1)
 
 
