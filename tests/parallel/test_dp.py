@@ -32,3 +32,25 @@ def test_zero1_matches_and_shards_optimizer_state(results):
     opt = [r["memory"]["optimizer"] for r in z1["per_rank"]]
     # each rank keeps Adam state for its share of the parameters only (whole tensors, so not exactly half)
     assert sum(opt) == dp["memory"]["optimizer"] and max(opt) < dp["memory"]["optimizer"]
+
+
+def _fake_trainer(dist_type, fsdp=False, ds_stage=None, procs=2, wrapped="DistributedDataParallel"):
+    from types import SimpleNamespace as NS
+
+    plugin = NS(zero_stage=ds_stage) if ds_stage else None
+    acc = NS(distributed_type=NS(value=dist_type), num_processes=procs, state=NS(deepspeed_plugin=plugin))
+    return NS(accelerator=acc, model_wrapped=NS() if wrapped is None else type(wrapped, (), {})(),
+              is_fsdp_enabled=fsdp, is_deepspeed_enabled=ds_stage is not None)
+
+
+def test_trainer_fsdp_that_became_ddp_is_refused():
+    from rlm_lab.errors import RlmLabError
+    from rlm_lab.parallel.e2e import require
+
+    ddp = _fake_trainer("MULTI_CPU")
+    assert require(ddp, "ddp")["wrapped"] == "DistributedDataParallel"
+    with pytest.raises(RlmLabError, match="asked for fsdp but the Trainer runs .*MULTI_CPU.*plain DDP"):
+        require(ddp, "fsdp")
+    assert require(_fake_trainer("DEEPSPEED", ds_stage=3, wrapped="DeepSpeedEngine"), "zero3")["zero_stage"] == 3
+    with pytest.raises(RlmLabError, match="asked for zero2"):
+        require(_fake_trainer("DEEPSPEED", ds_stage=3), "zero2")
