@@ -133,4 +133,5 @@ def provenance_line(record) -> str:
     hw, v, git = p.get("hardware", {}), p.get("versions", {}), p.get("git", {})
     return (f"{Path(str(record.dir)).name}: {p.get('date')} · {hw.get('cpu_model')} ({hw.get('cpu_count')} cores, "
             f"{hw.get('torch_threads')} torch threads) · torch {v.get('torch')} · trl {v.get('trl')} · "
-            f"commit {(git.get('commit') or '?')[:8]}{' (dirty)' if git.get('dirty') else ''} · seed {p.get('seed')}")
+            f"commit {(git.get('commit') or '?')[:8]}{' (dirty)' if git.get('dirty') else ''} · seed {p.get('seed')} · "
+            f"load average at the end {record.results.get('load_average')}")
