@@ -75,6 +75,9 @@ def test_ppo_updates_actor_and_critic(nano_path, dataset, tmp_path, stage_names)
     assert set(tr.models_held) == {"actor", "critic", "reference"}
     assert type(tr.models_held["critic"]).__name__.endswith("ForTokenClassification")
     actor0, critic0 = snapshot(tr.model), snapshot(tr.critic)
+    rollouts = []
+    score = tr._generate_and_score_completions
+    tr._generate_and_score_completions = lambda inputs: rollouts.append(score(inputs)) or rollouts[-1]
     tr.train()
     assert changed(actor0, tr.model), "policy parameters did not move"
     assert changed(critic0, tr.critic), "critic parameters did not move"
@@ -85,24 +88,12 @@ def test_ppo_updates_actor_and_critic(nano_path, dataset, tmp_path, stage_names)
         assert all(key in h and h[key] == h[key] for h in logs), key  # present and not NaN
     assert logs[0]["value_loss"] > 0  # the zero-initialised critic is wrong at first
     assert {"values", "advantage", "critic_update"} <= set(stage_names)
-
-
-def test_advantages_are_per_token(nano_path, dataset, tmp_path):
-    tr = trainer(nano_path, tmp_path, dataset, max_steps=1)
-    seen = {}
-    original = tr._generate_and_score_completions
-
-    def spy(inputs):
-        out = original(inputs)
-        seen.update(out)
-        return out
-
-    tr._generate_and_score_completions = spy
-    tr.train()
-    adv, mask = seen["advantages"], seen["completion_mask"]
-    assert adv.shape == mask.shape == seen["values"].shape == seen["returns"].shape
-    assert torch.all(adv[mask == 0] == 0)
-    assert seen["old_per_token_logps"].shape == mask.shape  # needed for the KL reward with beta > 0
+    # Advantages are per token (not one number per completion) and zero on padding.
+    out = rollouts[0]
+    adv, mask = out["advantages"], out["completion_mask"]
+    assert adv.shape == mask.shape == out["values"].shape == out["returns"].shape
+    assert torch.all(adv[mask == 0] == 0) and not torch.all(adv == adv[:, :1])
+    assert out["old_per_token_logps"].shape == mask.shape  # needed for the KL reward with beta > 0
 
 
 def test_reward_model_run_holds_four_models(nano_path, dataset, tmp_path, stage_names):
