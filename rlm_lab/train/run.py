@@ -105,7 +105,8 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks):
         trainer = train_sft(model, tokenizer, train_rows, cfg, Path(scratch) / "trainer", [cb, *callbacks]) \
             if cfg.sft_steps else None
         seconds = time.perf_counter() - t0
-        info = {"sft_seconds": round(seconds, 3), "sft_cpu_seconds": round(cpu_time() - c0, 3), "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
+        info = {"sft_seconds": round(seconds, 3), "sft_cpu_seconds": round(cpu_time() - c0, 3),
+                "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
                 "sft_train_tokens_per_s": _throughput(trainer.state.log_history, seconds) if trainer else None}
         if trainer is not None:
             losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
