@@ -43,6 +43,7 @@ def rows(records, profile=None) -> list[dict]:
         row["family"] = family(r["layout"])
         row["oversubscribed"] = r.get("oversubscribed", False)
         row["state_MiB_rank0"] = r["memory"]["total"] / 2**20
+        row["predicted_state_MiB"] = _predicted_state(r) / 2**20 if row["family"] in ("DP", "ZeRO") else None
         row["peak_rss_MiB_rank0"] = r["memory"]["peak_bytes"] / 2**20
         out.append(row)
     return out
@@ -117,3 +118,17 @@ def calibrated_profile():
 def measurements(root: str | Path) -> dict:
     """The recorded PP/CP/EP measurement results (``ch04_measure_*``) by name."""
     return {rec.dir.name.removeprefix("ch04_measure_"): rec.results for rec in load_records(root, "ch04_measure_")}
+
+
+def _predicted_state(r: dict) -> float:
+    """Model-state bytes per rank from the ZeRO table (paper-notes §2.5): AdamW fp32, N parameters."""
+    from . import data_parallel, fsdp
+
+    n = r["memory"]["params"] // 4 if r["layout"]["zero"] == 0 else None
+    if n is None:  # sharded: N from the gradient all-reduce/reduce-scatter message of the record's model
+        from ..models import build_model, count_parameters
+
+        n = count_parameters(build_model(r["model"])[0])
+    d, z = r["layout"]["dp"], r["layout"]["zero"]
+    parts = data_parallel.predicted_memory(n, d) if z == 0 else fsdp.predicted_memory(n, d, z)
+    return sum(parts.values())
