@@ -75,7 +75,9 @@ def _run(args, argv: list[str] | None = None) -> int:
     layout = layout_from_args(args)
     in_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun else layout.world
-    validate(layout, args.model, world_size=world, batch=args.batch, seq=args.seq, vocab=52)
+    from ..models.tokenizer import ALPHABET, SPECIALS
+
+    validate(layout, args.model, world_size=world, batch=args.batch, seq=args.seq, vocab=len(SPECIALS) + len(ALPHABET))
     if not in_torchrun and layout.world > 1:
         argv = sys.argv[sys.argv.index("parallel") + 1:] if argv is None and "parallel" in sys.argv else (argv or [])
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(layout.world),
