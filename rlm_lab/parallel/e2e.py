@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 
-MODES = {"ddp": None, "zero2": "configs/deepspeed/zero2.json", "zero3": "configs/deepspeed/zero3.json",
+MODES = {"single": None, "ddp": None, "zero2": "configs/deepspeed/zero2.json", "zero3": "configs/deepspeed/zero3.json",
          "fsdp": "fsdp"}
 
 
@@ -52,9 +52,10 @@ def _zero_stage(trainer):
 
 
 def require(trainer, mode: str) -> dict:
-    """Raise if the Trainer is not running ``mode`` (ddp | zero2 | zero3 | fsdp); return what it runs."""
+    """Raise if the Trainer is not running ``mode`` (single | ddp | zero2 | zero3 | fsdp); return what it runs."""
     got = trainer_parallelism(trainer)
     ok = {
+        "single": got["num_processes"] == 1,
         "ddp": got["num_processes"] > 1 and not got["is_deepspeed_enabled"] and not got["is_fsdp_enabled"],
         "zero2": got["is_deepspeed_enabled"] and got["zero_stage"] == 2,
         "zero3": got["is_deepspeed_enabled"] and got["zero_stage"] == 3,
@@ -71,6 +72,8 @@ def predicted_grad_bytes(param_bytes: int, world: int, mode: str) -> float:
     """Gradient-synchronisation bytes per rank per optimizer step (ring), by mode."""
     from ..cost.comm import dp_allreduce_bytes, zero3_bytes
 
+    if mode == "single":
+        return 0.0
     return zero3_bytes(param_bytes, world) if mode == "zero3" else dp_allreduce_bytes(param_bytes, world)
 
 

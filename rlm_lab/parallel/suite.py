@@ -189,11 +189,12 @@ def record_measurements(size: str, out_root=None, say=print) -> list:
     return dirs
 
 
-E2E_MODES = ("ddp", "zero2", "zero3", "fsdp")
+E2E_MODES = ("single", "ddp", "zero2", "zero3", "fsdp")
 
 
 def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", say=print) -> dict:
-    """The same GRPO run through the HF Trainer under torchrun on 2 processes, once per mode; each
+    """The same GRPO run through the HF Trainer under torchrun on 2 processes (1 for ``single``, the
+    baseline), once per mode; each
     writes ``ch04_e2e_grpo_<mode>`` (``fsdp`` is expected to be refused on CPU: exit status 2)."""
     import subprocess
     import sys
@@ -202,7 +203,8 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
 
     codes = {}
     for mode in modes:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlm_lab.parallel.e2e",
+        n = "1" if mode == "single" else "2"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, "-m", "rlm_lab.parallel.e2e",
                "--mode", mode, "--steps", str(steps), "--model", model, "--size", size]
         p = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         codes[mode] = p.returncode
