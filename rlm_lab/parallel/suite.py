@@ -99,8 +99,9 @@ def oversubscribed(world: int) -> bool:
     return world > len(os.sched_getaffinity(0))
 
 
-def run_suite(size: str, worlds=(2, 4), out_root=None, timeout_s: float = 300.0, say=print) -> list:
-    """Run the layouts of ``size`` and write one record per layout; returns the run directories."""
+def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, say=print) -> list:
+    """Run the layouts of ``size`` (only those of ``worlds`` processes, if given) and write one record
+    per layout; returns the run directories."""
     from ..record import runs_root
     from ..sizes import check_size
     from .measure import spawn_layouts, write_record
@@ -109,7 +110,7 @@ def run_suite(size: str, worlds=(2, 4), out_root=None, timeout_s: float = 300.0,
     root = out_root or runs_root(size)
     dirs = []
     for world, items in suite(size).items():
-        if world not in worlds:
+        if worlds is not None and world not in worlds:
             continue
         jobs = [(lay, RUN_ARGS[size] | kw) for lay, kw in items]
         results = spawn_layouts(jobs, world=world, timeout_s=timeout_s)
