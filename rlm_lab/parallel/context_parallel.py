@@ -281,7 +281,7 @@ def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
     import torch
     import torch.distributed as dist
 
-    from .pipeline_parallel import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -324,7 +324,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
     """
     from ..models import make_config
     from .launch import spawn
-    from .pipeline_parallel import _cores, predict_step_time
+    from .measure_pp_cp_ep import cores, predict_step_time
 
     config = make_config(model)
     check_cp(seq, world)
@@ -342,7 +342,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
     t1 = results[0]["baseline_s"]
     out = {
         "parallelism": "cp", "model": model, "world": world, "batch": batch, "seq": seq, "steps": steps,
-        "oversubscribed": world > _cores(), "loss": sum(x["steps"][-1]["loss"] for x in results),
+        "oversubscribed": world > cores(), "loss": sum(x["steps"][-1]["loss"] for x in results),
         "step_s": max(x["wall_s"] for x in per_rank), "per_rank": per_rank,
         "baseline_step_s": t1, "grad_bytes": results[0]["grad_bytes"],
         "sent_bytes": sum(x["fwd_sent_bytes"] + x["bwd_sent_bytes"] for x in per_rank),
@@ -356,7 +356,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
 def _verify_cp_worker(rank, world, model_name, batch, seq, seed):
     import torch.distributed as dist
 
-    from .pipeline_parallel import _max_rel, random_batch, zoo_model
+    from .measure_pp_cp_ep import max_rel, random_batch, zoo_model
 
     model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
     x = random_batch(batch, seq, model.config.vocab_size, seed + 1)
@@ -376,8 +376,8 @@ def _verify_cp_worker(rank, world, model_name, batch, seq, seed):
     dist.all_reduce(t)
     refg = {n: p.grad for n, p in ref.named_parameters()}
     return {"loss_abs": abs(t.item() - out_ref.loss.item()),
-            "attn_rel": _max_rel({"a": seen["cp"]}, {"a": seen["ref"][:, pos]}),
-            "grad_rel": _max_rel({n: p.grad for n, p in model.named_parameters()}, refg),
+            "attn_rel": max_rel({"a": seen["cp"]}, {"a": seen["ref"][:, pos]}),
+            "grad_rel": max_rel({n: p.grad for n, p in model.named_parameters()}, refg),
             "fwd_sent_bytes": sum(r.stats["fwd_sent_bytes"] for r in rings),
             "bwd_sent_bytes": sum(r.stats["bwd_sent_bytes"] for r in rings)}
 

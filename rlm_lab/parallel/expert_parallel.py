@@ -252,7 +252,7 @@ def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
     import torch
     import torch.distributed as dist
 
-    from .pipeline_parallel import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -293,7 +293,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
     """
     from ..models import ZOO, check_model, make_config
     from .launch import spawn
-    from .pipeline_parallel import _cores, predict_step_time
+    from .measure_pp_cp_ep import cores, predict_step_time
 
     spec = ZOO[check_model(model)]
     check_ep(spec.experts, world)
@@ -320,7 +320,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
                         for x in per_rank)
     out = {
         "parallelism": "ep", "model": model, "world": world, "batch_per_rank": batch, "seq": seq, "steps": steps,
-        "experts": spec.experts, "top_k": k, "oversubscribed": world > _cores(),
+        "experts": spec.experts, "top_k": k, "oversubscribed": world > cores(),
         "loss": sum(x["loss"] for x in last) / world, "step_s": max(x["wall_s"] for x in per_rank),
         "per_rank": per_rank, "lambda_expert": lam_expert, "lambda_rank": lam_rank,
         "baseline_step_s": t1, "dense_bytes": results[0]["dense_bytes"],
@@ -337,7 +337,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
 def _verify_ep_worker(rank, world, model_name, batch, seq, seed):
     import torch.distributed as dist
 
-    from .pipeline_parallel import _max_rel, random_batch, zoo_model
+    from .measure_pp_cp_ep import max_rel, random_batch, zoo_model
 
     model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
     x = random_batch(batch * world, seq, model.config.vocab_size, seed + 1)
@@ -360,7 +360,7 @@ def _verify_ep_worker(rank, world, model_name, batch, seq, seed):
         g = ref.get_parameter(n).grad
         grads[n], refg[n] = p.grad, (g[rank * p.shape[0]:(rank + 1) * p.shape[0]] if is_expert_param(n) else g)
     return {"loss_abs": abs(t.item() / world - ref_loss.item()),
-            "moe_rel": _max_rel({"a": seen["ep"]}, {"a": seen["ref"][rows]}), "grad_rel": _max_rel(grads, refg),
+            "moe_rel": max_rel({"a": seen["ep"]}, {"a": seen["ref"][rows]}), "grad_rel": max_rel(grads, refg),
             "layers": [{k: m.stats[k] for k in ("dispatch", "combine", "bwd_dispatch", "bwd_combine",
                                                  "send_counts", "recv_counts", "expert_load")} for m in experts]}
 

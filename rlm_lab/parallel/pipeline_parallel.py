@@ -300,6 +300,8 @@ def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name,
     import torch
     import torch.distributed as dist
 
+    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+
     model = zoo_model(model_name, seed, layers)
     gen = torch.Generator().manual_seed(seed + 1)
     vocab = model.config.vocab_size
@@ -331,13 +333,17 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
 
     ``layers`` overrides the zoo model's layer count (e.g. 4 layers for pp=4 on ``nano``).
     Returns per-step wall time, per-rank busy (forward+backward compute) time, measured and
-    predicted bubble, counted and predicted P2P bytes, and peak RSS per rank.
+    predicted bubble, counted and predicted P2P bytes, saved-activation peaks (measured, and
+    predicted as in-flight micro-batches x one micro-batch's), and peak RSS per rank.
+    ``bubble_measured`` is the mean over ranks of 1 - busy/wall: it includes P2P waits and the
+    scheduler's own overhead, which the formula (p-1)/(m+p-1) leaves out.
     Predicted step time: the single-process step T1 (measured on rank 0 first) split over p stages
     and stretched by the bubble, T1/p·(m+p-1)/m, plus the α-β time of the busiest rank's sends
     (``profile``: calibrated hardware profile; without one the comm term is None).
     """
     from ..models import make_config
     from .launch import spawn
+    from .measure_pp_cp_ep import cores, predict_step_time
 
     config = make_config(model)
     n_layers = layers or config.num_hidden_layers
@@ -367,7 +373,7 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
     out = {
         "parallelism": "pp", "model": model, "layers": n_layers, "world": world, "schedule": schedule,
         "microbatches": microbatches, "batch": batch, "seq": seq, "steps": steps,
-        "oversubscribed": world > _cores(),
+        "oversubscribed": world > cores(),
         "loss": next(x["steps"][-1]["loss"] for x in results if x["rank"] == world - 1),
         "step_s": step_s, "per_rank": per_rank,
         "bubble_predicted": bubble_fraction(world, microbatches),
@@ -381,93 +387,9 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
     return out | predict_step_time(out, profile)
 
 
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
-
-
-def zoo_model(name: str, seed: int = 0, layers: int | None = None):
-    """A zoo model (fp32, seeded init), optionally with ``layers`` decoder layers instead of the zoo's."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ..models import make_config
-
-    config = make_config(name)
-    if layers:
-        config.num_hidden_layers = layers
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-
-
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process (MiB). Includes Python and torch themselves (~hundreds
-    of MiB), so at toy sizes it mostly shows the framework floor, not the model's share."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# ---- shared by measure_pp / measure_cp / measure_ep ---------------------------------------------
-
-def random_batch(batch: int, seq: int, vocab: int, seed: int):
-    """Token ids in [2, vocab) (no pad/eos), from their own generator."""
-    import torch
-
-    return torch.randint(2, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
-
-
-def baseline_step_s(model, input_ids, reps: int = 3) -> float:
-    """Median seconds of one single-process forward+backward of ``model`` on ``input_ids``.
-
-    The measured reference the parallel predictions start from (a different run than the one judged).
-    """
-    import statistics
-
-    times = []
-    for _ in range(reps + 1):
-        t = time.perf_counter()
-        model(input_ids=input_ids, labels=input_ids).loss.backward()
-        times.append(time.perf_counter() - t)
-        model.zero_grad(set_to_none=True)
-    return statistics.median(times[1:])
-
-
-def comm_profile(profile=None):
-    """The calibrated hardware profile (helper C's ``rlm-lab calibrate``) or None if there is none.
-
-    ``profile``: a name, path or HardwareProfile; default: this machine's calibrated CPU profile.
-    """
-    from ..cost.hardware import load_profile
-
-    if profile is None:
-        from ..cost.calibrate import default_name
-
-        profile = default_name("cpu")
-    try:
-        prof = load_profile(profile)
-        prof.collective("send_recv")
-        return prof
-    except RlmLabError:
-        return None
-
-
-def comm_time(op: str, message_bytes: float, world: int, profile) -> float | None:
-    """α-β seconds of one message (None without a calibrated profile)."""
-    if profile is None:
-        return None
-    from ..cost.comm import collective_time
-
-    return collective_time(op, message_bytes, world, profile)
-
-
-def _max_rel(got: dict, ref: dict) -> float:
-    """max over tensors of max|a-b| / max|b| (fp32 reductions reorder sums: errors scale with the tensor)."""
-    return max(((g - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-30)).item() for n, g in got.items())
-
-
 def _verify_pp_worker(rank, world, model_name, batch, seq, microbatches, layers, seed):
+    from .measure_pp_cp_ep import max_rel, random_batch, zoo_model
+
     out = {}
     for schedule in SCHEDULES:
         model, ref = zoo_model(model_name, seed, layers), zoo_model(model_name, seed, layers)
@@ -480,7 +402,7 @@ def _verify_pp_worker(rank, world, model_name, batch, seq, microbatches, layers,
         refg = {n: p.grad for n, p in ref.named_parameters()}
         grads = {names[id(p)]: p.grad for p in module.parameters()}
         out[schedule] = {"loss": None if loss is None else loss.item(), "ref_loss": ref_loss.item(),
-                         "grad_rel": _max_rel(grads, refg), "n_grads": len(grads), **stage.stats}
+                         "grad_rel": max_rel(grads, refg), "n_grads": len(grads), **stage.stats}
     return out
 
 
@@ -506,80 +428,3 @@ def verify_pp(model: str = "nano", world: int = 2, batch: int = 8, seq: int = 16
             "saved_bytes_peak_predicted": [in_flight(schedule, world, microbatches, i) * r["saved_bytes_one_mb"]
                                            for i, r in enumerate(rs)]}
     return out
-
-
-# ---- recorded measurements of PP, CP and EP (chapter 4) -----------------------------------------
-
-MEASUREMENTS = {  # size -> [(kind, kwargs)]; "oversubscribed" (world > cores) is recorded with each run
-    "smoke": [("pp", dict(model="nano", world=2, microbatches=4, schedule="1f1b", steps=1, batch=8, seq=16)),
-              ("cp", dict(model="nano", world=2, steps=1, batch=2, seq=32)),
-              ("ep", dict(model="nano-moe", world=2, steps=1, batch=2, seq=16))],
-    "cpu": [*[("pp", dict(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
-              for s in SCHEDULES for m in (2, 4, 8, 16)],
-            ("pp", dict(model="micro", world=4, layers=4, microbatches=8, schedule="1f1b", steps=3, batch=16, seq=64)),
-            ("cp", dict(model="micro", world=2, steps=5, batch=2, seq=256)),
-            ("cp", dict(model="micro", world=4, steps=3, batch=2, seq=256)),
-            ("ep", dict(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
-            ("ep", dict(model="micro-moe", world=4, steps=3, batch=4, seq=64))],
-}
-
-
-def measurement_name(kind: str, kw: dict) -> str:
-    """Run directory name, e.g. ``ch04_e2_pp2-gpipe-m4-micro`` (``-oversubscribed`` when world > cores)."""
-    extra = f"-{kw['schedule']}-m{kw['microbatches']}" if kind == "pp" else ""
-    over = "-oversubscribed" if kw["world"] > _cores() else ""
-    return f"ch04_e2_{kind}{kw['world']}{extra}-{kw['model']}{over}"
-
-
-def run_measurements(size: str = "smoke", only: str | None = None) -> list:
-    """Run the :data:`MEASUREMENTS` of ``size`` (``only``: pp, cp or ep) and write one run record each
-    under ``runs_root(size)``. Returns the record directories."""
-    from ..record import RunRecord, runs_root
-    from ..sizes import check_size
-    from . import context_parallel, expert_parallel
-
-    check_size(size)
-    fns = {"pp": measure_pp, "cp": context_parallel.measure_cp, "ep": expert_parallel.measure_ep}
-    dirs = []
-    for kind, kw in MEASUREMENTS.get(size, MEASUREMENTS["cpu"]):
-        if only and kind != only:
-            continue
-        rec = RunRecord(runs_root(size) / measurement_name(kind, kw), config={"kind": kind, **kw},
-                        command=f"rlm_lab.parallel.pipeline_parallel.run_measurements({size!r})", seed=kw.get("seed", 0))
-        rec.update(**fns[kind](**kw), load_average=list(__import__("os").getloadavg()))
-        dirs.append(rec.dir)
-    return dirs
-
-
-def predict_step_time(result: dict, profile=None) -> dict:
-    """Predicted step time of a ``measure_pp/cp/ep`` result (recomputable later from its record).
-
-    Starts from T1, the single-process forward+backward measured on rank 0 before the parallel run:
-    PP: T1/p·(m+p-1)/m (p equal stages, bubble) + the busiest rank's sends (m, or 2m for a middle stage);
-    CP: T1/c + 2·L·(c-1) ring messages + one all-reduce of all gradients;
-    EP: T1/e (global batch) + 4 token all-to-alls per MoE layer (the slowest rank's) + one all-reduce
-    of the dense gradients. Messages cost α + β·bytes from the calibrated profile (``rlm_lab.cost.comm``);
-    without one the communication term is None and the total is compute only. Nothing overlaps
-    (gloo on CPU runs P2P and collectives in the calling thread's critical path).
-    """
-    from ..models import make_config
-
-    kind, world, t1 = result["parallelism"], result["world"], result["baseline_step_s"]
-    config = make_config(result["model"])
-    h, prof = config.hidden_size, comm_profile(profile)
-    if prof is None:
-        comm = None
-    elif kind == "pp":
-        m = result["microbatches"]
-        comm = comm_time("send_recv", result["batch"] * result["seq"] * h * 4 / m, 2, prof) * m * (2 if world > 2 else 1)
-    elif kind == "cp":
-        msg = 2 * result["batch"] * (result["seq"] // world) * config.num_key_value_heads * (h // config.num_attention_heads) * 4
-        comm = (2 * config.num_hidden_layers * (world - 1) * comm_time("send_recv", msg, 2, prof)
-                + comm_time("all_reduce", result["grad_bytes"], world, prof))
-    else:
-        comm = max(sum(2 * comm_time("all_to_all", sum(s) * h * 4, world, prof) + 2 * comm_time("all_to_all", sum(r) * h * 4, world, prof)
-                       for s, r in zip(x["send_counts"], x["recv_counts"])) for x in result["per_rank"])
-        comm += comm_time("all_reduce", result["dense_bytes"], world, prof)
-    compute = t1 / world * ((result["microbatches"] + world - 1) / result["microbatches"] if kind == "pp" else 1)
-    return {"predicted_compute_s": compute, "predicted_comm_s": comm, "step_s_predicted": compute + (comm or 0.0),
-            "profile": getattr(prof, "name", None)}

@@ -1,0 +1,179 @@
+"""Shared by the PP, CP and EP measurements: models, batches, the single-process baseline, the
+step-time prediction, and the recorded chapter-4 runs (``ch04_e2_*``).
+
+The parallelism modules (pipeline_parallel, context_parallel, expert_parallel) each hold their
+own ``measure_*`` (what one run measures) and ``verify_*`` (correctness against one process);
+this module holds what the three share, so each of them stays readable on its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import RlmLabError
+
+
+def cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def zoo_model(name: str, seed: int = 0, layers: int | None = None):
+    """A zoo model (fp32, seeded init), optionally with ``layers`` decoder layers instead of the zoo's."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..models import make_config
+
+    config = make_config(name)
+    if layers:
+        config.num_hidden_layers = layers
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process (MiB). Includes Python and torch themselves (~hundreds
+    of MiB), so at toy sizes it mostly shows the framework floor, not the model's share."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def random_batch(batch: int, seq: int, vocab: int, seed: int):
+    """Token ids in [2, vocab) (no pad/eos), from their own generator."""
+    import torch
+
+    return torch.randint(2, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def baseline_step_s(model, input_ids, reps: int = 3) -> float:
+    """Median seconds of one single-process forward+backward of ``model`` on ``input_ids``.
+
+    The measured reference the parallel predictions start from (a different run than the one judged).
+    """
+    import statistics
+
+    times = []
+    for _ in range(reps + 1):
+        t = time.perf_counter()
+        model(input_ids=input_ids, labels=input_ids).loss.backward()
+        times.append(time.perf_counter() - t)
+        model.zero_grad(set_to_none=True)
+    return statistics.median(times[1:])
+
+
+def comm_profile(profile=None):
+    """The calibrated hardware profile (helper C's ``rlm-lab calibrate``) or None if there is none.
+
+    ``profile``: a name, path or HardwareProfile; default: this machine's calibrated CPU profile.
+    """
+    from ..cost.hardware import load_profile
+
+    if profile is None:
+        from ..cost.calibrate import default_name
+
+        profile = default_name("cpu")
+    try:
+        prof = load_profile(profile)
+        prof.collective("send_recv")
+        return prof
+    except RlmLabError:
+        return None
+
+
+def comm_time(op: str, message_bytes: float, world: int, profile) -> float | None:
+    """α-β seconds of one message (None without a calibrated profile)."""
+    if profile is None:
+        return None
+    from ..cost.comm import collective_time
+
+    return collective_time(op, message_bytes, world, profile)
+
+
+
+def max_rel(got: dict, ref: dict) -> float:
+    """max over tensors of max|a-b| / max|b| (fp32 reductions reorder sums: errors scale with the tensor)."""
+    return max(((g - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-30)).item() for n, g in got.items())
+
+
+
+# ---- recorded measurements of PP, CP and EP (chapter 4) -----------------------------------------
+
+MEASUREMENTS = {  # size -> [(kind, kwargs)]; "oversubscribed" (world > cores) is recorded with each run
+    "smoke": [("pp", dict(model="nano", world=2, microbatches=4, schedule="1f1b", steps=1, batch=8, seq=16)),
+              ("cp", dict(model="nano", world=2, steps=1, batch=2, seq=32)),
+              ("ep", dict(model="nano-moe", world=2, steps=1, batch=2, seq=16))],
+    "cpu": [*[("pp", dict(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
+              for s in ("gpipe", "1f1b") for m in (2, 4, 8, 16)],
+            ("pp", dict(model="micro", world=4, layers=4, microbatches=8, schedule="1f1b", steps=3, batch=16, seq=64)),
+            ("cp", dict(model="micro", world=2, steps=5, batch=2, seq=256)),
+            ("cp", dict(model="micro", world=4, steps=3, batch=2, seq=256)),
+            ("ep", dict(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
+            ("ep", dict(model="micro-moe", world=4, steps=3, batch=4, seq=64))],
+}
+
+
+def measurement_name(kind: str, kw: dict) -> str:
+    """Run directory name, e.g. ``ch04_e2_pp2-gpipe-m4-micro`` (``-oversubscribed`` when world > cores)."""
+    extra = f"-{kw['schedule']}-m{kw['microbatches']}" if kind == "pp" else ""
+    over = "-oversubscribed" if kw["world"] > cores() else ""
+    return f"ch04_e2_{kind}{kw['world']}{extra}-{kw['model']}{over}"
+
+
+def run_measurements(size: str = "smoke", only: str | None = None) -> list:
+    """Run the :data:`MEASUREMENTS` of ``size`` (``only``: pp, cp or ep) and write one run record each
+    under ``runs_root(size)``. Returns the record directories."""
+    import os
+
+    from ..record import RunRecord, runs_root
+    from ..sizes import check_size
+    from . import context_parallel, expert_parallel, pipeline_parallel
+
+    check_size(size)
+    fns = {"pp": pipeline_parallel.measure_pp, "cp": context_parallel.measure_cp, "ep": expert_parallel.measure_ep}
+    dirs = []
+    for kind, kw in MEASUREMENTS.get(size, MEASUREMENTS["cpu"]):
+        if only and kind != only:
+            continue
+        rec = RunRecord(runs_root(size) / measurement_name(kind, kw), config={"kind": kind, **kw},
+                        command=f"rlm_lab.parallel.measure_pp_cp_ep.run_measurements({size!r})", seed=kw.get("seed", 0))
+        rec.update(**fns[kind](**kw), load_average=list(os.getloadavg()))
+        dirs.append(rec.dir)
+    return dirs
+
+
+
+def predict_step_time(result: dict, profile=None) -> dict:
+    """Predicted step time of a ``measure_pp/cp/ep`` result (recomputable later from its record).
+
+    Starts from T1, the single-process forward+backward measured on rank 0 before the parallel run:
+    PP: T1/p·(m+p-1)/m (p equal stages, bubble) + the busiest rank's sends (m, or 2m for a middle stage);
+    CP: T1/c + 2·L·(c-1) ring messages + one all-reduce of all gradients;
+    EP: T1/e (global batch) + 4 token all-to-alls per MoE layer (the slowest rank's) + one all-reduce
+    of the dense gradients. Messages cost α + β·bytes from the calibrated profile (``rlm_lab.cost.comm``);
+    without one the communication term is None and the total is compute only. Nothing overlaps
+    (gloo on CPU runs P2P and collectives in the calling thread's critical path).
+    """
+    from ..models import make_config
+
+    kind, world, t1 = result["parallelism"], result["world"], result["baseline_step_s"]
+    config = make_config(result["model"])
+    h, prof = config.hidden_size, comm_profile(profile)
+    if prof is None:
+        comm = None
+    elif kind == "pp":
+        m = result["microbatches"]
+        comm = comm_time("send_recv", result["batch"] * result["seq"] * h * 4 / m, 2, prof) * m * (2 if world > 2 else 1)
+    elif kind == "cp":
+        msg = 2 * result["batch"] * (result["seq"] // world) * config.num_key_value_heads * (h // config.num_attention_heads) * 4
+        comm = (2 * config.num_hidden_layers * (world - 1) * comm_time("send_recv", msg, 2, prof)
+                + comm_time("all_reduce", result["grad_bytes"], world, prof))
+    else:
+        comm = max(sum(2 * comm_time("all_to_all", sum(s) * h * 4, world, prof) + 2 * comm_time("all_to_all", sum(r) * h * 4, world, prof)
+                       for s, r in zip(x["send_counts"], x["recv_counts"])) for x in result["per_rank"])
+        comm += comm_time("all_reduce", result["dense_bytes"], world, prof)
+    compute = t1 / world * ((result["microbatches"] + world - 1) / result["microbatches"] if kind == "pp" else 1)
+    return {"predicted_compute_s": compute, "predicted_comm_s": comm, "step_s_predicted": compute + (comm or 0.0),
+            "profile": getattr(prof, "name", None)}
