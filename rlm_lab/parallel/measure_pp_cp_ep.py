@@ -65,18 +65,20 @@ def baseline_step_s(model, input_ids, reps: int = 3) -> float:
 
 
 def comm_profile(profile=None):
-    """The calibrated hardware profile (helper C's ``rlm-lab calibrate``) or None if there is none.
+    """The hardware profile whose α-β fits price the messages (``rlm-lab calibrate`` writes one).
 
-    ``profile``: a name, path or HardwareProfile; default: this machine's calibrated CPU profile.
+    ``profile``: a name, path or HardwareProfile (an unknown one raises); default: this machine's
+    calibrated CPU profile, or None when it has not been calibrated (predictions then leave the
+    communication term out and say so with ``profile: None``).
     """
     from ..cost.hardware import load_profile
 
-    if profile is None:
-        from ..cost.calibrate import default_name
+    if profile is not None:
+        return load_profile(profile)
+    from ..cost.calibrate import default_name
 
-        profile = default_name("cpu")
     try:
-        prof = load_profile(profile)
+        prof = load_profile(default_name("cpu"))
         prof.collective("send_recv")
         return prof
     except RlmLabError:
