@@ -8,7 +8,7 @@ FAMILIES = ("DP", "ZeRO", "TP", "PP", "CP", "EP")
 
 
 def family(layout: dict) -> str:
-    """Which section of the chapter a layout belongs to."""
+    """Which section of the chapter a layout belongs to (the one-process baseline goes with DP)."""
     if layout["pp"] > 1:
         return "PP"
     if layout["cp"] > 1:
