@@ -241,24 +241,32 @@ def bench_collectives(device, quick) -> dict:
     sizes = [1024, 65536, 1 << 20] if quick else [256, 4096, 65536, 1 << 20, 8 << 20]
     reps = 5 if quick else 25
     per_rank = spawn(_collective_rank, world, args=(sizes, reps, device), backend=backend, timeout_s=120)
-    ops, points = {}, {}
-    for op in OPS:
-        pts = sorted((nb, max(r[(op, nb)] for r in per_rank)) for (o, nb) in per_rank[0] if o == op)
-        xs = [bytes_per_rank(op, nb, world, backend) for nb, _ in pts]
-        ys = [t for _, t in pts]
-        beta, alpha = _least_squares(xs, ys)
-        ops[op] = {"alpha_s": alpha, "beta_s_per_byte": beta}
-        points[op] = [[nb, t] for nb, t in pts]
+    points = {op: [[nb, max(r[(op, nb)] for r in per_rank)] for (o, nb) in sorted(per_rank[0]) if o == op]
+              for op in OPS}
+    ops = fit_collectives(points, world, backend)
     return {"backend": backend, "world": world, "ops": ops, "points": points}
 
 
 def _least_squares(xs, ys) -> tuple[float, float]:
-    """(slope, intercept) of the least-squares line, both clamped >= 0 (times cannot be negative)."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = max(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx, 0.0) if sxx else 0.0
-    return slope, max(my - slope * mx, min(ys))
+    """(slope, intercept) of t = alpha + beta * x minimizing the squared RELATIVE error (weights 1/t^2),
+    so microsecond latencies and millisecond transfers count alike; both clamped >= 0."""
+    w = [1.0 / max(y, 1e-12) ** 2 for y in ys]
+    sw = sum(w)
+    mx = sum(wi * x for wi, x in zip(w, xs)) / sw
+    my = sum(wi * y for wi, y in zip(w, ys)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs))
+    slope = max(sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys)) / sxx, 0.0) if sxx else 0.0
+    return slope, max(my - slope * mx, 0.0) or min(ys)
+
+
+def fit_collectives(points: dict, world: int, backend: str) -> dict:
+    """alpha-beta per op from measured {op: [[full tensor bytes, seconds], ...]}."""
+    ops = {}
+    for op, pts in points.items():
+        xs = [bytes_per_rank(op, nb, world, backend) for nb, _ in pts]
+        beta, alpha = _least_squares(xs, [t for _, t in pts])
+        ops[op] = {"alpha_s": alpha, "beta_s_per_byte": beta}
+    return ops
 
 
 # ---- the command ----------------------------------------------------------------------------------
