@@ -29,8 +29,8 @@ def load_records(root: str | Path, prefix: str = "ch04_") -> list:
         return []
     recs = [RunRecord.load(d) for d in sorted(root.iterdir())
             if d.name.startswith(prefix) and (d / "record.json").exists()]
-    # the layout records (not the ch04_measure_* ones) unless asked for
-    return [r for r in recs if prefix != "ch04_" or not r.dir.name.startswith("ch04_measure_")]
+    # the layout records (not ch04_measure_* / ch04_e2e_*) unless asked for
+    return [r for r in recs if prefix != "ch04_" or "layout" in r.results]
 
 
 def rows(records, profile=None) -> list[dict]:
