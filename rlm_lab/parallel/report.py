@@ -38,7 +38,14 @@ def rows(records, profile=None) -> list[dict]:
     from .suite import compare
 
     out = []
-    for rec, row in zip(records, compare(records, profile)):
+    cmp = compare(records, profile)
+    base = next((r for r in cmp if r["layout"] == "single"), None)
+    for rec, row in zip(records, cmp):
+        # ratios to the one-process run (paper-notes §3.5: compare ratios, not absolute seconds)
+        if base is not None:
+            row["slowdown_measured"] = row["measured_ms"] / base["measured_ms"]
+            if row.get("predicted_ms") is not None and base.get("predicted_ms"):
+                row["slowdown_predicted"] = row["predicted_ms"] / base["predicted_ms"]
         r = rec.results
         row["family"] = family(r["layout"])
         row["oversubscribed"] = r.get("oversubscribed", False)
@@ -54,7 +61,8 @@ def table(rs, columns=None):
     import pandas as pd
 
     cols = columns or ["layout", "world", "oversubscribed", "measured_ms", "predicted_ms", "time_rel_err",
-                       "counted_bytes", "predicted_bytes", "bytes_equal", "check_ok"]
+                       "slowdown_measured", "slowdown_predicted", "counted_bytes", "predicted_bytes",
+                       "bytes_equal", "check_ok"]
     df = pd.DataFrame(rs)
     return df[[c for c in cols if c in df.columns]].round(3)
 
@@ -94,10 +102,13 @@ def errors(rs, fam: str) -> str:
     """One line per layout: time error and byte equality, for the text under a figure."""
     lines = []
     for r in (r for r in rs if r["family"] == fam):
-        t = "no time prediction (no calibrated profile)" if r.get("predicted_ms") is None else \
+        t = ("time predicted by its own measurement (below)" if fam in ("PP", "CP", "EP") else
+             "no time prediction (no calibrated profile)") if r.get("predicted_ms") is None else \
             f"predicted {r['predicted_ms']:.1f} ms vs measured {r['measured_ms']:.1f} ms ({100 * r['time_rel_err']:+.0f}%)"
         b = "bytes not predicted" if r["bytes_equal"] is None else ("bytes equal" if r["bytes_equal"] else "BYTES DIFFER")
-        lines.append(f"{r['layout']:<28} {t}; {b}; matches 1 process: {r['check_ok']}")
+        if r.get("slowdown_predicted") is not None:
+            t += f"; vs one process: {r['slowdown_measured']:.2f}x measured, {r['slowdown_predicted']:.2f}x predicted"
+        lines.append(f"{r['layout']:<22} {t}; {b}; matches 1 process: {r['check_ok']}")
     return "\n".join(lines)
 
 

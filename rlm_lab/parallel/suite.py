@@ -57,9 +57,12 @@ def suite(size: str) -> dict:
     return {n: items}
 
 
-def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None) -> dict:
+def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None,
+                        cores: int | None = None) -> dict:
     """Seconds of one training step of ``layout`` per rank: compute, optimizer, communication, total.
 
+    ``cores``: CPU cores the ranks share (CPU only): with more ranks than cores each rank computes at
+    cores/world of a core, so compute and optimizer stretch by world/cores (oversubscription).
     ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: predicted_comm;
     :func:`compare` passes the counted ones, which equal the prediction wherever one exists, so the
     time is judged on the same collectives that ran).
@@ -87,8 +90,11 @@ def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profil
         if op is None:
             continue
         comm_s += calls * collective_time(op, v["bytes"] / calls, d, prof)
+    on_cpu = prof.collectives.get("backend") == "gloo"  # a CPU profile (its collectives were fitted on gloo)
+    stretch = max(1.0, layout.world / cores) if cores and on_cpu else 1.0
+    compute, opt = compute * stretch, opt * stretch
     return {"compute_s": compute, "optimizer_s": opt, "comm_s": comm_s, "total_s": compute + opt + comm_s,
-            "profile": prof.name}
+            "oversubscription": stretch, "profile": prof.name}
 
 
 def _group_of(layout: Layout) -> int:
@@ -149,7 +155,8 @@ def compare(records, profile=None) -> list[dict]:
         except RlmLabError:
             pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
         if profile is not None and lay.pp == lay.cp == lay.ep == 1:  # PP/CP/EP: their modules predict time
-            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"])
+            cores = rec.data["provenance"]["hardware"].get("cpu_count")
+            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"], cores=cores)
             row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
                     "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
         rows.append(row)
