@@ -143,3 +143,26 @@ def _predicted_state(r: dict) -> float:
     d, z = r["layout"]["dp"], r["layout"]["zero"]
     parts = data_parallel.predicted_memory(n, d) if z == 0 else fsdp.predicted_memory(n, d, z)
     return sum(parts.values())
+
+
+def plot_bubble(root: str | Path, prefix: str = "ch04_e2_pp2-"):
+    """Pipeline idle fraction against micro-batches m: measured (per schedule) and (p-1)/(m+p-1),
+    from the pipeline sweep records (``pipeline_parallel.measure_pp`` runs). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    runs = [rec.results for rec in load_records(root, prefix) if "bubble_measured" in rec.results]
+    for sched, marker in (("gpipe", "o"), ("1f1b", "s")):
+        pts = sorted((r["microbatches"], r["bubble_measured"]) for r in runs if r.get("schedule") == sched)
+        if pts:
+            ax.plot(*zip(*pts), marker, label=f"measured {sched}")
+    ms = sorted({r["microbatches"] for r in runs})
+    if ms:
+        p = runs[0]["world"]
+        ax.plot(ms, [(p - 1) / (m + p - 1) for m in ms], "k-", label="(p-1)/(m+p-1)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("micro-batches m")
+    ax.set_ylabel("idle fraction")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
