@@ -11,11 +11,19 @@ No torch/TRL import here: ``rlm-lab train --help`` and config errors are instant
 from __future__ import annotations
 
 import sys
+import textwrap
 
 
 def register(sub):
+    import argparse
+
+    from .config import FIELD_TYPES
+
+    fields = ", ".join(f"{k} ({v})" for k, v in FIELD_TYPES.items())
     p = sub.add_parser("train", help="train a tiny reasoning LM: SFT warm start, then GRPO, RLOO or PPO",
-                       description=__doc__.splitlines()[0])
+                       description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="RunConfig fields for --set and --config:\n  " + "\n  ".join(
+                           textwrap.wrap(fields, 96)))
     p.add_argument("--algo", default=None, help="sft | grpo | rloo | ppo (default: grpo)")
     p.add_argument("--task", default=None, help="task spec, e.g. arithmetic:digits=2 or countdown:numbers=3")
     p.add_argument("--size", default=None, help="smoke | cpu | gpu: picks the preset (default: cpu)")

@@ -21,6 +21,7 @@ from ..sizes import check_size
 
 ALGOS = ("sft", "grpo", "rloo", "ppo")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+LR_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "polynomial")
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def validate(cfg: RunConfig) -> None:
         raise RlmLabError("beta and format_weight must be >= 0, temperature and epsilon > 0")
     if cfg.loss_type not in LOSS_TYPES:
         raise unknown("loss_type", cfg.loss_type, LOSS_TYPES)
+    if cfg.lr_scheduler not in LR_SCHEDULERS:
+        raise unknown("lr_scheduler", cfg.lr_scheduler, LR_SCHEDULERS)
     if cfg.scale_rewards not in ("group", "batch", "none"):
         raise unknown("scale_rewards", cfg.scale_rewards, ("group", "batch", "none"))
     if not isinstance(cfg.extra, dict):

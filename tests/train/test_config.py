@@ -45,6 +45,7 @@ def test_config_is_frozen_and_hash_tracks_sft_fields():
     ({"num_generations": 1}, ["num_generations must be >= 2"]),
     ({"rl_lr": 5}, ["learning rate"]),
     ({"loss_type": "ppo"}, ["unknown loss_type"]),
+    ({"lr_scheduler": "cosine_annealing"}, ["unknown lr_scheduler", "linear"]),
     ({"sft_checkpoint": "/nonexistent"}, ["config.json"]),
 ])
 def test_bad_values_name_the_fix(kwargs, words):
