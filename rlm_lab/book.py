@@ -8,7 +8,7 @@ Why a script rather than plain ``jupyter-book build book``:
   serve its outputs to a cpu build. Each size gets its own cache, ``_build/.jupyter_cache_<size>``.
 - Chapters are written one after another; the generated toc (``_build/toc.yml``) lists a chapter
   once its files exist (with a note for the ones left out), so a chapter not written yet never
-  fails a build, while one that exists and fails to execute does (``raise_on_error``, ``-W``).
+  fails a build, while one that exists and fails to execute does (``-W``).
 - The Sphinx environment is rebuilt every time (``freshenv``) so pages never mix sizes; notebooks
   come from the cache, so this costs seconds.
 
@@ -96,7 +96,10 @@ def build(size: str, out: Path = BUILD / "html", *, book: Path = BOOK, notebooks
         "external_toc_path": toc_path.as_posix(),
         "nb_execution_cache_path": str(cache),
         "nb_execution_timeout": CELL_TIMEOUT_S[size],
-        "nb_execution_raise_on_error": True,
+        # A failing notebook is a warning with its traceback; -W makes it fail the build, and
+        # keep_going lets the other notebooks run (and be cached) first, so one build names every failure.
+        "nb_execution_raise_on_error": False,
+        "nb_execution_show_tb": True,
         "latex_individualpages": False,  # jupyter_book.config expects it from its CLI
     }
     t0 = time.time()
