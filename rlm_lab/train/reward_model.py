@@ -12,6 +12,11 @@ answer (last character changed, then the empty string) that the verifier rejects
 The model is ``AutoModelForSequenceClassification`` (num_labels=1) initialised from the base model's
 weights, as InstructGPT initialises its RM from the SFT model.
 
+A learned reward is a proxy: optimising it hard raises the reward model's score while true accuracy
+can fall (reward over-optimisation, Gao et al., arXiv 2210.10760). PPO with ``reward_source=
+"reward_model"`` therefore still runs the verifier and logs ``rewards/correctness/mean`` beside
+``rewards/reward_model/mean`` (weight 0), so the gap is visible in every run record.
+
 Token convention: pairs are tokenised here as ``prompt + completion`` *without* EOS, exactly the text
 TRL scores during PPO (completions are decoded with special tokens skipped); left to itself
 ``RewardTrainer`` would append EOS to every pair and the reward model would be judged on a token it
