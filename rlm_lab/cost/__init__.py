@@ -9,6 +9,7 @@ Main entry points::
     model_spec(name_or_config) -> ModelSpec                     (spec.py)
     load_profile(name_or_path) -> HardwareProfile               (hardware.py)
     decode_step_time(spec, batch, context, profile)             (timing.py)
+    generate_time(spec, profile, prompt_len, lengths, batch)    (timing.py)
     collective_time(op, nbytes, world, profile)                 (comm.py)
     tail_bubble(lengths), dynamic_sampling_inflation(p, G)      (workdepth.py)
 """
@@ -18,13 +19,13 @@ from .hardware import HardwareProfile, known_profiles, load_profile
 from .memory import MemoryBreakdown
 from .predict import Prediction, StageCost, predict
 from .spec import ModelSpec, model_spec, scalar_head, spec_from_config, spec_from_dict
-from .timing import decode_step_time, forward_time
+from .timing import backward_time, decode_step_time, forward_time, generate_time
 from .workdepth import WorkDepth, dynamic_sampling_inflation, tail_bubble
 from .workload import Algorithm, ResponseLengths, Workload, algorithm, workload_from_dict
 
 __all__ = [
     "OPS", "Algorithm", "HardwareProfile", "MemoryBreakdown", "ModelSpec", "Prediction", "ResponseLengths",
     "StageCost", "WorkDepth", "Workload", "algorithm", "bytes_per_rank", "collective_time", "decode_step_time",
-    "dynamic_sampling_inflation", "forward_time", "known_profiles", "load_profile", "model_spec", "predict",
+    "dynamic_sampling_inflation", "forward_time", "generate_time", "backward_time", "known_profiles", "load_profile", "model_spec", "predict",
     "ring_factor", "scalar_head", "spec_from_config", "spec_from_dict", "tail_bubble", "workload_from_dict",
 ]

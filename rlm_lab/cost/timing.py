@@ -97,3 +97,30 @@ def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4) -> 
     nbytes = 7 * spec.params * state_bytes_per_param
     over = profile.call_overhead("optimizer_base_s") + spec.param_tensors * profile.call_overhead("optimizer_tensor_s")
     return nbytes / profile.bandwidth() + over
+
+
+def generate_time(spec: ModelSpec, profile, prompt_len: int, lengths, batch: int | None = None,
+                  engine: str = "static", dtype: str = "bf16", dtype_bytes: int | None = None) -> float:
+    """One ``generate`` call producing ``lengths`` tokens for its rows (paper-notes Sec. 2.6):
+
+        T_gen = t_prefill(b, P) + generate setup + sum_{k=1}^{R_max - 1} t_step(b_k, P + k)
+
+    ``static`` (transformers): b_k = b for every step, finished rows keep computing until the
+    longest ends; ``continuous`` (vLLM-style): b_k = rows with R_i > k.
+    """
+    from .hardware import load_profile
+    from .spec import model_spec
+
+    profile, spec = load_profile(profile), model_spec(spec)
+    lengths = list(lengths)
+    if not lengths or min(lengths) < 1:
+        from ..errors import RlmLabError
+
+        raise RlmLabError("generate_time needs a non-empty list of response lengths >= 1")
+    dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
+    b = batch or len(lengths)
+    t = forward_time(spec, profile, b, prompt_len, b, dtype, dtype_bytes) + profile.call_overhead("generate_base_s")
+    for k in range(1, max(lengths)):
+        b_k = b if engine == "static" else sum(1 for r in lengths if r > k)
+        t += decode_step_time(spec, b_k, prompt_len + k, profile, dtype, dtype_bytes)
+    return t

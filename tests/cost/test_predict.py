@@ -186,3 +186,16 @@ def test_cli_predict(capsys, tmp_path):
     bad.write_text("modle: nano\n")
     assert main(["predict", str(bad)]) == 2
     assert "modle" in capsys.readouterr().err
+
+
+def test_generate_time_matches_predict(cpu_profile):
+    """generate_time (one call) equals predict's prefill + decode for one static generation batch."""
+    from rlm_lab.cost import generate_time
+
+    wl = _small(response={"kind": "fixed", "length": 12})
+    p = predict("micro", "grpo", wl, cpu_profile)
+    t = generate_time("micro", cpu_profile, 8, [12] * 16, dtype="fp32")
+    assert t == pytest.approx(p.seconds("generate"), rel=1e-9)
+    lengths = [2, 4, 12, 12]
+    assert generate_time("micro", cpu_profile, 8, lengths, engine="continuous", dtype="fp32") < \
+        generate_time("micro", cpu_profile, 8, lengths, dtype="fp32")
