@@ -53,6 +53,7 @@ class StageCost:
     calls: int           # model calls (forward passes, decode steps, optimizer steps)
     work_s: float        # device-seconds
     depth_s: float       # critical-path seconds of the stage
+    breakdown: M.MemoryBreakdown = field(default_factory=M.MemoryBreakdown)  # ``memory`` by kind
 
 
 @dataclass
@@ -129,7 +130,7 @@ class Prediction:
         return [{"stage": str(r.stage), "model": r.model, "flops": r.flops, "bytes": r.bytes,
                  "memory_bytes": r.memory, "seconds": r.seconds if self.fits else None, "calls": r.calls,
                  "flop_share": r.flops / total_f, "time_share": r.seconds / total_t if self.fits else None,
-                 "work_s": r.work_s, "depth_s": r.depth_s} for r in self.rows]
+                 "work_s": r.work_s, "depth_s": r.depth_s, "memory": r.breakdown.to_dict()} for r in self.rows]
 
     def to_dict(self) -> dict:
         d = {"model": self.spec.to_dict(), "algorithm": self.algo.name, "workload": self.workload.to_dict(),
@@ -205,9 +206,9 @@ class _Assembler:
         return g / self.dev if self.wl.zero_stage >= 2 else g
 
     def _add(self, stage, model, flops, nbytes, transient: M.MemoryBreakdown, seconds, calls, depth):
-        mem = (self.persistent + transient).total
-        self.rows.append(StageCost(stage, model, float(flops), float(nbytes), int(mem), float(seconds),
-                                   int(calls), float(seconds * self.dev), float(depth)))
+        mem = self.persistent + transient
+        self.rows.append(StageCost(stage, model, float(flops), float(nbytes), int(mem.total), float(seconds),
+                                   int(calls), float(seconds * self.dev), float(depth), mem))
         return transient
 
     def _logit_tokens(self, seq_len: int, head_width: int) -> int:
