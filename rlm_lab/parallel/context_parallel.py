@@ -285,7 +285,8 @@ def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
-    base = baseline_step_s(model, random_batch(batch, seq, vocab, seed + 7)) if rank == 0 else None
+    # one rank's share, alone: its s/c tokens (misses the attention to the other ranks' keys)
+    base = baseline_step_s(model, random_batch(batch, seq // world, vocab, seed + 7)) if rank == 0 else None
     dist.barrier()
     rings = apply_cp(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -319,8 +320,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
     """Run ``steps`` timed context-parallel steps on ``world`` processes; compare with predictions.
 
     Returns per-rank forward/backward/grad-sync/ring time, counted and predicted K,V bytes, and the
-    predicted step: single-process step T1 / c (every per-token op and, with zig-zag, the causal
-    attention work split evenly) + α-β time of 2·L·(c-1) ring messages + the gradient all-reduce.
+    predicted step (:func:`~rlm_lab.parallel.measure_pp_cp_ep.predict_step_time`).
     """
     from ..models import make_config
     from .launch import spawn
@@ -344,7 +344,7 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
         "parallelism": "cp", "model": model, "world": world, "batch": batch, "seq": seq, "steps": steps,
         "oversubscribed": world > cores(), "loss": sum(x["steps"][-1]["loss"] for x in results),
         "step_s": max(x["wall_s"] for x in per_rank), "per_rank": per_rank,
-        "baseline_step_s": t1, "grad_bytes": results[0]["grad_bytes"],
+        "baseline_share_s": t1, "grad_bytes": results[0]["grad_bytes"],
         "sent_bytes": sum(x["fwd_sent_bytes"] + x["bwd_sent_bytes"] for x in per_rank),
         "predicted_bytes": world * pred["total"], "predicted_bytes_per_rank": pred,
         "bytes_match": all(x["fwd_sent_bytes"] == pred["fwd"] and x["bwd_sent_bytes"] == pred["bwd"]

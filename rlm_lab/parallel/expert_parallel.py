@@ -256,7 +256,8 @@ def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
-    base = baseline_step_s(model, random_batch(batch * world, seq, vocab, seed + 7)) if rank == 0 else None
+    # one rank's share, alone: its rows through the whole model with all experts local
+    base = baseline_step_s(model, random_batch(batch, seq, vocab, seed + 7)) if rank == 0 else None
     dist.barrier()
     experts = apply_ep(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -288,8 +289,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
 
     Bytes: counted off-rank all-to-all bytes vs the exact formula from the routing counts, and the
     uniform-routing expectation; λ (max/mean load) per layer over experts and over ranks.
-    Predicted step: single-process step T1 on the global batch / e + α-β time of the 4 token
-    all-to-alls per MoE layer + one all-reduce of the dense gradients.
+    Predicted step: :func:`~rlm_lab.parallel.measure_pp_cp_ep.predict_step_time`.
     """
     from ..models import ZOO, check_model, make_config
     from .launch import spawn
@@ -323,7 +323,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
         "experts": spec.experts, "top_k": k, "oversubscribed": world > cores(),
         "loss": sum(x["loss"] for x in last) / world, "step_s": max(x["wall_s"] for x in per_rank),
         "per_rank": per_rank, "lambda_expert": lam_expert, "lambda_rank": lam_rank,
-        "baseline_step_s": t1, "dense_bytes": results[0]["dense_bytes"],
+        "baseline_share_s": t1, "dense_bytes": results[0]["dense_bytes"],
         "sent_bytes": counted_total,
         "predicted_bytes": sum(x["predicted_fwd"] + x["predicted_bwd"] for x in per_rank),
         "expected_bytes_uniform": world * 4 * config.num_hidden_layers * expected_a2a_bytes(batch * seq, k, h, world),

@@ -48,7 +48,7 @@ def random_batch(batch: int, seq: int, vocab: int, seed: int):
     return torch.randint(2, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
 
 
-def baseline_step_s(model, input_ids, reps: int = 3) -> float:
+def baseline_step_s(model, input_ids, reps: int = 5) -> float:
     """Median seconds of one single-process forward+backward of ``model`` on ``input_ids``.
 
     The measured reference the parallel predictions start from (a different run than the one judged).
@@ -150,17 +150,22 @@ def run_measurements(size: str = "smoke", only: str | None = None) -> list:
 def predict_step_time(result: dict, profile=None) -> dict:
     """Predicted step time of a ``measure_pp/cp/ep`` result (recomputable later from its record).
 
-    Starts from T1, the single-process forward+backward measured on rank 0 before the parallel run:
-    PP: T1/p·(m+p-1)/m (p equal stages, bubble) + the busiest rank's sends (m, or 2m for a middle stage);
-    CP: T1/c + 2·L·(c-1) ring messages + one all-reduce of all gradients;
-    EP: T1/e (global batch) + 4 token all-to-alls per MoE layer (the slowest rank's) + one all-reduce
-    of the dense gradients. Messages cost α + β·bytes from the calibrated profile (``rlm_lab.cost.comm``);
+    Starts from T, rank 0's share of the work run alone in one process before the parallel run
+    (``baseline_share_s``: forward+backward, measured, so per-call overheads that do not shrink with
+    the share are included):
+    PP: T = one micro-batch through the whole model; a stage runs 1/p of it per slot, and a step has
+        m+p-1 slots (the bubble): (m+p-1)·T/p, + the busiest rank's sends (m, or 2m mid-pipeline);
+    CP: T = b rows of s/c tokens (leaves out attending to the other ranks' keys)
+        + 2·L·(c-1) ring messages + one all-reduce of all gradients;
+    EP: T = one rank's rows through the whole model (experts all local) + 4 token all-to-alls per
+        MoE layer (the slowest rank's) + one all-reduce of the dense gradients.
+    Messages cost α + β·bytes from the calibrated profile (``rlm_lab.cost.comm``);
     without one the communication term is None and the total is compute only. Nothing overlaps
     (gloo on CPU runs P2P and collectives in the calling thread's critical path).
     """
     from ..models import make_config
 
-    kind, world, t1 = result["parallelism"], result["world"], result["baseline_step_s"]
+    kind, world, t = result["parallelism"], result["world"], result["baseline_share_s"]
     config = make_config(result["model"])
     h, prof = config.hidden_size, comm_profile(profile)
     if prof is None:
@@ -176,6 +181,6 @@ def predict_step_time(result: dict, profile=None) -> dict:
         comm = max(sum(2 * comm_time("all_to_all", sum(s) * h * 4, world, prof) + 2 * comm_time("all_to_all", sum(r) * h * 4, world, prof)
                        for s, r in zip(x["send_counts"], x["recv_counts"])) for x in result["per_rank"])
         comm += comm_time("all_reduce", result["dense_bytes"], world, prof)
-    compute = t1 / world * ((result["microbatches"] + world - 1) / result["microbatches"] if kind == "pp" else 1)
+    compute = t * (result["microbatches"] + world - 1) / world if kind == "pp" else t
     return {"predicted_compute_s": compute, "predicted_comm_s": comm, "step_s_predicted": compute + (comm or 0.0),
             "profile": getattr(prof, "name", None)}

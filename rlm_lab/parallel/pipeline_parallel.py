@@ -305,8 +305,9 @@ def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name,
     model = zoo_model(model_name, seed, layers)
     gen = torch.Generator().manual_seed(seed + 1)
     vocab = model.config.vocab_size
-    base = baseline_step_s(model, random_batch(batch, seq, vocab, seed + 7)) if rank == 0 else None
-    dist.barrier()  # the other ranks idle while rank 0 times the single-process step
+    # the share one rank runs per slot, alone: one micro-batch through the whole model (divided by p later)
+    base = baseline_step_s(model, random_batch(batch // microbatches, seq, vocab, seed + 7)) if rank == 0 else None
+    dist.barrier()  # the other ranks wait while rank 0 times it
     stage, module = apply_pp(model, rank, world)
     schedule = build_schedule(stage, microbatches, schedule_name)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
@@ -337,8 +338,7 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
     predicted as in-flight micro-batches x one micro-batch's), and peak RSS per rank.
     ``bubble_measured`` is the mean over ranks of 1 - busy/wall: it includes P2P waits and the
     scheduler's own overhead, which the formula (p-1)/(m+p-1) leaves out.
-    Predicted step time: the single-process step T1 (measured on rank 0 first) split over p stages
-    and stretched by the bubble, T1/p·(m+p-1)/m, plus the α-β time of the busiest rank's sends
+    Predicted step time: see :func:`~rlm_lab.parallel.measure_pp_cp_ep.predict_step_time`
     (``profile``: calibrated hardware profile; without one the comm term is None).
     """
     from ..models import make_config
@@ -378,7 +378,7 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
         "step_s": step_s, "per_rank": per_rank,
         "bubble_predicted": bubble_fraction(world, microbatches),
         "bubble_measured": sum(x["idle_fraction"] for x in per_rank) / world,
-        "baseline_step_s": t1,
+        "baseline_share_s": t1,
         # composition, not a fit: (m+p-1) slots of the slowest stage's measured per-micro-batch time
         "step_s_predicted_from_stage_time": (microbatches + world - 1) * slowest_mb,
         "sent_bytes": sum(x["sent_bytes"] for x in per_rank), "predicted_bytes": pred["total"],

@@ -60,7 +60,7 @@ def test_measure_pp_reports_bubble_and_exact_bytes():
     r = pp.measure_pp("nano", world=2, microbatches=2, schedule="gpipe", steps=1, batch=4, seq=16)
     assert r["bytes_match"] and r["sent_bytes"] == r["predicted_bytes"] == 2 * 4 * 16 * 64 * 4
     assert r["bubble_predicted"] == pytest.approx(1 / 3)
-    assert 0 < r["bubble_measured"] < 1 and r["step_s"] > 0 and r["baseline_step_s"] > 0
+    assert 0 < r["bubble_measured"] < 1 and r["step_s"] > 0 and r["baseline_share_s"] > 0
     assert all(x["busy_s"] > 0 and x["peak_rss_mib"] > 0 for x in r["per_rank"])
 
 
@@ -70,10 +70,10 @@ def test_predicted_step_time_composes_baseline_bubble_and_alpha_beta():
     from rlm_lab.parallel.measure_pp_cp_ep import predict_step_time
 
     res = {"parallelism": "pp", "model": "nano", "world": 2, "microbatches": 4, "batch": 8, "seq": 16,
-           "baseline_step_s": 0.1}
+           "baseline_share_s": 0.1}
     p = predict_step_time(res, "h200")
     msg = 8 * 16 * 64 * 4 / 4  # one micro-batch's activations
-    assert p["predicted_compute_s"] == pytest.approx(0.1 / 2 * 5 / 4)
+    assert p["predicted_compute_s"] == pytest.approx(0.1 * (4 + 2 - 1) / 2)  # (m+p-1) slots of T/p
     assert p["predicted_comm_s"] == pytest.approx(4 * collective_time("send_recv", msg, 2, load_profile("h200")))
     with pytest.raises(RlmLabError, match="unknown hardware profile"):
         predict_step_time(res, "no-such-profile")
