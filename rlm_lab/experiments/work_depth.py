@@ -233,15 +233,10 @@ def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int =
 
 
 def predicted_generate(model_name: str, lengths, profile, batch: int | None = None) -> float:
-    """Static ``generate`` of these rows: one prefill of ``batch`` rows, then R_max - 1 decode steps
-    at batch ``batch`` (finished rows keep their slot), t_step from the cost model."""
-    from ..cost import decode_step_time, forward_time, load_profile, model_spec
+    """The cost model's static ``generate`` of these rows (``rlm_lab.cost.timing.generate_time``, fp32)."""
+    from ..cost.timing import generate_time
 
-    spec, prof = model_spec(model_name), load_profile(profile)
-    b = batch or len(lengths)
-    r_max = max(lengths)
-    t = forward_time(spec, prof, b, PROMPT_LEN, b, "fp32", 4)
-    return t + sum(decode_step_time(spec, b, PROMPT_LEN + k, prof, "fp32", 4) for k in range(1, r_max))
+    return generate_time(model_name, profile, PROMPT_LEN, lengths, batch, "static", "fp32", 4)
 
 
 # ---- replicas and Brent's bounds ---------------------------------------------------------------------
