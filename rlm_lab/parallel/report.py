@@ -166,3 +166,21 @@ def plot_bubble(root: str | Path, prefix: str = "ch04_e2_pp2-"):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+E2_COLUMNS = ["run", "world", "schedule", "microbatches", "oversubscribed", "step_s", "step_s_predicted",
+              "bubble_measured", "bubble_predicted", "sent_bytes", "predicted_bytes", "bytes_match"]
+
+
+def sweep_table(root: str | Path, kind: str):
+    """The PP/CP/EP measurement records (``ch04_e2_<kind>*``, written by the modules' own measurement
+    runs) as a DataFrame: measured vs predicted step time, bubble and bytes."""
+    import pandas as pd
+
+    recs = load_records(root, f"ch04_e2_{kind}")
+    df = pd.DataFrame([{"run": r.dir.name.removeprefix("ch04_e2_")} | r.results for r in recs])
+    if df.empty:
+        return df
+    if {"step_s", "step_s_predicted"} <= set(df.columns):
+        df["time_rel_err"] = (df["step_s_predicted"] - df["step_s"]) / df["step_s"]
+    return df[[c for c in E2_COLUMNS + ["time_rel_err"] if c in df.columns]].round(4)
