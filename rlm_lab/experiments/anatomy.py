@@ -340,7 +340,7 @@ def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
     from ..cost.workload import ResponseLengths
 
     if case.algo == "ppo":  # our PPO scores with the verifier, not a reward model: actor, critic, reference
-        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()), "gae")
+        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()) + ("verifier",), "gae")
     else:
         algo = algorithm(case.algo, case.beta)
     wl = Workload(prompts=case.batch // case.group, group_size=case.group, prompt_len=PROMPT_LEN,
