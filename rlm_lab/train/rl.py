@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RlmLabError
+from .sft import trainer_switches
 
 
 def trainer_classes(algo: str):
@@ -71,16 +72,8 @@ def rl_args(cfg, config_cls, output_dir: str | Path, on_cuda: bool = False):
         loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards,
         max_grad_norm=cfg.max_grad_norm,
-        use_cpu=not on_cuda,
-        bf16=bool(cfg.bf16 and on_cuda),
-        activation_checkpointing=False,
         logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        disable_tqdm=cfg.disable_tqdm,
-        dataloader_num_workers=0,
+        **trainer_switches(cfg, on_cuda),
     )
     kwargs = {k: v for k, v in kwargs.items() if k in accepted}
     bad = [k for k in cfg.extra if k not in accepted]
