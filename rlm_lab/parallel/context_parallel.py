@@ -281,7 +281,7 @@ def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
     import torch
     import torch.distributed as dist
 
-    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, timed_step, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -295,22 +295,12 @@ def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
         x = random_batch(batch, seq, vocab, seed + 1 + step)
         for r in rings:
             r.reset()
-        dist.barrier()
-        t0 = time.perf_counter()
-        loss = cp_loss(model, x, x, world, rank)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        sync_grads(model)
-        t3 = time.perf_counter()
-        opt.step()
-        opt.zero_grad()
+        times = timed_step(lambda: cp_loss(model, x, x, world, rank), lambda: sync_grads(model), opt)
         if step:
-            rows.append({"fwd_s": t1 - t0, "bwd_s": t2 - t1, "grad_sync_s": t3 - t2, "wall_s": t3 - t0,
-                         "ring_s": sum(r.stats["ring_s"] for r in rings),
+            rows.append({**times, "ring_s": sum(r.stats["ring_s"] for r in rings),
                          "fwd_sent_bytes": sum(r.stats["fwd_sent_bytes"] for r in rings),
                          "bwd_sent_bytes": sum(r.stats["bwd_sent_bytes"] for r in rings),
-                         "sends": sum(r.stats["sends"] for r in rings), "loss": loss.item()})
+                         "sends": sum(r.stats["sends"] for r in rings)})
     return {"rank": rank, "steps": rows, "baseline_s": base, "peak_rss_mib": peak_rss_mib(),
             "grad_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
 

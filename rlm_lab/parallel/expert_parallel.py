@@ -247,12 +247,10 @@ def build(model, layout, mesh, lr: float = 1e-3):
 
 
 def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
-    import time
-
     import torch
     import torch.distributed as dist
 
-    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, zoo_model
+    from .measure_pp_cp_ep import baseline_step_s, peak_rss_mib, random_batch, timed_step, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -266,19 +264,9 @@ def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
         x = random_batch(batch * world, seq, vocab, seed + 1 + step)[rank * batch:(rank + 1) * batch]
         for m in experts:
             m.reset_stats()
-        dist.barrier()
-        t0 = time.perf_counter()
-        loss = model(input_ids=x, labels=x).loss
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        sync_grads(model)
-        t3 = time.perf_counter()
-        opt.step()
-        opt.zero_grad()
+        times = timed_step(lambda: model(input_ids=x, labels=x).loss, lambda: sync_grads(model), opt)
         if step:
-            rows.append({"fwd_s": t1 - t0, "bwd_s": t2 - t1, "grad_sync_s": t3 - t2, "wall_s": t3 - t0,
-                         "loss": loss.item(), "layers": [dict(m.stats) for m in experts]})
+            rows.append({**times, "layers": [dict(m.stats) for m in experts]})
     dense = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if not is_expert_param(n))
     return {"rank": rank, "steps": rows, "baseline_s": base, "peak_rss_mib": peak_rss_mib(), "dense_bytes": dense}
 

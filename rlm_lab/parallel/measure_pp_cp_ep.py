@@ -64,6 +64,24 @@ def baseline_step_s(model, input_ids, reps: int = 5) -> float:
     return statistics.median(times[1:])
 
 
+def timed_step(loss_fn, sync_fn, opt) -> dict:
+    """One training step timed by phase (forward, backward, gradient sync) after a barrier, so that
+    every rank starts the clock together; the optimizer step is not timed."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    t0 = time.perf_counter()
+    loss = loss_fn()
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    sync_fn()
+    t3 = time.perf_counter()
+    opt.step()
+    opt.zero_grad()
+    return {"fwd_s": t1 - t0, "bwd_s": t2 - t1, "grad_sync_s": t3 - t2, "wall_s": t3 - t0, "loss": loss.item()}
+
+
 def comm_profile(profile=None):
     """The hardware profile whose α-β fits price the messages (``rlm-lab calibrate`` writes one).
 
