@@ -6,9 +6,14 @@ Measured, each as the median of repeated timings:
   fp32 on CUDA), with the per-op dispatch time subtracted -> ``matmul_curve`` and ``matmul_flops``;
 * memory bandwidth: copy of a large tensor (bytes read + written) / time;
 * per-call overheads: a tiny op; forward, backward and ``generate`` steps of tiny Llama models with
-  1 and 4 layers (hidden 16, so compute is negligible): the slope over layers is the per-layer
+  1 and 8 layers (hidden 16, so compute is negligible): the slope over layers is the per-layer
   overhead, the intercept the base; the optimizer step (grad clipping + fused AdamW + zero_grad,
   as transformers' Trainer runs it) over 8 and 64 small tensors: the slope is the per-tensor cost;
+* kernels beyond the matrix products, each on synthetic tensors of several sizes (``kernels``):
+  the elementwise ops of a decoder layer (RMSNorm, rotary, SiLU * up, residual adds; seconds per
+  element, forward / with autograd / backward), the attention kernel (torch SDPA with a causal mask:
+  FLOP/s vs size, forward and backward) and TRL's fused log-prob head (beyond its matrix product:
+  base + per row + per logit);
 * collectives (gloo on CPU, NCCL on CUDA with >= 2 GPUs), 2 processes: time vs message size,
   least-squares fit of t = alpha + beta * bytes_per_rank (comm.py) per op.
 
@@ -132,6 +137,9 @@ def _tiny_lm(layers: int, device):
     return LlamaForCausalLM(cfg).to(device)
 
 
+LAYERS_HI = 8  # tiny models of 1 and 8 layers: the long lever arm keeps the per-layer slope out of the noise
+
+
 def bench_overheads(device, quick, budget) -> dict:
     """Per-call overheads from tiny models whose compute is negligible (module docstring)."""
     import torch
@@ -140,7 +148,7 @@ def bench_overheads(device, quick, budget) -> dict:
     x = torch.randint(2, 50, (1, 4), device=device)
     new = 8 if quick else 32
     res = {}
-    for L in (1, 4):
+    for L in (1, LAYERS_HI):
         model = _tiny_lm(L, device)
         with torch.no_grad():
             res[("fwd", L)] = _timeit(lambda: model(x), budget, sync)
@@ -159,12 +167,13 @@ def bench_overheads(device, quick, budget) -> dict:
                          budget, sync)
         res[("step", L)] = (tn - t1) / new
         res[("gen1", L)] = t1
-    fb, fl = _slope(1, res[("fwd", 1)], 4, res[("fwd", 4)])
-    gfb, gfl = _slope(1, res[("fwdgrad", 1)], 4, res[("fwdgrad", 4)])
-    bb, bl = _slope(1, res[("fwdbwd", 1)] - res[("fwdgrad", 1)], 4, res[("fwdbwd", 4)] - res[("fwdgrad", 4)])
-    db, dl = _slope(1, res[("step", 1)], 4, res[("step", 4)])
+    H = LAYERS_HI
+    fb, fl = _slope(1, res[("fwd", 1)], H, res[("fwd", H)])
+    gfb, gfl = _slope(1, res[("fwdgrad", 1)], H, res[("fwdgrad", H)])
+    bb, bl = _slope(1, res[("fwdbwd", 1)] - res[("fwdgrad", 1)], H, res[("fwdbwd", H)] - res[("fwdgrad", H)])
+    db, dl = _slope(1, res[("step", 1)], H, res[("step", H)])
     # generate's own setup (input checks, cache, logits processors) and its first sampling, beyond the prefill forward
-    gb = max(min(res[("gen1", L)] - res[("fwd", L)] for L in (1, 4)), 0.0)  # setup + first sampling
+    gb = max(min(res[("gen1", L)] - res[("fwd", L)] for L in (1, LAYERS_HI)), 0.0)  # setup + first sampling
     ob, ot = bench_optimizer(device, budget)
     return {"op_s": bench_op(device, budget), "forward_base_s": fb, "forward_layer_s": fl,
             "forward_grad_base_s": gfb, "forward_grad_layer_s": gfl,
@@ -269,6 +278,199 @@ def fit_collectives(points: dict, world: int, backend: str) -> dict:
     return ops
 
 
+# ---- kernels beyond the matrix products (calibrated each on its own synthetic inputs) ------------
+
+def _fit_slope(points) -> tuple[float, float]:
+    """(intercept, slope) of t = a + s * x over [[x, t], ...], relative-error weights, both >= 0."""
+    slope, intercept = _least_squares([x for x, _ in points], [t for _, t in points])
+    return intercept, slope
+
+
+def _fit_linear(rows, ys) -> list[float]:
+    """Least squares of t = sum_j c_j x_j with relative-error weights (1/t^2), coefficients clamped >= 0."""
+    import numpy as np
+
+    a, y = np.asarray(rows, dtype=float), np.asarray(ys, dtype=float)
+    w = 1.0 / np.maximum(y, 1e-9)
+    coef, *_ = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)
+    return [max(float(c), 0.0) for c in coef]
+
+
+def bench_elementwise(device, quick, budget) -> dict:
+    """Seconds per element of the non-matmul work of one decoder layer, forward / with autograd / backward.
+
+    Runs, on random (T x h) tensors, the elementwise ops of a Llama layer as transformers implements
+    them: 2 RMSNorms (``LlamaRMSNorm``) and 2 residual adds on (T x h), rotary (``apply_rotary_pos_emb``)
+    on q (T x h) and k (T x h), SiLU(gate) * up on (T x I), I = 4h: ``elementwise_elements`` counts
+    4h + d_q + d_k + I elements per token for exactly these ops (timing.py). The slope of time against
+    elements is the cost per element; the intercept (dispatch) is already in the per-layer overhead.
+    """
+    import torch
+    from transformers.activations import ACT2FN
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    act = ACT2FN["silu"]
+    pts = {"forward": [], "forward_grad": [], "backward": []}
+    sizes = [(256, 64), (2048, 64), (1024, 256)] if quick else [(64, 64), (512, 64), (2048, 64), (512, 256),
+                                                                 (2048, 256), (8192, 64), (2048, 512)]
+    for T, h in sizes:
+        heads, d = max(h // 32, 1), min(h, 32)
+        n1, n2 = LlamaRMSNorm(h).to(device), LlamaRMSNorm(h).to(device)
+        x = torch.randn(1, T, h, device=device)
+        q, k = torch.randn(1, heads, T, d, device=device), torch.randn(1, heads, T, d, device=device)
+        gate, up = torch.randn(1, T, 4 * h, device=device), torch.randn(1, T, 4 * h, device=device)
+        cos, sin = torch.randn(1, T, d, device=device), torch.randn(1, T, d, device=device)
+        leaves = (x, q, k, gate, up)
+
+        def layer():
+            a = n1(x)
+            qr, kr = apply_rotary_pos_emb(q, k, cos, sin)
+            r = x + a
+            m = act(gate) * up
+            return n2(r) + r, qr, kr, m
+
+        elems = T * (4 * h + 2 * heads * d + 4 * h)
+        with torch.no_grad():
+            pts["forward"].append([elems, _timeit(layer, budget, sync)])
+        for t_ in leaves:
+            t_.requires_grad_(True)
+        t_grad = _timeit(layer, budget, sync)
+
+        def fwd_bwd():
+            o, qr, kr, m = layer()
+            torch.autograd.backward((o, qr, kr, m), (torch.ones_like(o), torch.ones_like(qr),
+                                                      torch.ones_like(kr), torch.ones_like(m)))
+
+        pts["forward_grad"].append([elems, t_grad])
+        pts["backward"].append([elems, max(_timeit(fwd_bwd, budget, sync) - t_grad, 0.0)])
+    # plain least squares: the slope is set by the large sizes, where timing noise is relatively small
+    return {kind: {"s_per_element": max(_fit_linear_plain(p), 0.0), "points": p} for kind, p in pts.items()}
+
+
+def _fit_linear_plain(points) -> float:
+    """Slope of t = a + s x by ordinary least squares."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(t for _, t in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (t - my) for x, t in points) / sxx if sxx else 0.0
+
+
+def cache_bytes() -> int:
+    """Size of the last-level cache (sysfs), 0 when unknown."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        txt = f.read_text().strip().upper()
+        mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(txt[-1:], 1)
+        try:
+            best = max(best, int(txt.rstrip("KMG")) * mult)
+        except ValueError:
+            pass
+    return best
+
+
+def bench_weight_stream(device, quick, budget) -> dict:
+    """Bandwidth at which matrix-vector products stream weights that are NOT in the cache.
+
+    The matmul curve is measured with one weight, cache-hot; a model whose weights exceed the
+    last-level cache reads every layer's weights from memory at each call. Cycle ``F.linear``
+    (m = 1) through distinct weights totalling > 3x the cache: bytes of one weight / seconds per call.
+    """
+    import torch
+    import torch.nn.functional as Fn
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    llc = cache_bytes() or 32 * 2 ** 20
+    rates = []
+    for k, n in ([(512, 1408)] if quick else [(256, 704), (512, 512), (512, 1408), (1024, 2816)]):
+        count = max(2, 3 * llc // (n * k * 4) + 1)
+        ws = [torch.randn(n, k, device=device) for _ in range(count)]
+        x, i = torch.randn(1, k, device=device), [0]
+
+        def cold():
+            i[0] = (i[0] + 1) % count
+            Fn.linear(x, ws[i[0]])
+
+        rates.append(n * k * 4 / _timeit(cold, budget, sync, min_reps=2 * count))
+        del ws
+    return {"bandwidth": statistics.median(rates), "cache_bytes": llc, "points": rates}
+
+
+def bench_attention(device, quick, op_s, budget) -> dict:
+    """Achieved rate of torch SDPA with a boolean causal mask (as transformers calls it with padding).
+
+    FLOPs counted as the time model counts them (4 b a q k d_h, QK^T + AV, mask ignored); prefill
+    (q = k) and decode (q = 1) shapes. Returns ``{"curve": [[flops, FLOP/s], ...], "backward_curve":
+    [[flops, FLOP/s], ...]}``: the backward's rate is its forward FLOPs over its own seconds (prefill shapes).
+    """
+    import torch
+    import torch.nn.functional as Fn
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    shapes = ([(4, 2, 16, 16, 16), (16, 4, 64, 64, 16), (64, 2, 1, 64, 32)] if quick else
+              [(1, 2, 16, 16, 16), (8, 2, 32, 32, 16), (64, 2, 24, 24, 16), (16, 4, 64, 64, 16), (32, 4, 128, 128, 32),
+               (8, 8, 256, 256, 32), (1, 2, 1, 32, 16), (64, 2, 1, 64, 16), (256, 4, 1, 128, 32), (64, 8, 1, 512, 32)])
+    points, back = {}, {}
+    for b, a, sq, sk, d in shapes:
+        q = torch.randn(b, a, sq, d, device=device)
+        k, v = torch.randn(b, a, sk, d, device=device), torch.randn(b, a, sk, d, device=device)
+        mask = torch.ones(b, 1, sq, sk, dtype=torch.bool, device=device).tril(sk - sq)
+        flops = 4.0 * b * a * sq * sk * d
+        with torch.no_grad():
+            t = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask), budget, sync)
+        points.setdefault(flops, []).append(flops / max(t - op_s, 0.1 * t))
+        if sq > 1:
+            for t_ in (q, k, v):
+                t_.requires_grad_(True)
+            t_g = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask), budget, sync)
+            t_fb = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward(),
+                           budget, sync)
+            t_b = max(t_fb - t_g, 0.1 * t_fb)
+            back.setdefault(flops, []).append(flops / t_b)
+    return {"curve": [[f, statistics.median(r)] for f, r in sorted(points.items())],
+            "backward_curve": [[f, statistics.median(r)] for f, r in sorted(back.items())]}
+
+
+def bench_logprob_head(device, quick, budget) -> dict:
+    """TRL's fused log-prob head (``trl.kernels.ChunkedLogProbFunction``, what ``fused_lm_head=True``
+    runs) on N positions x vocab V, beyond its own matrix product (a separately timed ``F.linear`` of
+    the same shape is subtracted). Fit t = base + s_row * N + s_element * N * V (least squares,
+    relative errors) for a no-grad pass (log-probs: old/ref log-probs), a grad pass (log-probs and
+    entropy, as the GRPO loss asks) and that pass's backward.
+    """
+    import torch
+    import torch.nn.functional as Fn
+    from trl.kernels import ChunkedLogProbFunction
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    shapes = [(64, 64, 52), (1024, 64, 52), (1024, 256, 512)] if quick else \
+        [(32, 64, 52), (256, 64, 52), (1024, 128, 52), (4096, 64, 52), (256, 128, 1024), (1024, 256, 512),
+         (4096, 128, 1024)]
+    pts = {"forward": [], "forward_grad": [], "backward": []}
+    for n, h, v in shapes:
+        x, w = torch.randn(n, h, device=device), torch.randn(v, h, device=device)
+        y = torch.randint(0, v, (n,), device=device)
+
+        def head(outputs, x=x, w=w, y=y):
+            return ChunkedLogProbFunction.apply(x, w, None, y, 1.0, 32768, None, 1.0, outputs)
+
+        with torch.no_grad():
+            t_lin = _timeit(lambda: Fn.linear(x, w), budget, sync)
+            pts["forward"].append([n, v, max(_timeit(lambda: head(("log_probs",)), budget, sync) - t_lin, 0.0)])
+        x.requires_grad_(True), w.requires_grad_(True)
+        t_g = _timeit(lambda: head(("log_probs", "entropy")), budget, sync)
+        t_fb = _timeit(lambda: head(("log_probs", "entropy"))[0].sum().backward(), budget, sync)
+        t_lin_g = _timeit(lambda: Fn.linear(x, w), budget, sync)
+        t_lin_fb = _timeit(lambda: Fn.linear(x, w).sum().backward(), budget, sync)
+        pts["forward_grad"].append([n, v, max(t_g - t_lin_g, 0.0)])
+        pts["backward"].append([n, v, max((t_fb - t_g) - (t_lin_fb - t_lin_g), 0.0)])
+    out = {}
+    for kind, p in pts.items():
+        base, row, elem = _fit_linear([[1.0, n, n * v] for n, v, _ in p], [t for _, _, t in p])
+        out[kind] = {"base_s": base, "s_per_row": row, "s_per_element": elem, "points": p}
+    return out
+
+
 # ---- the command ----------------------------------------------------------------------------------
 
 def calibrate(out: str | Path | None = None, quick: bool = False, device: str = "cpu",
@@ -288,7 +490,15 @@ def calibrate(out: str | Path | None = None, quick: bool = False, device: str = 
     dtypes = ("fp32",) if device == "cpu" else ("bf16", "fp32")
     curve = {dt: bench_matmul(device, dt, quick, op_s, budget) for dt in dtypes}
     bw = bench_bandwidth(device, quick, budget)
-    overhead = bench_overheads(device, quick, budget)
+    # the per-call overheads are the noisiest terms (differences of small times): the median of
+    # independent repetitions of the whole benchmark, key by key
+    reps = [bench_overheads(device, quick, budget) for _ in range(1 if quick else 3)]
+    overhead = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
+    kb = 0.4 * budget  # many shapes: a shorter budget each keeps the whole calibration within minutes
+    kernels = {"elementwise": bench_elementwise(device, quick, kb),
+               "attention": bench_attention(device, quick, op_s, kb),
+               "logprob_head": bench_logprob_head(device, quick, kb),
+               "weight_stream": bench_weight_stream(device, quick, kb)}
     if collectives and (device == "cpu" or torch.cuda.device_count() >= 2):
         coll = bench_collectives(device, quick)
     else:
@@ -304,7 +514,7 @@ def calibrate(out: str | Path | None = None, quick: bool = False, device: str = 
         "name": name, "kind": "calibrated", "device": dev_name, "source": "rlm-lab calibrate" + (" --quick" if quick else ""),
         "memory_bytes": mem, "matmul_flops": {dt: max(r for _, r in pts) for dt, pts in curve.items()},
         "matmul_curve": curve, "memory_bandwidth": bw, "efficiency": {"matmul": 1.0, "memory": 1.0},
-        "overhead": overhead, "overlap_overhead": device == "cuda",
+        "overhead": overhead, "kernels": kernels, "overlap_overhead": device == "cuda",
         "link_bandwidth": 1.0 / p2p if p2p else 0.0, "collectives": coll, "threads": torch.get_num_threads(),
         "provenance": provenance(), "notes": "measured numbers; efficiencies are 1 because rates are achieved rates",
     }
@@ -333,6 +543,10 @@ def _run(args) -> int:
     print(f"  matmul peak {max(prof.matmul_flops.values()) / 1e9:.3g} GFLOP/s, memory {prof.memory_bandwidth / 1e9:.3g} GB/s, "
           f"op {o['op_s'] * 1e6:.3g} us, forward {o['forward_base_s'] * 1e3:.3g} ms + {o['forward_layer_s'] * 1e3:.3g} ms/layer, "
           f"decode step {o['decode_step_base_s'] * 1e3:.3g} ms + {o['decode_step_layer_s'] * 1e3:.3g} ms/layer")
+    k = prof.kernels
+    print(f"  elementwise {k['elementwise']['forward']['s_per_element'] * 1e9:.3g} ns/element (backward "
+          f"{k['elementwise']['backward']['s_per_element'] * 1e9:.3g}), log-prob head {k['logprob_head']['forward']['base_s'] * 1e6:.3g} us "
+          f"+ {k['logprob_head']['forward']['s_per_row'] * 1e6:.3g} us/row + {k['logprob_head']['forward']['s_per_element'] * 1e9:.3g} ns/logit")
     for op, fit in prof.collectives.get("ops", {}).items():
         print(f"  {op:<15} alpha {fit['alpha_s'] * 1e6:8.1f} us   1/beta {1 / fit['beta_s_per_byte'] / 1e9 if fit['beta_s_per_byte'] else float('inf'):.3g} GB/s")
     return 0

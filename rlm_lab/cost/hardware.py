@@ -16,6 +16,15 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
     link_bandwidth                   bytes/s between devices (weight sync, p2p)
     collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}
     threads, provenance              (calibrated profiles) how and where it was measured
+    kernels         optional, measured by ``rlm-lab calibrate`` (calibrate.py); without it the ASSUMED
+                    defaults of the methods below apply (see ``kernels_measured``):
+                    elementwise  {forward|forward_grad|backward: {s_per_element}}  norms, rotary, SiLU*mul,
+                                 residual adds of a decoder layer (timing.elementwise_elements counts them)
+                    attention    {curve, backward_curve: [[flops, FLOP/s], ...]}  the SDPA kernel's rate
+                    logprob_head {forward|forward_grad|backward: {base_s, s_per_row, s_per_element}}
+                                 TRL's fused log-prob head beyond its matrix product
+                    weight_stream {bandwidth, cache_bytes}  weight reads of products whose model does
+                                 not fit in the last-level cache
 
 The roofline time of one operator is max(FLOPs / (eta_F F), bytes / (eta_B BW)) (Williams,
 Waterman & Patterson, CACM 2009; paper-notes Sec. 2.6), with F read from ``matmul_curve`` when the
@@ -56,6 +65,7 @@ class HardwareProfile:
     threads: int | None = None
     provenance: dict = field(default_factory=dict)
     notes: str = ""
+    kernels: dict = field(default_factory=dict)
 
     # ---- rates ------------------------------------------------------------------------------
     def peak_flops(self, dtype: str = "bf16") -> float:
@@ -73,15 +83,7 @@ class HardwareProfile:
         curve = self.matmul_curve.get(dtype)
         if not curve:
             return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype)
-        pts = sorted(curve)
-        x = math.log(max(gemm_flops, 1.0))
-        if x <= math.log(pts[0][0]):
-            return pts[0][1]
-        for (f0, r0), (f1, r1) in zip(pts, pts[1:]):
-            if x <= math.log(f1):
-                w = (x - math.log(f0)) / (math.log(f1) - math.log(f0))
-                return math.exp((1 - w) * math.log(r0) + w * math.log(r1))
-        return pts[-1][1]
+        return _interp(curve, gemm_flops)
 
     def bandwidth(self) -> float:
         """Achieved memory bandwidth eta_B * BW (bytes/s)."""
@@ -92,6 +94,57 @@ class HardwareProfile:
         """max(FLOPs / F_eff, bytes / BW_eff) seconds (paper-notes Sec. 2.6)."""
         rate = self.matmul_rate(flops if gemm_flops is None else gemm_flops, dtype)
         return max(flops / rate if flops else 0.0, nbytes / self.bandwidth() if nbytes else 0.0)
+
+    # ---- kernels beyond the matrix products ---------------------------------------------------
+    @property
+    def kernels_measured(self) -> bool:
+        """True when the profile holds calibrated kernel terms; False: the assumed defaults apply."""
+        return bool(self.kernels)
+
+    def elementwise_s_per_element(self, kind: str = "forward", dtype_bytes: int = 4) -> float:
+        """Seconds per element of a decoder layer's elementwise work (kind: forward | forward_grad | backward).
+
+        Measured: calibrate.bench_elementwise. ASSUMED without it: memory-bound, 3 tensor passes
+        (2 reads + 1 write) per element per op at the achieved bandwidth, twice that for backward.
+        """
+        term = self.kernels.get("elementwise", {}).get(kind)
+        if term:
+            return float(term["s_per_element"])
+        return (2 if kind == "backward" else 1) * 3 * dtype_bytes / self.bandwidth()
+
+    def attention_rate(self, flops: float, dtype: str = "bf16", backward: bool = False) -> float:
+        """FLOP/s of the attention kernel for a call of ``flops`` (4 b a q k d_h) FLOPs.
+
+        Measured: calibrate.bench_attention (log-log interpolation). ASSUMED without it: the matrix
+        product rate at half the size (QK^T and AV are two batched products), the same for backward.
+        """
+        att = self.kernels.get("attention", {})
+        curve = att.get("backward_curve" if backward else "curve")
+        if not curve:
+            return self.matmul_rate(flops / 2, dtype)
+        return _interp(curve, flops)
+
+    def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
+        """Seconds of the log-prob head beyond its matrix product: base + s_row * rows + s_el * rows * vocab.
+
+        Measured: calibrate.bench_logprob_head (TRL's fused head). ASSUMED without it: memory-bound,
+        3 passes over the (rows x vocab) logits (log-softmax, gather, entropy).
+        """
+        if rows <= 0:
+            return 0.0
+        term = self.kernels.get("logprob_head", {}).get(kind)
+        if term:
+            return float(term["base_s"]) + rows * float(term["s_per_row"]) + rows * vocab * float(term["s_per_element"])
+        return 3 * rows * vocab * dtype_bytes / self.bandwidth()
+
+    def weight_stream_bandwidth(self, model_bytes: float) -> float | None:
+        """Bytes/s at which products read weights of a model of ``model_bytes``: the measured
+        streaming rate when the model exceeds the last-level cache, None (no extra bound) otherwise
+        or when not measured (ASSUMED: the matmul curve's rate, i.e. cache-resident weights)."""
+        ws = self.kernels.get("weight_stream")
+        if not ws or model_bytes <= ws.get("cache_bytes", 0):
+            return None
+        return float(ws["bandwidth"])
 
     def call_overhead(self, key: str) -> float:
         return float(self.overhead.get(key, 0.0))
@@ -113,6 +166,19 @@ class HardwareProfile:
         from dataclasses import asdict
 
         return asdict(self)
+
+
+def _interp(curve, size: float) -> float:
+    """Log-log interpolation of a measured [[size, rate], ...] curve, clamped at its ends."""
+    pts = sorted(curve)
+    x = math.log(max(size, 1.0))
+    if x <= math.log(pts[0][0]):
+        return pts[0][1]
+    for (f0, r0), (f1, r1) in zip(pts, pts[1:]):
+        if x <= math.log(f1):
+            w = (x - math.log(f0)) / (math.log(f1) - math.log(f0))
+            return math.exp((1 - w) * math.log(r0) + w * math.log(r1))
+    return pts[-1][1]
 
 
 def known_profiles(folder: Path = HARDWARE_DIR) -> list[str]:

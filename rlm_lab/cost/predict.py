@@ -216,13 +216,25 @@ class _Assembler:
             return seq_len
         return seq_len - self.wl.prompt_len + 1  # TRL: logits_to_keep = completion length + 1
 
+    def _logprob_rows(self, spec, seq_len: int) -> int:
+        """Positions per sequence that TRL's fused log-prob head scores (0 for value/reward heads).
+
+        Without Triton (CPU) TRL projects every position but the last and masks afterwards; with it
+        (GPU, ``overlap_overhead`` profiles) only the completion's positions."""
+        if spec.head_width != spec.vocab:
+            return 0
+        return self._logit_tokens(seq_len, spec.head_width) if self.prof.overlap_overhead else seq_len - 1
+
     def _forward_pass(self, spec, calls_seqs: int, seq_len: int, grad: bool = False):
         """(seconds, flops per sequence, calls) of forwarding ``calls_seqs`` rows in micro-batches."""
         lt = self._logit_tokens(seq_len, spec.head_width)
+        lr = self._logprob_rows(spec, seq_len)
         full, rem = divmod(calls_seqs, self.m)
-        t = full * forward_time(spec, self.prof, self.m, seq_len, self.m * lt, self.dt, self.db, grad=grad)
+        t = full * forward_time(spec, self.prof, self.m, seq_len, self.m * lt, self.dt, self.db, grad=grad,
+                                logprob_rows=self.m * lr)
         if rem:
-            t += forward_time(spec, self.prof, rem, seq_len, rem * lt, self.dt, self.db, grad=grad)
+            t += forward_time(spec, self.prof, rem, seq_len, rem * lt, self.dt, self.db, grad=grad,
+                              logprob_rows=rem * lr)
         return t, F.forward_flops(spec, seq_len, lt), full + (rem > 0), lt
 
     def _transient_forward(self, spec, lt: int, grad: bool) -> M.MemoryBreakdown:
@@ -301,7 +313,8 @@ class _Assembler:
         total = 0.0
         for k0 in range(0, n, stride):
             k1 = min(n, k0 + stride)
-            total += (k1 - k0) * decode_step_time(self.spec, active[k0], P + k0 + 1, self.prof, self.dt, self.db)
+            total += (k1 - k0) * decode_step_time(self.spec, active[k0], P + k0 + 1, self.prof, self.dt, self.db,
+                                                    self.wl.engine == "static")
         return total
 
     def preparation(self):
@@ -322,7 +335,7 @@ class _Assembler:
             tr = self._transient_forward(spec, lt, grad=False)
             self._track(tr)
             depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
-                                 self.dt, self.db)
+                                 self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
             self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
         self._verifier()
         # advantage: elementwise; GAE is a backward-in-time loop over the padded completion
@@ -346,17 +359,20 @@ class _Assembler:
         for name, spec in models:
             t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
-            t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db)
+            lr = self._logprob_rows(spec, self.seq)
+            t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db, self.m * lr)
             if rem:
-                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db)
+                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr)
             grad_bytes = spec.params * M.PRECISIONS[wl.precision][1]
             comm = self._grad_comm(grad_bytes, spec)
             t_o = optimizer_time(spec, prof, 4)
             tr = self._transient_forward(spec, lt, grad=True)
             self._track(tr)
             lt_max = self._logit_tokens(self.seq_max, spec.head_width)
-            d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, grad=True)
-            d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db) + comm)
+            lr_max = self._logprob_rows(spec, self.seq_max)
+            d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, grad=True,
+                                       logprob_rows=lr_max)
+            d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max) + comm)
             w_bytes = spec.params * self.db
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
             opt_bytes = self.dev * steps * 7 * spec.params * 4

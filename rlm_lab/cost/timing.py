@@ -1,6 +1,11 @@
-"""Predicted seconds of one pass on one device: roofline per matrix product plus per-call overhead.
+"""Predicted seconds of one pass on one device: roofline per matrix product, the attention kernel,
+the layers' elementwise work, the log-prob head, plus per-call overhead.
 
-    t_pass = sum over products g of max(FLOPs_g / F(FLOPs_g), bytes_g / BW)  +  overhead(L)
+    t_pass = sum over products g of max(FLOPs_g / F(FLOPs_g), bytes_g / BW)
+             + L * FLOPs_att / F_att(FLOPs_att)          (measured SDPA rate, calibrate.bench_attention)
+             + L * e(T) * s_el                           (elementwise, calibrate.bench_elementwise)
+             + head(rows, V)                             (log-prob head, calibrate.bench_logprob_head)
+             + overhead(L)
 
 * Roofline per operator: paper-notes Sec. 2.6 (t = max(FLOPs/(eta_F F), bytes/(eta_B BW))), after
   Williams, Waterman & Patterson, "Roofline", CACM 52(4) 2009. F depends on the size of the
@@ -9,14 +14,25 @@
   cache b * c * kappa, plus a per-step overhead (paper-notes Sec. 2.6: max((2N + b c kappa)/BW,
   b f(N, c)/F) + per-call latency). With tiny models on CPU the overhead (Python dispatch of every
   op of every layer, sampling) dominates: t_step ~ decode_step_base_s + L * decode_step_layer_s.
+* transformers' DynamicCache appends by ``torch.cat``: each step copies the KV cache (read + write)
+  at the measured bandwidth (:func:`kv_append_bytes`).
 * Overheads add to compute when execution is synchronous (CPU) and overlap it when launches are
   asynchronous (GPU, ``overlap_overhead``): t = max(compute, overhead).
-* Backward = 2x the forward products (same shapes: dX and dW), plus its own per-layer overhead.
+* Elementwise: e(T) = T (4h + d_q + d_kv + I_act) elements per layer (2 RMSNorms and 2 residual adds
+  on h, rotary on q and k, SiLU(gate) * up on I_act), times the measured seconds per element (forward,
+  forward with autograd, backward each measured); its per-op dispatch is in the per-layer overhead.
+* Log-prob head (old/ref log-probs, actor forward and backward): TRL's fused head beyond its matrix
+  product, on the rows it scores (without Triton TRL scores every position and masks afterwards).
+* Weights beyond the cache: the matmul curve is measured cache-hot; a model larger than the
+  last-level cache reads each product's weights at the measured streaming rate (a floor per product).
+* Backward = 2x the forward products (same shapes: dX and dW), the attention backward at its own
+  measured rate, the elementwise backward, plus its own per-layer overhead.
 * AdamW step: reads p, g, m, v and writes p, m, v (7 state-sized tensors) at memory bandwidth,
   plus a per-parameter-tensor overhead (torch's for-loop implementation on CPU).
 
-Ignores: elementwise kernels' bytes (norms, rotary, activations), cache effects beyond what the
-measured curve captures, thread contention, MoE routing imbalance (perfect balance assumed).
+Ignores: the embedding lookup, softmax of the router (MoE), cache effects beyond what the measured
+curves capture (they are measured warm, one kernel at a time), thread contention, MoE routing
+imbalance (perfect balance assumed).
 """
 
 from __future__ import annotations
@@ -36,29 +52,60 @@ def _combine(profile, compute: float, overhead: float) -> float:
 
 
 def matmul_time(spec: ModelSpec, profile, tokens: int, logits_tokens: int | None, dtype: str, dtype_bytes: int) -> float:
-    """Compute time of the weight products of one forward over ``tokens`` tokens (no overhead)."""
-    return sum(_gemm_time(profile, m, k, n, dtype, dtype_bytes, c)
-               for m, k, n, c in gemm_shapes(spec, tokens, logits_tokens) if m and n)
+    """Compute time of the weight products of one forward over ``tokens`` tokens (no overhead).
+
+    A model larger than the last-level cache streams each product's weights from memory at the
+    measured streaming rate (``profile.weight_stream_bandwidth``): t_g = max(roofline_g, W_g / BW_stream).
+    """
+    stream = profile.weight_stream_bandwidth(spec.params * dtype_bytes)
+    t = 0.0
+    for m, k, n, c in gemm_shapes(spec, tokens, logits_tokens):
+        if m and n:
+            t_g = _gemm_time(profile, m, k, n, dtype, dtype_bytes, c)
+            t += max(t_g, c * k * n * dtype_bytes / stream) if stream else t_g
+    return t
 
 
-def attention_time(spec: ModelSpec, profile, batch: int, q_len: int, k_len: int, dtype: str, dtype_bytes: int) -> float:
-    """QK^T and AV of all layers: batch*heads products of (q x d_h)(d_h x k), reading K and V."""
+def attention_time(spec: ModelSpec, profile, batch: int, q_len: int, k_len: int, dtype: str, dtype_bytes: int,
+                   backward: bool = False) -> float:
+    """QK^T and AV of all layers: batch*heads products of (q x d_h)(d_h x k), reading K and V, at the
+    attention kernel's measured rate (``profile.attention_rate``; the matmul curve when not measured)."""
     flops = 4.0 * batch * spec.heads * q_len * k_len * spec.head_dim
     kv_read = 2 * batch * k_len * spec.kv_dim * dtype_bytes
-    rate_size = flops / 2  # the batched product is one kernel: rate by its total size
-    return spec.layers * profile.roofline_time(flops, kv_read, gemm_flops=rate_size, dtype=dtype)
+    t = max(flops / profile.attention_rate(flops, dtype, backward), kv_read / profile.bandwidth())
+    return spec.layers * t
+
+
+def elementwise_elements(spec: ModelSpec, tokens: int) -> float:
+    """Elements the elementwise ops of all layers touch for ``tokens`` tokens (one count per op's output):
+    per token and layer 4h (2 RMSNorms, 2 residual adds) + d_q + d_kv (rotary) + I_act (SiLU(gate) * up),
+    I_act = I for dense layers, top_k * I_e + I_s for MoE layers."""
+    per = 4 * spec.hidden + spec.d_attn + spec.kv_dim
+    moe = spec.moe_layers if spec.experts else 0
+    dense = spec.layers - moe
+    act = dense * spec.intermediate + moe * (spec.top_k * spec.expert_intermediate + spec.shared_intermediate)
+    return float(tokens) * (spec.layers * per + act)
+
+
+def elementwise_time(spec: ModelSpec, profile, tokens: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
+    return elementwise_elements(spec, tokens) * profile.elementwise_s_per_element(kind, dtype_bytes)
 
 
 def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
-                 dtype: str = "bf16", dtype_bytes: int = 2, overhead: bool = True, grad: bool = False) -> float:
+                 dtype: str = "bf16", dtype_bytes: int = 2, overhead: bool = True, grad: bool = False,
+                 logprob_rows: int = 0) -> float:
     """One forward call over ``batch`` sequences of ``seq_len`` tokens, no KV cache.
 
     ``logits_tokens``: total positions that go through the head (default: all). ``grad``: autograd
     records the graph (training forward; its own measured overhead when the profile has one).
+    ``logprob_rows``: positions TRL's log-prob head scores (0: the logits are not turned into log-probs).
     """
     tokens = batch * seq_len
+    kind = "forward_grad" if grad else "forward"
     compute = matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
+    compute += elementwise_time(spec, profile, tokens, kind, dtype_bytes)
+    compute += profile.logprob_head_time(logprob_rows, spec.head_width, kind, dtype_bytes)
     if not overhead:
         return compute
     kind = "forward_grad" if grad and "forward_grad_base_s" in profile.overhead else "forward"
@@ -67,19 +114,31 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
 
 
 def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
-                  dtype: str = "bf16", dtype_bytes: int = 2) -> float:
-    """Backward of :func:`forward_time`: twice its products plus per-layer backward overhead."""
-    compute = 2 * forward_time(spec, profile, batch, seq_len, logits_tokens, dtype, dtype_bytes, overhead=False)
+                  dtype: str = "bf16", dtype_bytes: int = 2, logprob_rows: int = 0) -> float:
+    """Backward of :func:`forward_time`: twice its products, the attention and elementwise backward at
+    their measured rates, the log-prob head's backward, plus per-layer backward overhead."""
+    tokens = batch * seq_len
+    compute = 2 * matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
+    compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes, backward=True)
+    compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes)
+    compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
     over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
     return _combine(profile, compute, over)
 
 
+def kv_append_bytes(spec: ModelSpec, batch: int, context: int, dtype_bytes: int) -> float:
+    """Bytes moved to append one token to transformers' ``DynamicCache``: ``torch.cat`` of K and V
+    copies the whole cache each step (read + write), 2 * 2 * b * c * d_kv * dtype_bytes per layer."""
+    return 4.0 * spec.layers * batch * context * spec.kv_dim * dtype_bytes
+
+
 def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: str = "bf16",
-                     dtype_bytes: int | None = None) -> float:
+                     dtype_bytes: int | None = None, kv_append: bool = True) -> float:
     """t_step(b, c): one token for each of ``batch`` sequences whose KV cache holds ``context`` tokens.
 
     paper-notes Sec. 2.6. Flat in b while the weight read (or the per-step overhead) dominates;
-    linear in b beyond the knee b* ~ F/BW.
+    linear in b beyond the knee b* ~ F/BW. ``kv_append``: the cache grows by ``torch.cat``
+    (transformers' DynamicCache, the static engine); False for a paged cache (vLLM-style engines).
     """
     from .hardware import load_profile
     from .spec import model_spec
@@ -88,6 +147,9 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
     compute = matmul_time(spec, profile, batch, batch, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, 1, context, dtype, dtype_bytes)
+    compute += elementwise_time(spec, profile, batch, "forward", dtype_bytes)
+    if kv_append:
+        compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
     over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
     return _combine(profile, compute, over)
 
@@ -122,5 +184,5 @@ def generate_time(spec: ModelSpec, profile, prompt_len: int, lengths, batch: int
     t = forward_time(spec, profile, b, prompt_len, b, dtype, dtype_bytes) + profile.call_overhead("generate_base_s")
     for k in range(1, max(lengths)):
         b_k = b if engine == "static" else sum(1 for r in lengths if r > k)
-        t += decode_step_time(spec, b_k, prompt_len + k, profile, dtype, dtype_bytes)
+        t += decode_step_time(spec, b_k, prompt_len + k, profile, dtype, dtype_bytes, engine == "static")
     return t

@@ -20,6 +20,10 @@ def ideal_h200():
     """The H200 datasheet profile with the notes' efficiencies and no per-call overhead (Sec. 3.8)."""
     d = load_profile("h200").to_dict()
     d["overhead"] = {k: 0.0 for k in d["overhead"]}
+    # the notes' hand calculation prices products and KV reads only: no elementwise or log-prob head term
+    d["kernels"] = {"elementwise": {k: {"s_per_element": 0.0} for k in ("forward", "forward_grad", "backward")},
+                    "logprob_head": {k: {"base_s": 0.0, "s_per_row": 0.0, "s_per_element": 0.0}
+                                     for k in ("forward", "forward_grad", "backward")}}
     d["name"] = "h200-ideal"
     return load_profile(d)
 
