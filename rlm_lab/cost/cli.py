@@ -79,7 +79,7 @@ def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
                  f"{_si(m.gradients, 'B')}, optimizer {_si(m.optimizer, 'B')}, KV cache {_si(m.kv_cache, 'B')}, "
                  f"activations {_si(m.activations, 'B')}) of {_si(pred.capacity, 'B')}")
     if not pred.fits:
-        lines.append(f"DOES NOT FIT: {pred.memory_error()}")
+        lines.append(str(pred.memory_error()).replace("does not fit", "DOES NOT FIT", 1))
         return "\n".join(lines)
     lines.append(f"iteration time: {_seconds(pred.total_time)}")
     lines.append(f"work W = {_seconds(pred.work)} (device-seconds), depth D = {_seconds(pred.depth)}, "
