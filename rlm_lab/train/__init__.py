@@ -4,6 +4,12 @@ TRL, PPO through ``rlm_lab.train.ppo`` — one ``RunConfig`` per run, one ``RunR
 Nothing here imports torch at package import time; ``run`` and the trainers load it when called.
 """
 
+import warnings
+
+# TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` on every step; the warning is
+# about TRL's code, not the reader's, and would repeat in every notebook output. Only that message is muted.
+warnings.filterwarnings("ignore", message=r".*`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
 from .config import ALGOS, RunConfig, from_dict, make_config, parse_overrides, read_yaml
 from .presets import preset
 
