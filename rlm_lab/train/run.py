@@ -160,6 +160,10 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if cfg.disable_tqdm:  # no Trainer bar; silence transformers' per-model "Loading weights" bars too
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     t_start, c_start = time.perf_counter(), cpu_time()
     task = parse_task(cfg.task)
     train_rows = ensure_data(task)["train"]
