@@ -27,6 +27,11 @@ class Stage(str, Enum):
         return self.value
 
 
+# The order stages appear in within one synchronous step (tables and Gantt rows of the tracer and the plots).
+STAGE_ORDER = (Stage.WEIGHT_SYNC, Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.REWARD,
+               Stage.VALUES, Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE,
+               Stage.OPTIMIZER)
+
 # Which models each algorithm holds (paper-notes Sec. 2.2, 2.7). "verifier" is a rule, not a network.
 MODELS_HELD = {
     "ppo": ("actor", "critic", "reference", "reward"),
