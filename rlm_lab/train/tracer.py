@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from ..record import atomic_write_json
-from ..stages import Stage
+from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
 # grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss) and the PPO trainer of
@@ -63,10 +63,6 @@ TRL_NAMES: dict[str, Stage | None] = {
     "_generate_and_score_completions": None,
 }
 LOGPS_NAME = "_get_per_token_logps_and_entropies"  # resolved per call: old, ref or training forward
-# The order stages appear in within one synchronous step (used for tables and the Gantt rows).
-STAGE_ORDER = (Stage.WEIGHT_SYNC, Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.REWARD,
-               Stage.VALUES, Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE,
-               Stage.OPTIMIZER)
 OTHER = "other"  # step time no stage covers (grad clipping, lr schedule, zero_grad, TRL bookkeeping)
 
 
