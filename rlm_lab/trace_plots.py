@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .stages import Stage
+from .stages import STAGE_ORDER, Stage
 
 # One colour per stage, stable across every figure of the book (tab20-like, colour-blind friendly pairs).
 STAGE_COLORS = {
@@ -41,8 +41,6 @@ def gantt(steps: list[dict], path=None, show=None, title=None):
     step starts dashed. ``show``: step numbers to draw (default: the last three)."""
     show = set(show) if show is not None else {r["step"] for r in steps[-3:]}
     rows = [r for r in steps if r["step"] in show]
-    from .train.tracer import STAGE_ORDER
-
     present = [s.value for s in STAGE_ORDER if any(sp["counted"] and sp["stage"] == s.value
                                                    for r in rows for sp in r["spans"])]
     fig = _figure(9, 0.45 * len(present) + 1.6)
