@@ -12,7 +12,10 @@ start point), completions per step, and beta = 0 (no reference forward: ~20-40 %
 
 from __future__ import annotations
 
+from ..errors import unknown
 from ..sizes import check_size
+
+ALGOS = ("sft", "grpo", "rloo", "ppo")  # the algorithms a preset (and hence a RunConfig) exists for
 
 _COMMON = dict(
     # One intra-op thread on CPU: these models are too small to gain from a second thread (trl-on-cpu.md
@@ -79,9 +82,6 @@ def _task_adjust(task: str, size: str) -> dict:
 
 def preset(algo: str, size: str, task: str = "arithmetic:digits=2") -> dict:
     """The tuned field values for ``algo`` at ``size`` on ``task`` (a dict of RunConfig fields)."""
-    from .config import ALGOS
-    from ..errors import unknown
-
     if algo not in ALGOS:
         raise unknown("algorithm", algo, ALGOS)
     check_size(size)
