@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import RlmLabError, unknown
 from ..sizes import check_size
 
-ALGOS = ("sft", "grpo", "rloo", "ppo")
+from .presets import ALGOS, preset  # noqa: F401 - ALGOS: part of this module's API
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 LR_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "polynomial")
 
@@ -253,8 +253,6 @@ def read_yaml(path: str | Path) -> dict:
 def make_config(algo: str | None = None, size: str | None = None, task: str | None = None,
                 config_file: str | Path | None = None, overrides=(), **fields_) -> RunConfig:
     """Preset for (algo, size, task) <- YAML file <- ``key=value`` overrides <- keyword fields."""
-    from .presets import preset
-
     layered: dict = {}
     if config_file:
         layered.update(read_yaml(config_file))
