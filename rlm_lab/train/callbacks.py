@@ -1,0 +1,27 @@
+"""Trainer callbacks shared by the SFT warm start, the RL phase and the parallel end-to-end run.
+
+Kept apart from ``run.py`` (which drives SFT and RL) so that ``sft.py`` and ``rl.py`` can use them
+without importing the module that imports them (an import loop).
+"""
+
+from __future__ import annotations
+
+
+def quiet_progress(trainer):
+    """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
+    dict per step; with disable_tqdm the Trainer prints them instead of the bar). The rows go to
+    metrics.jsonl instead; transformers has no switch for this
+    (https://huggingface.co/docs/transformers/main_classes/callback)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            pass
+
+    callbacks = trainer.callback_handler.callbacks
+    if any(type(cb) is PrinterCallback for cb in callbacks):
+        trainer.remove_callback(PrinterCallback)
+    if any(type(cb) is ProgressCallback for cb in callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(BarOnly())
+    return trainer
