@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from ..record import REPO_ROOT, RunRecord, atomic_write_json, read_jsonl
+from .callbacks import quiet_progress
 
 
 def cache_root() -> Path:
@@ -56,25 +57,6 @@ def _record_callback(record: RunRecord, phase: str, evaluator=None, every: int =
                             "eval_accuracy": ev["accuracy"], "eval_format_rate": ev["format_rate"]})
 
     return RecordCallback()
-
-
-def quiet_progress(trainer):
-    """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
-    dict per step; with disable_tqdm the Trainer prints them instead of the bar). The rows go to
-    metrics.jsonl instead; transformers has no switch for this."""
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    class BarOnly(ProgressCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            pass
-
-    callbacks = trainer.callback_handler.callbacks
-    if any(type(cb) is PrinterCallback for cb in callbacks):
-        trainer.remove_callback(PrinterCallback)
-    if any(type(cb) is ProgressCallback for cb in callbacks):
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(BarOnly())
-    return trainer
 
 
 def _throughput(log_history: list[dict], seconds: float) -> float | None:
