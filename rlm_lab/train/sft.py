@@ -78,7 +78,7 @@ def train_sft(model, tokenizer, rows: list[dict], cfg, output_dir: str | Path, c
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
-    from .run import quiet_progress
+    from .callbacks import quiet_progress
 
     quiet_progress(trainer).train()
     return trainer
