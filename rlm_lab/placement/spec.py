@@ -1,0 +1,388 @@
+"""What a placement is: the one registry of how the models of an RL step sit on devices.
+
+Pure Python (no ray, no torch): the cost model (``rlm_lab.cost.placement``), the advisor and the Ray
+runtime all read placements from here and from nowhere else.
+
+A placement is a tuple of disjoint resource sets (each a number of CPU cores or GPUs with a parallel
+layout inside it) and a map role -> set. Roles:
+
+- ``actor``     the trainer (TRL ``GRPOTrainer`` or our PPO subclass): forward, backward, optimizer;
+- ``rollout``   the generation engine: the actor's weights, synced every step;
+- ``reference`` the frozen reference policy (absent with beta = 0 or with LoRA: the adapter is disabled);
+- ``critic``    PPO's value model (trained);
+- ``reward``    PPO's reward model (frozen forward); a rule-based verifier is no role.
+
+Named placements (the survey's inter-model taxonomy, arXiv 2608.27046; HybridFlow arXiv 2409.19256 Sec. 2.3,
+5.4; OpenRLHF arXiv 2405.11143; NeMo-Aligner arXiv 2405.01481):
+``colocated`` (every role on one set, generate then train: TRL's default), ``disaggregated`` (rollout on
+one set, trainer on the other, synchronous, so the weight sync is exposed), ``split`` (PPO: actor +
+reference (+ rollout) on one set, critic + reward on the other) and ``hybrid`` (one actor copy resharded
+between an FSDP/ZeRO-3 training layout and a tensor-parallel generation layout on the same set).
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping
+
+from ..stages import MODELS_HELD
+
+ROLES = ("actor", "rollout", "reference", "critic", "reward")
+KINDS = ("cpu", "gpu")
+SYNCS = ("none", "collective", "object_store")
+
+
+class PlacementError(ValueError):
+    """A placement that cannot run; the message is one line that says what to change."""
+
+
+# ---- the cluster ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    """What there is to place on: ``devices`` CPU cores or GPUs of one kind.
+
+    ``memory_per_device_gib``: memory one device holds (a GPU's HBM; on CPU the machine's RAM divided by
+    the cores); ``link_gbps``: bandwidth between two sets, in GB/s (bytes, not bits); None = unknown.
+    """
+
+    devices: int
+    kind: str = "cpu"
+    memory_per_device_gib: float | None = None
+    link_gbps: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.devices, int) or isinstance(self.devices, bool) or self.devices <= 0:
+            raise PlacementError(f"cluster devices must be an integer > 0, got {self.devices!r}")
+        if self.kind not in KINDS:
+            raise PlacementError(f"cluster kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        for name in ("memory_per_device_gib", "link_gbps"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+                raise PlacementError(f"cluster {name} must be a number > 0, got {v!r}")
+
+
+# ---- a resource set -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResourceSet:
+    """``devices`` of ``kind`` with the layout of the model(s) trained on them.
+
+    Training layout: ``dp`` data-parallel ranks x ``tp`` tensor-parallel ranks = ``devices``; ``zero`` the
+    ZeRO stage of the data-parallel group (3 = FSDP). On a rollout-only set ``dp`` is the number of rollout
+    replicas and ``tp`` the tensor-parallel size of each. ``gen_tp`` (hybrid engine only): the tensor-parallel
+    size of the generation layout the actor is resharded into (HybridFlow's t_g; 0 = same as ``tp``).
+    """
+
+    name: str
+    devices: int
+    kind: str = "cpu"
+    dp: int = 1
+    tp: int = 1
+    zero: int = 0
+    gen_tp: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise PlacementError(f"a resource set needs a non-empty name, got {self.name!r}")
+        for f in ("devices", "dp", "tp"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise PlacementError(f"set {self.name!r}: {f} must be an integer > 0, got {v!r}")
+        if self.kind not in KINDS:
+            raise PlacementError(f"set {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise PlacementError(f"set {self.name!r}: zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.dp * self.tp != self.devices:
+            raise PlacementError(f"set {self.name!r}: layout dp={self.dp} x tp={self.tp} = {self.dp * self.tp} "
+                                 f"does not match its {self.devices} devices")
+        if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
+            raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+
+    @property
+    def generation_tp(self) -> int:
+        return self.gen_tp or self.tp
+
+
+def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0) -> ResourceSet:
+    """A set of ``devices`` with tensor-parallel size ``tp`` and the rest data-parallel."""
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (devices, tp))
+    if ok and devices % tp:
+        raise PlacementError(f"set {name!r}: tp={tp} does not divide its {devices} devices")
+    return ResourceSet(name, devices, kind, dp=devices // tp if ok else 1, tp=tp, zero=zero, gen_tp=gen_tp)
+
+
+# ---- roles per algorithm ------------------------------------------------------------------------
+def roles_for(algo) -> tuple[str, ...]:
+    """The roles an algorithm places, in ROLES order.
+
+    ``algo``: a name (``"grpo"``, ``"ppo"``, ``"dapo"``...) or an object with ``models`` (the cost model's
+    ``Algorithm``, e.g. with beta = 0 and so no reference). A rule-based verifier is not a role.
+    """
+    if isinstance(algo, str):
+        key = algo.lower().replace("-", "_").replace("++", "_pp")
+        if key not in MODELS_HELD:
+            raise PlacementError(f"unknown algorithm {algo!r}; choose one of: {', '.join(sorted(MODELS_HELD))}")
+        models = MODELS_HELD[key]
+    else:
+        models = getattr(algo, "models", None)
+        if models is None:
+            raise PlacementError(f"cannot read the models of algorithm {algo!r}")
+    held = set(models) | {"actor", "rollout"}
+    return tuple(r for r in ROLES if r in held)
+
+
+# ---- the placement --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """Resource sets plus role -> set name. ``sync``: how the actor's weights reach the rollout role
+    ("none": same weights in the same process; "collective": a torch.distributed broadcast between the sets;
+    "object_store": through Ray's object store). ``reshard``: hybrid engine (one actor copy, resharded
+    between training and generation layout). ``lora``: the actor trains LoRA adapters only."""
+
+    name: str
+    sets: tuple[ResourceSet, ...]
+    roles: Mapping[str, str]
+    sync: str = "none"
+    reshard: bool = False
+    lora: bool = False
+    meta: Mapping[str, object] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sets", tuple(self.sets))
+        object.__setattr__(self, "roles", types.MappingProxyType(dict(self.roles)))
+        object.__setattr__(self, "meta", types.MappingProxyType(dict(self.meta)))
+
+    # ---- lookups
+    def set(self, name: str) -> ResourceSet:
+        for s in self.sets:
+            if s.name == name:
+                return s
+        raise PlacementError(f"placement {self.name!r} has no set {name!r}; sets: "
+                             f"{', '.join(s.name for s in self.sets)}")
+
+    def set_of(self, role: str) -> ResourceSet:
+        if role not in self.roles:
+            raise PlacementError(f"placement {self.name!r} does not place role {role!r}")
+        return self.set(self.roles[role])
+
+    def roles_on(self, set_name: str) -> tuple[str, ...]:
+        return tuple(r for r in ROLES if self.roles.get(r) == set_name)
+
+    @property
+    def devices(self) -> int:
+        return sum(s.devices for s in self.sets)
+
+    @property
+    def rollout_separate(self) -> bool:
+        """True when generation runs on another set than training (weights must be shipped)."""
+        return self.roles.get("rollout") != self.roles.get("actor")
+
+    # ---- validation
+    def validate(self, algo="grpo", cluster: Cluster | None = None) -> "Placement":
+        """Raise PlacementError (one line) if this placement cannot run ``algo`` on ``cluster``; return self."""
+        where = f"placement {self.name!r}"
+        if not self.sets:
+            raise PlacementError(f"{where} has no resource sets")
+        names = [s.name for s in self.sets]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise PlacementError(f"{where}: set name(s) {', '.join(dup)} used twice")
+        needed = roles_for(algo)
+        algo_name = algo if isinstance(algo, str) else getattr(algo, "name", "?")
+        unknown_roles = sorted(set(self.roles) - set(ROLES))
+        if unknown_roles:
+            raise PlacementError(f"{where}: unknown role(s) {', '.join(unknown_roles)}; roles are {', '.join(ROLES)}")
+        extra = [r for r in ROLES if r in self.roles and r not in needed]
+        if extra:
+            raise PlacementError(f"{where}: {algo_name} has no {', '.join(extra)} model; drop it from the roles")
+        missing = [r for r in needed if r not in self.roles]
+        if missing:
+            raise PlacementError(f"{where}: {algo_name} needs role(s) {', '.join(missing)} placed on a set")
+        bad_sets = sorted({s for s in self.roles.values() if s not in names})
+        if bad_sets:
+            raise PlacementError(f"{where}: role(s) placed on unknown set(s) {', '.join(map(repr, bad_sets))}; "
+                                 f"sets: {', '.join(names)}")
+        empty = [n for n in names if not self.roles_on(n)]
+        if empty:
+            raise PlacementError(f"{where}: set(s) {', '.join(empty)} hold no role")
+        kinds = {s.kind for s in self.sets}
+        if len(kinds) > 1:
+            raise PlacementError(f"{where}: sets mix device kinds {', '.join(sorted(kinds))}")
+        if self.sync not in SYNCS:
+            raise PlacementError(f"{where}: sync must be one of {', '.join(SYNCS)}, got {self.sync!r}")
+        if self.rollout_separate and self.sync == "none":
+            raise PlacementError(f"{where}: rollout is on another set than the actor, so sync must be "
+                                 f"'collective' or 'object_store', not 'none'")
+        if self.reshard:
+            if self.rollout_separate:
+                raise PlacementError(f"{where}: reshard (hybrid engine) needs actor and rollout on the same set")
+            if self.set_of("actor").zero != 3:
+                raise PlacementError(f"{where}: reshard needs the actor's set trained with zero=3 (FSDP)")
+        if self.lora and "reference" in self.roles and self.roles["reference"] != self.roles["actor"]:
+            raise PlacementError(f"{where}: with LoRA the reference is the actor with its adapter disabled; "
+                                 f"place it on the actor's set")
+        if cluster is not None:
+            if cluster.kind not in kinds:
+                raise PlacementError(f"{where} asks for {kinds.pop()} devices but the cluster has {cluster.kind}")
+            if self.devices > cluster.devices:
+                raise PlacementError(f"{where} asks for {self.devices} {cluster.kind} devices "
+                                     f"({' + '.join(str(s.devices) for s in self.sets)}) but the cluster has "
+                                     f"{cluster.devices}")
+        return self
+
+    # ---- serialisation
+    def to_dict(self) -> dict:
+        return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
+                "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
+                              gen_tp=s.gen_tp) for s in self.sets],
+                "roles": dict(self.roles)}
+
+    def describe(self) -> str:
+        """One line: ``rollout[4 gpu tp2] | actor+reference[4 gpu zero3] sync=collective``."""
+        parts = []
+        for s in self.sets:
+            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" zero{s.zero}" if s.zero else "")
+            lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
+            parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
+        extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
+                         " reshard" if self.reshard else "", " lora" if self.lora else ""])
+        return " | ".join(parts) + extra
+
+
+def placement_from_dict(d: Mapping) -> Placement:
+    """A Placement from a config mapping (as written by ``to_dict``); malformed fields are named."""
+    if not isinstance(d, Mapping):
+        raise PlacementError("placement must be a mapping with sets and roles")
+    known = {"name", "sets", "roles", "sync", "reshard", "lora"}
+    extra = sorted(set(d) - known)
+    if extra:
+        raise PlacementError(f"unknown placement field(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
+    sets = d.get("sets")
+    if not isinstance(sets, (list, tuple)) or not sets:
+        raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp"}
+    built = []
+    for s in sets:
+        if not isinstance(s, Mapping):
+            raise PlacementError("each placement set must be a mapping {name, devices, ...}")
+        bad = sorted(set(s) - set_fields)
+        if bad:
+            raise PlacementError(f"unknown set field(s) {', '.join(bad)}; known: {', '.join(sorted(set_fields))}")
+        if "name" not in s or "devices" not in s:
+            raise PlacementError("each placement set needs a name and devices")
+        s = dict(s)
+        if "dp" not in s and isinstance(s["devices"], int) and isinstance(s.get("tp", 1), int) and s.get("tp", 1) > 0:
+            s["dp"] = max(1, s["devices"] // s.get("tp", 1))
+        built.append(ResourceSet(**s))
+    roles = d.get("roles")
+    if not isinstance(roles, Mapping) or not all(isinstance(v, str) for v in roles.values()):
+        raise PlacementError("placement.roles must map role names to set names")
+    return Placement(name=str(d.get("name", "custom")), sets=tuple(built), roles=dict(roles),
+                     sync=d.get("sync", "none"), reshard=bool(d.get("reshard", False)), lora=bool(d.get("lora", False)))
+
+
+# ---- named placements --------------------------------------------------------------------------
+def _cluster(cluster) -> Cluster:
+    if isinstance(cluster, Cluster):
+        return cluster
+    if isinstance(cluster, int) and not isinstance(cluster, bool):
+        return Cluster(cluster)
+    raise PlacementError(f"a cluster or a device count is needed, got {cluster!r}")
+
+
+def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = False) -> Placement:
+    """Every role on one set of all devices; generate, then train (TRL's default)."""
+    c = _cluster(cluster)
+    s = layout("all", c.devices, c.kind, tp=tp, zero=zero)
+    return Placement("colocated", (s,), {r: "all" for r in roles_for(algo)}, lora=lora).validate(algo, c)
+
+
+def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, rollout_tp: int = 1, tp: int = 1,
+                  zero: int = 0, sync: str = "collective", lora: bool = False) -> Placement:
+    """Rollout workers on one set, the trainer (and every other model) on the other; synchronous:
+    generation waits for the new weights, so the weight sync is exposed."""
+    c = _cluster(cluster)
+    if c.devices < 2:
+        raise PlacementError(f"disaggregated needs at least 2 devices, the cluster has {c.devices}")
+    g = rollout_devices if rollout_devices is not None else c.devices // 2
+    if not isinstance(g, int) or not 0 < g < c.devices:
+        raise PlacementError(f"rollout_devices must be in 1..{c.devices - 1}, got {g!r}")
+    sets = (layout("rollout", g, c.kind, tp=rollout_tp), layout("train", c.devices - g, c.kind, tp=tp, zero=zero))
+    roles = {r: ("rollout" if r == "rollout" else "train") for r in roles_for(algo)}
+    return Placement("disaggregated", sets, roles, sync=sync, lora=lora).validate(algo, c)
+
+
+def split(cluster, algo="ppo", value_devices: int | None = None, tp: int = 1, zero: int = 0,
+          lora: bool = False) -> Placement:
+    """PPO, NeMo-Aligner style: actor + reference (+ rollout) on one set, critic + reward on the other."""
+    c = _cluster(cluster)
+    roles = roles_for(algo)
+    if "critic" not in roles:
+        raise PlacementError(f"split places a critic and a reward model; {algo if isinstance(algo, str) else algo.name} "
+                             f"has neither (use ppo)")
+    if c.devices < 2:
+        raise PlacementError(f"split needs at least 2 devices, the cluster has {c.devices}")
+    v = value_devices if value_devices is not None else c.devices // 2
+    if not isinstance(v, int) or not 0 < v < c.devices:
+        raise PlacementError(f"value_devices must be in 1..{c.devices - 1}, got {v!r}")
+    sets = (layout("policy", c.devices - v, c.kind, tp=tp, zero=zero), layout("value", v, c.kind, tp=tp, zero=zero))
+    mapping = {r: ("value" if r in ("critic", "reward") else "policy") for r in roles}
+    return Placement("split", sets, mapping, lora=lora).validate(algo, c)
+
+
+def hybrid(cluster, algo="grpo", gen_tp: int = 1, lora: bool = False) -> Placement:
+    """One actor copy on all devices: trained under FSDP (ZeRO-3, dp = devices), resharded into a
+    tensor-parallel generation layout of size ``gen_tp`` (HybridFlow's 3D-HybridEngine, arXiv 2409.19256 Sec. 5.4)."""
+    c = _cluster(cluster)
+    s = ResourceSet("all", c.devices, c.kind, dp=c.devices, tp=1, zero=3, gen_tp=gen_tp)
+    return Placement("hybrid", (s,), {r: "all" for r in roles_for(algo)}, reshard=True, lora=lora).validate(algo, c)
+
+
+PLACEMENTS: dict[str, Callable[..., Placement]] = {
+    "colocated": colocated, "disaggregated": disaggregated, "split": split, "hybrid": hybrid,
+}
+
+
+def get_placement(name: str, cluster, algo="grpo", **kw) -> Placement:
+    """A named placement for ``cluster`` (a Cluster or a device count), validated for ``algo``."""
+    if name not in PLACEMENTS:
+        raise PlacementError(f"unknown placement {name!r}; choose one of: {', '.join(PLACEMENTS)}")
+    try:
+        return PLACEMENTS[name](cluster, algo, **kw)
+    except TypeError as e:  # an option the factory does not take
+        raise PlacementError(f"placement {name!r}: {e}") from None
+
+
+def with_sets(p: Placement, *sets: ResourceSet) -> Placement:
+    """A copy of ``p`` with some sets replaced (matched by name)."""
+    by = {s.name: s for s in sets}
+    return replace(p, sets=tuple(by.get(s.name, s) for s in p.sets))
+
+
+# ---- groupings for the advisor ---------------------------------------------------------------------
+def enumerate_groupings(roles) -> list[tuple[tuple[str, ...], ...]]:
+    """Every partition of ``roles`` into non-empty groups (one group per resource set).
+
+    Their number is the Bell number B(n): 1, 2, 5, 15, 52 for 1..5 roles. Deterministic order; roles keep
+    their given order inside a group and groups are ordered by their first role.
+    """
+    roles = tuple(roles)
+    if len(set(roles)) != len(roles):
+        raise PlacementError(f"roles must be distinct, got {roles!r}")
+    out: list[tuple[tuple[str, ...], ...]] = []
+
+    def rec(i: int, groups: list[list[str]]):
+        if i == len(roles):
+            out.append(tuple(tuple(g) for g in groups))
+            return
+        for g in groups:          # put role i into an existing group ...
+            g.append(roles[i])
+            rec(i + 1, groups)
+            g.pop()
+        groups.append([roles[i]])  # ... or open a new one
+        rec(i + 1, groups)
+        groups.pop()
+
+    if roles:
+        rec(0, [])
+    return out
