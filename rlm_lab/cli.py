@@ -11,6 +11,9 @@ import sys
 
 from .errors import RlmLabError
 
+DESCRIPTION = ("Predict and measure the cost of RL post-training for tiny reasoning language models: "
+               "train (SFT, GRPO, RLOO, PPO), predict, calibrate, parallel layouts, task data.")
+
 # subcommand -> module with a register(subparsers) function
 COMMANDS = {
     "models": "rlm_lab.models.cli",
@@ -22,8 +25,17 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one ``rlm-lab: error:`` line (exit 2) like every other bad input,
+    instead of the usage block plus ``rlm-lab train: error:``; subparsers inherit the class."""
+
+    def error(self, message):
+        sub = self.prog.removeprefix("rlm-lab").strip()
+        raise RlmLabError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlm-lab", description=__doc__.splitlines()[0])
+    parser = Parser(prog="rlm-lab", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is not None and name != only:
@@ -43,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # a file the user named (or an output location) that cannot be read or written: say which, one line
+        if e.filename is None:
+            raise
+        print(f"rlm-lab: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlm-lab: interrupted", file=sys.stderr)
