@@ -40,6 +40,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch02_anatomy", "ch02_anatomy"),
     ("ch03_work_depth", "ch03_work_depth"),
     ("ch04_intra_model", "ch04_parallelism"),
+    ("references", None),  # the bibliography (book/references.bib); keep it last
 ]
 
 # Seconds one cell may run before the build fails, per size.
