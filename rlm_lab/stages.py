@@ -2,7 +2,8 @@
 the run record and the plots, so that predicted and measured numbers join on the same key.
 
 Stage list after HybridFlow (arXiv 2409.19256, Sec. 2.1: generation, preparation, training)
-refined as in verl/OpenRLHF; see ../shared/research/paper-notes.md Sec. 2.2.
+refined as in verl and OpenRLHF (arXiv 2405.11143); the models each algorithm holds follow
+InstructGPT (arXiv 2203.02155, PPO) and DeepSeekMath (arXiv 2402.03300, GRPO).
 """
 
 from enum import Enum
