@@ -6,7 +6,7 @@
 - ``gpu``: one H100/H200-class GPU. A bigger zoo model, more steps, bf16 (only on CUDA).
 
 Settings that the CPU sweep found to matter: learning rate (1e-4 for RL; >= 2e-4 damaged the
-micro model in the first measurements, ../shared/research/trl-on-cpu.md §4), SFT length (the RL
+micro model in the first measurements: held-out accuracy fell during RL), SFT length (the RL
 start point), completions per step, and beta = 0 (no reference forward: ~20-40 % faster per step).
 """
 
