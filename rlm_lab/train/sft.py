@@ -7,8 +7,8 @@ prompt/completion format with ``completion_only_loss=True`` computes. We hand SF
 four per-row ``Dataset.map`` passes that took ~30 s for 20k rows on 2 shared cores, longer than the
 400 training steps. The result is the same sequence TRL builds (its ``add_eos`` appends the EOS
 to the completion; tests/train/test_sft.py checks our rows against TRL's for one example).
-CPU: ``use_cpu=True, bf16=False`` (bf16 autocast is ~6x slower on this AVX2 CPU,
-../shared/research/trl-on-cpu.md §4), no gradient checkpointing, no saving by the Trainer.
+CPU: ``use_cpu=True, bf16=False`` (bf16 autocast was ~6x slower per GRPO step on the AVX2-only EPYC
+the cpu records were made on: no native bf16 matmul), no gradient checkpointing, no saving by the Trainer.
 """
 
 from __future__ import annotations
