@@ -4,7 +4,7 @@ Shapes: ``(B, T)`` for per-token tensors (B sequences, T completion positions, p
 ``mask`` is 1 on real completion tokens and 0 on padding. Nothing here knows about models or TRL,
 so every formula is unit-tested against hand-computed numbers (tests/train/test_advantages.py).
 
-Sources (see ../shared/research/paper-notes.md Sec. 2.3):
+Sources:
 - GAE: Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantage
   Estimation", arXiv 1506.02438, eq. 16: A_t = sum_l (gamma*lam)^l delta_{t+l},
   delta_t = r_t + gamma V(s_{t+1}) - V(s_t).
