@@ -14,7 +14,7 @@ Time of one collective (Hockney's alpha-beta model): t = alpha(d) + beta * bytes
 with alpha and beta per op fitted by ``rlm-lab calibrate`` (or assumed in datasheet profiles).
 A profile measured at world d0 is scaled to d by the ring step count: alpha(d) = alpha(d0) * (d-1)/(d0-1).
 
-gloo specifics (../shared/research/torch-dist-cpu.md, probe 1-3): FSDP2's reduce-scatter runs as a
+gloo specifics (seen in torch.profiler traces on this torch version): FSDP2's reduce-scatter runs as a
 ``gloo:all_reduce`` on CPU, so its bytes are all-reduce-sized; :func:`bytes_per_rank` applies that
 with ``backend="gloo"``. gloo's all-to-all (equal and uneven splits) works (probe 7).
 
