@@ -1,7 +1,7 @@
 """The cost model: FLOPs, bytes, memory, time, work and depth of one RL-for-LLM iteration.
 
-Formulas and sources: ../shared/research/paper-notes.md Sec. 2-3 (each module's docstring cites
-its own). No torch import here: only ``calibrate`` imports torch, inside its functions.
+Formulas and sources: each module's docstring cites its own primary sources (arXiv ids, DOIs,
+documentation URLs); the book's bibliography, book/references.bib, lists them all. No torch import here: only ``calibrate`` imports torch, inside its functions.
 
 Main entry points::
 
