@@ -81,8 +81,7 @@ def test_generate_exact(name):
 
 def test_decode_step_and_train_identities():
     spec = model_spec("small")
-    assert F.train_flops(spec, 32) == 3 * F.forward_flops(spec, 32)
-    assert F.train_flops(spec, 32, recompute=True) == 4 * F.forward_flops(spec, 32)
+    # (train = 3 x forward is checked against FlopCounterMode in test_forward_backward_exact)
     # decode steps sum to the closed form
     P, R = 10, 6
     assert sum(F.decode_step_flops(spec, 1, P + k) for k in range(1, R)) == F.decode_flops(spec, P, R)

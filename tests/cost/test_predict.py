@@ -92,14 +92,10 @@ def _small(**over):
 
 def test_brent_limits_and_graph(cpu_profile):
     p = predict("micro", "ppo", _small(group_size=1), cpu_profile)
-    lo, hi = p.brent(1)
-    assert lo == pytest.approx(p.work) and hi == pytest.approx(p.work + p.depth)
-    assert lo <= p.total_time <= hi  # p = 1: T_1 = W
-    assert p.depth <= p.work
-    for q in (2, 4, 64):
-        lo_q, hi_q = p.brent(q)
-        assert max(p.work / q, p.depth) == pytest.approx(lo_q) and lo_q <= hi_q
-    assert p.brent(10 ** 6)[0] == pytest.approx(p.depth)
+    # T_1 = W: the DAG's work is the sum of the per-stage rows (two separate code paths)
+    assert p.work == pytest.approx(p.total_time, rel=1e-12)
+    # PPO's values/ref/old passes run beside each other: the critical path is strictly shorter than the work
+    assert p.depth < p.work
     g = p.graph()
     assert {"prefill", "decode", "values", "critic_update", "advantage"} <= set(g["nodes"])
     assert ["values", "advantage"] in g["edges"] and ["advantage", "critic_update"] in g["edges"]
@@ -146,7 +142,8 @@ def test_dynamic_sampling_inflates_generation(cpu_profile):
     ref = predict("nano", "dapo", _small(group_size=8), cpu_profile)
     assert ds.seconds("decode") == pytest.approx(ref.seconds("decode") * 1.76, rel=0.01)
     assert ds.seconds("actor_backward") == ref.seconds("actor_backward")
-    assert base.seconds("decode") > 0
+    # half the group size: half the sequences to decode, at the same per-step batch cost or less
+    assert base.seconds("decode") < ref.seconds("decode")
 
 
 def test_does_not_fit_reports_numbers():

@@ -31,7 +31,7 @@ def test_forced_lengths_are_exact():
     model = W._load("nano")
     lengths = [1, 5, 3, 9, 2]
     seconds, produced = W.generate_timed(model, lengths)
-    assert produced == lengths and seconds > 0
+    assert produced == lengths
 
 
 def test_knee():
@@ -51,5 +51,7 @@ def test_brent_bounds_from_a_record(tmp_path):
     r1, r2, r4 = rows
     assert r1["lower"] == r1["measured_sim"] == 4.0 and r1["upper"] == 5.0
     assert r2["lower"] == 2.0 and r2["upper"] == 3.0 and r2["measured_real"] == 2.6
-    assert r4["lower"] == 1.0 and r4["work_sim"] == pytest.approx(5.7)
-    assert all(r["lower"] <= r["upper"] for r in rows)
+    # p = 4: W/p = 1.0 = D, so the lower bound is max(1.0, 1.0) and the upper 1.0 + 1.0 (hand-derived)
+    assert r4["lower"] == 1.0 and r4["upper"] == 2.0 and r4["work_sim"] == pytest.approx(5.7)
+    assert r4["measured_sim"] == 1.6 and r2["measured_sim"] == 2.5  # the slowest replica sets T_p
+    assert "measured_real" not in r1 and "measured_real" not in r4  # only p = 2 was run for real
