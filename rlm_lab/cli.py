@@ -22,6 +22,7 @@ COMMANDS = {
     "predict": "rlm_lab.cost.cli",
     "calibrate": "rlm_lab.cost.calibrate",
     "parallel": "rlm_lab.parallel.cli",
+    "gpu-archive": "rlm_lab.gpu_archive",
 }
 
 
