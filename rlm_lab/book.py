@@ -120,6 +120,26 @@ def build(size: str, out: Path = BUILD / "html", *, book: Path = BOOK, notebooks
     return code
 
 
+# --- numbers from records into prose: MyST-NB glue -----------------------------------------------
+
+class _Text(str):
+    """A string whose text/plain output is itself (no quotes), so {glue:text} inserts it as is."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def glue_text(name: str, value, fmt: str = "") -> str:
+    """Glue ``value`` (formatted with ``fmt``, e.g. ``".1%"``) under ``name`` for ``{glue:text}`name``` in a
+    notebook's markdown, so a number in prose is computed from a record, never typed by hand.
+    Returns the text (the notebook may print it too)."""
+    from myst_nb import glue
+
+    text = format(value, fmt) if fmt else str(value)
+    glue(name, _Text(text), display=False)
+    return text
+
+
 # --- Sphinx extension: the "Open in Colab" badge -------------------------------------------------
 
 def colab_url(repository_url: str, branch: str, docname: str) -> str:

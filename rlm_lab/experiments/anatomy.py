@@ -32,6 +32,8 @@ from ..errors import RlmLabError
 from ..record import RunRecord, runs_root
 from ..sizes import check_size
 from ..stages import Stage
+from .compare import OTHER, STEP, median_abs_error, relative_error  # noqa: F401 (median_abs_error: re-exported)
+from .memory_probes import Probe, measure_kv_cache, measured_memory
 
 TASK = "arithmetic:digits=2"
 # The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
@@ -120,70 +122,6 @@ def case_dir(case: Case, size: str) -> Path:
 
 # ---- measuring ---------------------------------------------------------------------------------
 
-def _tensor_bytes(tensors) -> int:
-    seen, total = set(), 0
-    for t in tensors:
-        if t is not None and id(t) not in seen:
-            seen.add(id(t))
-            total += t.numel() * t.element_size()
-    return total
-
-
-def held_bytes(model) -> int:
-    """Parameter bytes of a model (buffers such as rotary tables are not model state and are left out)."""
-    return _tensor_bytes(model.parameters())
-
-
-def optimizer_state_bytes(optimizer) -> int:
-    opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
-    return _tensor_bytes(v for state in opt.state.values() for v in state.values() if hasattr(v, "numel"))
-
-
-def _watch_optimizer(optimizer, params_of, out: dict, key: str) -> None:
-    """Count gradient bytes right before the first ``step()`` and optimizer state right after it, by
-    wrapping this optimizer instance's ``step`` (the counts read tensors; nothing is changed)."""
-    inner = getattr(optimizer, "optimizer", optimizer)
-    orig = inner.step
-
-    def step(*args, **kwargs):
-        if f"{key}_gradients" not in out:
-            out[f"{key}_gradients"] = _tensor_bytes(p.grad for p in params_of())
-        result = orig(*args, **kwargs)
-        if f"{key}_optimizer" not in out:
-            out[f"{key}_optimizer"] = optimizer_state_bytes(inner)
-        return result
-
-    inner.step = step
-
-
-def measured_memory(trainer) -> dict:
-    """Byte counts of the models the trainer holds; gradient/optimizer entries fill in during the first step."""
-    unwrap = trainer.accelerator.unwrap_model
-    out = {"actor_weights": held_bytes(unwrap(trainer.model))}
-    if getattr(trainer, "ref_model", None) is not None:
-        out["reference_weights"] = held_bytes(trainer.ref_model)
-    critic = getattr(trainer, "critic", None)
-    if critic is not None:
-        out["critic_weights"] = held_bytes(unwrap(critic))
-        _watch_optimizer(trainer.critic_optimizer, lambda: unwrap(critic).parameters(), out, "critic")
-    return out
-
-
-def measure_kv_cache(model, batch: int, prompt_len: int, length: int) -> int:
-    """Bytes of the KV cache after one ``generate`` of ``length`` tokens for ``batch`` prompts of ``prompt_len``."""
-    import torch
-
-    ids = torch.full((batch, prompt_len), 5, dtype=torch.long)
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=length,
-                             min_new_tokens=length, do_sample=False, return_dict_in_generate=True, use_cache=True)
-    cache = out.past_key_values
-    layers = getattr(cache, "layers", None)
-    if layers is not None:  # transformers >= 4.56 DynamicCache: one object per layer with keys/values
-        return _tensor_bytes(t for layer in layers for t in (layer.keys, layer.values))
-    return _tensor_bytes(t for kv in cache for t in kv)
-
-
 def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, trace_on: bool = True,
              extra_callbacks=()) -> RunRecord:
     """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts."""
@@ -237,38 +175,6 @@ def _quiet(trainer) -> None:
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-
-
-def _probe_class():
-    from transformers import TrainerCallback
-
-    class Probe(TrainerCallback):
-        """Wall time of every optimizer step (on_step_begin -> on_step_end: two clock reads) and, on the
-        first step, the actor's gradient bytes (just before ``optimizer.step()``) and optimizer-state bytes
-        (just after it)."""
-
-        def __init__(self):
-            self.walls, self._t, self.memory = [], None, {}
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            self._t = time.perf_counter()
-
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            if "actor_gradients" not in self.memory and model is not None:
-                self.memory["actor_gradients"] = _tensor_bytes(p.grad for p in model.parameters())
-
-        def on_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
-            if "actor_optimizer" not in self.memory and optimizer is not None:
-                self.memory["actor_optimizer"] = optimizer_state_bytes(optimizer)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.walls.append(time.perf_counter() - self._t)
-
-    return Probe
-
-
-def Probe():  # noqa: N802 - a factory that reads like the class it returns (transformers imported lazily)
-    return _probe_class()()
 
 
 def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
@@ -355,10 +261,6 @@ MEASURED_STAGES = (Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.R
                    Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE, Stage.OPTIMIZER)
 
 
-def relative_error(predicted: float, measured: float) -> float:
-    return (predicted - measured) / measured if measured else float("nan")
-
-
 def time_table(record: RunRecord, prediction) -> list[dict]:
     """Per stage: predicted and measured seconds per step (median over traced steps), relative error;
     a last row "step" compares the predicted iteration with the measured step wall time."""
@@ -376,19 +278,10 @@ def time_table(record: RunRecord, prediction) -> list[dict]:
         m = meas["median_s"] if meas else 0.0
         rows.append({"stage": stage.value, "predicted": p, "measured": m, "rel_error": relative_error(p, m)})
     other = summary["stages"].get("other", {}).get("median_s", 0.0)
-    rows.append({"stage": "other (not modelled)", "predicted": 0.0, "measured": other, "rel_error": float("nan")})
+    rows.append({"stage": OTHER, "predicted": 0.0, "measured": other, "rel_error": float("nan")})
     step_p, step_m = sum(r.seconds for r in prediction.rows), summary["step_wall_s"]["median"]
-    rows.append({"stage": "step", "predicted": step_p, "measured": step_m, "rel_error": relative_error(step_p, step_m)})
+    rows.append({"stage": STEP, "predicted": step_p, "measured": step_m, "rel_error": relative_error(step_p, step_m)})
     return rows
-
-
-def median_abs_error(rows: list[dict], stages_only: bool = True) -> float:
-    """Median |relative error| over the rows that have one (per-stage rows only by default)."""
-    errs = [abs(r["rel_error"]) for r in rows if r["rel_error"] == r["rel_error"]
-            and not (stages_only and r["stage"] == "step")]
-    if not errs:
-        raise RlmLabError("no comparable rows: nothing was both predicted and measured")
-    return statistics.median(errs)
 
 
 def memory_table(record: RunRecord, prediction) -> list[dict]:
