@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .experiments.compare import relative_error
 from .stages import STAGE_ORDER, Stage
 
 # One colour per stage, stable across every figure of the book (tab20-like, colour-blind friendly pairs).
@@ -90,6 +91,14 @@ def predicted_vs_measured(table: list[dict], path=None, title=None, unit="s", lo
     return _save(fig, path)
 
 
+def _stage_rank(stage: str) -> int:
+    """Position of a stage in one synchronous step (``STAGE_ORDER``); prefill/decode with generate, "other" last."""
+    order = [s.value for s in STAGE_ORDER]
+    alias = {Stage.PREFILL.value: Stage.GENERATE.value, Stage.DECODE.value: Stage.GENERATE.value}
+    stage = alias.get(stage, stage)
+    return order.index(stage) if stage in order else len(order)
+
+
 def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "time_share"),
                names=("FLOPs (predicted)", "time (predicted)", "time (measured)"), path=None, title=None):
     """Stacked horizontal bars: for each configuration, one bar per share kind (``keys``), each split
@@ -101,7 +110,7 @@ def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "ti
     for i, r in enumerate(rows):
         for j, key in enumerate(keys):
             y, left = (per + 0.6) * i + j, 0.0
-            for stage, f in r[key].items():
+            for stage, f in sorted(r[key].items(), key=lambda kv: _stage_rank(kv[0])):  # same order in every bar
                 bar = ax.barh(y, f, left=left, color=STAGE_COLORS.get(stage, "#444"), height=0.85)
                 seen.setdefault(stage, bar)
                 left += f
@@ -131,8 +140,3 @@ def curve(xs, series: dict, path=None, xlabel="", ylabel="", title=None, logx=Fa
     ax.legend(frameon=False, fontsize=8)
     ax.set_title(title or "")
     return _save(fig, path)
-
-
-def relative_error(predicted: float, measured: float) -> float:
-    """(predicted − measured) / measured; NaN when nothing was measured."""
-    return (predicted - measured) / measured if measured else float("nan")
