@@ -31,6 +31,9 @@ class Arithmetic(Task):
         value = {"+": a + b, "-": a - b, "*": a * b}[op]
         return {"prompt": f"{a}{op}{b}=", "answer": str(value)}
 
+    def max_prompt_len(self) -> int:
+        return 2 * self.digits + 2  # "a", the operator, "b", "="
+
     def sample(self, rng: random.Random) -> dict:
         hi = 10**self.digits - 1
         op = _OPS[rng.choice(self.ops.split("+"))]

@@ -41,6 +41,10 @@ class Task:
         """True when ``completion`` has the answer format (correct or not). Must not raise."""
         raise NotImplementedError
 
+    def max_prompt_len(self) -> int:
+        """An upper bound on a prompt's length in characters (= tokens of the character tokenizer)."""
+        raise NotImplementedError
+
     def all_problems(self) -> list[dict] | None:
         """Every distinct problem, when there are few enough to enumerate (else None)."""
         return None

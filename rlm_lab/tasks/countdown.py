@@ -92,6 +92,10 @@ class Countdown(Task):
         if not 2 <= self.max_number <= 99:
             raise RlmLabError(f"countdown max_number must be 2..99, got {self.max_number}")
 
+    def max_prompt_len(self) -> int:
+        # "n1,...,nk;" then the target (at most max_number**numbers in size, maybe negative) and "="
+        return self.numbers * (len(str(self.max_number)) + 1) + len(str(self.max_number**self.numbers)) + 2
+
     def sample(self, rng: random.Random) -> dict:
         nums = [rng.randint(1, self.max_number) for _ in range(self.numbers)]
         order = nums[:]

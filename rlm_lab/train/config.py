@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from ..errors import RlmLabError, unknown
 from ..sizes import check_size
 
 from .presets import ALGOS, preset  # noqa: F401 - ALGOS: part of this module's API
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
-LR_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "polynomial")
+from .validation import LOSS_TYPES, LR_SCHEDULERS, closest  # noqa: F401 - part of this module's API
+from .validation import validate as _validate
 
 
 @dataclass(frozen=True)
@@ -109,63 +110,9 @@ FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
 
 def validate(cfg: RunConfig) -> None:
-    """Raise one clear RlmLabError for the first bad value."""
-    if cfg.algo not in ALGOS:
-        raise unknown("algorithm", cfg.algo, ALGOS)
-    check_size(cfg.size)
-    _check_model(cfg.model)
-    _check_task(cfg.task)
-    for name in ("sft_steps", "rl_steps", "sft_batch_size", "num_generations", "batch_size", "num_iterations",
-                 "max_completion_length", "eval_problems", "eval_batch_size", "eval_max_new_tokens"):
-        v = getattr(cfg, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise RlmLabError(f"{name} must be a non-negative integer, got {v!r}")
-    for name in ("sft_batch_size", "batch_size", "num_iterations", "max_completion_length", "eval_batch_size",
-                 "eval_max_new_tokens"):
-        if getattr(cfg, name) < 1:
-            raise RlmLabError(f"{name} must be at least 1, got {getattr(cfg, name)}")
-    for name in ("sft_lr", "rl_lr"):
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and 0 < v < 1):
-            raise RlmLabError(f"{name} must be a learning rate in (0, 1), got {v!r} (tiny models train at ~1e-4..1e-3)")
-    if cfg.algo != "sft":
-        if cfg.num_generations < 2:
-            raise RlmLabError(f"num_generations must be >= 2 for {cfg.algo} (a group needs 2+ completions), "
-                              f"got {cfg.num_generations}")
-        if cfg.batch_size % cfg.num_generations:
-            raise RlmLabError(f"batch_size ({cfg.batch_size}) must be a multiple of num_generations "
-                              f"({cfg.num_generations}): every optimizer step holds whole groups")
-    if cfg.algo == "sft" and cfg.sft_steps == 0 and not cfg.sft_checkpoint:
-        raise RlmLabError("algo sft with sft_steps=0 trains nothing; set sft_steps > 0")
-    if cfg.beta < 0 or cfg.temperature <= 0 or cfg.format_weight < 0 or cfg.epsilon <= 0:
-        raise RlmLabError("beta and format_weight must be >= 0, temperature and epsilon > 0")
-    if cfg.loss_type not in LOSS_TYPES:
-        raise unknown("loss_type", cfg.loss_type, LOSS_TYPES)
-    if cfg.lr_scheduler not in LR_SCHEDULERS:
-        raise unknown("lr_scheduler", cfg.lr_scheduler, LR_SCHEDULERS)
-    if cfg.scale_rewards not in ("group", "batch", "none"):
-        raise unknown("scale_rewards", cfg.scale_rewards, ("group", "batch", "none"))
-    if not isinstance(cfg.extra, dict):
-        raise RlmLabError(f"extra must be a mapping of config fields, got {type(cfg.extra).__name__}")
-    if cfg.sft_checkpoint and not (Path(cfg.sft_checkpoint) / "config.json").exists():
-        raise RlmLabError(f"sft_checkpoint {cfg.sft_checkpoint!r} has no config.json; "
-                          "pass a folder written by a previous run (its sft/ subfolder)")
-
-
-def _check_model(name: str) -> None:
-    from ..models.zoo import ZOO
-
-    if name in ZOO or Path(name).exists():
-        return
-    if "/" in name and not name.startswith((".", "/")):
-        return  # a hub id: only checked when loaded (needs the network)
-    raise unknown("model", name, ZOO)
-
-
-def _check_task(spec: str) -> None:
-    from ..tasks import parse_task
-
-    parse_task(spec)
+    """Raise one clear RlmLabError for the first bad value (every field's type and range, ``extra``
+    against the TRL config class): see ``validation.py``."""
+    _validate(cfg, FIELD_TYPES)
 
 
 # ---- building configs -------------------------------------------------------------------------
@@ -173,9 +120,8 @@ def _check_task(spec: str) -> None:
 def _coerce(key: str, value):
     """Turn a CLI/YAML value into the field's type, or raise a clear error."""
     if key not in FIELD_TYPES:
-        close = [k for k in FIELD_TYPES if k.startswith(key[:3])]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise RlmLabError(f"unknown config field {key!r}{hint}; see `rlm-lab train --help` for the fields")
+        raise RlmLabError(f"unknown config field {key!r}{closest(str(key), FIELD_TYPES)} "
+                          "(see `rlm-lab train --help` for the fields)")
     kind = FIELD_TYPES[key]
     if kind == "dict":
         if isinstance(value, str):
@@ -202,7 +148,7 @@ def _coerce(key: str, value):
         except (TypeError, ValueError):
             raise RlmLabError(f"{key} must be a number, got {value!r}") from None
         if kind == "int":
-            if num != int(num):
+            if not math.isfinite(num) or num != int(num):
                 raise RlmLabError(f"{key} must be an integer, got {value!r}")
             return int(num)
         return num
