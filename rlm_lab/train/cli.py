@@ -48,10 +48,16 @@ def _train(args):
 
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
         return 0
+    from .validation import check_output_location
+
+    check_output_location(cfg.run_dir)  # an unwritable --out fails now, not after SFT
     from .run import run
 
     record = run(cfg, command=["rlm-lab", *sys.argv[1:]])
     r = record.results
     print(f"{cfg.algo} on {r['task']}: held-out accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} "
           f"({r['eval_problems']} problems), total {r['total_seconds']:.0f} s; record: {record.dir}")
+    if cfg.size == "smoke":
+        print("(smoke size checks that the pipeline runs: a nano model and a few steps learn nothing, so an "
+              "accuracy of 0.000 is expected; --size cpu learns)")
     return 0
