@@ -10,9 +10,13 @@ norms and gathers cost nothing. Then, for one sequence of S tokens:
 * 2 N_mm per token: Kaplan et al., arXiv 2001.08361, Sec. 2.1 ("C_forward ~ 2N + 2 n_layer n_ctx
   d_attn"); N_mm = :meth:`ModelSpec.matmul_params_per_token` (active experts only).
 * 4 L d_attn S_q S_k: QK^T and AV, each 2 S_q S_k d_attn per layer: Megatron-LM, arXiv 2104.04473
-  eq. 3 (the 4bs^2h term of 24bsh^2 + 4bs^2h). The full score matrix is counted, as
-  FlopCounterMode's attention formulas and eager attention do; a causal kernel that skips masked
-  blocks executes about half (paper-notes Sec. 2.4 counts that half).
+  eq. 3 (the 4bs^2h term of 24bsh^2 + 4bs^2h). **Convention: the full score matrix.** In a pass over
+  S tokens every token is charged the per-token term 4 L d_attn c with c = S (not its causal position),
+  because that is what the kernels run here execute (eager attention and SDPA's math kernel on CPU
+  compute the whole S x S matrix and mask it) and what FlopCounterMode counts, so the tests compare
+  exactly. A causal kernel that skips masked blocks (FlashAttention) executes
+  ``attention_flops(..., causal=True)`` = 2 L d_attn S (S + 1), about half. Decode is causal by
+  construction: step k attends to its c = P + k cached keys (:func:`decode_flops`).
 * backward = 2 x forward: one product for the input gradient, one for the weight gradient
   ("2 (forward) + 4 (backward) = 6 FLOPs per parameter per token", paper-notes Sec. 2.4). Exact
   for matmuls when every weight and activation needs a gradient.
@@ -35,8 +39,13 @@ def matmul_flops(spec: ModelSpec, tokens: int, logits_tokens: int | None = None)
     return 2 * body * tokens + 2 * spec.head_width * spec.hidden * logits_tokens
 
 
-def attention_flops(spec: ModelSpec, q_len: int, k_len: int) -> int:
-    """4 * L * d_attn * q_len * k_len for one sequence (QK^T and AV, full score matrix)."""
+def attention_flops(spec: ModelSpec, q_len: int, k_len: int, causal: bool = False) -> int:
+    """4 * L * d_attn * q_len * k_len for one sequence (QK^T and AV, full score matrix: the cost model's
+    convention, module docstring). ``causal=True``: only the unmasked entries, query i (of the last q_len
+    positions of k_len keys) against its k_len - q_len + i keys: 4 L d_attn sum_i (k_len - q_len + i)."""
+    if causal:
+        keys = q_len * (k_len - q_len) + q_len * (q_len + 1) // 2
+        return 4 * spec.layers * spec.d_attn * keys
     return 4 * spec.layers * spec.d_attn * q_len * k_len
 
 

@@ -187,19 +187,27 @@ class _Assembler:
         (and critic) with AdamW state, frozen reference and reward weights. Gradients are counted
         only while training runs: the Trainer frees them (``zero_grad(set_to_none=True)``) after
         each optimizer step."""
-        prec = self.wl.precision
-        train = M.train_state_bytes(self.spec, prec, self.wl.zero_stage, self.dev)
-        w = self.spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
-        g = self._grad_share(self.spec)
-        total = M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g))
-        if self.alg.critic:
-            c = M.model_memory(self.critic_spec, True, prec)
-            total += M.MemoryBreakdown(weights=c.weights, optimizer=c.optimizer)
+        total = self._train_state(self.spec)
+        if self.alg.critic:  # the critic is trained like the actor: same ZeRO sharding (issue 12 item 4)
+            total += self._train_state(self.critic_spec)
         if self.alg.reference:
             total += M.MemoryBreakdown(weights=self.spec.params * self.db)
         if self.alg.reward_model:
             total += M.MemoryBreakdown(weights=self.rm_spec.params * self.db)
         return total
+
+    def _train_state(self, spec) -> M.MemoryBreakdown:
+        """Weights + optimizer state of one trainable model on one device under ZeRO-``zero_stage`` over
+        ``devices`` ranks (gradients are added only while training runs)."""
+        train = M.train_state_bytes(spec, self.wl.precision, self.wl.zero_stage, self.dev)
+        w = spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
+        return M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - self._grad_share(spec)))
+
+    @property
+    def opt_shards(self) -> int:
+        """Devices one optimizer step is split over: ZeRO >= 1 partitions the optimizer state, so each rank
+        updates only its 1/d of the parameters (Rajbhandari et al. arXiv 1910.02054 Sec. 5.1)."""
+        return self.dev if self.wl.zero_stage >= 1 else 1
 
     def _grad_share(self, spec) -> float:
         g = M.PRECISIONS[self.wl.precision][1] * spec.params
@@ -286,9 +294,18 @@ class _Assembler:
         f_pre = self.dev * batches * rows * F.prefill_flops(spec, P)
         w_bytes = spec.params * self.db
         kv = M.kv_cache_bytes(spec, self.g * M.generate_kv_tokens(P, math.ceil(self.r_gen)), self.db)
-        tr = M.MemoryBreakdown(kv_cache=kv, activations=M.logits_bytes(spec, self.g))
+        gathered = 0
+        if wl.zero_stage == 3 and self.dev > 1:
+            # ZeRO-3: TRL's unwrap_model_for_generation gathers the whole model (gather_deepspeed3_params=True)
+            # once per generate call: the full weights are resident while generating, and the all-gather is paid
+            gathered = int(w_bytes - w_bytes / self.dev)
+            t_gather = collective_time("all_gather", w_bytes, self.dev, prof)
+            t_pre += batches * t_gather
+        tr = M.MemoryBreakdown(weights=gathered, kv_cache=kv, activations=M.logits_bytes(spec, self.g))
         self._track(tr)
         depth_pre = forward_time(spec, prof, 1, P, 1, self.dt, self.db)
+        if gathered:
+            depth_pre += t_gather
         self._add(S.PREFILL, "actor", f_pre, self.dev * batches * w_bytes, tr, t_pre, batches, depth_pre)
 
         steps = max(math.ceil(self.r_gen) - 1, 0)
@@ -320,7 +337,7 @@ class _Assembler:
     def preparation(self):
         n_dev, seq = self.n_dev, self.seq
         passes = []
-        if self.wl.recompute_old:
+        if self.recompute_old:
             passes.append((S.OLD_LOGPROB, "actor", self.spec))
         if self.alg.reference:
             passes.append((S.REF_LOGPROB, "reference", self.spec))
@@ -345,6 +362,18 @@ class _Assembler:
         self._add(S.ADVANTAGE, "-", 10.0 * self.wl.n * (seq - self.wl.prompt_len), 0.0, M.MemoryBreakdown(),
                   t_adv, steps, t_adv)
 
+    @property
+    def recompute_old(self) -> bool:
+        """Whether the run scores the behaviour policy's log-probs in a separate pass. ``workload.recompute_old``
+        when set; otherwise what the trainers do: TRL's GRPOTrainer computes ``old_per_token_logps`` when the
+        policy moves before a sample is trained (num_iterations > 1, or more optimizer steps per generation
+        than one: epochs > 1 or minibatches > 1), and our PPO always does when it has a reference (its
+        per-token KL reward needs log pi_old; rlm_lab.train.ppo)."""
+        if self.wl.recompute_old is not None:
+            return bool(self.wl.recompute_old)
+        ppo_kl = self.alg.name == "ppo" and self.alg.reference
+        return self.wl.epochs > 1 or self.wl.minibatches > 1 or ppo_kl
+
     def _verifier(self):
         """A rule-based reward (CPU): ``reward_s_per_sample`` seconds per sequence, no model."""
         if any(r.stage == S.REWARD for r in self.rows):
@@ -365,7 +394,8 @@ class _Assembler:
                 t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr)
             grad_bytes = spec.params * M.PRECISIONS[wl.precision][1]
             comm = self._grad_comm(grad_bytes, spec)
-            t_o = optimizer_time(spec, prof, 4)
+            shards = self.opt_shards
+            t_o = optimizer_time(spec, prof, 4, shards)
             tr = self._transient_forward(spec, lt, grad=True)
             self._track(tr)
             lt_max = self._logit_tokens(self.seq_max, spec.head_width)
@@ -375,16 +405,17 @@ class _Assembler:
             d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max) + comm)
             w_bytes = spec.params * self.db
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
-            opt_bytes = self.dev * steps * 7 * spec.params * 4
+            opt_bytes = self.dev * steps * 7 * spec.params * 4 / shards
+            opt_flops = self.dev * steps * F.optimizer_flops(spec.params) / shards
             if name == "actor":
                 self._add(S.ACTOR_FORWARD, name, f_fwd, self.dev * wl.epochs * calls * w_bytes, tr,
                           wl.epochs * t_f, wl.epochs * calls, d_f)
                 self._add(S.ACTOR_BACKWARD, name, f_bwd, self.dev * wl.epochs * calls * 2 * w_bytes, tr,
                           wl.epochs * t_b + steps * comm, wl.epochs * calls, d_b)
-                self._add(S.OPTIMIZER, name, self.dev * steps * F.optimizer_flops(spec.params), opt_bytes,
+                self._add(S.OPTIMIZER, name, opt_flops, opt_bytes,
                           M.MemoryBreakdown(gradients=tr.gradients), steps * t_o, steps, steps * t_o)
             else:
-                self._add(S.CRITIC_UPDATE, name, f_fwd + f_bwd + self.dev * steps * F.optimizer_flops(spec.params),
+                self._add(S.CRITIC_UPDATE, name, f_fwd + f_bwd + opt_flops,
                           self.dev * wl.epochs * calls * 3 * w_bytes + opt_bytes, tr,
                           wl.epochs * (t_f + t_b) + steps * (comm + t_o), wl.epochs * calls + steps,
                           d_f + d_b + steps * t_o)

@@ -154,9 +154,13 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     return _combine(profile, compute, over)
 
 
-def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4) -> float:
-    """One AdamW step: 7 state-sized tensors moved (read p, g, m, v; write p, m, v) + per-tensor overhead."""
-    nbytes = 7 * spec.params * state_bytes_per_param
+def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4, shards: int = 1) -> float:
+    """One AdamW step: 7 state-sized tensors moved (read p, g, m, v; write p, m, v) + per-tensor overhead.
+
+    ``shards``: under ZeRO (any stage >= 1) the optimizer state is partitioned over the d data-parallel ranks
+    and each rank steps only its 1/d (arXiv 1910.02054 Sec. 5.1), so the bytes are 1/d; the per-tensor loop
+    still visits every (sharded) tensor, so the overhead is not divided."""
+    nbytes = 7 * spec.params * state_bytes_per_param / max(1, shards)
     over = profile.call_overhead("optimizer_base_s") + spec.param_tensors * profile.call_overhead("optimizer_tensor_s")
     return nbytes / profile.bandwidth() + over
 

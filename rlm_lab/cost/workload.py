@@ -154,7 +154,7 @@ class Workload:
     minibatches: int = 1
     micro_batch: int | None = None
     gen_batch: int | None = None
-    recompute_old: bool = False
+    recompute_old: bool | None = None  # None: as the trainer does (predict.py _Assembler.recompute_old)
     precision: str = "fp32"
     padding: str = "batch"
     engine: str = "static"
@@ -185,6 +185,10 @@ class Workload:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise RlmLabError(f"workload.{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.recompute_old not in (None, True, False):
+            raise RlmLabError(f"workload.recompute_old must be true, false or omitted, got {self.recompute_old!r}")
+        if self.zero_stage not in (0, 1, 2, 3) or isinstance(self.zero_stage, bool):
+            raise RlmLabError(f"workload.zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         p = self.dynamic_sampling_p
         if p is not None and not 0 <= p < 1:
             raise RlmLabError(f"workload.dynamic_sampling_p must be in [0, 1), got {p!r}")
