@@ -23,22 +23,51 @@ DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": "cpu-2core-epyc"}
 
 
 def load_config(path) -> dict:
-    """Read a predict config; unknown keys and malformed YAML are named."""
+    """Read a predict config; a folder, binary or malformed YAML, a model config.json and unknown keys are named."""
     import yaml
 
     p = Path(path)
+    if p.is_dir():
+        raise RlmLabError(f"config {path} is a folder; pass a predict config YAML (see configs/predict/)")
     if not p.is_file():
         raise RlmLabError(f"config file {path} not found")
     try:
-        cfg = yaml.safe_load(p.read_text()) or {}
+        cfg = yaml.safe_load(p.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"config {path} is not a text file (byte {e.start} is not UTF-8)") from None
     except yaml.YAMLError as e:
         raise RlmLabError(f"config {path} is not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(cfg, dict):
         raise RlmLabError(f"config {path} must be a mapping of {', '.join(CONFIG_KEYS)}")
-    bad = sorted(set(cfg) - set(CONFIG_KEYS))
+    if "model_type" in cfg or "hidden_size" in cfg:
+        raise RlmLabError(f"{path} is a model config (transformers config.json), not a predict config; "
+                          f"pass it as --model {path}")
+    bad = sorted(set(map(str, cfg)) - set(CONFIG_KEYS))
     if bad:
         raise RlmLabError(f"config {path}: unknown key(s) {', '.join(bad)}; known: {', '.join(CONFIG_KEYS)}")
     return cfg
+
+
+def check_inputs(cfg: dict) -> None:
+    """What the cost model cannot catch itself: a finite beta >= 0, no more devices than sequences, Brent's p."""
+    import math
+
+    beta = cfg.get("beta")
+    if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float))
+                             or not math.isfinite(beta) or beta < 0):
+        raise RlmLabError(f"beta must be a finite number >= 0 (0 drops the reference model), got {beta!r}")
+    wl = cfg.get("workload") or {}
+    if isinstance(wl, dict):
+        n = wl.get("prompts", 1) * wl.get("group_size", 1) \
+            if all(isinstance(wl.get(k, 1), int) for k in ("prompts", "group_size")) else None
+        d = wl.get("devices", 1)
+        if n is not None and isinstance(d, int) and not isinstance(d, bool) and d > n >= 1:
+            raise RlmLabError(f"{d} devices for {n} sequences ({wl.get('prompts', 1)} prompts x "
+                              f"{wl.get('group_size', 1)}): data parallelism needs at least one sequence per device")
+    bp = cfg.get("brent_p", (1, 2, 4, 8))
+    if not isinstance(bp, (list, tuple)) or not bp or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in bp):
+        raise RlmLabError(f"brent_p must be a list of processor counts >= 1, got {bp!r}")
 
 
 def predict_from_config(cfg: dict):
@@ -56,6 +85,22 @@ def _si(x: float, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def _bytes(x: float) -> str:
+    """Bytes in binary units (KiB, MiB, GiB, ...), the units of the memory check's message too."""
+    for power, prefix in ((5, "Pi"), (4, "Ti"), (3, "Gi"), (2, "Mi"), (1, "Ki")):
+        if abs(x) >= 1024**power:
+            return f"{x / 1024**power:.3g} {prefix}B"
+    return f"{x:.3g} B"
+
+
+def _count(n: float) -> str:
+    """A parameter count: 341,632 -> '342k', 1.54e9 -> '1.54B'."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.0f}"
+
+
 def _seconds(x: float) -> str:
     return f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
 
@@ -63,7 +108,7 @@ def _seconds(x: float) -> str:
 def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
     """Text report: header, per-stage table, memory, W, D and Brent's bounds."""
     wl, prof = pred.workload, pred.profile
-    lines = [f"prediction: {pred.algo.name} on {pred.spec.name} ({pred.spec.params / 1e6:.3g}M params), "
+    lines = [f"prediction: {pred.algo.name} on {pred.spec.name} ({_count(pred.spec.params)} params), "
              f"n = {wl.prompts}x{wl.group_size} sequences, P = {wl.prompt_len}, {wl.precision}, "
              f"{wl.devices} device(s) of {prof.name} [{prof.kind}]"]
     head = f"{'stage':<15}{'model':<11}{'FLOPs':>11}{'bytes':>11}{'memory':>11}{'time':>11}{'calls':>7}" \
@@ -72,12 +117,12 @@ def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
     for r in pred.table():
         t = "-" if r["seconds"] is None else _seconds(r["seconds"])
         ts = "-" if r["time_share"] is None else f"{100 * r['time_share']:.1f}"
-        lines.append(f"{r['stage']:<15}{r['model']:<11}{_si(r['flops']):>11}{_si(r['bytes'], 'B'):>11}"
-                     f"{_si(r['memory_bytes'], 'B'):>11}{t:>11}{r['calls']:>7}{100 * r['flop_share']:>8.1f}{ts:>8}")
+        lines.append(f"{r['stage']:<15}{r['model']:<11}{_si(r['flops']):>11}{_bytes(r['bytes']):>11}"
+                     f"{_bytes(r['memory_bytes']):>11}{t:>11}{r['calls']:>7}{100 * r['flop_share']:>8.1f}{ts:>8}")
     m = pred.memory
-    lines.append(f"peak memory per device: {_si(m.total, 'B')} (weights {_si(m.weights, 'B')}, gradients "
-                 f"{_si(m.gradients, 'B')}, optimizer {_si(m.optimizer, 'B')}, KV cache {_si(m.kv_cache, 'B')}, "
-                 f"activations {_si(m.activations, 'B')}) of {_si(pred.capacity, 'B')}")
+    lines.append(f"peak memory per device: {_bytes(m.total)} (weights {_bytes(m.weights)}, gradients "
+                 f"{_bytes(m.gradients)}, optimizer {_bytes(m.optimizer)}, KV cache {_bytes(m.kv_cache)}, "
+                 f"activations {_bytes(m.activations)}) of {_bytes(pred.capacity)}")
     if not pred.fits:
         lines.append(str(pred.memory_error()).replace("does not fit", "DOES NOT FIT", 1))
         return "\n".join(lines)
@@ -120,6 +165,7 @@ def run(args) -> int:
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     cfg["workload"] = wl
+    check_inputs(cfg)
     pred = predict_from_config(cfg)
     if args.json:
         print(json.dumps(pred.to_dict(), indent=2, default=str))
