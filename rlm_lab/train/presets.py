@@ -1,7 +1,7 @@
 """Tuned settings per (algorithm, size, task): the first layer of every ``RunConfig``.
 
 - ``smoke``: CI. The nano model, a few steps, tiny batches: proves the pipeline runs, learns nothing.
-- ``cpu``: a few minutes on 2 CPU cores. The micro model (0.5M params); the numbers come from the
+- ``cpu``: a few minutes on 2 CPU cores. The micro model (341,632 parameters); the numbers come from the
   sweep recorded in ``data/runs/cpu/ch01_sweep`` (see ``rlm_lab.train.sweep``).
 - ``gpu``: one H100/H200-class GPU. A bigger zoo model, more steps, bf16 (only on CUDA).
 
