@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import RlmLabError
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `rlm-lab predict | head`: the reader left; not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; give it a sink
+        return 0
     except OSError as e:
         # a file the user named (or an output location) that cannot be read or written: say which, one line
         if e.filename is None:
