@@ -182,6 +182,17 @@ class PPOTrainer(GRPOTrainer):
         self._ppo_rewards_per_func = out  # gathered over processes: (world * local_batch, n_funcs)
         return out
 
+    def _local_scores(self, n_local: int) -> torch.Tensor:
+        """This process's sequence scores: the weighted sum of the reward functions over its own completions.
+
+        TRL gathers the per-function rewards of all processes, rank-major, into ``(world * n_local, n_funcs)``;
+        this process's rows are the slice TRL itself keeps for its advantages (``process_slice`` in
+        ``GRPOTrainer._generate_and_score_completions``).
+        """
+        rank = self.accelerator.process_index
+        per_func = self._ppo_rewards_per_func[rank * n_local:(rank + 1) * n_local]
+        return (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(1)
+
     def _critic_values(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int) -> torch.Tensor:
         """V(s_t) for every completion position t: the critic's output at the token *before* t."""
         chunks = []
@@ -194,14 +205,9 @@ class PPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
-        device = self.accelerator.device
         batch_size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
 
-        # The sequence score: weighted sum of the reward functions, this process's slice.
-        n_local = len(inputs)
-        rank = self.accelerator.process_index
-        per_func = self._ppo_rewards_per_func[rank * n_local:(rank + 1) * n_local]
-        scores = (per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(1)
+        scores = self._local_scores(len(inputs))
 
         prompt_ids, completion_ids = out["prompt_ids"], out["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], 1)
