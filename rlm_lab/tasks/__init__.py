@@ -26,9 +26,12 @@ def get_task(name: str, **knobs) -> Task:
         raise unknown("task", name, TASKS)
     cls = TASKS[name]
     valid = {f.name: f.type for f in fields(cls)}
-    for k in knobs:
+    for k, v in knobs.items():
         if k not in valid:
             raise RlmLabError(f"task {name!r} has no knob {k!r}; its knobs are: {', '.join(valid) or 'none'}")
+        want = {"int": int, "str": str}.get(valid[k])
+        if want is not None and (not isinstance(v, want) or isinstance(v, bool)):
+            raise RlmLabError(f"task {name!r} knob {k} must be {'an integer' if want is int else 'a string'}, got {v!r}")
     return cls(**knobs)
 
 
@@ -40,7 +43,12 @@ def parse_task(spec: str) -> Task:
         key, eq, value = part.partition("=")
         if not eq:
             raise RlmLabError(f"task knob {part!r} in {spec!r} is not key=value")
-        knobs[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+        key, value = key.strip(), value.strip()
+        if not key or not value:
+            raise RlmLabError(f"task knob {part!r} in {spec!r} needs a name and a value, e.g. digits=2")
+        if key in knobs:
+            raise RlmLabError(f"task knob {key!r} given twice in {spec!r}")
+        knobs[key] = int(value) if value.lstrip("-").isdigit() else value
     return get_task(name.strip(), **knobs)
 
 
@@ -52,6 +60,15 @@ def data_paths(task: Task, root: str | Path | None = None) -> dict[str, Path]:
 def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_SPLIT["n_train"],
              n_test: int = DEFAULT_SPLIT["n_test"], seed: int = DEFAULT_SPLIT["seed"]) -> dict[str, Path]:
     """Write the deterministic train/test files (regenerating gives byte-identical files)."""
+    for name, n in (("n_train", n_train), ("n_test", n_test)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise RlmLabError(f"{name} must be an integer >= 1, got {n!r}")
+    folder = data_paths(task, root)["train"].parent
+    for p in (folder, *folder.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise RlmLabError(f"cannot write task files under {folder}: {p} is a file")
+            break
     train, test = task.split(n_train, n_test, seed)
     paths = data_paths(task, root)
     write_rows(paths["train"], train)

@@ -80,13 +80,25 @@ def write_rows(path: str | Path, rows: list[dict]) -> Path:
     return atomic_write_text(path, text)
 
 
-def read_rows(path: str | Path, extra_fields: tuple[str, ...] = ()) -> list[dict]:
-    """Read a task file; any malformed line is reported with its file and line number."""
+def read_rows(path: str | Path, extra_fields: tuple[str, ...] = (), alphabet: str | None = None) -> list[dict]:
+    """Read a task file; a malformed line (not UTF-8, not JSON, missing fields, a character the tokenizer
+    cannot encode) is one error naming the file and line. ``alphabet`` defaults to the zoo's character
+    tokenizer's: any other character would silently become ``<unk>`` in training."""
+    if alphabet is None:
+        from ..models.tokenizer import ALPHABET as alphabet
     path = Path(path)
+    if path.is_dir():
+        raise RlmLabError(f"task file {path} is a folder, not a JSON Lines file")
     if not path.exists():
         raise RlmLabError(f"task file {path} does not exist; run `rlm-lab tasks generate` to create it")
+    allowed = set(alphabet)
     rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RlmLabError(f"{path}:{i}: not text (byte {e.start + 1} of the line is not UTF-8); "
+                              "regenerate with `rlm-lab tasks generate`") from None
         if not line.strip():
             continue
         try:
@@ -99,6 +111,13 @@ def read_rows(path: str | Path, extra_fields: tuple[str, ...] = ()) -> list[dict
         if missing:
             raise RlmLabError(f"{path}:{i}: missing or non-string field(s) {', '.join(missing)}; "
                               "regenerate with `rlm-lab tasks generate`")
+        for key in REQUIRED_FIELDS:
+            if not row[key]:
+                raise RlmLabError(f"{path}:{i}: field {key} is empty")
+            bad = sorted(set(row[key]) - allowed)
+            if bad:
+                raise RlmLabError(f"{path}:{i}: {key} has character(s) {''.join(bad)!r} outside the tokenizer's "
+                                  f"alphabet {alphabet!r}; they would train as <unk>")
         rows.append(row)
     if not rows:
         raise RlmLabError(f"task file {path} is empty; regenerate with `rlm-lab tasks generate`")

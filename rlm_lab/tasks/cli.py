@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 
+def _count(text: str) -> int:
+    """argparse type: an integer >= 1 (``--train -5`` or ``--test 0`` would write empty files)."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def register(sub):
     p = sub.add_parser("tasks", help="generate or show task data")
     s = p.add_subparsers(dest="action", required=True)
     g = s.add_parser("generate", help="write data/tasks/<slug>/{train,test}.jsonl")
     g.add_argument("--task", action="append", default=None,
                    help="task spec, e.g. arithmetic:digits=2 (repeatable; default: the built-in set)")
-    g.add_argument("--train", type=int, default=20_000)
-    g.add_argument("--test", type=int, default=1_000)
+    g.add_argument("--train", type=_count, default=20_000, help="training problems (>= 1)")
+    g.add_argument("--test", type=_count, default=1_000, help="held-out problems (>= 1)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--root", default=None, help="output root (default: data/tasks)")
     g.set_defaults(func=_generate)
     sh = s.add_parser("show", help="print a few problems of a task")
     sh.add_argument("task")
-    sh.add_argument("-n", type=int, default=5)
+    sh.add_argument("-n", type=_count, default=5)
     sh.set_defaults(func=_show)
     return p
 
