@@ -31,6 +31,7 @@ from . import flops as F
 from . import memory as M
 from .comm import collective_time
 from .hardware import HardwareProfile, load_profile
+from .lora import Lora, lora_forward_flops, lora_from, lora_params, lora_tensors
 from .spec import ModelSpec, model_spec, scalar_head
 from .timing import backward_time, decode_step_time, forward_time, optimizer_time
 from .workdepth import WorkDepth, dynamic_sampling_inflation, iteration_edges
@@ -65,6 +66,9 @@ class Prediction:
     rows: list
     memory: M.MemoryBreakdown     # at the peak stage, one device
     dag: WorkDepth = field(repr=False, default=None)
+    persistent: M.MemoryBreakdown = field(default_factory=M.MemoryBreakdown)  # held all iteration, one device
+    shape: dict = field(default_factory=dict)   # rows per forward call (m), per generate call (g), padded seq
+    lora: Lora | None = None
 
     # ---- memory ----------------------------------------------------------------------------
     @property
@@ -145,11 +149,13 @@ class Prediction:
 # ---- the assembly -------------------------------------------------------------------------------
 
 def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | None = None,
-            profile="cpu-2core-epyc", critic=None, reward_model=None, beta: float | None = None) -> Prediction:
+            profile="cpu-2core-epyc", critic=None, reward_model=None, beta: float | None = None,
+            lora=None) -> Prediction:
     """Predict one iteration of ``algo`` on ``model`` with ``workload`` on hardware ``profile``.
 
     ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head;
-    ``beta=0`` drops the reference model.
+    ``beta=0`` drops the reference model; ``lora`` (a :class:`Lora`, a rank, a mapping or True) trains
+    LoRA adapters on the frozen actor (lora.py).
     """
     spec = model_spec(model)
     alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
@@ -158,12 +164,14 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
     prof.peak_flops(wl.dtype)  # fail early, naming the dtype, if the profile lacks it
     critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
     rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
-    return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec).run()
+    return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec, lora_from(lora)).run()
 
 
 class _Assembler:
-    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec):
+    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec, lora=None):
         self.spec, self.alg, self.wl, self.prof = spec, alg, wl, prof
+        self.lora = lora
+        self.adapter = lora_params(spec, lora) if lora else 0   # trainable parameters of the actor's adapters
         self.critic_spec, self.rm_spec = critic_spec, rm_spec
         self.dt, self.db = wl.dtype, wl.dtype_bytes
         self.lengths = wl.lengths()
@@ -187,10 +195,10 @@ class _Assembler:
         (and critic) with AdamW state, frozen reference and reward weights. Gradients are counted
         only while training runs: the Trainer frees them (``zero_grad(set_to_none=True)``) after
         each optimizer step."""
-        total = self._train_state(self.spec)
+        total = self._lora_state() if self.lora else self._train_state(self.spec)
         if self.alg.critic:  # the critic is trained like the actor: same ZeRO sharding (issue 12 item 4)
             total += self._train_state(self.critic_spec)
-        if self.alg.reference:
+        if self.alg.reference and not self.lora:  # LoRA: the reference is the actor with its adapter disabled
             total += M.MemoryBreakdown(weights=self.spec.params * self.db)
         if self.alg.reward_model:
             total += M.MemoryBreakdown(weights=self.rm_spec.params * self.db)
@@ -203,6 +211,15 @@ class _Assembler:
         w = spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
         return M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - self._grad_share(spec)))
 
+    def _lora_state(self) -> M.MemoryBreakdown:
+        """LoRA actor: frozen base weights (sharded under ZeRO-3) + the adapters' weights and AdamW state."""
+        w, g, o = M.PRECISIONS[self.wl.precision]
+        zero, d = self.wl.zero_stage, self.dev
+        base = self.spec.params * self.db / (d if zero == 3 else 1)
+        a = self.adapter
+        return M.MemoryBreakdown(weights=int(base + a * w / (d if zero == 3 else 1)),
+                                 optimizer=int(a * o / (d if zero >= 1 else 1) + 4 * lora_tensors(self.spec, self.lora)))
+
     @property
     def opt_shards(self) -> int:
         """Devices one optimizer step is split over: ZeRO >= 1 partitions the optimizer state, so each rank
@@ -210,7 +227,8 @@ class _Assembler:
         return self.dev if self.wl.zero_stage >= 1 else 1
 
     def _grad_share(self, spec) -> float:
-        g = M.PRECISIONS[self.wl.precision][1] * spec.params
+        trainable = self.adapter if (self.lora and spec is self.spec) else spec.params
+        g = M.PRECISIONS[self.wl.precision][1] * trainable
         return g / self.dev if self.wl.zero_stage >= 2 else g
 
     def _add(self, stage, model, flops, nbytes, transient: M.MemoryBreakdown, seconds, calls, depth):
@@ -270,7 +288,9 @@ class _Assembler:
         peak = max(self.rows, key=lambda r: r.memory)
         mem = self.persistent + self._peak_transient
         assert mem.total == peak.memory
-        return Prediction(self.spec, self.alg, self.wl, self.prof, self.rows, mem, dag)
+        shape = {"m": self.m, "g": self.g, "seq": self.seq, "n_dev": self.n_dev, "r_gen": self.r_gen}
+        return Prediction(self.spec, self.alg, self.wl, self.prof, self.rows, mem, dag, self.persistent, shape,
+                          self.lora)
 
     def _track(self, transient: M.MemoryBreakdown):
         if transient.total > self._peak_transient.total:
@@ -386,27 +406,38 @@ class _Assembler:
         steps = wl.epochs * wl.minibatches
         models = [("actor", self.spec)] + ([("critic", self.critic_spec)] if self.alg.critic else [])
         for name, spec in models:
+            lora = self.lora if name == "actor" else None
+            wg = lora is None   # LoRA: the frozen products need only the input gradient (lora.py)
+            trainable = self.adapter if lora else spec.params
             t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
             lr = self._logprob_rows(spec, self.seq)
-            t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db, self.m * lr)
+            t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db, self.m * lr,
+                                       weight_grads=wg)
             if rem:
-                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr)
-            grad_bytes = spec.params * M.PRECISIONS[wl.precision][1]
+                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr, weight_grads=wg)
+            grad_bytes = trainable * M.PRECISIONS[wl.precision][1]
             comm = self._grad_comm(grad_bytes, spec)
             shards = self.opt_shards
-            t_o = optimizer_time(spec, prof, 4, shards)
+            t_o = optimizer_time(spec, prof, 4, shards, params=trainable,
+                                 tensors=lora_tensors(spec, lora) if lora else None)
             tr = self._transient_forward(spec, lt, grad=True)
             self._track(tr)
             lt_max = self._logit_tokens(self.seq_max, spec.head_width)
             lr_max = self._logprob_rows(spec, self.seq_max)
             d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, grad=True,
                                        logprob_rows=lr_max)
-            d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max) + comm)
+            d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max,
+                                         weight_grads=wg) + comm)
             w_bytes = spec.params * self.db
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
-            opt_bytes = self.dev * steps * 7 * spec.params * 4 / shards
-            opt_flops = self.dev * steps * F.optimizer_flops(spec.params) / shards
+            if lora:  # adapters' forward; backward = input gradient of every product + 2x attention + 2x adapters
+                f_ad = lora_forward_flops(spec, lora, self.seq)
+                f_fwd = wl.epochs * wl.n * (f_seq + f_ad)
+                f_bwd = wl.epochs * wl.n * (F.matmul_flops(spec, self.seq, lt)
+                                            + 2 * F.attention_flops(spec, self.seq, self.seq) + 2 * f_ad)
+            opt_bytes = self.dev * steps * 7 * trainable * 4 / shards
+            opt_flops = self.dev * steps * F.optimizer_flops(trainable) / shards
             if name == "actor":
                 self._add(S.ACTOR_FORWARD, name, f_fwd, self.dev * wl.epochs * calls * w_bytes, tr,
                           wl.epochs * t_f, wl.epochs * calls, d_f)
@@ -435,7 +466,7 @@ class _Assembler:
         mode = self.wl.weight_sync
         if mode == "none":
             return
-        nbytes = self.spec.params * self.db
+        nbytes = (self.adapter if self.lora else self.spec.params) * self.db  # LoRA: only the adapters move
         if mode == "colocated":
             t = 2 * nbytes / self.prof.bandwidth()  # read + write one copy at memory bandwidth
         else:

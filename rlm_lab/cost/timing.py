@@ -114,11 +114,12 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
 
 
 def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
-                  dtype: str = "bf16", dtype_bytes: int = 2, logprob_rows: int = 0) -> float:
+                  dtype: str = "bf16", dtype_bytes: int = 2, logprob_rows: int = 0, weight_grads: bool = True) -> float:
     """Backward of :func:`forward_time`: twice its products, the attention and elementwise backward at
-    their measured rates, the log-prob head's backward, plus per-layer backward overhead."""
+    their measured rates, the log-prob head's backward, plus per-layer backward overhead.
+    ``weight_grads=False`` (frozen weights, e.g. under LoRA): once its products (input gradient only)."""
     tokens = batch * seq_len
-    compute = 2 * matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
+    compute = (2 if weight_grads else 1) * matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes, backward=True)
     compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes)
     compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
@@ -154,14 +155,18 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     return _combine(profile, compute, over)
 
 
-def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4, shards: int = 1) -> float:
+def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4, shards: int = 1,
+                   params: int | None = None, tensors: int | None = None) -> float:
     """One AdamW step: 7 state-sized tensors moved (read p, g, m, v; write p, m, v) + per-tensor overhead.
 
     ``shards``: under ZeRO (any stage >= 1) the optimizer state is partitioned over the d data-parallel ranks
     and each rank steps only its 1/d (arXiv 1910.02054 Sec. 5.1), so the bytes are 1/d; the per-tensor loop
-    still visits every (sharded) tensor, so the overhead is not divided."""
-    nbytes = 7 * spec.params * state_bytes_per_param / max(1, shards)
-    over = profile.call_overhead("optimizer_base_s") + spec.param_tensors * profile.call_overhead("optimizer_tensor_s")
+    still visits every (sharded) tensor, so the overhead is not divided. ``params``/``tensors``: only these are
+    trained (LoRA adapters); default the whole model."""
+    params = spec.params if params is None else params
+    tensors = spec.param_tensors if tensors is None else tensors
+    nbytes = 7 * params * state_bytes_per_param / max(1, shards)
+    over = profile.call_overhead("optimizer_base_s") + tensors * profile.call_overhead("optimizer_tensor_s")
     return nbytes / profile.bandwidth() + over
 
 
