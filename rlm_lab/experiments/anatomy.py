@@ -32,7 +32,8 @@ from ..errors import RlmLabError
 from ..record import RunRecord, runs_root
 from ..sizes import check_size
 from ..stages import Stage
-from .compare import OTHER, STEP, median_abs_error, relative_error  # noqa: F401 (median_abs_error: re-exported)
+from .compare import (OTHER, STEP, median_abs_error, reference_dir, relative_error,  # noqa: F401 (re-exported)
+                      step_summary, verdict)
 from .memory_probes import Probe, measure_kv_cache, measured_memory
 
 TASK = "arithmetic:digits=2"
@@ -226,13 +227,18 @@ def tracer_overhead(size: str, repeats: int = 3, run_dir: Path | None = None, se
 
 
 def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
-    """The chapter's records: loaded when present (committed at cpu/gpu size), run otherwise."""
+    """The chapter's records: the committed ones of ``size`` (``data/runs/<size>``) when present, else this
+    machine's earlier runs under ``runs_root(size)``, else run now (``force``: run everything again)."""
     out = {}
+    ref = load_reference(size) if not force else {}
     cal = runs_root(size) / "ch02_reward_calibration"
-    out["reward_calibration"] = RunRecord.load(cal) if (cal / "record.json").exists() and not force \
-        else reward_calibration(size)
+    out["reward_calibration"] = ref.get("reward_calibration") or (
+        RunRecord.load(cal) if (cal / "record.json").exists() and not force else reward_calibration(size))
     for name, case in {**algorithm_cases(size), **sweep_cases(size)}.items():
         d = case_dir(case, size)
+        if name in ref and "trace" in ref[name].results:
+            out[name] = ref[name]
+            continue
         done = (d / "record.json").exists() and "trace" in RunRecord.load(d).results
         out[name] = RunRecord.load(d) if done and not force else run_case(case, size)
     return out
@@ -375,10 +381,24 @@ def generation_shares(records: dict, names, profile=CPU_PROFILE) -> list[dict]:
     return out
 
 
+ALGORITHMS = ("grpo", "dapo", "ppo")
+
+
+def headline(records: dict, profile=CPU_PROFILE) -> dict:
+    """The chapter's comparison as the numbers its prose quotes: the per-stage rows of the three
+    algorithms, then (``compare.step_summary``) the whole-step error first and the per-stage median
+    second, their verdicts against the goals, and generation's own signed error (median over runs)."""
+    rows = comparison(records, ALGORITHMS, profile)
+    summary = step_summary(rows)
+    gen = [r["rel_error"] for r in rows if r["stage"] == Stage.GENERATE.value]
+    return {"rows": rows, **summary, "step_verdict": verdict(summary["step_error"]),
+            "stage_verdict": verdict(summary["stage_error"]), "generate_error": statistics.median(gen)}
+
+
 def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
     """The committed records of this chapter at ``size`` (empty if none were committed)."""
     out = {}
-    root = runs_root(size)
+    root = reference_dir(size)
     for d in sorted(root.glob("ch02_*")):
         if (d / "record.json").exists():
             out[d.name.removeprefix("ch02_")] = RunRecord.load(d)
