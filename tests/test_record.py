@@ -1,4 +1,4 @@
-"""Run records: provenance, atomic writes, safe appends, torn-line tolerance."""
+"""Run records: provenance, atomic writes (0644), safe appends, torn lines, default output roots."""
 
 import json
 import os
@@ -6,7 +6,8 @@ import os
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.record import RunRecord, append_jsonl, atomic_write_json, provenance, read_jsonl, runs_root
+from rlm_lab.record import (RecordError, RunRecord, append_jsonl, atomic_write_json, provenance, read_jsonl,
+                            reference_root, runs_root)
 
 
 def test_provenance_has_what_a_number_needs():
@@ -29,16 +30,18 @@ def test_record_round_trip(tmp_path):
     assert [m["reward"] for m in back.metrics()] == [0.5, 0.7]
 
 
-def test_torn_last_line_is_skipped_but_torn_middle_line_raises(tmp_path):
+def test_torn_last_line_is_an_error_unless_the_reader_drops_it_and_a_torn_middle_line_always_is(tmp_path):
     path = tmp_path / "m.jsonl"
     append_jsonl(path, {"a": 1})
     with open(path, "a") as f:
         f.write('{"a": 2')  # a crash in the middle of the last write
-    assert read_jsonl(path) == [{"a": 1}]
+    with pytest.raises(RecordError, match=r"m.jsonl:2: a torn last line"):
+        read_jsonl(path)
+    assert read_jsonl(path, torn_tail="drop") == [{"a": 1}]  # a resume, which knows the writer died
     with open(path, "a") as f:
         f.write('\n{"a": 3}\n')
-    with pytest.raises(json.JSONDecodeError):
-        read_jsonl(path)
+    with pytest.raises(RecordError, match=r"m.jsonl:2: not valid JSON"):
+        read_jsonl(path, torn_tail="drop")
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
@@ -51,16 +54,29 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 
 def test_load_errors_are_clear(tmp_path):
-    with pytest.raises(RlmLabError, match="no run record"):
+    with pytest.raises(RecordError, match="no run record"):
         RunRecord.load(tmp_path)
     (tmp_path / "record.json").write_text("{")
     with pytest.raises(RlmLabError, match="damaged"):
         RunRecord.load(tmp_path)
 
 
-def test_runs_root(monkeypatch, tmp_path):
+def test_records_and_atomic_files_are_world_readable(tmp_path):
+    old = os.umask(0o022)
+    try:
+        rec = RunRecord(tmp_path / "run", config={}, command="x")
+        rec.log({"step": 1})
+        atomic_write_json(tmp_path / "plain.json", {"v": 1})
+    finally:
+        os.umask(old)
+    for p in (rec.path, rec.metrics_path, tmp_path / "plain.json"):
+        assert oct(os.stat(p).st_mode & 0o777) == "0o644", p  # mkstemp alone gives 0600
+
+
+def test_default_outputs_are_never_the_committed_reference_runs(monkeypatch, tmp_path):
     monkeypatch.delenv("RLM_RUNS_DIR", raising=False)
-    assert runs_root("cpu").parts[-3:] == ("data", "runs", "cpu")
+    assert runs_root("cpu").parts[-3:] == ("_build", "runs", "cpu")
     assert runs_root("smoke").parts[-3:] == ("_build", "runs", "smoke")
+    assert reference_root("cpu").parts[-3:] == ("data", "runs", "cpu")
     monkeypatch.setenv("RLM_RUNS_DIR", str(tmp_path))
     assert runs_root("gpu") == tmp_path / "gpu"

@@ -4,18 +4,18 @@ Measured (each a recorded run, ``data/runs/<size>/ch03_*``):
 
 * ``decode_knee``: seconds per decode step of transformers ``generate`` (sampling, KV cache, the engine
   TRL uses) for batch sizes 1, 2, 4, ...: t_step = (T(k1 new tokens) - T(k0)) / (k1 - k0), so the
-  prefill cancels. Predicted with ``rlm_lab.cost.decode_step_time`` (paper-notes Sec. 2.6).
+  prefill cancels. Predicted with ``rlm_lab.cost.decode_step_time`` (a roofline, Williams et al., CACM 2009).
 * ``long_tail``: one ``generate`` call over n sequences whose lengths are *forced* row by row
   (:class:`ForceLengths`: EOS banned before R_i, forced at R_i), for length distributions with the same
   mean and growing tails. A static batch runs until the longest row ends, so the time follows R_max,
   not the mean: predicted T = prefill + sum_{t < R_max} t_step(n, P + t), and the idle share of the
-  decode slots is the bubble 1 - sum R_i / (n R_max) (paper-notes Sec. 2.6).
+  decode slots is the bubble 1 - sum R_i / (n R_max).
 * ``replicas``: the same n sequences split over p generation replicas (data parallel). Each replica's
   share runs on one core (1 thread). p = 1, 2 run as real processes (``rlm_lab.parallel.launch.spawn``,
   2 cores); p = 1..8 also run as a **sequential simulation**: every replica's share is generated one
   after another on the same core and T_p = the slowest replica. Brent's bounds use W = T_1 (all n on one
   replica, device-seconds) and D = the longest sequence alone: max(W/p, D) <= T_p <= W/p + D
-  (Blelloch, CACM 39(3) 1996; paper-notes Sec. 3.1-3.3).
+  (Brent, JACM 1974, doi 10.1145/321812.321815; Blelloch, CACM 39(3) 1996).
 
 Ignores: continuous batching (rows join and leave the batch: vLLM), which changes who fills the idle
 slots, not the depth; prefix sharing; the weight sync a real disaggregated rollout would add.
@@ -33,6 +33,7 @@ from pathlib import Path
 from ..errors import RlmLabError
 from ..record import RunRecord, runs_root
 from ..sizes import check_size
+from .compare import reference_dir, relative_error, verdict
 
 PROMPT_LEN = 8
 EOS = 1
@@ -204,7 +205,7 @@ def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0) -> RunRec
         model = _load(name, seed)
         generate_timed(model, [p["k0"]] * 2, seed)  # warm-up: first call allocates and dispatches lazily
         results[name] = measure_decode_steps(model, p["batches"], p["k0"], p["k1"], p["reps"], seed)
-    record.update(step_s=results, loadavg=_loadavg())
+    record.complete(step_s=results, loadavg=_loadavg())
     return record
 
 
@@ -228,7 +229,7 @@ def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int =
     record = RunRecord(run_dir or runs_root(size) / "ch03_long_tail",
                        {"model": p["tail_model"], "n": p["n"], "mean": p["mean"], "reps": reps, "prompt_len": PROMPT_LEN},
                        command=f"rlm_lab.experiments.work_depth.long_tail(size={size!r})", seed=seed)
-    record.update(rows=rows, loadavg=_loadavg())
+    record.complete(rows=rows, loadavg=_loadavg())
     return record
 
 
@@ -297,7 +298,7 @@ def replicas(size: str, run_dir: Path | None = None, seed: int = 0, dist_index: 
                        {"model": p["tail_model"], "dist": asdict(dist), "replicas": p["replicas"], "real": p["real"],
                         "prompt_len": PROMPT_LEN, "threads_per_replica": 1},
                        command=f"rlm_lab.experiments.work_depth.replicas(size={size!r})", seed=seed)
-    record.update(lengths=lengths, depth_s=depth_s, simulated=_str_keys(sim), real=_str_keys(real), loadavg=_loadavg())
+    record.complete(lengths=lengths, depth_s=depth_s, simulated=_str_keys(sim), real=_str_keys(real), loadavg=_loadavg())
     return record
 
 
@@ -323,6 +324,82 @@ def brent_table(record: RunRecord, how: str = "round_robin", profile=None) -> li
     return rows
 
 
+# ---- compare: predicted against measured, one table per experiment ------------------------------------
+
+def knee_table(record: RunRecord, profile) -> tuple[list[dict], list[dict]]:
+    """Decode step time per (model, batch), predicted against measured, and per model the knee (the
+    first batch whose step takes >= 1.5x the batch-1 step) measured and predicted side by side."""
+    cfg = record.config
+    rows, knees = [], []
+    for model, meas in record.results["step_s"].items():
+        pred = predicted_decode_steps(model, cfg["batches"], cfg["k0"], cfg["k1"], profile)
+        rows += [{"model": model, "batch": b, "predicted": pt, "measured": mt, "rel_error": relative_error(pt, mt)}
+                 for b, pt, mt in zip(cfg["batches"], pred, meas)]
+        knees.append({"model": model, "knee_measured": knee(cfg["batches"], meas),
+                      "knee_predicted": knee(cfg["batches"], pred)})
+    return rows, knees
+
+
+def tail_table(record: RunRecord, profile) -> list[dict]:
+    """One static-batch ``generate`` per length distribution: predicted and measured seconds, the bubble,
+    and the measured slowdown against the fixed-length row next to the static-batch law 1 / (1 - bubble)."""
+    rows = []
+    for r in record.results["rows"]:
+        pred = predicted_generate(record.config["model"], r["lengths"], profile)
+        rows.append({"lengths": r["label"], "mean_R": r["r_mean"], "max_R": r["r_max"], "bubble": r["bubble"],
+                     "predicted": pred, "measured": r["seconds"], "rel_error": relative_error(pred, r["seconds"])})
+    base = rows[0]["measured"]
+    for r in rows:
+        r["slowdown_measured"], r["slowdown_law"] = r["measured"] / base, 1 / (1 - r["bubble"])
+    return rows
+
+
+def replica_table(record: RunRecord, profile) -> list[dict]:
+    """Both assignments: :func:`brent_table` rows with the error of the predicted T_p against the simulated
+    one, and Brent's bounds from the *predicted* W and D (``pred_lower``, ``pred_upper``), so that the
+    prediction is drawn between its own bounds and the measurement between the measured ones."""
+    model, lengths = record.config["model"], record.results["lengths"]
+    w_pred = predicted_generate(model, lengths, profile)
+    d_pred = predicted_generate(model, [max(lengths)], profile)
+    rows = []
+    for how in ("round_robin", "by_length"):
+        for r in brent_table(record, how, profile):
+            p = r["replicas"]
+            rows.append({"assignment": how, **r, "pred_lower": max(w_pred / p, d_pred),
+                         "pred_upper": w_pred / p + d_pred, "rel_error": relative_error(r["predicted"], r["measured_sim"]),
+                         "above_upper": r["measured_sim"] > r["upper"]})
+    return rows
+
+
+def headline(records: dict, profile) -> dict:
+    """The chapter's comparison as its prose quotes it: whole generation times first (the long-tail batches
+    and the replica T_p, each one whole ``generate``), then single decode steps, then all together; each
+    median |error| with its verdict against the goals (``compare.BAR``, ``compare.GOAL``)."""
+    knee_rows, knees = knee_table(records["decode_knee"], profile)
+    tail_rows = tail_table(records["long_tail"], profile)
+    rep_rows = replica_table(records["replicas"], profile)
+    whole = statistics.median(abs(r["rel_error"]) for r in tail_rows + rep_rows)
+    step = statistics.median(abs(r["rel_error"]) for r in knee_rows)
+    every = statistics.median(abs(r["rel_error"]) for r in knee_rows + tail_rows + rep_rows)
+    real = {r["replicas"]: r["measured_real"] / r["measured_sim"] for r in rep_rows
+            if r["assignment"] == "round_robin" and "measured_real" in r}
+    return {"knee_rows": knee_rows, "knees": knees, "tail_rows": tail_rows, "replica_rows": rep_rows,
+            "whole_error": whole, "whole_verdict": verdict(whole), "step_error": step, "step_verdict": verdict(step),
+            "all_error": every, "all_verdict": verdict(every),
+            "above_upper": [(r["assignment"], r["replicas"]) for r in rep_rows if r["above_upper"]],
+            "real_over_sim": real}
+
+
+def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
+    """The committed records of this chapter at ``size`` (``data/runs/<size>/ch03_*``; empty if none)."""
+    out = {}
+    for name in ("decode_knee", "long_tail", "replicas"):
+        d = reference_dir(size) / f"ch03_{name}"
+        if (d / "record.json").exists():
+            out[name] = RunRecord.load(d)
+    return out
+
+
 def _str_keys(d):
     if isinstance(d, dict):
         return {str(k): _str_keys(v) for k, v in d.items()}
@@ -339,18 +416,37 @@ def _loadavg():
 
 
 def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
-    """The chapter's records: loaded when present (committed at cpu/gpu size), measured otherwise."""
+    """The chapter's records: the committed reference run (``data/runs/<size>``) when there is one, else
+    this build's own finished run (``_build/runs/<size>``), else measured now (an unfinished or damaged
+    build run is moved aside by the new run, which says so). A committed reference record that is damaged
+    or unfinished is an error naming it, not a silent re-measurement."""
+    from ..record import load_record, reference_root
+
     out = {}
     for name, fn in (("decode_knee", decode_knee), ("long_tail", long_tail), ("replicas", replicas)):
-        d = runs_root(size) / f"ch03_{name}"
-        done = (d / "record.json").exists() and RunRecord.load(d).results
-        out[name] = RunRecord.load(d) if done and not force else fn(size)
+        ref, own = reference_root(size) / f"ch03_{name}", runs_root(size) / f"ch03_{name}"
+        if ref.exists() and not force:
+            out[name] = load_record(ref)
+        elif (own / "record.json").exists() and not force and _finished(own):
+            out[name] = load_record(own)
+        else:
+            out[name] = fn(size)
     return out
+
+
+def _finished(run_dir: Path) -> bool:
+    from ..record import RecordError, load_record
+
+    try:
+        load_record(run_dir)
+        return True
+    except RecordError:
+        return False
 
 
 # ---- depth at scale (prediction only) -----------------------------------------------------------------
 
-# Qwen2.5-1.5B's shape (its config.json on the Hub; paper-notes Sec. 3.8 uses it for the worked example).
+# Qwen2.5-1.5B's shape (its config.json on the Hugging Face Hub, Qwen/Qwen2.5-1.5B).
 QWEN25_1_5B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536, "num_hidden_layers": 28,
                "num_attention_heads": 12, "num_key_value_heads": 2, "intermediate_size": 8960,
                "tie_word_embeddings": True, "_name_or_path": "Qwen2.5-1.5B (shape only)"}
@@ -358,7 +454,7 @@ QWEN25_1_5B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536,
 
 def scaling(profile: str = "h200", devices=(1, 2, 4, 8, 16, 32, 64), model=None) -> list[dict]:
     """Predicted GRPO iteration time on p data-parallel devices against Brent's bounds from the
-    one-device work and depth (paper-notes Sec. 3.8 setting: B = 32 prompts, G = 8, P = 256, lognormal
+    one-device work and depth (a worked example: B = 32 prompts, G = 8, P = 256, lognormal
     lengths with median 690 and mean ~946, clipped at 4096; continuous-batching engine). Prediction only."""
     from ..cost import Workload, predict
     from ..cost.workload import ResponseLengths

@@ -121,11 +121,11 @@ def build_run_dir(name: str, size: str) -> Path:
 
 
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:
-    """The committed reference runs that exist (``data/runs/<size>/<name>``), as RunRecords."""
-    from ..record import RunRecord, runs_root
+    """The committed reference runs ``data/runs/<size>/<name>``, as RunRecords: each must exist and be a
+    finished training run (a RecordError naming the folder otherwise, never a shorter list)."""
+    from ..record import load_records, reference_root
 
-    root = runs_root(size)
-    return [RunRecord.load(root / n) for n in names if (root / n / "record.json").exists()]
+    return list(load_records(reference_root(size), names, require=("accuracy_after", "total_seconds")).values())
 
 
 def provenance_line(record) -> str:

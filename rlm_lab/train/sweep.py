@@ -51,6 +51,8 @@ SETTINGS: dict[str, tuple[str, dict]] = {
 
 
 def sweep_dir(name: str, root: Path | None = None) -> Path:
+    """``<root>/ch01_sweep_<name>``; by default under ``_build/runs/cpu`` (to refresh the committed records,
+    pass ``root=reference_root("cpu")``: never a default output)."""
     from ..record import runs_root
 
     return (root or runs_root("cpu")) / f"ch01_sweep_{name}"
@@ -74,17 +76,14 @@ def run_setting(name: str, extra: dict | None = None, root: Path | None = None, 
 
 def summarize(root: Path | None = None) -> list[dict]:
     """One row per recorded sweep run, read from the run records."""
-    from ..record import REPO_ROOT, RunRecord, atomic_write_json, runs_root
+    from ..record import REPO_ROOT, atomic_write_json, load_record, reference_root
 
-    root = root or runs_root("cpu")
+    root = root or reference_root("cpu")
     rows = []
-    for d in sorted(root.glob("ch01_sweep_*")):
-        if not (d / "record.json").exists():
-            continue
-        rec = RunRecord.load(d)
+    for d in sorted(p for p in root.glob("ch01_sweep_*") if p.is_dir()):
+        # an unfinished or damaged run folder is an error naming it, not a row silently left out
+        rec = load_record(d, require=("accuracy_before", "accuracy_after", "accuracy_gain"))
         r, name = rec.results, d.name.removeprefix("ch01_sweep_")
-        if "accuracy_after" not in r:
-            continue  # an unfinished run
         total = r.get("total_seconds")
         if total is not None and r.get("sft_cached") and r.get("sft_seconds"):
             total += r["sft_seconds"]  # the SFT phase was trained by an earlier run: count its time too

@@ -1,0 +1,120 @@
+"""Files of a run record, written so that a crash never leaves a torn or half-written one.
+
+- :func:`atomic_write_text` / :func:`atomic_write_json`: temp file in the same folder, fsync, ``os.replace``
+  (POSIX rename is atomic: readers see the old file or the new one). Written ``0644`` (``mkstemp``
+  creates ``0600``; records and task files are meant to be read by others), minus the process umask.
+- :func:`append_jsonl`: one ``write`` per line on an ``O_APPEND`` file, fsynced: a crash loses at most the
+  line being written.
+- :func:`read_jsonl`: strict by default: a malformed line, even a torn last one, is a :class:`RecordError`
+  naming the file and line. Only a reader that knows the writer died (resuming an interrupted run) asks
+  for ``torn_tail="drop"``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import RlmLabError
+
+
+class RecordError(RlmLabError):
+    """A run record (or one of its files) is missing, damaged, or not a completed run."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
+    """Write ``text`` so that readers see the old file or the new one, never a torn one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode & ~_umask())
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def append_jsonl(path: str | os.PathLike, obj) -> None:
+    """Append one JSON line with a single ``write`` on an O_APPEND file and fsync it:
+    a crash loses at most the line being written, never earlier lines."""
+    line = json.dumps(obj, sort_keys=True, default=_jsonable) + "\n"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, or a RecordError that names the file (missing, a folder, binary)."""
+    path = Path(path)
+    if path.is_dir():
+        raise RecordError(f"{path} is a folder, not a {what}")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise RecordError(f"{path} does not exist") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path} is not a text file (binary content); the {what} is damaged") from None
+    except OSError as e:
+        raise RecordError(f"cannot read {path}: {e.strerror}") from None
+
+
+def read_jsonl(path: str | os.PathLike, torn_tail: str = "error") -> list[dict]:
+    """The rows of a JSONL file. Any line that is not a JSON object is a RecordError naming the file
+    and line; ``torn_tail="drop"`` instead drops a malformed *last* line without a newline (the line a
+    killed writer was appending), for readers that know the writer died."""
+    path = Path(path)
+    text = read_text(path, "metrics file")
+    lines = text.split("\n")
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            torn = i == len(lines)  # no newline after it: the write never finished
+            if torn and torn_tail == "drop":
+                break
+            kind = "a torn last line (a writer killed mid-write)" if torn else f"not valid JSON ({e.msg})"
+            raise RecordError(f"{path}:{i}: {kind}") from None
+        if not isinstance(row, dict):
+            raise RecordError(f"{path}:{i}: expected a JSON object per line, got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def _jsonable(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "value"):  # enums
+        return o.value
+    return str(o)

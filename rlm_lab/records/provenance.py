@@ -1,0 +1,92 @@
+"""Provenance of a run: where a number came from (hardware, package versions, git commit, command, seed, date).
+
+Standard library only (torch is asked for its thread count and GPUs only if it is installed).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy", "rlm_lab")
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(repo: str | os.PathLike | None = None) -> dict:
+    """The commit the code ran from, and whether the tree had uncommitted changes (to tracked files)."""
+    cwd = repo or REPO_ROOT
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return {"commit": None, "dirty": None}
+        return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def hardware() -> dict:
+    """CPU model, cores, memory and GPUs of this machine."""
+    info = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": platform.processor() or None}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            info["cuda"] = torch.version.cuda
+        else:
+            info["gpus"] = []
+    except ImportError:
+        info["gpus"] = None
+    return info
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def provenance(command: str | list[str] | None = None, seed: int | None = None) -> dict:
+    """Everything needed to say where a number came from."""
+    if command is None:
+        command = sys.argv
+    if isinstance(command, (list, tuple)):
+        command = shlex.join(str(c) for c in command)
+    return {
+        "date": utc_now(),
+        "host": socket.gethostname(),
+        "command": command,
+        "seed": seed,
+        "hardware": hardware(),
+        "versions": versions(),
+        "git": git_commit(),
+    }

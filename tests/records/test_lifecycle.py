@@ -1,0 +1,193 @@
+"""Record lifecycle: statuses, signals, SIGKILL, the at-exit fallback, scratch folders, --force, and the
+legacy rule checked on every committed reference record. Child processes import only rlm_lab.record."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rlm_lab.record import REPO_ROOT, RecordError, RunRecord, load_record, reference_root
+
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    sys.modules["torch"] = None  # provenance() asks torch for threads/GPUs if it can: not needed, 2 s saved
+    from rlm_lab.record import RunRecord
+    mode, run_dir = sys.argv[1], sys.argv[2]
+    rec = RunRecord(run_dir, {"mode": mode}, command="child", seed=0)
+    rec.log({"step": 1})
+    if mode != "empty":
+        rec.update(partial=1)
+    (rec.scratch("work") / "big.bin").write_bytes(b"x" * 1000)
+    if mode == "raise":
+        raise ValueError("boom in the child")
+    if mode in ("exit", "empty"):
+        sys.exit(0)
+    print("ready", flush=True)
+    time.sleep(60)
+""")
+
+
+def child(mode, run_dir):
+    """Start a writer process; return it once it holds the folder (or has ended)."""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(run_dir)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    if mode in ("raise", "exit", "empty"):
+        p.wait(timeout=60)
+    else:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    return p
+
+
+def status(run_dir):
+    return json.loads((Path(run_dir) / "record.json").read_text())["status"]
+
+
+def scratch_dirs(run_dir):
+    return sorted(p.name for p in Path(run_dir).glob(".scratch-*"))
+
+
+def test_with_block_completes_fails_or_interrupts_with_times(tmp_path):
+    with RunRecord(tmp_path / "ok", {}, command="x") as rec:
+        assert status(rec.dir) == "running"
+        rec.update(v=1)
+    with pytest.raises(ZeroDivisionError), RunRecord(tmp_path / "bad", {}, command="x"):
+        1 / 0
+    with pytest.raises(KeyboardInterrupt), RunRecord(tmp_path / "int", {}, command="x"):
+        raise KeyboardInterrupt
+    assert [status(tmp_path / n) for n in ("ok", "bad", "int")] == \
+        ["completed", "failed: ZeroDivisionError: division by zero", "interrupted"]
+    data = json.loads((tmp_path / "ok" / "record.json").read_text())
+    assert data["started"] <= data["ended"] and data["results"] == {"v": 1}
+    assert load_record(tmp_path / "ok").results == {"v": 1}
+    for name, pattern in (("bad", "did not complete.*ZeroDivisionError"), ("int", "interrupted")):
+        with pytest.raises(RecordError, match=f"{name}: .*{pattern}"):
+            load_record(tmp_path / name)
+    assert not (tmp_path / "ok" / ".lock").exists()  # the folder is free again
+
+
+def test_sigterm_interrupts_sigkill_stays_running_and_is_refused_as_dead(tmp_path):
+    term, kill = tmp_path / "term", tmp_path / "kill"
+    p = child("sleep", term)
+    with pytest.raises(RecordError, match="still running"):
+        load_record(term)  # another process holds it: not a finished run
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    assert status(term) == "interrupted" and scratch_dirs(term) == []  # the handler ran the clean-up
+
+    p = child("sleep", kill)
+    p.kill()
+    p.wait(timeout=30)
+    assert status(kill) == "running" and scratch_dirs(kill) != []  # SIGKILL: no chance to say anything
+    with pytest.raises(RecordError, match="died"):
+        load_record(kill)
+    rec = RunRecord(kill, {}, command="again", force=True)  # the next run cleans the killed one's scratch
+    old = next((tmp_path / ".replaced").glob("kill.*"))
+    assert scratch_dirs(old) == [] and json.loads((old / "record.json").read_text())["results"] == {"partial": 1}
+    rec.complete()
+
+
+def test_writers_that_never_end_their_record_are_ended_at_exit(tmp_path):
+    child("exit", tmp_path / "exit")
+    child("raise", tmp_path / "raise")
+    child("empty", tmp_path / "empty")
+    assert status(tmp_path / "exit") == "completed"
+    assert status(tmp_path / "raise") == "failed: ValueError: boom in the child"
+    assert status(tmp_path / "empty") == "failed: the process exited before recording any result"
+    assert all(scratch_dirs(tmp_path / n) == [] for n in ("exit", "raise", "empty"))
+
+
+def test_a_second_writer_of_a_folder_is_refused_while_the_first_runs(tmp_path):
+    p = child("sleep", tmp_path / "run")
+    try:
+        with pytest.raises(RecordError, match=rf"{tmp_path / 'run'} is in use by another run \(pid {p.pid}\)"):
+            RunRecord(tmp_path / "run", {}, command="second", force=True)  # even --force waits its turn
+        assert json.loads((tmp_path / "run" / "record.json").read_text())["config"] == {"mode": "sleep"}
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_never_overwrite_without_force_and_force_moves_the_old_run_aside(tmp_path, capsys):
+    d = tmp_path / "run"
+    with RunRecord(d, {"n": 1}, command="x") as rec:
+        rec.log({"step": 1})
+        rec.update(v=1)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    with pytest.raises(RecordError, match=r"already holds a run \(status completed.*--force"):
+        RunRecord(d, {"n": 2}, command="x")
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # refused before touching anything
+    with RunRecord(d, {"n": 2}, command="x", force=True) as rec:
+        rec.update(v=2)
+    old = next((tmp_path / ".replaced").glob("run.*"))
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # nothing lost
+    assert f"replaced the run in {d} (status completed" in capsys.readouterr().err
+    assert load_record(d).results == {"v": 2} and not (d / "metrics.jsonl").exists()
+
+
+def test_the_build_tree_sets_the_old_run_aside_without_force(tmp_path, monkeypatch, capsys):
+    from rlm_lab.records import lifecycle
+
+    monkeypatch.setattr(lifecycle, "BUILD_TREE", tmp_path)
+    RunRecord(tmp_path / "r", {}, command="x").complete(v=1)
+    RunRecord(tmp_path / "r", {}, command="x").complete(v=2)
+    assert load_record(next((tmp_path / ".replaced").glob("r.*"))).results == {"v": 1}
+    assert "replaced the run" in capsys.readouterr().err
+
+
+def test_a_file_or_unwritable_place_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RecordError, match="is a file, not a folder"):
+        RunRecord(tmp_path / "file", {}, command="x")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(RecordError, match="cannot (create|write to) the run folder"):
+            RunRecord(ro / "run", {}, command="x")
+    finally:
+        ro.chmod(0o755)
+
+
+def committed_records():
+    return sorted(p.parent for p in reference_root("cpu").glob("*/record.json"))
+
+
+def test_legacy_rule_accepts_every_committed_reference_record_and_refuses_a_killed_copy(tmp_path):
+    dirs = committed_records()
+    assert len(dirs) >= 50  # data/runs/cpu holds the book's reference runs
+    for d in dirs:
+        rec = load_record(d)
+        assert "status" not in rec.data and rec.results  # legacy, accepted by the rule, contents untouched
+    train = reference_root("cpu") / "ch01_grpo"
+    assert load_record(train, require=("accuracy_after", "total_seconds")).results["accuracy_after"] >= 0
+    killed = tmp_path / "ch01_grpo"
+    shutil.copytree(train, killed)
+    data = json.loads((killed / "record.json").read_text())
+    (killed / "record.json").write_text(json.dumps({**data, "results": {}}))
+    with pytest.raises(RecordError, match="without a status and with empty results"):
+        load_record(killed)
+    (killed / "record.json").write_text(json.dumps({**data, "results": {"sft_seconds": 1.0}}))
+    with pytest.raises(RecordError, match="lacks result.*total_seconds"):
+        load_record(killed, require=("accuracy_after", "total_seconds"))
+
+
+@pytest.mark.parametrize("content, pattern", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\xff", "not a text file"),
+    (b"[]", "holds a JSON list, not a run record"),
+    (b'{"config": {}, "results": {}}', "missing provenance"),
+    (b'{"config": {}, "provenance": {}, "results": [1]}', "missing results"),
+    (b'{"config": {}, "provenance": {}, "res', "not valid JSON"),
+])
+def test_malformed_records_are_a_record_error_naming_the_file(tmp_path, content, pattern):
+    (tmp_path / "record.json").write_bytes(content)
+    with pytest.raises(RecordError, match=f"{tmp_path / 'record.json'}.*{pattern}"):
+        RunRecord.load(tmp_path, strict=False)
