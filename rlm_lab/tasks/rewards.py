@@ -11,7 +11,10 @@ or a silent zero.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import numbers
+import sys
 
 from ..errors import RlmLabError
 
@@ -50,28 +53,86 @@ def format_reward(task, weight: float = 0.1):
     return format_ok
 
 
+def check_rewards(name: str, out, n: int) -> list:
+    """TRL's reward-function contract (``GRPOTrainer._calculate_rewards`` in TRL 1.16, and the docs:
+    https://huggingface.co/docs/trl/main/en/grpo_trainer#using-a-custom-reward-function): one reward per
+    completion, as a list; ``None`` means "this function does not score this completion" (TRL turns it into
+    NaN and sums rewards with nansum). Any real number counts, numpy scalars included. Refused, with one line
+    naming the function: a bare number, a generator or other one-shot iterator, a string, the wrong length,
+    a non-number, and +-inf (it makes every advantage of the group NaN). NaN is TRL's own "no reward" and is
+    returned as None. Returns a plain list of floats and Nones."""
+    kind = type(out).__name__
+    if out is None or isinstance(out, (str, bytes, dict, numbers.Number)) or not hasattr(out, "__len__") \
+            or not hasattr(out, "__getitem__"):
+        raise RlmLabError(f"reward function {name!r} returned a {kind}, not a list; return a list with one float "
+                          f"(or None to skip) per completion ({n} here)")
+    try:
+        values = list(out)
+    except TypeError:  # e.g. a 0-d numpy array
+        raise RlmLabError(f"reward function {name!r} returned a {kind} that is not a list of rewards") from None
+    if len(values) != n:
+        raise RlmLabError(f"reward function {name!r} returned {len(values)} values for {n} completions; "
+                          "return one float (or None to skip) per completion")
+    clean = []
+    for i, v in enumerate(values):
+        if v is None:
+            clean.append(None)
+            continue
+        if isinstance(v, (str, bytes)) or not isinstance(v, numbers.Real) and not _is_bool(v):
+            raise RlmLabError(f"reward function {name!r} returned {v!r} for completion {i}; rewards must be "
+                              "real numbers (or None)")
+        v = float(v)
+        if math.isinf(v):
+            raise RlmLabError(f"reward function {name!r} returned {v} for completion {i}; rewards must be finite "
+                              "(None, or NaN, marks a completion it does not score)")
+        clean.append(None if math.isnan(v) else v)
+    return clean
+
+
+def _is_bool(v) -> bool:
+    return type(v).__name__ == "bool_"  # numpy.bool_ is not registered as a numbers.Real
+
+
 def checked(fn):
-    """Wrap a reward function so a crash or a malformed return value stops the run with a clear error."""
-    name = getattr(fn, "__name__", repr(fn))
+    """Wrap a reward function so a crash or a return value outside TRL's contract (:func:`check_rewards`)
+    stops the run with one line naming the function. Async reward functions stay async (TRL awaits them);
+    reward *models* (``torch.nn.Module``) and model ids (``str``) pass through: TRL scores those itself."""
+    if isinstance(fn, str) or getattr(fn, "__rlm_checked__", False) or _is_module(fn):
+        return fn
+    if not callable(fn):
+        raise RlmLabError(f"reward function {fn!r} is not callable; pass a function f(completions, **columns)")
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+
+    def crashed(e, completions):
+        sample = completion_text(completions[0])[:40] if completions else ""
+        return RlmLabError(
+            f"reward function {name!r} raised {type(e).__name__}: {e} (first completion {sample!r}); "
+            "make it return a float for every completion, e.g. 0.0 for output it cannot parse")
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(completions, **columns):
+            try:
+                out = await fn(completions, **columns)
+            except Exception as e:  # noqa: BLE001 - re-raised as a one-line, actionable error
+                raise crashed(e, completions) from None
+            return check_rewards(name, out, len(completions))
+
+        async_wrapper.__rlm_checked__ = True
+        return async_wrapper
 
     @functools.wraps(fn)
     def wrapper(completions, **columns):
         try:
             out = fn(completions, **columns)
         except Exception as e:  # noqa: BLE001 - re-raised as a one-line, actionable error
-            sample = completion_text(completions[0])[:40] if completions else ""
-            raise RlmLabError(
-                f"reward function {name!r} raised {type(e).__name__}: {e} (first completion {sample!r}); "
-                "make it return a float for every completion, e.g. 0.0 for output it cannot parse"
-            ) from None
-        if out is None or len(out) != len(completions):
-            raise RlmLabError(
-                f"reward function {name!r} returned {0 if out is None else len(out)} values for "
-                f"{len(completions)} completions; return one float (or None to skip) per completion"
-            )
-        for v in out:
-            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
-                raise RlmLabError(f"reward function {name!r} returned {v!r}; rewards must be finite floats")
-        return out
+            raise crashed(e, completions) from None
+        return check_rewards(name, out, len(completions))
 
+    wrapper.__rlm_checked__ = True
     return wrapper
+
+
+def _is_module(fn) -> bool:
+    torch = sys.modules.get("torch")  # no torch import just to ask: a Module exists only if torch is loaded
+    return torch is not None and isinstance(fn, torch.nn.Module)

@@ -1,6 +1,7 @@
 """Reward functions: TRL signature, never raise on any completion (property-tested), and
 user reward functions that crash give one clear error instead of a silent zero."""
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,10 +49,12 @@ def test_crashing_user_reward_is_a_clear_error():
 
 
 @pytest.mark.parametrize("ret,msg", [
-    (lambda c: None, "returned 0 values for 2"),
+    (lambda c: None, "returned a NoneType, not a list"),
+    (lambda c: 1.0, "returned a float, not a list"),
+    (lambda c: (float(len(x)) for x in c), "returned a generator, not a list"),
     (lambda c: [1.0], "returned 1 values for 2"),
-    (lambda c: [1.0, float("nan")], "finite floats"),
-    (lambda c: [1.0, "x"], "finite floats"),
+    (lambda c: [1.0, float("inf")], "returned inf for completion 1; rewards must be finite"),
+    (lambda c: [1.0, "x"], "returned 'x' for completion 1; rewards must be real numbers"),
 ])
 def test_malformed_reward_return_is_a_clear_error(ret, msg):
     def bad(completions, **kw):
@@ -59,3 +62,36 @@ def test_malformed_reward_return_is_a_clear_error(ret, msg):
 
     with pytest.raises(RlmLabError, match=msg):
         checked(bad)(["1", "2"])
+
+
+@pytest.mark.parametrize("out", [
+    [None, None],                                     # no function scores these (TRL: NaN, then nansum)
+    [np.float32(0.5), np.float64(1.0)],               # numpy scalars are real numbers
+    (1, 0.25),                                        # a tuple of ints and floats
+    np.array([0.0, 1.0], dtype=np.float32),           # a numpy array
+    [float("nan"), 2.0],                              # TRL's own "no reward"
+    [True, False],
+])
+def test_valid_reward_returns_match_trls_conversion(out):
+    # what TRL 1.16's GRPOTrainer._calculate_rewards makes of the same output, computed here independently
+    import torch
+
+    trl_view = torch.tensor([r if r is not None else torch.nan for r in out], dtype=torch.float32)
+    got = checked(lambda completions, **kw: out)(["1", "2"])
+    mine = torch.tensor([torch.nan if v is None else v for v in got], dtype=torch.float32)
+    assert torch.equal(torch.isnan(mine), torch.isnan(trl_view))
+    assert torch.equal(torch.nan_to_num(mine), torch.nan_to_num(trl_view))
+
+
+def test_async_reward_stays_async_and_is_checked():
+    import asyncio
+    import inspect
+
+    async def judge(completions, **kw):
+        return [0.5] * (len(completions) - 1)
+
+    wrapped = checked(judge)
+    assert inspect.iscoroutinefunction(wrapped) and wrapped.__name__ == "judge"
+    with pytest.raises(RlmLabError, match="'judge' returned 1 values for 2"):
+        asyncio.run(wrapped(["1", "2"]))
+    assert checked(wrapped) is wrapped  # wrapping twice changes nothing
