@@ -177,13 +177,18 @@ def parse_overrides(pairs) -> dict:
 
 
 def read_yaml(path: str | Path) -> dict:
+    """Read a YAML file of RunConfig fields; every problem is one error naming the file."""
     import yaml
 
     path = Path(path)
+    if path.is_dir():
+        raise RlmLabError(f"config {path} is a folder; pass a YAML file of RunConfig fields")
     if not path.exists():
         raise RlmLabError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"{path} is not a text file (byte {e.start} is not UTF-8); pass a YAML file") from None
     except yaml.YAMLError as e:
         raise RlmLabError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
     if data is None:
@@ -200,8 +205,8 @@ def make_config(algo: str | None = None, size: str | None = None, task: str | No
                 config_file: str | Path | None = None, overrides=(), **fields_) -> RunConfig:
     """Preset for (algo, size, task) <- YAML file <- ``key=value`` overrides <- keyword fields."""
     layered: dict = {}
-    if config_file:
-        layered.update(read_yaml(config_file))
+    from_file = read_yaml(config_file) if config_file else {}
+    layered.update(from_file)
     layered.update(parse_overrides(overrides))
     layered.update({k: _coerce(k, v) for k, v in fields_.items() if v is not None})
     for key, val in (("algo", algo), ("size", size), ("task", task)):
@@ -213,7 +218,22 @@ def make_config(algo: str | None = None, size: str | None = None, task: str | No
     if algo_ not in ALGOS:
         raise unknown("algorithm", algo_, ALGOS)
     check_size(size_)
-    return from_dict({**preset(algo_, size_, task_), **layered})
+    try:
+        return from_dict({**preset(algo_, size_, task_), **layered})
+    except RlmLabError as e:
+        if from_file and _fails_alone(from_file, str(e), algo_, size_, task_):
+            raise RlmLabError(f"{config_file}: {e}") from None  # the file's value is the bad one: name the file
+        raise
+
+
+def _fails_alone(from_file: dict, message: str, algo: str, size: str, task: str) -> bool:
+    """Whether the config file's layer alone (on its preset) fails with ``message``."""
+    try:
+        from_dict({**preset(from_file.get("algo", algo), from_file.get("size", size), from_file.get("task", task)),
+                   **from_file})
+    except RlmLabError as e:
+        return str(e) == message
+    return False
 
 
 def save_yaml(cfg: RunConfig, path: str | Path) -> Path:
