@@ -1,0 +1,357 @@
+"""Predict one synchronous RL step of a placement: time per resource set, exposed weight sync and reshard,
+memory per set with "does not fit" and its numbers.
+
+    predict_placement(get_placement("disaggregated", Cluster(8, "gpu")), model, "grpo", workload, "h100-sxm")
+
+**Time rule** (HybridFlow, arXiv 2409.19256, Sec. 4 and 5: stages on one set run one after another, sets run
+concurrently). The step is a chain of phases in data-dependency order:
+
+    reshard -> generation -> preparation (old/ref log-probs, reward, values) -> advantage -> training -> weight sync
+
+Inside a phase each set **adds** the times of its own stages, and the phase takes the **max across sets**
+(the sets work concurrently on independent stages of that phase); the step is the **sum of the phases**.
+Hence, precisely:
+
+* ``colocated`` / ``hybrid`` (one set): everything adds up (one set, time-shared);
+* synchronous ``disaggregated`` GRPO: generation runs only on the rollout set and everything else only on the
+  training set, so every phase has one busy set and the sets **alternate**: step = generation + preparation +
+  advantage + training + sync (the max never helps; the idle set is the price of the split);
+* ``split`` PPO: reference/old log-probs (policy set) run beside values/reward (value set), and the actor update
+  beside the critic update: those two phases take the max of the two sets.
+
+**Stage costs on a set** come from :func:`rlm_lab.cost.predict.predict` with the set's layout: ``dp`` replicas
+splitting the batch (``workload.devices = dp``) under ZeRO-``zero``; a tensor-parallel size ``tp > 1`` divides
+the stage's time by ``tp`` (an ideal split, printed as an assumption) and adds Megatron's 2 all-reduces per layer
+per pass of the activations (arXiv 1909.08053 Sec. 3; comm.tp_message_bytes).
+
+**Weight sync** (rollout on another set): bytes = parameter bytes of the synced tensors (the adapters' with LoRA),
+sent in buckets: t = bytes / link bandwidth + buckets x latency ("collective": a torch.distributed broadcast
+between the sets; "object_store": Ray's object store, put then get, so the bytes cross twice - an assumption).
+**Reshard** (hybrid engine, HybridFlow Sec. 5.4, Table 2): the actor trained under FSDP/ZeRO-3 over the set's
+s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks:
+each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's (tp - t_g p_g) / (t_g p_g tp) M with the
+training shards s = devices); going back to training frees the gathered copy (no transfer: zero redundancy).
+
+**Memory per set and device**: the persistent state of the roles placed there (trained models' weights and
+optimizer state under the set's ZeRO, frozen models' weights; a rollout on the actor's set shares its weights)
+plus the largest transient of the set's stages (KV cache, activations, logits, gradients, gathered weights).
+
+Ignores: overlap of sync with generation (synchronous algorithm), pipeline parallelism, the reshard's peak
+over the gathered weights beyond M / t_g, host-side Ray scheduling latency.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from ..errors import RlmLabError
+from ..placement.spec import Cluster, Placement, PlacementError
+from ..stages import Stage
+from . import memory as M
+from .comm import collective_time, tp_message_bytes
+from .hardware import load_profile
+from .lora import lora_from, lora_params
+from .predict import predict
+from .spec import model_spec, scalar_head
+from .workload import Algorithm, Workload, algorithm, workload_from_dict
+
+S = Stage
+GIB = 2 ** 30
+BUCKET_BYTES = 256 * 2 ** 20   # assumed sync bucket; verl/OpenRLHF default to a few hundred MB
+
+PHASES = ("reshard", "generation", "preparation", "advantage", "training", "sync")
+PHASE_OF = {S.PREFILL: "generation", S.DECODE: "generation", S.OLD_LOGPROB: "preparation",
+            S.REF_LOGPROB: "preparation", S.REWARD: "preparation", S.VALUES: "preparation",
+            S.ADVANTAGE: "advantage", S.ACTOR_FORWARD: "training", S.ACTOR_BACKWARD: "training",
+            S.OPTIMIZER: "training", S.CRITIC_UPDATE: "training"}
+ROLE_OF = {S.PREFILL: "rollout", S.DECODE: "rollout", S.OLD_LOGPROB: "actor", S.REF_LOGPROB: "reference",
+           S.VALUES: "critic", S.CRITIC_UPDATE: "critic", S.ADVANTAGE: "actor", S.ACTOR_FORWARD: "actor",
+           S.ACTOR_BACKWARD: "actor", S.OPTIMIZER: "actor"}
+ASSUMPTIONS = (
+    "tensor parallelism splits a stage's time ideally by tp (plus its all-reduces) and its activations/KV cache by tp",
+    f"weight sync in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one link latency (send_recv alpha) per bucket",
+    "object-store sync moves the bytes twice (put, then get)",
+)
+
+
+def _mem_sub(a: M.MemoryBreakdown, b: M.MemoryBreakdown) -> M.MemoryBreakdown:
+    return M.MemoryBreakdown(*(max(0, getattr(a, f) - getattr(b, f)) for f in M._FIELDS))
+
+
+def _mem_scale(a: M.MemoryBreakdown, k: float) -> M.MemoryBreakdown:
+    return M.MemoryBreakdown(*(int(getattr(a, f) * k) for f in M._FIELDS))
+
+
+@dataclass
+class SetCost:
+    """One resource set: its stages' seconds, busy time and peak memory per device."""
+
+    name: str
+    devices: int
+    roles: tuple
+    stages: dict                 # Stage -> seconds on this set
+    memory: M.MemoryBreakdown    # peak per device
+    capacity: float
+
+    @property
+    def busy_s(self) -> float:
+        return sum(self.stages.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.capacity
+
+
+@dataclass
+class PlacementPrediction:
+    placement: Placement
+    algo: Algorithm
+    workload: Workload
+    profile_name: str
+    sets: list
+    phases: dict                 # phase -> (seconds, name of the set that sets it)
+    sync_bytes: float            # total over the step
+    reshard_bytes: float         # total over the devices
+    lora: object = None
+    assumptions: tuple = field(default=ASSUMPTIONS)
+
+    @property
+    def fits(self) -> bool:
+        return all(s.fits for s in self.sets)
+
+    @property
+    def step_s(self) -> float:
+        """Predicted seconds of one synchronous step (raises RlmLabError if a set does not fit)."""
+        if not self.fits:
+            raise RlmLabError(self.memory_error())
+        return sum(t for t, _ in self.phases.values())
+
+    @property
+    def sync_s(self) -> float:
+        return self.phases["sync"][0] + self.phases["reshard"][0]
+
+    def memory_error(self) -> str:
+        bad = [s for s in self.sets if not s.fits]
+        parts = [f"set {s.name!r} needs {s.memory.total / GIB:.2f} GiB per device (weights "
+                 f"{s.memory.weights / GIB:.2f}, gradients {s.memory.gradients / GIB:.2f}, optimizer "
+                 f"{s.memory.optimizer / GIB:.2f}, KV cache {s.memory.kv_cache / GIB:.2f}, activations "
+                 f"{s.memory.activations / GIB:.2f}) of {s.capacity / GIB:.2f}" for s in bad]
+        return f"does not fit: placement {self.placement.name!r}: " + "; ".join(parts)
+
+    def critical(self) -> tuple[str, str, float]:
+        """(stage, set, seconds) of the longest stage on the critical path (in the set that sets each phase)."""
+        best = ("weight_sync", "-", self.phases["sync"][0])
+        if self.phases["reshard"][0] > best[2]:
+            best = ("reshard", "-", self.phases["reshard"][0])
+        by_name = {s.name: s for s in self.sets}
+        for phase, (_, set_name) in self.phases.items():
+            if set_name in by_name:
+                for st, t in by_name[set_name].stages.items():
+                    if PHASE_OF[st] == phase and t > best[2]:
+                        best = (str(st), set_name, t)
+        return best
+
+    def reason(self) -> str:
+        stage, set_name, t = self.critical()
+        step = self.step_s
+        where = f" on {set_name}" if set_name != "-" else ""
+        return (f"critical stage {stage}{where} {100 * t / step:.0f} %, sync+reshard {100 * self.sync_s / step:.0f} %, "
+                f"busiest set idle {100 * (1 - max(s.busy_s for s in self.sets) / step):.0f} %")
+
+    def to_dict(self) -> dict:
+        d = {"placement": self.placement.to_dict(), "describe": self.placement.describe(),
+             "algorithm": self.algo.name, "profile": self.profile_name, "fits": self.fits,
+             "sync_bytes": self.sync_bytes, "reshard_bytes": self.reshard_bytes,
+             "phases": {p: {"seconds": t, "set": s} for p, (t, s) in self.phases.items()},
+             "sets": [{"name": s.name, "devices": s.devices, "roles": list(s.roles), "busy_s": s.busy_s,
+                       "stages": {str(k): v for k, v in s.stages.items()}, "memory": s.memory.to_dict(),
+                       "capacity_bytes": s.capacity, "fits": s.fits} for s in self.sets],
+             "assumptions": list(self.assumptions)}
+        if self.fits:
+            d["step_s"] = self.step_s
+            d["critical"] = dict(zip(("stage", "set", "seconds"), self.critical()))
+        return d
+
+
+class _Predictor:
+    """Caches one :func:`predict` per (dp, zero, zero-3 gather) so that the advisor can price thousands of
+    placements of the same model and workload."""
+
+    def __init__(self, model, algo, workload, profile, critic=None, reward_model=None, beta=None):
+        self.spec = model_spec(model)
+        self.alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
+        self.wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
+        self.prof = load_profile(profile)
+        self.critic, self.reward_model = critic, reward_model
+        self.critic_spec = scalar_head(model_spec(critic) if critic is not None else self.spec)
+        self.rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else self.spec)
+        self._cache: dict = {}
+
+    def base(self, dp: int, zero: int, lora):
+        key = (dp, zero, lora)
+        if key not in self._cache:
+            wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
+            self._cache[key] = predict(self.spec, self.alg, wl, self.prof, critic=self.critic,
+                                       reward_model=self.reward_model, lora=lora)
+        return self._cache[key]
+
+
+def _tp_comm(stage, row, shape, spec, wl, tp, prof) -> float:
+    """Megatron TP: 2 all-reduces of the activations per layer per pass (4 for a training pass)."""
+    if tp <= 1 or stage in (S.OPTIMIZER, S.ADVANTAGE) or row.model == "verifier":
+        return 0.0
+    db = wl.dtype_bytes
+    if stage == S.DECODE:
+        msg = tp_message_bytes(shape["g"], 1, spec.hidden, db)
+    elif stage == S.PREFILL:
+        msg = tp_message_bytes(shape["g"], wl.prompt_len, spec.hidden, db)
+    else:
+        msg = tp_message_bytes(shape["m"], shape["seq"], spec.hidden, db)
+    per_call = (4 if stage == S.CRITIC_UPDATE else 2) * spec.layers
+    return row.calls * per_call * collective_time("all_reduce", msg, tp, prof)
+
+
+def _role_state(role: str, pr: _Predictor, rset, placement: Placement, lora) -> M.MemoryBreakdown:
+    """Persistent bytes per device of one role on its set (gradients are counted while training)."""
+    wl, db, zero, dp, tp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp, rset.tp
+    prec = wl.precision
+    if role in ("actor", "critic"):
+        spec = pr.spec if role == "actor" else pr.critic_spec
+        if role == "actor" and lora:
+            return _mem_scale(_lora_actor(pr, dp, zero, lora), 1 / tp)
+        train = M.train_state_bytes(spec, prec, zero, dp)
+        w = spec.params * db / (dp if zero == 3 else 1)
+        g = spec.params * M.PRECISIONS[prec][1] / (dp if zero >= 2 else 1)
+        return _mem_scale(M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g)), 1 / tp)
+    if role == "rollout":
+        if not placement.rollout_separate:
+            return M.MemoryBreakdown()   # generates with the actor's own weights (TRL without vLLM)
+        return M.MemoryBreakdown(weights=int(pr.spec.params * db / tp))
+    if role == "reference":
+        return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(pr.spec.params * db / tp))
+    if role == "reward":
+        return M.MemoryBreakdown(weights=int(pr.rm_spec.params * db / tp))
+    raise PlacementError(f"unknown role {role!r}")
+
+
+def _lora_actor(pr: _Predictor, dp: int, zero: int, lora) -> M.MemoryBreakdown:
+    w, g, o = M.PRECISIONS[pr.wl.precision]
+    a = lora_params(pr.spec, lora)
+    base = pr.spec.params * pr.wl.dtype_bytes / (dp if zero == 3 else 1)
+    return M.MemoryBreakdown(weights=int(base + a * w), optimizer=int(a * o / (dp if zero >= 1 else 1)))
+
+
+def _grads(role: str, pr: _Predictor, rset, lora) -> int:
+    spec = pr.spec if role == "actor" else pr.critic_spec
+    n = lora_params(pr.spec, lora) if (role == "actor" and lora) else spec.params
+    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1) / rset.tp)
+
+
+def _link(prof, cluster: Cluster | None) -> float:
+    if cluster is not None and cluster.link_gbps:
+        return cluster.link_gbps * 1e9
+    if prof.link_bandwidth:
+        return float(prof.link_bandwidth)
+    raise RlmLabError(f"profile {prof.name!r} has no link_bandwidth and the cluster gives none: "
+                      f"a placement with a separate rollout set needs one (cluster link_gbps)")
+
+
+def predict_placement(placement: Placement, model, algo="grpo", workload=None, profile="cpu-2core-epyc",
+                      cluster: Cluster | None = None, critic=None, reward_model=None, beta=None, lora=None,
+                      _predictor: _Predictor | None = None) -> PlacementPrediction:
+    """Predict one synchronous step of ``placement`` (validated here) for ``algo`` on ``model``.
+
+    ``lora``: LoRA settings (cost/lora.py); default ``placement.lora`` with PEFT's defaults (r = 8, q/v).
+    ``cluster``: device memory and link bandwidth override the profile's.
+    """
+    pr = _predictor or _Predictor(model, algo, workload, profile, critic, reward_model, beta)
+    lora = lora_from(lora) if lora is not None else lora_from(placement.lora)
+    if placement.lora and lora is None:
+        lora = lora_from(True)
+    placement.validate(pr.alg, cluster)
+    prof, wl, spec = pr.prof, pr.wl, pr.spec
+    capacity = (cluster.memory_per_device_gib * GIB if cluster is not None and cluster.memory_per_device_gib
+                else float(prof.memory_bytes))
+    db = wl.dtype_bytes
+    sets: list[SetCost] = []
+    reshard_s = reshard_bytes = 0.0
+    for rset in placement.sets:
+        roles = placement.roles_on(rset.name)
+        stages: dict = {}
+        transients: list[M.MemoryBreakdown] = []
+        persistent = M.MemoryBreakdown()
+        for role in roles:
+            persistent += _role_state(role, pr, rset, placement, lora)
+        for role in roles:
+            if role == "rollout" and placement.reshard:
+                # hybrid engine: generation replicas of t_g devices each, weights already gathered by the reshard
+                tg = rset.generation_tp
+                base, tp, zero_gen = pr.base(rset.devices // tg, 0, lora), tg, 0
+            else:
+                tp, zero_gen = rset.tp, rset.zero
+                base = pr.base(rset.dp, zero_gen, lora)
+            for row in base.rows:
+                owner = ROLE_OF.get(row.stage)
+                if row.stage == S.REWARD:
+                    owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
+                if owner != role:
+                    continue
+                scale = tp if row.model != "verifier" and row.stage != S.ADVANTAGE else 1
+                t = row.seconds / scale + _tp_comm(row.stage, row, base.shape, spec, wl, tp, prof)
+                stages[row.stage] = stages.get(row.stage, 0.0) + t
+                tr = _mem_scale(_mem_sub(row.breakdown, base.persistent), 1 / tp)
+                if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
+                    tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
+                                                      pr, rset, lora))
+                if role == "rollout" and placement.rollout_separate:
+                    tr = replace(tr, weights=0)   # the rollout copy is whole (its own set), nothing to gather
+                transients.append(tr)
+            if role == "rollout" and placement.reshard:
+                s, tg = rset.devices, rset.generation_tp
+                m_bytes = spec.params * db
+                per_dev = m_bytes * (s - tg) / (tg * s)
+                reshard_bytes += s * per_dev
+                if s // tg > 1:
+                    reshard_s += collective_time("all_gather", m_bytes / tg, s // tg, prof)
+                transients = [replace(t, weights=t.weights + int(per_dev)) if t.kv_cache else t for t in transients]
+        peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
+        sets.append(SetCost(rset.name, rset.devices, roles, stages, persistent + peak, capacity))
+
+    sync_bytes = sync_s = 0.0
+    if placement.rollout_separate:
+        trained = lora_params(spec, lora) if lora else spec.params
+        sync_bytes = trained * db
+        bw = _link(prof, cluster)
+        buckets = max(1, math.ceil(sync_bytes / BUCKET_BYTES))
+        alpha = prof.collective("send_recv")["alpha_s"]
+        crossings = 2 if placement.sync == "object_store" else 1
+        sync_s = crossings * sync_bytes / bw + buckets * alpha
+
+    phases = {p: (0.0, "-") for p in PHASES}
+    for phase in PHASES[1:-1]:
+        per_set = [(sum(t for st, t in s.stages.items() if PHASE_OF[st] == phase), s.name) for s in sets]
+        phases[phase] = max(per_set) if per_set else (0.0, "-")
+    phases["reshard"] = (reshard_s, "-")
+    phases["sync"] = (sync_s, "-")
+    return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora)
+
+
+def format_placement(pp: PlacementPrediction) -> str:
+    """Text report: one line per set, the phases, step time, reason; "DOES NOT FIT" with the numbers."""
+    from .cli import _seconds, _si
+
+    lines = [f"placement {pp.placement.name}: {pp.placement.describe()}  ({pp.algo.name}, {pp.profile_name})"]
+    for s in pp.sets:
+        st = ", ".join(f"{k} {_seconds(v)}" for k, v in s.stages.items())
+        lines.append(f"  set {s.name} ({s.devices} dev, {'+'.join(s.roles)}): busy {_seconds(s.busy_s)}; "
+                     f"memory {_si(s.memory.total, 'B')} of {_si(s.capacity, 'B')} per device"
+                     f"{'' if s.fits else '  DOES NOT FIT'}; {st}")
+    lines.append("  phases: " + ", ".join(f"{p} {_seconds(t)}" + (f" [{n}]" if n != '-' else '')
+                                          for p, (t, n) in pp.phases.items() if t))
+    lines.append(f"  weight sync {_si(pp.sync_bytes, 'B')}, reshard {_si(pp.reshard_bytes, 'B')} (all devices)")
+    if not pp.fits:
+        lines.append("  " + pp.memory_error().replace("does not fit", "DOES NOT FIT", 1))
+    else:
+        lines.append(f"  step time: {_seconds(pp.step_s)}; {pp.reason()}")
+    return "\n".join(lines)
