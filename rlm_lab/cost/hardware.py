@@ -16,7 +16,11 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
     link_bandwidth                   bytes/s between devices (weight sync, p2p)
     collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}
     threads, provenance              (calibrated profiles) how and where it was measured
-    kernels         optional, measured by ``rlm-lab calibrate`` (calibrate.py); without it the ASSUMED
+    spread          (calibrated, repeated) {statistic, repeats, quartiles, min_max, noisy}: for every
+                    measured number its [q1, q3] and [min, max] over the repeats (calibrate.py);
+                    spread.py turns it into a predicted interval
+    load            (calibrated) load averages before, during and after the calibration, and "busy"
+    kernels         optional, measured by ``rlm-lab calibrate`` (kernel_benchmarks.py); without it the ASSUMED
                     defaults of the methods below apply (see ``kernels_measured``):
                     elementwise  {forward|forward_grad|backward: {s_per_element}}  norms, rotary, SiLU*mul,
                                  residual adds of a decoder layer (timing.elementwise_elements counts them)
@@ -66,6 +70,8 @@ class HardwareProfile:
     provenance: dict = field(default_factory=dict)
     notes: str = ""
     kernels: dict = field(default_factory=dict)
+    spread: dict = field(default_factory=dict)
+    load: dict = field(default_factory=dict)
 
     # ---- rates ------------------------------------------------------------------------------
     def peak_flops(self, dtype: str = "bf16") -> float:
@@ -104,7 +110,7 @@ class HardwareProfile:
     def elementwise_s_per_element(self, kind: str = "forward", dtype_bytes: int = 4) -> float:
         """Seconds per element of a decoder layer's elementwise work (kind: forward | forward_grad | backward).
 
-        Measured: calibrate.bench_elementwise. ASSUMED without it: memory-bound, 3 tensor passes
+        Measured: kernel_benchmarks.bench_elementwise. ASSUMED without it: memory-bound, 3 tensor passes
         (2 reads + 1 write) per element per op at the achieved bandwidth, twice that for backward.
         """
         term = self.kernels.get("elementwise", {}).get(kind)
@@ -115,7 +121,7 @@ class HardwareProfile:
     def attention_rate(self, flops: float, dtype: str = "bf16", backward: bool = False) -> float:
         """FLOP/s of the attention kernel for a call of ``flops`` (4 b a q k d_h) FLOPs.
 
-        Measured: calibrate.bench_attention (log-log interpolation). ASSUMED without it: the matrix
+        Measured: kernel_benchmarks.bench_attention (log-log interpolation). ASSUMED without it: the matrix
         product rate at half the size (QK^T and AV are two batched products), the same for backward.
         """
         att = self.kernels.get("attention", {})
@@ -127,7 +133,7 @@ class HardwareProfile:
     def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
         """Seconds of the log-prob head beyond its matrix product: base + s_row * rows + s_el * rows * vocab.
 
-        Measured: calibrate.bench_logprob_head (TRL's fused head). ASSUMED without it: memory-bound,
+        Measured: kernel_benchmarks.bench_logprob_head (TRL's fused head). ASSUMED without it: memory-bound,
         3 passes over the (rows x vocab) logits (log-softmax, gather, entropy).
         """
         if rows <= 0:

@@ -57,25 +57,35 @@ def test_curve_interpolation():
 
 @pytest.mark.slow
 def test_quick_calibration_writes_a_valid_profile(tmp_path):
+    """One quick pass end to end (the fits and the repeats are tested on synthetic data in
+    test_fitting.py and test_calibration_repeats.py): a profile that loads, with its spread and load
+    recorded, and no overwrite of an existing profile unless asked."""
     from rlm_lab.cost.calibrate import calibrate
 
-    path = calibrate(tmp_path / "quick.json", quick=True, collectives=False, name="test-quick")
+    out = tmp_path / "quick.json"
+    path = calibrate(out, quick=True, collectives=False, name="test-quick", allow_busy=True)
     prof = load_profile(path)
     assert prof.kind == "calibrated" and prof.source.endswith("--quick")
-    assert prof.matmul_curve["fp32"] and prof.overhead["decode_step_layer_s"] >= 0
-    assert prof.overhead["op_s"] > 0
+    assert len(prof.matmul_curve["fp32"]) >= 5 and prof.spread["repeats"] == 1
+    assert prof.spread["quartiles"]["memory_bandwidth"] == [prof.memory_bandwidth] * 2  # one repeat: no spread
+    assert set(prof.load) >= {"before", "after", "busy", "max_load_per_core"}
+    with pytest.raises(RlmLabError, match="exists; pass --force"):
+        calibrate(out, quick=True, collectives=False)
 
 
 @pytest.mark.dist
 @pytest.mark.slow
-def test_collective_fit_gloo():
-    from rlm_lab.cost.calibrate import bench_collectives
+def test_collective_benchmark_gloo():
+    """The 2-process benchmark measures every op at every size (the alpha-beta fit itself is checked on
+    synthetic points in test_fitting.py); a 1 MiB all-reduce takes longer than a 1 KiB one."""
+    from rlm_lab.cost.benchmarks import bench_collectives
 
     coll = bench_collectives("cpu", quick=True)
     assert coll["backend"] == "gloo" and coll["world"] == 2
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"):
-        fit = coll["ops"][op]
-        assert fit["alpha_s"] > 0 and fit["beta_s_per_byte"] >= 0
+        assert [nb for nb, _ in coll["points"][op]] == [1024, 65536, 1 << 20] and op in coll["ops"]
+    times = dict(coll["points"]["all_reduce"])
+    assert times[1 << 20] > times[1024]
 
 
 def test_calibrate_cli_help(capsys):
