@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-notebooks test-book notebooks venv clean
+.PHONY: book test test-unit test-notebooks test-book notebooks venv clean gpu-archive gpu-wheels
 
 venv: $(VENV)/.installed
 
@@ -52,3 +52,28 @@ notebooks: venv
 
 clean:
 	rm -rf _build book/_build
+
+# ---- the GPU edition (issue: one prepared script for a lent GPU; rlm_lab/gpu_archive.py) -------------------
+# A lent GPU machine has its own python3 with CUDA torch and no package registry, so it gets no .venv: the pinned
+# packages its image lacks travel as wheels in .whl/ (git-ignored), fetched here first with `make gpu-wheels`.
+# Then, through the device tool:  run(command="make gpu-archive GPU_OUT=$OUT", carry=[".whl"], timeout_s=600)
+# and bring back $OUT/gpu-archive.tgz; `rlm-lab gpu-archive --adopt DIR` copies its records into data/.
+GPU_BUDGET_S ?= 540
+GPU_PY ?= python3
+GPU_OUT ?=
+GPU_SITE := _build/gpu-site
+GPU_ARCHIVE_DIR ?= _build/gpu-archive/latest
+GPU_WHEELS_DIR ?= .whl
+GPU_WHEELS := trl transformers datasets peft huggingface_hub httpx2 httpcore2 truststore dill multiprocess
+gpu-wheels:
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d $(GPU_WHEELS_DIR) $$(for p in $(GPU_WHEELS); do grep -i "^$$p==" constraints.txt; done)
+	@du -sh $(GPU_WHEELS_DIR)
+
+gpu-archive:
+	@if [ -n "$(GPU_WHEELS_DIR)" ] && [ -d "$(GPU_WHEELS_DIR)" ]; then $(GPU_PY) -m pip install -q --no-index --no-deps \
+		--no-compile --upgrade --target $(GPU_SITE) $(GPU_WHEELS_DIR)/*.whl; fi
+	PYTHONUNBUFFERED=1 PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PY) -m rlm_lab.cli gpu-archive \
+		--budget-s $(GPU_BUDGET_S) --out $(GPU_ARCHIVE_DIR) $(GPU_ARGS); rc=$$?; \
+	if [ -n "$(GPU_OUT)" ]; then tar czf $(GPU_OUT)/gpu-archive.tgz -C $(dir $(abspath $(GPU_ARCHIVE_DIR))) $(notdir $(abspath $(GPU_ARCHIVE_DIR))); fi; exit $$rc

@@ -1,0 +1,230 @@
+"""``rlm-lab gpu-archive``: the GPU edition of the book's headline runs, in one prepared, time-boxed script.
+
+    make gpu-archive                                   # on a CUDA machine: rlm-lab gpu-archive --budget-s 540
+    rlm-lab gpu-archive --budget-s 540 --out DIR       # the same, into DIR
+    rlm-lab gpu-archive --dry-run --budget-s 300       # the rehearsal on CPU at smoke size (what `make test` runs)
+
+GPU time is lent rarely and briefly, so every GPU measurement of the book is one step of :data:`PLAN`, run in
+order, each in its own process (a crash or a hang costs one step, not the archive) with a share of the time
+budget; a step that would not fit in what is left is skipped and says so, and one that overruns is killed
+(its process group) at its limit. Before each measured step the cost model's predictions are written
+(``prediction.json``, with the time they were made): one from the reference profile (the GPU's datasheet, or
+the committed CPU profile in the rehearsal) and one from the calibration this archive made first (a separate
+micro-benchmark run, never the measured step itself). The archive ends with ``summary.json`` and
+``summary.md`` (predicted against measured per step) and exits non-zero if any step failed; every record
+that completed is kept.
+
+Output (default ``_build/gpu-archive/<UTC time>/``, a new folder each time; never ``data/``)::
+
+    hardware/<gpu>.json          the calibration (``rlm-lab calibrate --device cuda``)
+    runs/gpu/<step>/             one run record per measured step (``runs/smoke/`` in the rehearsal)
+    summary.json, summary.md     what ran, how long, predicted against measured
+
+Adopting a GPU archive into the book is a deliberate act: ``rlm-lab gpu-archive --adopt DIR`` copies its
+completed records into ``data/runs/gpu/`` and its calibration into ``data/hardware/``, refusing to replace
+anything that exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import RlmLabError
+
+REPO = Path(__file__).resolve().parent.parent
+RESERVE_S = 5.0  # kept back from the budget for the summary
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measured step: ``kind`` selects its runner in :mod:`rlm_lab.gpu_archive_steps`."""
+
+    name: str
+    chapter: int
+    kind: str
+    share: float            # fraction of the budget this step may use
+    min_s: float            # not started with less than this left (gpu); the rehearsal scales it
+    args: dict = field(default_factory=dict)
+
+
+# The plan, in the order of the book. Shares add to <= 1; the calibration comes first because every later
+# prediction can use it.
+PLAN: tuple[Step, ...] = (
+    Step("calibration", 2, "calibrate", 0.20, 60),
+    Step("ch01_grpo", 1, "train", 0.15, 45, {"algo": "grpo"}),
+    Step("ch01_ppo", 1, "train", 0.15, 45, {"algo": "ppo"}),
+    Step("ch02_grpo", 2, "anatomy", 0.12, 30, {"case": "grpo"}),
+    Step("ch03_decode_knee", 3, "decode_knee", 0.12, 30),
+    Step("ch03_long_tail", 3, "long_tail", 0.10, 25),
+    Step("ch04_single", 4, "parallel_single", 0.08, 20),
+)
+
+
+def plan_fits() -> None:
+    total = sum(s.share for s in PLAN)
+    if total > 1.0 + 1e-9:
+        raise RlmLabError(f"the archive plan's shares add to {total:.2f} > 1")
+
+
+def step_limit(step: Step, budget_s: float, left_s: float, min_scale: float = 1.0) -> float | None:
+    """Seconds ``step`` may run, or None to skip it: its share of the budget, cut to what is left (less the
+    reserve); skipped when that is under its minimum."""
+    limit = min(step.share * budget_s, left_s - RESERVE_S)
+    return limit if limit >= step.min_s * min_scale else None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_step(step: Step, out: Path, size: str, device: str, limit_s: float) -> dict:
+    """Run one step in its own process group with a hard limit; returns its summary row."""
+    log = out / "logs" / f"{step.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = out / "steps" / f"{step.name}.json"
+    result.parent.mkdir(parents=True, exist_ok=True)
+    spec = json.dumps({"step": step.__dict__, "out": str(out), "size": size, "device": device})
+    cmd = [sys.executable, "-m", "rlm_lab.gpu_archive_steps", spec]
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            rc = None
+    seconds = round(time.monotonic() - t0, 1)
+    row = {"step": step.name, "chapter": step.chapter, "seconds": seconds, "limit_s": round(limit_s, 1),
+           "log": str(log.relative_to(out))}
+    if rc is None:
+        return row | {"status": f"failed: over its {limit_s:.0f} s limit (killed)"}
+    if rc != 0 or not result.exists():
+        lines = log.read_text(errors="replace").strip().splitlines()
+        said = [ln for ln in lines if ln.startswith("rlm-lab: error:")]  # the one-line error, else the last line
+        why = (said or lines[-1:] or ["no output"])[0]
+        return row | {"status": f"failed: exit {rc}: {why[:200]}"}
+    return row | json.loads(result.read_text()) | {"status": "completed"}
+
+
+def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None = None) -> tuple[Path, int]:
+    """Run the plan into ``out``; returns (summary path, number of failed steps)."""
+    from .device import pick_device
+
+    plan_fits()
+    if budget_s <= RESERVE_S:
+        raise RlmLabError(f"--budget-s must be more than {RESERVE_S:.0f} s")
+    device = "cpu" if dry_run else pick_device("cuda")
+    size = "smoke" if dry_run else "gpu"
+    chosen = [s for s in PLAN if steps is None or s.name in steps]
+    if steps is not None and len(chosen) != len(set(steps)):
+        raise RlmLabError(f"unknown step(s) {sorted(set(steps) - {s.name for s in PLAN})}; "
+                          f"known: {', '.join(s.name for s in PLAN)}")
+    if out.exists() and any(out.iterdir()):
+        raise RlmLabError(f"{out} exists and is not empty; an archive goes to a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    rows = []
+    for step in chosen:
+        left = budget_s - (time.monotonic() - start)
+        limit = step_limit(step, budget_s, left, min_scale=0.1 if dry_run else 1.0)
+        if limit is None:
+            rows.append({"step": step.name, "chapter": step.chapter, "status": "skipped: not enough budget left",
+                         "seconds": 0.0})
+        else:
+            rows.append(run_step(step, out, size, device, limit))
+        print(f"[gpu-archive] {step.name:<18} {rows[-1]['status']} ({rows[-1]['seconds']} s)", flush=True)
+    failed = sum(r["status"].startswith("failed") for r in rows)
+    summary = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dry_run": dry_run,
+               "size": size, "device": device, "budget_s": budget_s,
+               "wall_s": round(time.monotonic() - start, 1), "failed": failed, "steps": rows}
+    from .record import atomic_write_text
+
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(out / "summary.md", summary_markdown(summary))
+    return out / "summary.json", failed
+
+
+def _fmt(x, unit: str) -> str:
+    if x is None:
+        return "–"
+    return f"{x * 1e3:.1f} ms" if unit == "s" and abs(x) < 1 else f"{x:.3g} {unit}".strip()
+
+
+def summary_markdown(summary: dict) -> str:
+    lines = [f"# GPU archive {summary['created']}" + (" (dry run on CPU, smoke size)" if summary["dry_run"] else ""),
+             "", f"device {summary['device']}, size {summary['size']}, budget {summary['budget_s']:.0f} s, "
+             f"wall {summary['wall_s']:.0f} s, failed steps: {summary['failed']}", "",
+             "| step | status | s | quantity | predicted (reference) | predicted (calibrated) | measured | error (ref / cal) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in summary["steps"]:
+        c = r.get("compare") or {}
+        unit = c.get("unit", "")
+        errs = " / ".join(f"{e:+.0%}" if e is not None else "–"
+                          for e in (c.get("error_reference"), c.get("error_calibrated"))) if c else ""
+        lines.append(f"| {r['step']} | {r['status']} | {r['seconds']} | {c.get('quantity', '')} | "
+                     f"{_fmt(c.get('predicted_reference'), unit)} | {_fmt(c.get('predicted_calibrated'), unit)} | "
+                     f"{_fmt(c.get('measured'), unit)} | {errs} |")
+    return "\n".join(lines) + "\n"
+
+
+def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
+    """Copy a finished archive's completed records and calibration into ``data/``; refuses to replace any."""
+    summary = src / "summary.json"
+    if not summary.exists():
+        raise RlmLabError(f"{src} has no summary.json: not a finished gpu archive")
+    s = json.loads(summary.read_text())
+    if s.get("dry_run"):
+        raise RlmLabError(f"{src} is a dry run on CPU; only a GPU archive is adopted into data/")
+    pairs = []
+    for r in s["steps"]:
+        if r["status"] != "completed":
+            continue
+        if r.get("record"):
+            pairs.append((src / r["record"], data / "runs" / "gpu" / Path(r["record"]).name))
+        if r.get("profile"):
+            pairs.append((src / r["profile"], data / "hardware" / Path(r["profile"]).name))
+    clash = [str(d) for _, d in pairs if d.exists()]
+    if clash:
+        raise RlmLabError(f"would replace {', '.join(clash)}; move them first (nothing was copied)")
+    for s_, d in pairs:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if s_.is_dir() else shutil.copy2)(s_, d)
+    return [d for _, d in pairs]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("gpu-archive", help="the book's headline GPU runs in one time-boxed script",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for all steps (default 540)")
+    p.add_argument("--out", help="a new folder (default _build/gpu-archive/<UTC time>)")
+    p.add_argument("--dry-run", action="store_true", help="rehearse on CPU at smoke size (no CUDA needed)")
+    p.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in PLAN))
+    p.add_argument("--adopt", metavar="DIR", help="copy a finished GPU archive's records into data/ (no overwrite)")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    if args.adopt:
+        for d in adopt(Path(args.adopt)):
+            print(f"adopted {d}")
+        return 0
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out) if args.out else REPO / "_build" / "gpu-archive" / (stamp + ("-dry-run" if args.dry_run else ""))
+    steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else None
+    path, failed = archive(out, args.budget_s, args.dry_run, steps)
+    print((path.parent / "summary.md").read_text(), end="")
+    print(f"wrote {path}")
+    return 1 if failed else 0

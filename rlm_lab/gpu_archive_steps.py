@@ -1,0 +1,190 @@
+"""The runners behind :data:`rlm_lab.gpu_archive.PLAN`, one per step kind; each runs in its own process.
+
+    python -m rlm_lab.gpu_archive_steps '<json spec>'      # what rlm_lab.gpu_archive.run_step launches
+
+Every runner writes the cost model's predictions to ``predictions/<step>.json`` *before* it measures, then
+runs the chapter's own experiment code (nothing here re-implements a measurement), and writes
+``steps/<step>.json``: the record's folder and one predicted-against-measured comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import RlmLabError
+from .record import atomic_write_text
+
+# GPU-size overrides that keep each step inside its share of a ten-minute lease (the presets are for hours).
+TRAIN_GPU = ["rl_steps=40", "sft_steps=300", "eval_problems=256", "eval_every=0"]
+ANATOMY_GPU_STEPS = dict(steps=8, warmup=2)
+
+
+def reference_profile(device: str) -> str:
+    """The profile a prediction is made from before anything on this machine is measured: the committed CPU
+    profile in the rehearsal, the GPU's datasheet profile on a GPU."""
+    if device != "cuda":
+        return "cpu-2core-epyc"
+    import torch
+
+    name = torch.cuda.get_device_name(0).lower()
+    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
+        if key in name:
+            return prof
+    raise RlmLabError(f"no datasheet profile for GPU {name!r}")
+
+
+def calibrated_profile(out: Path) -> str | None:
+    """The calibration this archive wrote first, if its step completed."""
+    found = sorted((out / "hardware").glob("*.json"))
+    return str(found[0]) if found else None
+
+
+def _error(predicted, measured):
+    return None if predicted is None or not measured else (predicted - measured) / measured
+
+
+def compare(quantity: str, unit: str, predicted: dict, measured: float) -> dict:
+    ref, cal = predicted.get("reference"), predicted.get("calibrated")
+    return {"quantity": quantity, "unit": unit, "predicted_reference": ref, "predicted_calibrated": cal,
+            "measured": measured, "error_reference": _error(ref, measured), "error_calibrated": _error(cal, measured)}
+
+
+def predict_both(fn, out: Path, step: dict, device: str) -> dict:
+    """``fn(profile)`` with the reference and the fresh calibrated profile, written down before the run."""
+    pred = {"made": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reference_profile": reference_profile(device),
+            "reference": fn(reference_profile(device))}
+    cal = calibrated_profile(out)
+    pred |= {"calibrated_profile": cal, "calibrated": fn(cal) if cal else None}
+    atomic_write_text(out / "predictions" / f"{step['name']}.json", json.dumps(pred, indent=1) + "\n")
+    return pred
+
+
+# ---- runners ----------------------------------------------------------------------------------------
+
+def run_calibrate(step, out, size, device) -> dict:
+    from .cli import main
+
+    name = "cpu-rehearsal-quick" if device == "cpu" else _gpu_profile_name()
+    path = out / "hardware" / f"{name}.json"
+    # --allow-busy: the lease is the only time there is; a busy host is recorded in the profile, not refused
+    argv = ["calibrate", "--device", device, "--out", str(path), "--name", name, "--no-collectives", "--allow-busy"]
+    if device == "cpu":
+        argv.append("--quick")
+    if main(argv) != 0:
+        raise RlmLabError("calibration failed")
+    return {"profile": str(path.relative_to(out))}
+
+
+def _gpu_profile_name() -> str:
+    import torch
+
+    from .device import gpu_slug
+
+    return f"{gpu_slug(torch.cuda.get_device_name(0))}-calibrated-{datetime.now(timezone.utc):%Y%m%d}"
+
+
+def _runs(out: Path, size: str) -> Path:
+    return out / "runs" / size
+
+
+def run_train(step, out, size, device) -> dict:
+    from .cli import main
+    from .experiments.anatomy import Case, predict_case
+    from .record import RunRecord
+    from .train.config import make_config
+
+    algo = step["args"]["algo"]
+    overrides = TRAIN_GPU if size == "gpu" else []
+    run_dir = _runs(out, size) / step["name"]
+    cfg = make_config(algo, size, None, overrides=overrides, out=str(run_dir))
+    # The step as the cost model sees it; completions are assumed to run to max_completion_length.
+    case = Case(step["name"], algo, cfg.beta, cfg.model, cfg.batch_size, cfg.num_generations, cfg.max_completion_length)
+    pred = predict_both(lambda prof: predict_case(case, prof).total_time, out, step, device)
+    argv = ["train", "--algo", algo, "--size", size, "--out", str(run_dir)]
+    for o in overrides:
+        argv += ["--set", o]
+    if main(argv) != 0:
+        raise RlmLabError(f"rlm-lab train --algo {algo} failed")
+    measured = RunRecord.load(run_dir).results["rl_seconds_per_step"]
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare("RL step (upper bound: full-length completions)", "s", pred, measured)}
+
+
+def run_anatomy(step, out, size, device) -> dict:
+    from .experiments.anatomy import algorithm_cases, predict_case, run_case
+
+    case = algorithm_cases(size)[step["args"]["case"]]
+    if size == "gpu":
+        case = replace(case, **ANATOMY_GPU_STEPS)
+    pred = predict_both(lambda prof: predict_case(case, prof).total_time, out, step, device)
+    run_dir = _runs(out, size) / step["name"]
+    record = run_case(case, size, run_dir)
+    walls = record.results["step_walls"][case.warmup:]
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare("traced step (median)", "s", pred, statistics.median(walls))}
+
+
+def run_decode_knee(step, out, size, device) -> dict:
+    from .experiments import work_depth as wd
+
+    p = wd.params(size)
+    model = p["models"][0]
+    pred = predict_both(lambda prof: wd.predicted_decode_steps(model, p["batches"], p["k0"], p["k1"], prof)[-1],
+                        out, step, device)
+    run_dir = _runs(out, size) / step["name"]
+    record = wd.decode_knee(size, run_dir)
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare(f"{model} decode step at batch {p['batches'][-1]}", "s", pred,
+                               record.results["step_s"][model][-1])}
+
+
+def run_long_tail(step, out, size, device) -> dict:
+    from .experiments import work_depth as wd
+
+    p = wd.params(size)
+    dists = [d.values(0) for d in wd.distributions(size)]
+    pred = predict_both(lambda prof: sum(wd.predicted_generate(p["tail_model"], ls, prof) for ls in dists),
+                        out, step, device)
+    run_dir = _runs(out, size) / step["name"]
+    record = wd.long_tail(size, run_dir)
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare("generate, all length distributions", "s", pred,
+                               sum(r["seconds"] for r in record.results["rows"]))}
+
+
+def run_parallel_single(step, out, size, device) -> dict:
+    from .cli import main
+    from .record import RunRecord
+
+    run_dir = _runs(out, size) / step["name"]
+    model = "micro" if size == "smoke" else "small"
+    if main(["parallel", "--dp", "1", "--model", model, "--size", size, "--out", str(run_dir)]) != 0:
+        raise RlmLabError("rlm-lab parallel --dp 1 failed")
+    steps = RunRecord.load(run_dir).results["step_s"]
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare("one-device training step (median)", "s", {}, statistics.median(steps[1:]))}
+
+
+RUNNERS = {"calibrate": run_calibrate, "train": run_train, "anatomy": run_anatomy, "decode_knee": run_decode_knee,
+           "long_tail": run_long_tail, "parallel_single": run_parallel_single}
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec = json.loads((argv or sys.argv[1:])[0])
+    step, out = spec["step"], Path(spec["out"])
+    try:
+        row = RUNNERS[step["kind"]](step, out, spec["size"], spec["device"])
+    except RlmLabError as e:
+        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 1
+    atomic_write_text(out / "steps" / f"{step['name']}.json", json.dumps(row, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The GPU archive: its budget arithmetic, its failure paths, and the whole rehearsal on CPU at smoke size
+through the same `make gpu-archive` target a lent GPU runs (every path but the CUDA calls themselves)."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from rlm_lab import gpu_archive as ga
+from rlm_lab.errors import RlmLabError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_step_limit_is_share_cut_to_what_is_left():
+    step = ga.Step("x", 1, "train", share=0.25, min_s=30)
+    assert ga.step_limit(step, budget_s=400, left_s=400) == 100          # its share
+    assert ga.step_limit(step, budget_s=400, left_s=60) == 60 - ga.RESERVE_S  # what is left, less the reserve
+    assert ga.step_limit(step, budget_s=400, left_s=30) is None          # under its minimum: skipped
+    assert ga.step_limit(step, budget_s=400, left_s=30, min_scale=0.1) == 30 - ga.RESERVE_S
+
+
+def test_plan_is_in_book_order_and_fits_its_budget():
+    assert ga.PLAN[0].kind == "calibrate"  # every later prediction may use the fresh calibration
+    chapters = [s.chapter for s in ga.PLAN[1:]]
+    assert chapters == sorted(chapters)
+    assert sum(s.share for s in ga.PLAN) <= 1.0
+    # every step fits a 540 s lease on its own minimum, or `make gpu-archive` could never run it
+    assert sum(s.min_s for s in ga.PLAN) <= 540 - ga.RESERVE_S
+    from rlm_lab.gpu_archive_steps import RUNNERS
+
+    assert {s.kind for s in ga.PLAN} <= set(RUNNERS)
+
+
+def test_a_step_over_its_limit_is_killed_and_reported(tmp_path):
+    step = ga.Step("calibration", 2, "calibrate", 0.5, 0)
+    t0 = time.monotonic()
+    row = ga.run_step(step, tmp_path, "smoke", "cpu", limit_s=1.0)  # a calibration cannot finish in 1 s
+    assert time.monotonic() - t0 < 15
+    assert row["status"].startswith("failed: over its 1 s limit")
+
+
+def test_a_failing_step_fails_the_archive_but_keeps_going(tmp_path, monkeypatch, capsys):
+    broken = ga.Step("broken", 1, "no-such-kind", 0.2, 0)
+    skipped = ga.Step("late", 2, "calibrate", 0.2, 10_000)
+    monkeypatch.setattr(ga, "PLAN", (broken, skipped))
+    summary, failed = ga.archive(tmp_path / "a", budget_s=60, dry_run=True)
+    rows = json.loads(summary.read_text())["steps"]
+    assert failed == 1
+    assert rows[0]["status"].startswith("failed: exit 1") and "KeyError" in rows[0]["status"]
+    assert rows[1]["status"].startswith("skipped")
+    assert "| broken | failed" in (tmp_path / "a" / "summary.md").read_text()
+
+
+def test_bad_input_is_one_clear_error(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    with pytest.raises(RlmLabError, match="not empty"):
+        ga.archive(tmp_path / "full", 100, True)
+    assert (tmp_path / "full" / "x").read_text() == "keep me"
+    with pytest.raises(RlmLabError, match="unknown step"):
+        ga.archive(tmp_path / "new", 100, True, ["ch01_grpo", "ch09_nothing"])
+    with pytest.raises(RlmLabError, match="budget"):
+        ga.archive(tmp_path / "new2", 1, True)
+
+
+def _fake_archive(root: Path, dry_run: bool) -> Path:
+    src = root / "archive"
+    (src / "runs" / "gpu" / "ch01_grpo").mkdir(parents=True)
+    (src / "runs" / "gpu" / "ch01_grpo" / "record.json").write_text("{}")
+    (src / "hardware").mkdir()
+    (src / "hardware" / "nvidia-h200-calibrated-20261201.json").write_text("{}")
+    steps = [{"step": "calibration", "status": "completed", "profile": "hardware/nvidia-h200-calibrated-20261201.json"},
+             {"step": "ch01_grpo", "status": "completed", "record": "runs/gpu/ch01_grpo"},
+             {"step": "ch01_ppo", "status": "failed: exit 1: boom", "record": "runs/gpu/ch01_ppo"}]
+    (src / "summary.json").write_text(json.dumps({"dry_run": dry_run, "steps": steps}))
+    return src
+
+
+def test_adopt_copies_completed_records_and_never_replaces(tmp_path):
+    src, data = _fake_archive(tmp_path, dry_run=False), tmp_path / "data"
+    got = ga.adopt(src, data)
+    assert sorted(p.relative_to(data).as_posix() for p in got) == [
+        "hardware/nvidia-h200-calibrated-20261201.json", "runs/gpu/ch01_grpo"]  # the failed step is left out
+    with pytest.raises(RlmLabError, match="would replace"):
+        ga.adopt(src, data)
+
+
+def test_adopt_refuses_a_dry_run(tmp_path):
+    with pytest.raises(RlmLabError, match="dry run"):
+        ga.adopt(_fake_archive(tmp_path, dry_run=True), tmp_path / "data")
+
+
+def test_rehearsal_through_make_gpu_archive(tmp_path):
+    """`make gpu-archive` as a lent GPU runs it, with --dry-run: CPU, smoke size, every step of the plan."""
+    arch, out = tmp_path / "archive", tmp_path / "out"
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("RLM_SIZE", "MAKEFLAGS")}
+    started = datetime.now().astimezone()
+    proc = subprocess.run(["make", "--no-print-directory", "gpu-archive", f"GPU_PY={sys.executable}",
+                           "GPU_ARGS=--dry-run", "GPU_BUDGET_S=400", "GPU_WHEELS_DIR=", f"GPU_ARCHIVE_DIR={arch}", f"GPU_OUT={out}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((arch / "summary.json").read_text())
+    assert summary["dry_run"] and summary["device"] == "cpu" and summary["size"] == "smoke"
+    assert [r["step"] for r in summary["steps"]] == [s.name for s in ga.PLAN]
+    assert all(r["status"] == "completed" for r in summary["steps"]), summary["steps"]
+    for r in summary["steps"][1:]:
+        record = json.loads((arch / r["record"] / "record.json").read_text())
+        assert record["results"], r["step"]  # a finished run, not an empty shell
+        c = r["compare"]
+        assert c["measured"] > 0
+        pred_file = arch / "predictions" / f"{r['step']}.json"
+        if c["predicted_reference"] is not None:
+            made = datetime.fromisoformat(json.loads(pred_file.read_text())["made"])
+            assert made <= datetime.fromtimestamp((arch / r["record"] / "record.json").stat().st_mtime).astimezone()
+            assert made >= started.replace(microsecond=0)
+    with tarfile.open(out / "gpu-archive.tgz") as tar:  # what the device tool brings back: one file
+        names = tar.getnames()
+    assert f"{arch.name}/summary.md" in names and any(n.endswith("record.json") for n in names)
