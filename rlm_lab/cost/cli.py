@@ -9,6 +9,12 @@ Config (YAML), every key optional; flags override it::
     critic: micro               # PPO only (default: the actor's backbone)
     reward_model: micro         # PPO only
     workload: {prompts: 8, group_size: 4, prompt_len: 8, response: {kind: uniform, low: 4, high: 16}}
+    lora: {rank: 8, targets: [q_proj, v_proj]}   # train LoRA adapters (cost/lora.py)
+    placement: disaggregated    # or {name: disaggregated, rollout_devices: 2} or {sets: [...], roles: {...}}
+    cluster: {devices: 8, kind: gpu, memory_per_device_gib: 80, link_gbps: 50}   # for a placement
+
+Every ``assumed:`` line names a constant of the hardware profile that is not a measurement, and the step
+time without it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 
-CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model", "workload", "brent_p")
+CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model", "workload", "brent_p", "lora",
+               "placement", "cluster")
 DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": "cpu-2core-epyc"}
 
 
@@ -75,7 +82,8 @@ def predict_from_config(cfg: dict):
 
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None}
     return predict(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
-                   critic=cfg.get("critic"), reward_model=cfg.get("reward_model"), beta=cfg.get("beta"))
+                   critic=cfg.get("critic"), reward_model=cfg.get("reward_model"), beta=cfg.get("beta"),
+                   lora=cfg.get("lora"))
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -149,14 +157,16 @@ def register(subparsers) -> None:
     p.add_argument("--response-len", type=int, help="fixed response length")
     p.add_argument("--devices", type=int)
     p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
+    p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank (q_proj, v_proj)")
+    p.add_argument("--placement", help="colocated | disaggregated | split | hybrid: predict that placement")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     cfg = load_config(args.config) if args.config else {}
-    for key in ("model", "algorithm", "hardware", "beta"):
-        if getattr(args, key) is not None:
+    for key in ("model", "algorithm", "hardware", "beta", "lora", "placement"):
+        if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
     wl = dict(cfg.get("workload") or {})
     for key in ("prompts", "group_size", "prompt_len", "devices", "precision"):
@@ -166,9 +176,41 @@ def run(args) -> int:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     cfg["workload"] = wl
     check_inputs(cfg)
+    if cfg.get("placement") is not None:
+        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json)
     pred = predict_from_config(cfg)
+    from .assumed import assumption_lines
+    from .predict import predict
+
+    step = None
+    if pred.fits:
+        def step(prof):
+            return predict(pred.spec, pred.algo, pred.workload, prof, critic=cfg.get("critic"),
+                           reward_model=cfg.get("reward_model"), lora=pred.lora).total_time
+    assumed = assumption_lines(pred.profile, step)
     if args.json:
-        print(json.dumps(pred.to_dict(), indent=2, default=str))
+        print(json.dumps(pred.to_dict() | {"assumed": assumed}, indent=2, default=str))
     else:
-        print(format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))))
+        print("\n".join([format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8))))] + assumed))
     return 0 if pred.fits else 1
+
+
+def _run_placement(cfg: dict, as_json: bool) -> int:
+    """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
+    from .assumed import assumption_lines
+    from .placement import format_placement, predict_placement, predict_placement_from_config
+
+    pp = predict_placement_from_config(cfg)
+    step = None
+    if pp.fits:
+        def step(prof):
+            return predict_placement(pp.placement, cfg["model"], pp.algo, pp.workload, prof,
+                                     pp.cluster, critic=cfg.get("critic"),
+                                     reward_model=cfg.get("reward_model"), lora=pp.lora).step_s
+    assumed = [f"assumed: {a}" for a in pp.assumptions]
+    assumed += assumption_lines(cfg["hardware"], step)
+    if as_json:
+        print(json.dumps(pp.to_dict() | {"assumed": assumed}, indent=2, default=str))
+    else:
+        print("\n".join([format_placement(pp)] + assumed))
+    return 0 if pp.fits else 1

@@ -26,6 +26,7 @@ import types
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
+from ..errors import RlmLabError
 from ..stages import MODELS_HELD
 
 ROLES = ("actor", "rollout", "reference", "critic", "reward")
@@ -33,8 +34,9 @@ KINDS = ("cpu", "gpu")
 SYNCS = ("none", "collective", "object_store")
 
 
-class PlacementError(ValueError):
-    """A placement that cannot run; the message is one line that says what to change."""
+class PlacementError(RlmLabError, ValueError):
+    """A placement that cannot run; the message is one line that says what to change (the CLI prints it as
+    ``rlm-lab: error: ...`` and exits 2, as for every RlmLabError)."""
 
 
 # ---- the cluster ------------------------------------------------------------------------------

@@ -109,3 +109,27 @@ def test_does_not_fit_names_the_set_and_the_numbers(h100):
     assert "set 'train' needs" in msg and "of 24.00" in msg
     with pytest.raises(RlmLabError, match="does not fit"):
         pp.step_s
+
+
+def test_predict_cli_placement_and_assumed_lines(tmp_path, capsys):
+    from rlm_lab.cli import main
+
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("model: small\nalgorithm: grpo\nhardware: h100-sxm\n"
+                   "placement: {name: disaggregated, rollout_devices: 1}\n"
+                   "cluster: {devices: 2, memory_per_device_gib: 80, link_gbps: 25}\n"
+                   "workload: {prompts: 4, group_size: 4, prompt_len: 8, response: 8, precision: bf16-mixed}\n")
+    assert main(["predict", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "set rollout (1 dev, rollout)" in out and "step time:" in out
+    # the datasheet's assumed efficiencies are named, with the step recomputed at eta = 1
+    line = next(x for x in out.splitlines() if x.startswith("assumed: efficiencies eta_F=0.4, eta_B=0.7"))
+    h = load_profile("h100-sxm").to_dict() | {"efficiency": {"matmul": 1.0, "memory": 1.0}, "name": "ideal"}
+    c = Cluster(2, "gpu", 80, 25)
+    ideal = predict_placement(get_placement("disaggregated", c, "grpo", rollout_devices=1), "small", "grpo", WL,
+                              load_profile(h), c).step_s
+    shown = float(line.split("without it the step is ")[1].split(" ms")[0]) / 1e3
+    assert shown == pytest.approx(ideal, rel=5e-3)     # printed with 3 significant digits
+    assert main(["predict", "--placement", "split", "--prompts", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlm-lab: error: ")

@@ -1,0 +1,75 @@
+"""Name every assumed constant a prediction leans on, and how much the prediction moves without it.
+
+A datasheet profile (``kind: datasheet``) holds measured-by-the-vendor peaks (FLOP/s, bandwidth, capacity,
+link) and **assumed** round figures: the efficiencies eta_F and eta_B, the per-call overheads (e.g. a decode
+step's per-layer overhead) and the collectives' latency and per-byte cost (the profile's ``notes`` say so).
+A profile without ``kernels`` uses assumed kernel terms (hardware.py). ``predict`` prints one
+``assumed:`` line per group with the predicted step recomputed without that group (overheads 0, eta = 1,
+alpha = 0): a conclusion that changes with it leans on the assumption (issue 12 item 7).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .hardware import HardwareProfile, load_profile
+
+OVERHEAD_GROUPS = {
+    "decode-step overheads": ("decode_step_base_s", "decode_step_layer_s", "generate_base_s"),
+    "forward/backward call overheads": ("forward_base_s", "forward_layer_s", "forward_grad_base_s",
+                                        "forward_grad_layer_s", "backward_base_s", "backward_layer_s"),
+    "optimizer and op overheads": ("optimizer_base_s", "optimizer_tensor_s", "op_s"),
+}
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x * 1e6:.3g} us" if x < 1e-3 else f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def _variant(prof: HardwareProfile, **changes) -> HardwareProfile:
+    d = prof.to_dict()
+    for key, value in changes.items():
+        d[key] = value
+    d["name"] = prof.name + "-variant"
+    return load_profile(d)
+
+
+def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = None) -> list[str]:
+    """``assumed: ...`` lines for ``profile``; ``step(profile) -> seconds`` (None: labels only) gives each
+    group's sensitivity: the predicted step with that group removed."""
+    prof = load_profile(profile)
+    lines: list[str] = []
+    base = step(prof) if step else None
+
+    def moved(variant: HardwareProfile) -> str:
+        if base is None:
+            return ""
+        t = step(variant)
+        return f"; without it the step is {_fmt_s(t)} ({100 * (t - base) / base:+.0f} %)"
+
+    if prof.kind == "datasheet":
+        for group, keys in OVERHEAD_GROUPS.items():
+            present = {k: prof.overhead[k] for k in keys if prof.overhead.get(k)}
+            if present:
+                vals = ", ".join(f"{k}={_fmt_s(v)}" for k, v in present.items())
+                zeroed = prof.overhead | {k: 0.0 for k in present}
+                lines.append(f"assumed: {group} {vals} (round figures, not measured){moved(_variant(prof, overhead=zeroed))}")
+        eff = prof.efficiency
+        if eff.get("matmul", 1.0) != 1.0 or eff.get("memory", 1.0) != 1.0:
+            lines.append(f"assumed: efficiencies eta_F={eff.get('matmul', 1.0):g}, eta_B={eff.get('memory', 1.0):g} "
+                         f"on the datasheet peaks"
+                         f"{moved(_variant(prof, efficiency={'matmul': 1.0, 'memory': 1.0}))}")
+        ops = prof.collectives.get("ops", {})
+        if ops:
+            alpha = max(o.get("alpha_s", 0.0) for o in ops.values())
+            no_alpha = dict(prof.collectives, ops={k: dict(v, alpha_s=0.0) for k, v in ops.items()})
+            lines.append(f"assumed: collective latency alpha={_fmt_s(alpha)} and per-byte cost from the link's "
+                         f"datasheet figure{moved(_variant(prof, collectives=no_alpha))}")
+    else:
+        missing = [k for keys in OVERHEAD_GROUPS.values() for k in keys if k not in prof.overhead]
+        if missing:
+            lines.append(f"assumed: not in the profile, taken as 0: {', '.join(missing)}")
+    if not prof.kernels_measured:
+        lines.append("assumed: kernel terms not measured on this device: elementwise ops and the log-prob head "
+                     "memory-bound at 3 passes per element, attention at the matmul rate, weights cache-resident")
+    return lines
