@@ -125,6 +125,19 @@ def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "ti
     return _save(fig, path)
 
 
+def _log_y(ax, ys) -> None:
+    """A log y axis that is readable over any span: ticks at 1, 2 and 5 per decade in plain numbers (a
+    span of less than a decade would otherwise get a single labelled tick)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    fmt = ScalarFormatter()
+    fmt.set_scientific(False)
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def curve(xs, series: dict, path=None, xlabel="", ylabel="", title=None, logx=False, logy=False):
     """Lines for ``series`` (``{label: ys}``, a label starting with "predicted" is dashed)."""
     fig = _figure(6.4, 3.6)
@@ -136,7 +149,7 @@ def curve(xs, series: dict, path=None, xlabel="", ylabel="", title=None, logx=Fa
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
-        ax.set_yscale("log")
+        _log_y(ax, [y for ys in series.values() for y in ys])
     ax.legend(frameon=False, fontsize=8)
     ax.set_title(title or "")
     return _save(fig, path)

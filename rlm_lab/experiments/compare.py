@@ -32,10 +32,9 @@ OTHER = "other (not modelled)"      # measured time outside every modelled stage
 def reference_dir(size: str = "cpu"):
     """Where the committed reference records of ``size`` are read from (``data/runs/<size>``), which is
     never where a command writes by default (``rlm_lab.record.runs_root``)."""
-    from .. import record
+    from ..record import reference_root
 
-    # rlm_lab.record.reference_root where it exists; before it did, runs_root pointed at data/runs.
-    return getattr(record, "reference_root", record.runs_root)(size)
+    return reference_root(size)
 
 
 def relative_error(predicted: float, measured: float) -> float:
