@@ -1,0 +1,60 @@
+"""Chapter 4, "Intra-model parallelism": the comparison of the layouts' step times, in numbers the prose
+can quote. The cases, runs and per-layout rows live in ``rlm_lab.parallel.bench`` (suite -> records ->
+``report.rows``); this module is the chapter's *compare* step on those rows (the shape every chapter
+shares: cases -> run -> compare -> table; see :mod:`.compare`).
+
+Three questions, each answered from the rows, never from prose:
+
+1. How far is the predicted step time from the measured one? Median |relative error| over the layouts
+   (the one-process run included), with its verdict against the goals (``compare.BAR``, ``compare.GOAL``).
+2. Relative to one process (the ``slowdown`` columns: a layout's step time over the one-process step
+   time), how far is the predicted slowdown from the measured one? The error common to every layout
+   cancels in this ratio; what is left is what the model misses about the layout itself.
+3. Does the prediction say what the measurement says? How many layouts each calls faster than one
+   process (slowdown < 1), and for how many pairs of layouts the two agree on which is slower
+   (concordant pairs, the count behind Kendall's tau).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+from .compare import verdict
+
+
+def _pairs(rows: list[dict]) -> tuple[int, int]:
+    """(concordant, comparable) pairs of layouts: the predicted and measured slowdowns order them alike."""
+    conc = total = 0
+    for a, b in itertools.combinations(rows, 2):
+        dm = a["slowdown_measured"] - b["slowdown_measured"]
+        dp = a["slowdown_predicted"] - b["slowdown_predicted"]
+        if dm == 0 or dp == 0:
+            continue
+        total += 1
+        conc += (dm > 0) == (dp > 0)
+    return conc, total
+
+
+def summary(rows: list[dict]) -> dict:
+    """The chapter's verdict numbers from ``report.rows`` (rows with ``measured_ms``, ``predicted_ms``,
+    ``time_rel_err``, ``slowdown_measured``, ``slowdown_predicted``, ``layout``). Layouts without a time
+    prediction are left out and counted in ``unpredicted``."""
+    timed = [r for r in rows if r.get("predicted_ms") is not None and r.get("time_rel_err") is not None]
+    ratio = [r for r in timed if r.get("slowdown_predicted") is not None and r["layout"] != "single"]
+    if not timed:
+        return {"layouts": 0, "unpredicted": len(rows)}
+    step_error = statistics.median(abs(r["time_rel_err"]) for r in timed)
+    ratio_errors = [r["slowdown_predicted"] / r["slowdown_measured"] - 1 for r in ratio]
+    slowdown_error = statistics.median(abs(e) for e in ratio_errors) if ratio_errors else float("nan")
+    conc, total = _pairs(ratio)
+    signed = [r["time_rel_err"] for r in timed]
+    return {
+        "layouts": len(timed), "unpredicted": len(rows) - len(timed),
+        "step_error": step_error, "step_verdict": verdict(step_error),
+        "step_error_min": min(signed), "step_error_max": max(signed),
+        "slowdown_error": slowdown_error, "slowdown_verdict": verdict(slowdown_error),
+        "faster_measured": sorted(r["layout"] for r in ratio if r["slowdown_measured"] < 1),
+        "faster_predicted": sorted(r["layout"] for r in ratio if r["slowdown_predicted"] < 1),
+        "compared": len(ratio), "pairs_concordant": conc, "pairs": total,
+    }
