@@ -1,0 +1,305 @@
+"""Run a placement on Ray: one placement group per run (a bundle per resource set), the roles as actors
+pinned to their set, GRPO through TRL, a run record with the measured step and sync, and a merged timeline.
+
+``ray.init()`` starts a local Ray bound to 127.0.0.1 with the dashboard off and ``num_cpus`` from the
+placement; ``address=`` or ``$RAY_ADDRESS`` joins an existing cluster instead
+(https://docs.ray.io/en/latest/ray-core/api/doc/ray.init.html). Placement groups:
+https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html.
+
+Bad input (a placement asking for more CPUs than exist, Ray that cannot start) is one
+:class:`RlmLabError` before anything runs; a worker that dies mid-run fails the run within its timeout
+with one line, the record says ``failed`` and why, and every actor, the placement group and (when this
+module started it) Ray itself are torn down: no orphaned processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .glue import PlacementRunError
+from .spec import Cluster, Placement, PlacementError
+
+RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
+
+
+def ray_processes() -> list[int]:
+    """PIDs of this user's Ray processes (workers, raylet, GCS, log monitor...), from /proc."""
+    out, uid = [], os.getuid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if d.stat().st_uid != uid:
+                continue
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(m in cmd for m in RAY_PROCESS_MARKERS):
+            out.append(int(d.name))
+    return sorted(out)
+
+
+def local_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class RaySession:
+    """A Ray connection: a local Ray of ``num_cpus`` (started, and shut down by :meth:`close`) or a cluster
+    at ``address`` / ``$RAY_ADDRESS`` (joined; only the connection is closed)."""
+
+    def __init__(self, num_cpus: int | None = None, address: str | None = None):
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        try:
+            import ray
+        except ImportError as e:
+            raise RlmLabError(f"Ray is not installed ({e}); pip install -c constraints.txt ray==2.60.0") from None
+        self.ray, self.address = ray, address
+        if ray.is_initialized():
+            self.owned = False
+        else:
+            kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            # On a loaded 2-core machine the raylet's default wait for its metrics agent (Ray's config
+            # ``agent_register_timeout_ms``) ran out here ("Timed out waiting for file .../metrics_agent_port");
+            # give the agent two minutes. A value the user set wins.
+            os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
+            try:
+                if address:
+                    ray.init(address=address, **kw)
+                else:
+                    n = num_cpus or local_cpus()
+                    if n > local_cpus():
+                        raise RlmLabError(f"a local Ray of {n} CPUs was asked for, this machine has {local_cpus()}")
+                    ray.init(num_cpus=n, _node_ip_address="127.0.0.1", **kw)
+            except RlmLabError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for all
+                first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                try:
+                    ray.shutdown()
+                finally:
+                    raise RlmLabError(f"Ray could not start{' at ' + address if address else ''}: {first}") from None
+            self.owned = True
+
+    def cpus(self) -> int:
+        return int(self.ray.cluster_resources().get("CPU", 0))
+
+    def close(self) -> None:
+        if self.owned and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.owned = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def algo_roles(cfg):
+    """What the run places: GRPO with beta = 0 holds no reference model (TRL builds none)."""
+    import types
+
+    models = ("actor", "verifier") if cfg.beta == 0 else ("actor", "reference", "verifier")
+    return types.SimpleNamespace(name=cfg.algo, models=models)
+
+
+def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Placement:
+    """Validate ``placement`` for ``cfg`` on this machine's CPUs (or ``cpus``); one RlmLabError line."""
+    if cfg.algo != "grpo":
+        raise RlmLabError(f"the placement runtime runs GRPO; got algo={cfg.algo!r}")
+    try:
+        return placement.validate(algo_roles(cfg), Cluster(cpus or local_cpus(), "cpu"))
+    except PlacementError as e:
+        raise RlmLabError(str(e)) from None
+
+
+def _sft_checkpoint(cfg) -> Path:
+    """The SFT warm start every placement of one config shares: TRL's SFTTrainer (``rlm_lab.train.sft``),
+    cached under ``<cache>/placement_sft/<cfg.sft_key()>`` and written to a temp folder then renamed, so a
+    crash never leaves half a checkpoint."""
+    import shutil
+
+    from ..models import load, save
+    from ..record import REPO_ROOT
+    from ..tasks import ensure_data, parse_task
+    from ..train.sft import train_sft
+
+    if cfg.sft_checkpoint:
+        return Path(cfg.sft_checkpoint)
+    root = Path(os.environ.get("RLM_CACHE_DIR") or REPO_ROOT / "_build" / "cache") / "placement_sft"
+    folder = root / cfg.sft_key()
+    if (folder / "config.json").exists():
+        return folder
+    task = parse_task(cfg.task)
+    model, tokenizer = load(cfg.model, seed=cfg.seed)
+    tmp = root / f".{folder.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if cfg.sft_steps:
+        train_sft(model, tokenizer, ensure_data(task)["train"], cfg, tmp / "trainer")
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    save(model, tokenizer, tmp)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process cached it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
+                  prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
+                  bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
+                  return_weights: bool = False, command=None) -> dict:
+    """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
+
+    ``prediction`` (made before this call) is stored in the record before the run starts.
+    ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
+    has logged that many steps. Returns the record's results (plus ``weights`` if asked).
+    """
+    from ..record import RunRecord, read_jsonl
+    from .weights import DEFAULT_BUCKET_BYTES, free_port
+
+    bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
+    check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
+    run_dir = Path(run_dir)
+    # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
+    record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
+                                 "timeout_s": timeout_s, "bucket_bytes": bucket_bytes}, command, cfg.seed)
+    record.update(prediction=prediction, load_average_start=_loadavg())
+    try:
+        model_path = _sft_checkpoint(cfg)
+    except BaseException as e:
+        record.fail(e)
+        raise
+    own = session is None
+    session = session or RaySession(num_cpus=placement.devices)
+    ray = session.ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from .workers import RolloutWorker, TrainerWorker
+
+    pg, actors, t_start = None, [], time.perf_counter()
+    try:
+        if session.cpus() < placement.devices:
+            raise RlmLabError(f"placement {placement.name!r} asks for {placement.devices} CPUs, Ray has {session.cpus()}")
+        pg = placement_group([{"CPU": s.devices} for s in placement.sets], strategy="PACK")
+        try:
+            ray.get(pg.ready(), timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise RlmLabError(f"Ray could not reserve {placement.describe()} within {timeout_s:g} s") from None
+        index = {s.name: i for i, s in enumerate(placement.sets)}
+
+        def on(set_name, cls, cpus, *args):
+            opts = dict(num_cpus=cpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=index[set_name]))
+            a = ray.remote(cls).options(**opts).remote(*args)
+            actors.append(a)
+            return a
+
+        train_set = placement.set_of("actor")
+        rollouts = []
+        if placement.rollout_separate:
+            rset = placement.set_of("rollout")
+            per = max(1, rset.devices // rset.dp)
+            rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path)) for _ in range(rset.dp)]
+        trainer = on(train_set.name, TrainerWorker, train_set.devices, train_set.devices)
+        pids = session.ray.get([a.pid.remote() for a in actors], timeout=timeout_s)
+        if placement.sync == "collective" and rollouts:
+            port, world = free_port(), 1 + len(rollouts)
+            refs = [trainer.join_group.remote(port, world, timeout_s)] + \
+                [r.join_group.remote(port, i + 1, world, timeout_s) for i, r in enumerate(rollouts)]
+            ray.get(refs, timeout=timeout_s)
+        t_ready = time.perf_counter()
+        job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
+               "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
+               "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights}
+        ref = trainer.train.remote(job)
+        if kill_rollout_after_step is not None and rollouts:
+            while not ray.wait([ref], timeout=0.2)[0]:
+                rows = read_jsonl(record.metrics_path, torn_tail="drop") if record.metrics_path.exists() else []
+                if sum(1 for r in rows if "reward" in r) >= kill_rollout_after_step:
+                    ray.kill(rollouts[0], no_restart=True)
+                    break
+        try:
+            out = ray.get(ref, timeout=timeout_s * max(1, cfg.rl_steps))
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, RlmLabError):
+                raise PlacementRunError(str(cause)) from None
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            raise PlacementRunError(f"trainer failed: {lines[-1][:200] if lines else type(e).__name__}") from None
+        except ray.exceptions.RayActorError as e:
+            raise PlacementRunError(f"trainer actor died: {type(e).__name__}") from None
+        spans = {"trainer": out["trainer_spans"]}
+        for i, r in enumerate(rollouts):
+            spans[f"rollout{i}"] = ray.get(r.spans.remote(), timeout=timeout_s)
+        results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
+        results["load_average_end"] = _loadavg()
+        _write_timeline(record.dir, placement, out, spans)
+        record.complete(**results)
+        if return_weights:
+            results["weights"] = out["weights"]
+        return results
+    except BaseException as e:
+        record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
+                      seconds_to_failure=round(time.perf_counter() - t_start, 3))
+        record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
+        raise
+    finally:
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already dead
+                pass
+        if pg is not None:
+            try:
+                remove_placement_group(pg)
+            except Exception:  # noqa: BLE001
+                pass
+        if own:
+            session.close()
+
+
+def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s: float, cfg) -> dict:
+    summary = out["tracer_summary"]
+    stages = {k: round(v["mean_s"], 5) for k, v in summary.get("stages", {}).items()}
+    rewards = out["rewards"]
+    return {
+        "placement": placement.name, "describe": placement.describe(),
+        "steps": out["steps"], "rewards": rewards,
+        "reward_first": rewards[0] if rewards else None, "reward_final": rewards[-1] if rewards else None,
+        "step_seconds_median": summary.get("step_wall_s", {}).get("median"),
+        "step_seconds_mean": summary.get("step_wall_s", {}).get("mean"),
+        "steps_timed": summary.get("steps"), "stage_seconds_mean": stages,
+        "train_seconds": round(out["train_seconds"], 3), "startup_seconds": round(startup_s, 3),
+        "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids,
+        "tracer": summary,
+    }
+
+
+def _write_timeline(folder: Path, placement: Placement, out: dict, spans: dict) -> None:
+    """trace.json (one Perfetto/Chrome trace, a process per actor) and timeline.png (one Gantt)."""
+    from ..record import atomic_write_json
+    from ..trace_merge import gantt, merge
+
+    processes = {"trainer": {"steps": out["tracer_steps"], "t0": out["tracer_t0"], "spans": spans["trainer"]}}
+    for name, sp in spans.items():
+        if name != "trainer":
+            processes[name] = {"spans": sp}
+    trace = merge(processes, t0=out["tracer_t0"])
+    atomic_write_json(folder / "trace.json", trace)
+    gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")

@@ -1,0 +1,172 @@
+"""The roles as Ray actors: the trainer (TRL's ``GRPOTrainer``, unchanged but for ``rollout_func``) and the
+rollout workers. Plain classes here; :mod:`rlm_lab.placement.runtime` makes them Ray actors
+(``ray.remote(cls).options(num_cpus=..., scheduling_strategy=PlacementGroupSchedulingStrategy(...))``,
+https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html), so this module imports no Ray.
+
+Each worker pins itself to its cores: Ray reserves ``num_cpus`` for it and the worker sets
+``torch.set_num_threads`` to the same number.
+
+Spans (for the merged timeline, :mod:`rlm_lab.trace_merge`) are ``time.perf_counter()`` seconds: on Linux
+that is CLOCK_MONOTONIC, one clock for every process of the machine, so spans of different actors line up
+without clock-offset estimation (a multi-node cluster would need one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def _pin(threads: int) -> None:
+    import torch
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's "experimental" warning
+    torch.set_num_threads(max(1, int(threads)))
+
+
+class RolloutWorker:
+    """Holds a copy of the policy and generates with :class:`RolloutEngine`; receives weights by broadcast
+    (``receive_weights``) or from the object store (``load_state``)."""
+
+    def __init__(self, threads: int, model_path: str, lora=None):
+        _pin(threads)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        from ..models import load
+
+        model, _ = load(model_path)
+        if lora:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(**lora))
+        self.model, self.engine, self.group, self.threads = model, None, None, threads
+        self._early_spans: list[dict] = []
+
+    def configure(self, gen: dict, pad_token_id: int, eos_token_ids) -> bool:
+        """TRL's generation settings, sent by the trainer once its GRPOTrainer exists."""
+        from .rollout import RolloutEngine
+
+        self.engine = RolloutEngine(self.model, gen, pad_token_id, eos_token_ids)
+        self.engine.spans.extend(self._early_spans)
+        return True
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def join_group(self, port: int, rank: int, world: int, timeout_s: float) -> int:
+        from .weights import make_group
+
+        self.group = make_group("127.0.0.1", port, rank, world, timeout_s)
+        return rank
+
+    def receive_weights(self, bucket_bytes: int) -> dict:
+        from .weights import broadcast_weights
+
+        t0 = time.perf_counter()
+        info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
+        self._spans().append({"name": "receive_weights", "stage": "weight_sync", "start": t0,
+                                  "end": time.perf_counter()})
+        return info
+
+    def load_state(self, state: dict) -> int:
+        from .weights import load_synced
+
+        t0 = time.perf_counter()
+        n = load_synced(self.model, state)
+        self._spans().append({"name": "load_state(object store)", "stage": "weight_sync", "start": t0,
+                                  "end": time.perf_counter()})
+        return n
+
+    def generate(self, prompt_ids: list[list[int]], seed: int) -> dict:
+        return self.engine.generate(prompt_ids, seed)
+
+    def _spans(self) -> list[dict]:
+        return self.engine.spans if self.engine is not None else self._early_spans
+
+    def spans(self) -> list[dict]:
+        return list(self._spans())
+
+    def close(self) -> None:
+        self.group = None  # drops the gloo backend and its store
+
+
+class TrainerWorker:
+    """Runs one GRPO training (SFT checkpoint -> ``cfg.rl_steps`` steps) with generation delegated to the
+    rollout workers, or done in-process when there are none (colocated)."""
+
+    def __init__(self, threads: int):
+        _pin(threads)
+        self.threads = threads
+        self.group = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def join_group(self, port: int, world: int, timeout_s: float) -> int:
+        from .weights import make_group
+
+        self.group = make_group("127.0.0.1", port, 0, world, timeout_s)
+        return 0
+
+    def close(self) -> None:
+        self.group = None
+
+    def train(self, job: dict) -> dict:
+        """``job``: cfg (RunConfig dict), model_path, metrics_path, rollouts (actor handles; empty for
+        colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
+        import tempfile
+
+        from transformers import TrainerCallback
+        from transformers.utils import logging as hf_logging
+
+        from ..record import append_jsonl
+        from ..tasks import ensure_data, parse_task
+        from ..train.config import from_dict
+        from ..train.rl import make_trainer
+        from ..train.run import quiet_progress
+        from .glue import RolloutGlue
+
+        hf_logging.disable_progress_bar()
+        cfg = from_dict(job["cfg"])
+        task = parse_task(cfg.task)
+        rows = ensure_data(task)["train"]
+        metrics_path = job.get("metrics_path")
+
+        class Metrics(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if metrics_path and logs:
+                    append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
+
+        with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch:
+            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()])
+            quiet_progress(trainer)
+            glue = RolloutGlue(trainer, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
+                               seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"])
+            # TRL reads ``self.rollout_func`` only in ``_generate``; setting it here is what passing
+            # ``rollout_func=`` to the constructor does (make_trainer builds the trainer for every run).
+            trainer.rollout_func = glue
+            from ..train.tracer import trace
+
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            t0 = time.perf_counter()
+            trainer.train()
+            seconds = time.perf_counter() - t0
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        logs = [r for r in trainer.state.log_history if "reward" in r]
+        out = {
+            "rewards": [r["reward"] for r in logs],
+            "step_time": [r.get("step_time") for r in logs],
+            "train_seconds": seconds,
+            "steps": trainer.state.global_step,
+            "tracer_steps": tracer.steps,
+            "tracer_summary": tracer.summary(),
+            "tracer_t0": getattr(tracer, "_t0", t0),
+            "trainer_spans": glue.spans,
+            "sync": glue.sync_stats(),
+            "pid": os.getpid(),
+            "threads": self.threads,
+        }
+        if job.get("return_weights"):
+            out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+        return out
