@@ -3,6 +3,12 @@
     rlm-lab train --algo grpo --task arithmetic:digits=2 --size cpu
     rlm-lab train --algo ppo --size smoke --set rl_steps=20 --set beta=0.04
     rlm-lab train --config run.yaml --out runs/mine
+    rlm-lab train --resume _build/runs/cpu/grpo_arithmetic_digits2_micro_s0
+
+Runs go to _build/runs/<size>/<name> unless --out says otherwise (the committed reference runs under
+data/runs/ are written only with an explicit --out). A folder that already holds a run is refused unless
+--force (the old run is then moved to <parent>/.replaced/ and named). --resume continues an interrupted
+run from its last checkpoint with the config it was started with.
 
 Layers, later wins: preset(algo, size, task) <- --config YAML <- --set key=value <- explicit flags.
 No torch/TRL import here: ``rlm-lab train --help`` and config errors are instant.
@@ -34,6 +40,10 @@ def register(sub):
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any RunConfig field, e.g. --set rl_steps=100 (repeatable)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.add_argument("--force", action="store_true",
+                   help="replace a run already in the output folder (it is moved to <parent>/.replaced/)")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the interrupted run in DIR from its last checkpoint (its own config)")
     p.set_defaults(func=_train)
     return p
 
@@ -41,6 +51,8 @@ def register(sub):
 def _train(args):
     from .config import make_config
 
+    if args.resume:
+        return _resume(args)
     cfg = make_config(args.algo, args.size, args.task, config_file=args.config, overrides=args.overrides,
                       model=args.model, seed=args.seed, out=args.out)
     if args.print_config:
@@ -53,11 +65,35 @@ def _train(args):
     check_output_location(cfg.run_dir)  # an unwritable --out fails now, not after SFT
     from .run import run
 
-    record = run(cfg, command=["rlm-lab", *sys.argv[1:]])
+    record = run(cfg, command=["rlm-lab", *sys.argv[1:]], force=args.force)
+    _summary(cfg, record)
+    return 0
+
+
+def _resume(args):
+    from ..errors import RlmLabError
+
+    given = [f"--{k.replace('_', '-')}" for k in ("algo", "task", "size", "model", "seed", "config", "out")
+             if getattr(args, k) is not None] + (["--set"] if args.overrides else []) + \
+        (["--force"] if args.force else [])
+    if given:
+        raise RlmLabError(f"--resume continues a run with the config it was started with; drop {', '.join(given)}")
+    from .run import resume_config, run
+
+    cfg = resume_config(args.resume)
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        return 0
+    _summary(cfg, run(cfg, command=["rlm-lab", *sys.argv[1:]], resume=True))
+    return 0
+
+
+def _summary(cfg, record) -> None:
     r = record.results
     print(f"{cfg.algo} on {r['task']}: held-out accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} "
           f"({r['eval_problems']} problems), total {r['total_seconds']:.0f} s; record: {record.dir}")
     if cfg.size == "smoke":
         print("(smoke size checks that the pipeline runs: a nano model and a few steps learn nothing, so an "
               "accuracy of 0.000 is expected; --size cpu learns)")
-    return 0

@@ -9,10 +9,18 @@
   TRL metrics: loss, reward, reward_std, completion lengths, kl, ...), plus a row with
   ``eval_accuracy`` every ``eval_every`` steps, so accuracy and reward curves come from one file.
 
-The SFT model is cached on disk under a hash of the fields that decide it (``RunConfig.sft_key``),
-so a GRPO run and a PPO run with the same SFT settings start from the *same* weights, and the second
-one does not retrain. The record says whether its SFT phase was cached (its SFT wall time is then
-the time the cached run took).
+The SFT model is cached on disk under a hash of what decides it (``sft.sft_cache_key``: the SFT
+fields of the config and the task file's contents), so a GRPO run and a PPO run with the same SFT
+settings start from the *same* weights, and the second one does not retrain. The record says whether
+its SFT phase was cached (its SFT wall time is then the time the cached run took).
+
+Lifecycle (``rlm_lab.records``): the record is opened (folder locked; an existing run there needs
+``force``) before any work; it ends ``completed``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed: why``.
+The RL phase checkpoints through the Trainer's own ``save_steps`` into ``<run_dir>/checkpoints``;
+``run(cfg, resume=True)`` (``rlm-lab train --resume DIR``) continues an unfinished run from its last
+checkpoint with ``Trainer.train(resume_from_checkpoint=...)``: model, optimizer, scheduler, RNG states
+and data position come back, so the result equals an uninterrupted run with the same seed
+(tests/records/test_resume.py). A completed run deletes its checkpoints.
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from ..errors import RlmLabError
 from ..record import REPO_ROOT, RunRecord, atomic_write_json, read_jsonl
+from ..records.lifecycle import atomic_write_json_lines
+
+CHECKPOINTS = "checkpoints"
 from .callbacks import quiet_progress
 
 
@@ -64,46 +74,66 @@ def _throughput(log_history: list[dict], seconds: float) -> float | None:
     return round(tokens[-1] / seconds, 1) if tokens and seconds > 0 else None
 
 
-def _train_sft(cfg, task, train_rows, record, evaluator, callbacks):
+def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, log_cached: bool = True):
     """Train the SFT model (or reuse the cached one); returns (model_path, info dict)."""
     from ..models import load, save
     from .sft import train_sft
 
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint), {"sft_cached": True, "sft_checkpoint": cfg.sft_checkpoint}
-    folder = cache_root() / "sft" / cfg.sft_key()
+    folder = cache_root() / "sft" / key
+    _clean_stale_cache_temps(folder.parent)
     info_path = folder / "sft_info.json"
     if info_path.exists() and (folder / "config.json").exists():
         info = json.loads(info_path.read_text())
-        for row in read_jsonl(folder / "sft_metrics.jsonl"):
-            record.log(row)  # the curve starts where the cached SFT run started
+        if log_cached:
+            for row in read_jsonl(folder / "sft_metrics.jsonl"):
+                record.log(row)  # the curve starts where the cached SFT run started
         return folder, {**info, "sft_cached": True}
 
     model, tokenizer = load(cfg.model, seed=cfg.seed)
-    with tempfile.TemporaryDirectory(prefix="rlm_sft_") as scratch:
-        sft_record = _Tee(record, Path(scratch) / "sft_metrics.jsonl")
-        cb = _record_callback(sft_record, "sft", evaluator, cfg.eval_every)
-        t0, c0 = time.perf_counter(), cpu_time()
-        trainer = train_sft(model, tokenizer, train_rows, cfg, Path(scratch) / "trainer", [cb, *callbacks]) \
-            if cfg.sft_steps else None
-        seconds = time.perf_counter() - t0
-        info = {"sft_seconds": round(seconds, 3), "sft_cpu_seconds": round(cpu_time() - c0, 3),
-                "sft_steps": cfg.sft_steps, "sft_key": cfg.sft_key(),
-                "sft_train_tokens_per_s": _throughput(trainer.state.log_history, seconds) if trainer else None}
-        if trainer is not None:
-            losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
-            info["sft_final_loss"] = losses[-1] if losses else None
-        # Write the checkpoint next to its final place, then rename: a crash never leaves a half cache.
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent if folder.parent.exists()
-                                    else _mkdir(folder.parent)))
-        save(model, tokenizer, tmp)
-        shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
-            if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
-        atomic_write_json(tmp / "sft_info.json", info)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+    scratch = record.scratch("sft")  # in the run folder: removed at the end, or by the next start after a SIGKILL
+    sft_record = _Tee(record, Path(scratch) / "sft_metrics.jsonl")
+    cb = _record_callback(sft_record, "sft", evaluator, cfg.eval_every)
+    t0, c0 = time.perf_counter(), cpu_time()
+    trainer = train_sft(model, tokenizer, train_rows, cfg, Path(scratch) / "trainer", [cb, *callbacks]) \
+        if cfg.sft_steps else None
+    seconds = time.perf_counter() - t0
+    info = {"sft_seconds": round(seconds, 3), "sft_cpu_seconds": round(cpu_time() - c0, 3),
+            "sft_steps": cfg.sft_steps, "sft_key": key,
+            "sft_train_tokens_per_s": _throughput(trainer.state.log_history, seconds) if trainer else None}
+    if trainer is not None:
+        losses = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+        info["sft_final_loss"] = losses[-1] if losses else None
+    # Write the checkpoint next to its final place, then rename: a crash never leaves a half cache
+    # (a killed writer's temp folder carries its pid; the next run removes it if that pid is gone).
+    tmp = _mkdir(folder.parent) / f".{folder.name}.{os.getpid()}.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save(model, tokenizer, tmp)
+    shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
+        if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
+    atomic_write_json(tmp / "sft_info.json", info)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    shutil.rmtree(scratch, ignore_errors=True)
     return folder, {**info, "sft_cached": False}
+
+
+def _clean_stale_cache_temps(root: Path) -> None:
+    """Remove ``.<key>.<pid>.tmp`` folders of SFT cache writers that died (SIGKILL) before the rename."""
+    if not root.exists():
+        return
+    for p in root.glob(".*.tmp"):
+        try:
+            pid = int(p.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)  # raises if no such process
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except (ValueError, IndexError, PermissionError):
+            continue
 
 
 def cpu_time() -> float:
@@ -131,14 +161,71 @@ class _Tee:
         self._append(self.path, row)
 
 
-def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
-    """Run ``cfg`` (SFT -> eval -> RL -> eval) and return its RunRecord. ``callbacks`` are extra
-    ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's."""
+def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = False,
+        resume: bool = False) -> RunRecord:
+    """Run ``cfg`` (SFT -> eval -> RL -> eval) and return its completed RunRecord. ``callbacks`` are extra
+    ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's.
+    ``force``: replace a run already in ``cfg.run_dir`` (moved aside, and said). ``resume``: continue the
+    unfinished run in ``cfg.run_dir`` from its last checkpoint."""
+    # The folder first (lock, no-overwrite check): a refused run costs no import and no work.
+    record = RunRecord.reopen(cfg.run_dir) if resume else \
+        RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed, force=force)
+    try:
+        _run(record, cfg, callbacks, reward_funcs, resume)
+    except KeyboardInterrupt:
+        record.interrupt()
+        raise
+    except BaseException as e:
+        record.fail(e)
+        raise
+    return record
+
+
+def resume_config(run_dir):
+    """The RunConfig an unfinished run in ``run_dir`` was started with (from its record)."""
+    from ..record import read_record_file
+    from .config import from_dict
+
+    cfg = from_dict(read_record_file(run_dir)["config"])
+    return cfg if Path(cfg.run_dir).resolve() == Path(run_dir).resolve() else cfg.replace(out=str(run_dir))
+
+
+def last_checkpoint(run_dir) -> Path | None:
+    """The newest ``checkpoint-<step>`` the Trainer saved in ``<run_dir>/checkpoints`` (None if none)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = Path(run_dir) / CHECKPOINTS
+    found = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    return Path(found) if found else None
+
+
+def checkpoint_steps(cfg) -> int:
+    """Save every this many RL steps: ~10 checkpoints a run, at least every 50 steps (a killed cpu-size run
+    loses minutes, not the run). ``--set extra='{"save_steps": N}'`` overrides it (TRL's own field)."""
+    return max(1, min(50, cfg.rl_steps // 10))
+
+
+def _prepare_resume(record: RunRecord, cfg) -> tuple[Path | None, bool]:
+    """Keep the metric rows the checkpoint covers; returns (checkpoint, whether SFT rows are kept)."""
+    ckpt = last_checkpoint(record.dir)
+    step = int(ckpt.name.rsplit("-", 1)[1]) if ckpt else None
+    rows = record.metrics()  # reopen() already dropped a torn last line
+    keep = [r for r in rows if r.get("phase") == "sft" or (step is not None and r.get("step", 0) <= step)]
+    if ckpt is None:
+        keep = []  # nothing to continue from: start the run again, in place (SFT comes from its cache)
+    atomic_write_json_lines(record.metrics_path, keep)
+    record.data["results"] = {}
+    record.update(resumed_from_step=step or 0)
+    return ckpt, any(r.get("phase") == "sft" for r in keep)
+
+
+def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool) -> None:
     import torch
 
     from ..models import load
-    from ..tasks import ensure_data, parse_task
+    from ..tasks import data_paths, ensure_data, parse_task
     from .evaluate import evaluate, test_rows
+    from .sft import sft_cache_key
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -147,10 +234,11 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
 
         hf_logging.disable_progress_bar()
     t_start, c_start = time.perf_counter(), cpu_time()
+    ckpt, sft_logged = _prepare_resume(record, cfg) if resume else (None, False)
     task = parse_task(cfg.task)
     train_rows = ensure_data(task)["train"]
+    key = sft_cache_key(cfg, data_paths(task)["train"])
     eval_rows = test_rows(task, cfg.eval_problems)
-    record = RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed)
 
     def evaluator(model):
         return evaluate(model, tokenizer_, task, eval_rows, cfg.eval_max_new_tokens, cfg.eval_batch_size)
@@ -159,18 +247,20 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
 
     tokenizer_ = char_tokenizer() if not ("/" in cfg.model and not Path(cfg.model).exists()) else load(cfg.model)[1]
     results: dict = {"algo": cfg.algo, "task": task.slug, "eval_problems": cfg.eval_problems}
+    if resume:
+        results["resumed_from_step"] = record.results.get("resumed_from_step", 0)
 
     if cfg.algo == "sft":
         model, tokenizer_ = load(cfg.model, seed=cfg.seed)
         before = evaluator(model)
-        path, info = _train_sft(cfg, task, train_rows, record, evaluator, callbacks)
+        path, info = _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key, not sft_logged)
         after = evaluator(load(str(path))[0])
         results.update(info, **_eval_results(before, after), total_seconds=round(time.perf_counter() - t_start, 3),
                        total_cpu_seconds=round(cpu_time() - c_start, 3))
-        record.update(**results)
-        return record
+        record.complete(**results)
+        return
 
-    sft_path, info = _train_sft(cfg, task, train_rows, record, evaluator, ())
+    sft_path, info = _train_sft(cfg, task, train_rows, record, evaluator, (), key, not sft_logged)
     results.update(info)
     model, tokenizer_ = load(str(sft_path))
     before = evaluator(model)
@@ -180,20 +270,20 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
 
     offset = cfg.sft_steps
     cb = _record_callback(record, cfg.algo, evaluator, cfg.eval_every, step_offset=offset)
-    with tempfile.TemporaryDirectory(prefix=f"rlm_{cfg.algo}_") as scratch:
-        trainer = make_trainer(cfg, sft_path, train_rows, task, scratch, [cb, *callbacks], reward_funcs)
-        cb.trainer = trainer
-        quiet_progress(trainer)
-        if cfg.trace:
-            try:
-                from .tracer import trace
-            except ImportError as e:
-                raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
-                                  "run with --set trace=false") from None
-            trace(trainer, record=record)
-        t0, c0 = time.perf_counter(), cpu_time()
-        trainer.train()
-        rl_seconds, rl_cpu = time.perf_counter() - t0, cpu_time() - c0
+    trainer = make_trainer(cfg, sft_path, train_rows, task, record.dir / CHECKPOINTS, [cb, *callbacks], reward_funcs)
+    _checkpointing(trainer, cfg)
+    cb.trainer = trainer
+    quiet_progress(trainer)
+    if cfg.trace:
+        try:
+            from .tracer import trace
+        except ImportError as e:
+            raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
+                              "run with --set trace=false") from None
+        trace(trainer, record=record)
+    t0, c0 = time.perf_counter(), cpu_time()
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    rl_seconds, rl_cpu = time.perf_counter() - t0, cpu_time() - c0
     model = trainer.accelerator.unwrap_model(trainer.model)
     after = evaluator(model)
 
@@ -222,9 +312,23 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None) -> RunRecord:
         per_step = completion_tokens / len(logs) / cfg.num_iterations
         results["rl_gen_tokens_per_s"] = round(per_step / gen["mean_s"], 1)
         results["rl_generate_share"] = round(gen.get("share", 0.0), 3)
-    record.update(**results)
+    shutil.rmtree(record.dir / CHECKPOINTS, ignore_errors=True)  # a completed run is never resumed
+    record.complete(**results)
     record.trainer = trainer  # in memory only: lets a notebook look at the trained model
-    return record
+
+
+def _checkpointing(trainer, cfg) -> None:
+    """Turn on the Trainer's own step checkpoints (model, optimizer, scheduler, RNG, data position: what
+    ``resume_from_checkpoint`` needs), keeping only the newest. Set here, on the built trainer's args,
+    because ``trainer_switches`` (shared with SFT, which is cached instead) turns saving off."""
+    args = trainer.args
+    if "save_strategy" in cfg.extra:
+        return  # the reader's own choice, passed to TRL as-is
+    from transformers.trainer_utils import SaveStrategy
+
+    args.save_strategy = SaveStrategy.STEPS
+    args.save_steps = cfg.extra.get("save_steps", checkpoint_steps(cfg))
+    args.save_total_limit = cfg.extra.get("save_total_limit", 1)
 
 
 def _loadavg() -> list[float] | None:

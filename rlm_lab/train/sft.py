@@ -16,6 +16,20 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def sft_cache_key(cfg, task_file: str | Path) -> str:
+    """The SFT cache folder's name: a hash of the config fields that decide the SFT model
+    (``RunConfig.sft_key``) and of the task file's bytes, so an edited or regenerated task file never
+    reuses a model trained on the old one."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    digest.update(cfg.sft_key().encode())
+    with open(task_file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 def sft_dataset(rows: list[dict], tokenizer, n: int | None = None):
     """The first ``n`` rows ``{"prompt", "answer"}`` (cycled if needed) -> a tokenized ``datasets.Dataset``
     with ``input_ids`` (prompt + answer + EOS) and ``labels`` (-100 on prompt tokens)."""

@@ -60,7 +60,7 @@ def test_sft_then_grpo_writes_a_complete_record_and_updates_every_parameter(tiny
     assert any(x["phase"] == "sft" and "loss" in x for x in rows)
     assert [x["step"] for x in rows if "eval_accuracy" in x and x["phase"] == "grpo"] == [2]
 
-    sft_model, _ = load(str(cache_root() / "sft" / cfg.sft_key()))
+    sft_model, _ = load(str(cache_root() / "sft" / r["sft_key"]))
     after = rec.trainer.model
     before = dict(sft_model.named_parameters())
     unchanged = [n for n, p in after.named_parameters()
