@@ -24,6 +24,7 @@ COMMANDS = {
     "calibrate": "rlm_lab.cost.calibrate",
     "parallel": "rlm_lab.parallel.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
+    "launches": "rlm_lab.launches",
 }
 
 
