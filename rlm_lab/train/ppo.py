@@ -15,9 +15,12 @@ GRPO lacks is added by overriding three methods (all private to TRL 1.16, hence 
   clipped value loss with a critic step (stage ``critic_update``) on every micro-batch; the critic's
   optimizer steps when the actor's does (accelerate's gradient-sync flag).
 
-The critic is a stock ``AutoModelForTokenClassification`` (num_labels=1) initialised from the policy's
-weights (or loaded from ``value_model_path``), with its own AdamW, prepared by the trainer's accelerator,
-so DDP wraps it like the actor. The reward source is the verifier (TRL reward functions, the default) or
+The critic (:mod:`rlm_lab.train.critic`) is a stock ``AutoModelForTokenClassification`` with its own AdamW and
+LR schedule, trained through the actor's accelerator (``accelerator.backward``, ``no_sync``, the shared fp16
+``GradScaler``) and saved/resumed with the actor in ``<checkpoint>/critic/``. A completion that no reward
+function could score (every function returned None, TRL's NaN) is treated as TRL treats it in GRPO
+(``GRPOTrainer._generate_and_score_completions``, "unscorable"): no learning signal, i.e. advantage 0 on its
+tokens, no value target, and left out of the whitening statistics and the logged score. The reward source is the verifier (TRL reward functions, the default) or
 a reward model (``AutoModelForSequenceClassification``, trained by :mod:`rlm_lab.train.reward_model`)
 passed to TRL as a model reward function; the verifier functions are then still run and logged, with
 weight 0, so the log shows how well the reward model's reward tracks true correctness. With beta > 0 the
@@ -28,7 +31,8 @@ GRPO, but uses no group statistics: the baseline is the critic, advantages are p
 
 Ignored (compared with InstructGPT/OpenRLHF PPO): no adaptive KL controller (beta is fixed), no
 entropy bonus, no critic warm-up phase, no value-head-on-the-policy variant; DeepSpeed cannot prepare
-the second trainable model through the Trainer and is refused. Stage names follow
+the second trainable model through the Trainer and is refused. GRPOConfig options that this PPO would
+silently ignore are refused when the config is built (``IGNORED_OPTIONS``). Stage names follow
 ``rlm_lab.stages.Stage`` and are emitted through TRL's own ``profiling_context`` (nested in TRL's
 ``_prepare_inputs`` / ``compute_loss`` spans, as TRL's reward-function spans are nested in
 ``_calculate_rewards``).
@@ -36,7 +40,7 @@ the second trainable model through the Trainer and is refused. Stage names follo
 
 from __future__ import annotations
 
-import copy
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -48,8 +52,25 @@ from ..errors import RlmLabError
 from ..tasks import checked
 from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
     masked_whiten, token_rewards
+from .critic import CriticTrainer, build_critic
 
 REWARD_SOURCES = ("verifier", "reward_model")
+# The token-loss normalisations PPO implements, named as TRL's ``loss_type`` (grpo_trainer.py ``_compute_loss``):
+# "bnpo" = mean over the micro-batch's tokens; "dapo" = sum over tokens / tokens of the whole accumulated batch.
+LOSS_TYPES = ("dapo", "bnpo")
+# GRPOConfig options read by the GRPOTrainer methods PPO overrides (``_compute_loss``, the advantage part of
+# ``_generate_and_score_completions``) and by nothing else, with the value at which ignoring them is harmless;
+# any other value is refused. (option, harmless value, what it is)
+IGNORED_OPTIONS = (
+    ("top_entropy_quantile", 1.0, "token masking by entropy (Wang et al. arXiv 2506.01939)"),
+    ("importance_sampling_level", "token", "sequence-level importance ratios (GSPO, arXiv 2507.18071)"),
+    ("delta", None, "two-sided clipping of the ratio"),
+    ("off_policy_mask_threshold", None, "off-policy sequence masking"),
+    ("entropy_coef", 0.0, "an entropy bonus in the loss"),
+    ("use_adaptive_entropy", False, "an adaptive entropy bonus"),
+    ("scale_rewards", "group", "GRPO's reward normalisation (PPO's baseline is the critic)"),
+    ("multi_objective_aggregation", "sum_then_normalize", "normalising each reward function before the sum"),
+)
 _CHECKED_CODE = checked(lambda completions, **kw: []).__code__  # every checked() wrapper shares this code
 
 
@@ -84,37 +105,20 @@ class PPOConfig(GRPOConfig):
             raise RlmLabError("PPO needs cliprange_value > 0 and vf_coef > 0")
         if self.critic_learning_rate is None:
             self.critic_learning_rate = self.learning_rate
+        self._refuse_ignored_options()
 
-
-def build_critic(policy, value_model_path: str | None = None):
-    """A value model: ``AutoModelForTokenClassification`` (num_labels=1) with the policy's backbone weights.
-
-    The score head starts at zero, so every first value is 0 and the first advantages are the rewards.
-    Dropout is off (values must be deterministic for the clipped value loss).
-    """
-    from transformers import AutoModelForTokenClassification
-
-    if value_model_path:
-        critic = AutoModelForTokenClassification.from_pretrained(value_model_path, num_labels=1, classifier_dropout=0.0)
-    else:
-        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
-        config = copy.deepcopy(base.config)
-        config.num_labels, config.classifier_dropout = 1, 0.0
-        critic = AutoModelForTokenClassification.from_config(config)
-        critic.to(dtype=next(base.parameters()).dtype)
-        prefix = critic.base_model_prefix
-        try:
-            getattr(critic, prefix).load_state_dict(getattr(base, prefix).state_dict())
-        except (RuntimeError, AttributeError) as e:
-            raise RlmLabError(f"cannot copy the policy's weights into a critic ({type(e).__name__}); "
-                              "pass value_model_path=<folder of a causal LM> in the PPO config") from None
-        nn.init.zeros_(critic.score.weight)
-        if critic.score.bias is not None:
-            nn.init.zeros_(critic.score.bias)
-    from trl.trainer.utils import disable_dropout_in_model
-
-    disable_dropout_in_model(critic)
-    return critic
+    def _refuse_ignored_options(self) -> None:
+        """One clear error for a GRPOConfig option this PPO would silently ignore (module doc)."""
+        if self.loss_type not in LOSS_TYPES:
+            raise RlmLabError(f"PPO implements loss_type {' or '.join(map(repr, LOSS_TYPES))}, not "
+                              f"{self.loss_type!r} (a GRPO variant's loss)")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            raise RlmLabError("PPO does not apply vLLM importance-sampling correction; set "
+                              "vllm_importance_sampling_correction=False (or use_vllm=False)")
+        for name, harmless, what in IGNORED_OPTIONS:
+            value = getattr(self, name)
+            if value != harmless:
+                raise RlmLabError(f"PPO ignores {name} ({what}); leave it at {harmless!r}, got {value!r}")
 
 
 class PPOTrainer(GRPOTrainer):
@@ -159,10 +163,21 @@ class PPOTrainer(GRPOTrainer):
                               "prepare; run PPO without DeepSpeed (single process or DDP via torchrun)")
         if value_model is None:
             value_model = build_critic(self.accelerator.unwrap_model(self.model), args.value_model_path)
-        critic_optimizer = torch.optim.AdamW(value_model.parameters(), lr=args.critic_learning_rate,
-                                             weight_decay=0.0, eps=args.adam_epsilon)
-        self.critic, self.critic_optimizer = self.accelerator.prepare(value_model, critic_optimizer)
+        self.critic_trainer = CriticTrainer(self.accelerator, value_model, args.critic_learning_rate,
+                                            args.adam_epsilon)
         self._ppo_rewards_per_func = None
+
+    @property
+    def critic(self) -> nn.Module:
+        return self.critic_trainer.model
+
+    @property
+    def critic_optimizer(self) -> torch.optim.Optimizer:
+        return self.critic_trainer.optimizer
+
+    @property
+    def critic_scheduler(self):
+        return self.critic_trainer.scheduler
 
     # ---- what the run holds --------------------------------------------------------------------------
     @property
@@ -182,8 +197,9 @@ class PPOTrainer(GRPOTrainer):
         self._ppo_rewards_per_func = out  # gathered over processes: (world * local_batch, n_funcs)
         return out
 
-    def _local_scores(self, n_local: int) -> torch.Tensor:
-        """This process's sequence scores: the weighted sum of the reward functions over its own completions.
+    def _local_scores(self, n_local: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(scores, scored)`` of this process's completions: the weighted sum of the reward functions, and
+        False where every function returned None (TRL's NaN; the score is then 0 and must not be used).
 
         TRL gathers the per-function rewards of all processes, rank-major, into ``(world * n_local, n_funcs)``;
         this process's rows are the slice TRL itself keeps for its advantages (``process_slice`` in
@@ -191,29 +207,23 @@ class PPOTrainer(GRPOTrainer):
         """
         rank = self.accelerator.process_index
         per_func = self._ppo_rewards_per_func[rank * n_local:(rank + 1) * n_local]
-        return (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(1)
-
-    def _critic_values(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int) -> torch.Tensor:
-        """V(s_t) for every completion position t: the critic's output at the token *before* t."""
-        chunks = []
-        for start in range(0, input_ids.size(0), batch_size):
-            out = self.critic(input_ids=input_ids[start:start + batch_size],
-                              attention_mask=attention_mask[start:start + batch_size])
-            chunks.append(out.logits[:, -logits_to_keep - 1:-1, 0].float())
-        return torch.cat(chunks, 0)
+        scored = ~torch.isnan(per_func).all(1)
+        return (per_func * self.reward_weights.to(per_func.device).unsqueeze(0)).nansum(1), scored
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         batch_size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
 
-        scores = self._local_scores(len(inputs))
+        scores, scored = self._local_scores(len(inputs))
 
         prompt_ids, completion_ids = out["prompt_ids"], out["completion_ids"]
         input_ids = torch.cat([prompt_ids, completion_ids], 1)
         attention_mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
         logits_to_keep = completion_ids.size(1)
         mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
+        # Tokens of completions with a score: the only ones that carry advantages and value targets.
+        mask = mask * scored.unsqueeze(1).to(mask.dtype)
 
         with torch.no_grad():
             old_logps = out.get("old_per_token_logps")
@@ -223,9 +233,8 @@ class PPOTrainer(GRPOTrainer):
                 old_logps, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size)
                 out["old_per_token_logps"] = old_logps
-            self.critic.eval()
             with profiling_context(self, "values"):
-                values = self._critic_values(input_ids, attention_mask, logits_to_keep, batch_size)
+                values = self.critic_trainer.values(input_ids, attention_mask, logits_to_keep, batch_size)
             with profiling_context(self, "advantage"):
                 logps = old_logps if old_logps is not None else torch.zeros_like(values)
                 rewards, kl = token_rewards(scores, logps, ref_logps, mask, self.beta)
@@ -233,11 +242,11 @@ class PPOTrainer(GRPOTrainer):
                 if self.args.whiten_advantages:
                     advantages = masked_whiten(advantages, mask)
 
-        out.update(advantages=advantages, values=values, returns=returns)
+        out.update(advantages=advantages, values=values * mask, returns=returns, value_mask=mask)
         m = self._metrics[mode]
         gather = self.accelerator.gather
         fmask = mask.float()
-        m["ppo/score"].append(gather(scores).mean().item())
+        m["ppo/score"].append(gather(torch.where(scored, scores, torch.nan)).nanmean().item())
         if ref_logps is not None:  # per token, like GRPO's "kl" (here the sampled k1 estimator)
             m["kl"].append(gather(masked_mean(kl, fmask)).mean().item())
         m["ppo/non_score_reward"].append(gather(-self.beta * (kl * fmask).sum(1)).mean().item())
@@ -267,11 +276,16 @@ class PPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         normalizer = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         loss = pg_loss / normalizer
+        if self.loss_type == "dapo":  # TRL's dapo normaliser: tokens of the accumulated batch, all processes
+            tokens = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                tokens = tokens * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+            loss = pg_loss * fmask.sum() / tokens
         if self.aux_loss_enabled:
             loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
 
         if mode == "train":
-            self._critic_step(input_ids, attention_mask, logits_to_keep, inputs, fmask, normalizer)
+            self._critic_step(input_ids, attention_mask, logits_to_keep, inputs, normalizer)
 
         m, reduce = self._metrics[mode], self.accelerator.gather
         m["policy_loss"].append(reduce(pg_loss.detach()).mean().item())
@@ -280,26 +294,37 @@ class PPOTrainer(GRPOTrainer):
         m["entropy"].append(reduce(masked_mean(entropies.detach(), fmask)).mean().item())
         return loss
 
-    def _critic_step(self, input_ids, attention_mask, logits_to_keep, inputs, fmask, normalizer):
-        """One critic forward + backward (+ AdamW step when the actor steps): the clipped value loss."""
+    def _critic_step(self, input_ids, attention_mask, logits_to_keep, inputs, normalizer):
+        """One critic forward + backward (+ its optimizer step when the actor steps): the clipped value loss."""
+        vmask = inputs["value_mask"].float()
+        ct = self.critic_trainer
         with profiling_context(self, "critic_update"):
-            self.critic.train()
-            values = self.critic(input_ids=input_ids, attention_mask=attention_mask).logits
-            values = values[:, -logits_to_keep - 1:-1, 0].float()
-            vf_loss, vf_clipfrac = clipped_value_loss(values, inputs["values"], inputs["returns"], fmask,
-                                                      self.args.cliprange_value)
-            # Plain backward, not accelerator.backward: keeps the stage tracer's actor-backward span clean;
-            # DDP's gradient hooks still all-reduce the critic's gradients.
-            (self.args.vf_coef * vf_loss / normalizer).backward()
+            with ct.accumulating():
+                values = ct.train_values(input_ids, attention_mask, logits_to_keep)
+                vf_loss, vf_clipfrac = clipped_value_loss(values, inputs["values"], inputs["returns"], vmask,
+                                                          self.args.cliprange_value)
+                ct.backward(self.args.vf_coef * vf_loss / normalizer)
             if self.accelerator.sync_gradients:
-                if self.args.max_grad_norm:
-                    self.accelerator.clip_grad_norm_(self.critic.parameters(), self.args.max_grad_norm)
-                self.critic_optimizer.step()
-                self.critic_optimizer.zero_grad()
+                ct.step(self.args.max_grad_norm)
         m, reduce = self._metrics["train"], self.accelerator.gather
         m["value_loss"].append(reduce(vf_loss.detach()).mean().item())
         m["ppo/value_clipfrac"].append(reduce(vf_clipfrac).mean().item())
 
-    def save_critic(self, folder) -> None:
-        """Save the critic (the Trainer's ``save_model`` saves the actor only)."""
-        self.accelerator.unwrap_model(self.critic).save_pretrained(folder)
+    # ---- the critic's schedule and checkpoints, beside the actor's -----------------------------------
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        scheduler = super().create_scheduler(num_training_steps, optimizer)
+        self.critic_trainer.make_scheduler(self.args, num_training_steps)
+        return scheduler
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            self.critic_trainer.save(folder, with_optimizer=not self.args.save_only_model)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            self.critic_trainer.load(checkpoint)

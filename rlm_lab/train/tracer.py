@@ -12,7 +12,8 @@ boundaries of an RL step:
   ``_get_per_token_logps_and_entropies``, ``compute_loss``, ...) but only reports them to wandb/mlflow.
   We wrap ``ProfilingContext.__enter__/__exit__`` once per process; the wrapper does nothing unless a
   tracer is active, so the run computes exactly what it computes without it.
-* ``trainer.accelerator.backward`` (instance attribute) times the backward pass.
+* ``trainer.accelerator.backward`` (instance attribute) times the backward pass: the actor's, or, inside our
+  PPO's ``critic_update`` span, the critic's (then part of that stage, not of ``actor_backward``).
 * ``trainer._get_per_token_logps_and_entropies`` (instance attribute) tells which model the log-prob
   pass runs on: the reference model (or a PEFT model with its adapter disabled) is ``ref_logprob``,
   a no-grad pass on the policy is ``old_logprob``, a pass with grad is the training forward.
@@ -284,7 +285,8 @@ def _make_tracer_class():
                 orig_backward = accel.backward
 
                 def backward(*args, **kwargs):
-                    self._open("accelerator.backward", Stage.ACTOR_BACKWARD)
+                    critic = any(f.stage is Stage.CRITIC_UPDATE for f in self._stack)
+                    self._open("accelerator.backward", Stage.CRITIC_UPDATE if critic else Stage.ACTOR_BACKWARD)
                     try:
                         return orig_backward(*args, **kwargs)
                     finally:

@@ -32,6 +32,7 @@ from trl import GRPOTrainer  # noqa: E402
 from rlm_lab.models import build_model, load, save  # noqa: E402
 from rlm_lab.tasks import ensure_data, get_task  # noqa: E402
 from rlm_lab.train import ppo  # noqa: E402
+from rlm_lab.train.critic import CriticTrainer  # noqa: E402
 from rlm_lab.train.ppo import PPOConfig, PPOTrainer  # noqa: E402
 
 BETA, GAMMA, LAM = 0.2, 0.9, 0.8
@@ -136,14 +137,15 @@ def worst(used, expected):
 
 def broken_values(self, input_ids, attention_mask, logits_to_keep, batch_size):
     """Off by one: V(s_t) read at token t's own position instead of the one before it."""
-    out = self.critic(input_ids=input_ids, attention_mask=attention_mask)
+    with torch.no_grad():
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
     return out.logits[:, -logits_to_keep:, 0].float()
 
 
 def broken_slice(self, n_local):
     """Always rank 0's rows."""
     per_func = self._ppo_rewards_per_func[:n_local]
-    return (per_func * self.reward_weights.unsqueeze(0)).nansum(1)
+    return (per_func * self.reward_weights.unsqueeze(0)).nansum(1), ~torch.isnan(per_func).all(1)
 
 
 def flipped_kl(scores, logps, ref_logps, mask, beta):
@@ -154,7 +156,7 @@ def flipped_kl(scores, logps, ref_logps, mask, beta):
 REAL_TOKEN_REWARDS = ppo.token_rewards
 MUTANTS = {
     "none": None,
-    "value_off_by_one": (PPOTrainer, "_critic_values", broken_values),
+    "value_off_by_one": (CriticTrainer, "values", broken_values),
     "rank_0_slice": (PPOTrainer, "_local_scores", broken_slice),
     "kl_sign": (ppo, "token_rewards", flipped_kl),
 }
