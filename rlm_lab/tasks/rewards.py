@@ -90,7 +90,8 @@ def check_rewards(name: str, out, n: int) -> list:
 
 
 def _is_bool(v) -> bool:
-    return type(v).__name__ == "bool_"  # numpy.bool_ is not registered as a numbers.Real
+    # numpy's bool (numpy.bool_) is not registered as a numbers.Real; TRL's torch.tensor takes it as 0/1
+    return type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")
 
 
 def checked(fn):
