@@ -33,7 +33,7 @@ STAGE_ORDER = (Stage.WEIGHT_SYNC, Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_L
                Stage.VALUES, Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE,
                Stage.OPTIMIZER)
 
-# Which models each algorithm holds (paper-notes Sec. 2.2, 2.7). "verifier" is a rule, not a network.
+# Which models each algorithm holds (HybridFlow arXiv 2409.19256 Sec. 2.1; InstructGPT arXiv 2203.02155; DeepSeekMath arXiv 2402.03300). "verifier" is a rule, not a network.
 MODELS_HELD = {
     "ppo": ("actor", "critic", "reference", "reward"),
     "grpo": ("actor", "reference", "verifier"),
