@@ -12,7 +12,7 @@ Groups: one per decoder layer plus the root (embedding, final norm, LM head), as
 ``reshard_after_forward=True`` every group, the root included, is re-gathered in the backward pass
 (counted on torch 2.13: 2·(L+1) all-gathers per step).
 
-Prediction, per rank per step, message bytes M and ring wire bytes (paper-notes §3.4; ZeRO, Rajbhandari
+Prediction, per rank per step, message bytes M and ring wire bytes (ZeRO, Rajbhandari
 et al. 1910.02054; FSDP, Zhao et al. 2304.11277). Ψ_g = padded bytes of group g (FSDP2 pads dim 0 of
 every parameter to a multiple of d):
 
@@ -21,7 +21,7 @@ every parameter to a multiple of d):
 * ZeRO-2: all-gather Σ_g Ψ_g + reduce-scatter Σ_g Ψ_g: wire 2(d-1)/d·Ψ, same as DDP;
 * ZeRO-1 (PyTorch's implementation): all-reduce Ψ (DDP) + broadcast Ψ (updated shards), not the
   paper's reduce-scatter + all-gather: message volume 2Ψ.
-On gloo every reduce-scatter runs as an all-reduce (torch-dist-cpu.md), so its real wire volume is
+On gloo every reduce-scatter runs as an all-reduce (the torch profiler shows gloo:all_reduce for c10d reduce_scatter), so its real wire volume is
 2(d-1)/d, not (d-1)/d; the counter records what FSDP2 issues.
 
 Memory per rank (AdamW, fp32, 4 bytes/element, N parameters): ZeRO-1 4N + 4N + 8N/d;
@@ -109,7 +109,7 @@ def predicted_bytes(groups: list[int], d: int, zero: int, param_bytes: int | Non
 
 
 def predicted_memory(n_params: int, d: int, zero: int, bytes_per: int = 4) -> dict:
-    """Model-state bytes per rank between steps (paper-notes §2.5, ZeRO Fig. 1), AdamW."""
+    """Model-state bytes per rank between steps (ZeRO, arXiv 1910.02054, Fig. 1), AdamW."""
     shard = bytes_per * n_params / d
     if zero == 1:
         return {"params": bytes_per * n_params, "grads": bytes_per * n_params, "optimizer": 2 * shard}
