@@ -14,7 +14,7 @@ input; all-to-all and send/recv -> the tensor sent/received. This is the ``M`` o
 The bytes a rank puts on the wire depend on the algorithm; :func:`wire_bytes` applies the ring factors
 of ``rlm_lab.cost.comm`` (all-reduce 2(d-1)/d, all-gather / reduce-scatter / all-to-all (d-1)/d,
 point-to-point 1), the
-standard alpha-beta accounting (Thakur, Rabenseifner & Gropp 2005; paper-notes §3.4). It ignores that
+standard alpha-beta accounting (Thakur, Rabenseifner & Gropp 2005, doi 10.1177/1094342005051521). It ignores that
 gloo picks its own algorithms and that **gloo runs reduce-scatter as an all-reduce**
 (``c10d::_reduce_scatter_base_`` -> ``gloo:all_reduce`` in the profiler): the counter records what was
 *issued* (a reduce-scatter), so on gloo the real wire volume of reduce-scatters is about twice
