@@ -3,7 +3,7 @@
 RLHF-style PPO scores completions with a learned reward model (InstructGPT, arXiv 2203.02155, Sec. 3.5).
 Our tasks have an exact verifier, so a reward model is not needed to learn; it exists so a run can
 hold (and the book can measure) the same four networks as InstructGPT-style PPO: actor, critic,
-reference and reward model (paper-notes Sec. 2.2).
+reference and reward model (InstructGPT, arXiv 2203.02155).
 
 Pairs (Bradley-Terry, trained with TRL's ``RewardTrainer``): for each training prompt, *chosen* is the
 reference answer (correct by construction, checked by the verifier) and *rejected* is a completion the
