@@ -18,8 +18,9 @@ from ..sizes import check_size
 ALGOS = ("sft", "grpo", "rloo", "ppo")  # the algorithms a preset (and hence a RunConfig) exists for
 
 _COMMON = dict(
-    # One intra-op thread on CPU: these models are too small to gain from a second thread (trl-on-cpu.md
-    # §4), and on a machine shared with other jobs two spinning OpenMP threads made a micro-model training
+    # One intra-op thread on CPU: these models are too small to gain from a second thread (measured on
+    # the 2-core machine of the cpu records), and on a machine shared with other jobs two spinning
+    # OpenMP threads made a micro-model training
     # step 16x slower (8.6 s vs 0.55 s measured here at load ~14). On CUDA the setting only affects the host.
     threads=1,
     lr_scheduler="constant",
