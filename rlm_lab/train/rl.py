@@ -6,13 +6,13 @@ reward functions (``rlm_lab.tasks.reward_funcs``: correctness 1.0 + format 0.1, 
 ``checked`` so a crashing reward stops the run with one line naming it) and one ``RunConfig``:
 RLOO is literally one config field away from GRPO.
 
-Advantages (paper-notes §2.3): GRPO z-scores each reward inside its group of G completions of one
+Advantages (GRPO: arXiv 2402.03300 Sec. 4.1.2; RLOO: arXiv 2402.14740): GRPO z-scores each reward inside its group of G completions of one
 prompt, A_i = (r_i - mean(r)) / std(r) (Shao et al. 2024, https://arxiv.org/abs/2402.03300);
 RLOO uses the leave-one-out baseline A_i = r_i - mean_{j != i} r_j (Ahmadian et al. 2024,
 https://arxiv.org/abs/2402.14740); PPO learns a value function and uses GAE per token.
 
 The model is passed as a *path* on disk: with beta > 0 TRL builds the reference model from
-``model.config._name_or_path`` and an in-memory model has none (trl-on-cpu.md §2).
+``model.config._name_or_path`` and an in-memory model has none (TRL resolves the model by name for it).
 """
 
 from __future__ import annotations
