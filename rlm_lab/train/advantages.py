@@ -85,7 +85,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
     next_value = torch.zeros_like(rewards[:, 0])
     next_mask = torch.zeros_like(rewards[:, 0])
     # A backward-in-time loop: T is the completion length (a few to a few thousand tokens), and each
-    # step is one vectorised op over the batch, so the loop is not the cost (paper-notes Sec. 2.3).
+    # step is one vectorised op over the batch, so the loop is not the cost.
     for t in reversed(range(T)):
         delta = rewards[:, t] + gamma * next_value * next_mask - values[:, t]
         next_adv = (delta + gamma * lam * next_mask * next_adv) * mask[:, t]
