@@ -1,7 +1,7 @@
 """Collective communication: bytes each rank sends (ring algorithms) and alpha-beta time.
 
 Bytes sent per rank for a tensor of S bytes (the full, unsharded size) over d ranks, ring
-algorithms (Thakur, Rabenseifner & Gropp 2005; the "2(N-1)/N" factor, paper-notes Sec. 3.4):
+algorithms (Thakur, Rabenseifner & Gropp 2005, doi 10.1177/1094342005051521: the "2(N-1)/N" factor):
 
     all_reduce       2 (d-1)/d * S      (reduce-scatter + all-gather)
     all_gather       (d-1)/d * S        (S = gathered output size)
@@ -39,7 +39,7 @@ def ring_factor(op: str, world: int, backend: str = "nccl") -> float:
         return 1.0
     d = world
     if op == "reduce_scatter" and backend == "gloo":
-        op = "all_reduce"  # gloo: reduce-scatter is implemented as an all-reduce (torch-dist-cpu.md)
+        op = "all_reduce"  # gloo: reduce-scatter is implemented as an all-reduce (the torch profiler shows gloo:all_reduce for c10d reduce_scatter)
     return (2.0 if op == "all_reduce" else 1.0) * (d - 1) / d
 
 
@@ -62,7 +62,7 @@ def collective_time(op: str, nbytes: float, world: int, profile) -> float:
     return alpha + fit["beta_s_per_byte"] * bytes_per_rank(op, nbytes, world, profile.backend)
 
 
-# ---- volumes of the intra-model parallelisms (paper-notes Sec. 3.4, 3.7) ------------------------
+# ---- volumes of the intra-model parallelisms (Megatron-LM arXiv 1909.08053; ZeRO arXiv 1910.02054; sequence parallelism arXiv 2205.05198) ------------------------
 
 def dp_allreduce_bytes(grad_bytes: float, dp: int) -> float:
     """Data parallel: ring all-reduce of the gradients, 2(d-1)/d * Psi per rank per step."""
@@ -106,5 +106,5 @@ def ep_all_to_all_bytes(tokens: int, top_k: int, hidden: int, ep: int, dtype_byt
 
 
 def weight_sync_time(param_bytes: float, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
-    """Disaggregated weight sync: Psi / BW_link + latency (paper-notes Sec. 3.6-3.7, H7)."""
+    """Disaggregated weight sync: Psi / BW_link + latency (HybridFlow, arXiv 2409.19256, Sec. 5.4)."""
     return param_bytes / link_bytes_per_s + latency_s
