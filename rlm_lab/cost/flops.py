@@ -18,7 +18,7 @@ norms and gathers cost nothing. Then, for one sequence of S tokens:
   ``attention_flops(..., causal=True)`` = 2 L d_attn S (S + 1), about half. Decode is causal by
   construction: step k attends to its c = P + k cached keys (:func:`decode_flops`).
 * backward = 2 x forward: one product for the input gradient, one for the weight gradient
-  ("2 (forward) + 4 (backward) = 6 FLOPs per parameter per token", paper-notes Sec. 2.4). Exact
+  ("2 (forward) + 4 (backward) = 6 FLOPs per parameter per token", Kaplan et al., arXiv 2001.08361). Exact
   for matmuls when every weight and activation needs a gradient.
 * Activation recomputation adds one forward: Narayanan et al. 2104.04473 eq. 3 (96 = 4 x 24).
 
@@ -79,7 +79,7 @@ def decode_flops(spec: ModelSpec, prompt_len: int, response_len: int) -> int:
 
         sum_k [2 N_mm + 4 L d_attn (P + k)] = (R-1) 2 N_mm + 4 L d_attn ((R-1) P + (R-1) R / 2)
 
-    (paper-notes Sec. 2.4, W_dec, with the exact step count of a KV-cached decoder).
+    (Kaplan et al., arXiv 2001.08361, with the exact step count of a KV-cached decoder).
     """
     steps = max(response_len - 1, 0)
     ctx_sum = steps * prompt_len + steps * (steps + 1) // 2
@@ -88,7 +88,7 @@ def decode_flops(spec: ModelSpec, prompt_len: int, response_len: int) -> int:
 
 def decode_step_flops(spec: ModelSpec, batch: int, context: int) -> int:
     """One decode step of ``batch`` sequences whose KV cache holds ``context`` tokens each:
-    b * f(N, c) with f = 2 N_mm + 4 L d_attn c (paper-notes Sec. 2.4/2.6)."""
+    b * f(N, c) with f = 2 N_mm + 4 L d_attn c (Kaplan et al., arXiv 2001.08361)."""
     return batch * (matmul_flops(spec, 1) + attention_flops(spec, 1, context))
 
 
