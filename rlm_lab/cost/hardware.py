@@ -31,7 +31,7 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                                  not fit in the last-level cache
 
 The roofline time of one operator is max(FLOPs / (eta_F F), bytes / (eta_B BW)) (Williams,
-Waterman & Patterson, CACM 2009; paper-notes Sec. 2.6), with F read from ``matmul_curve`` when the
+Waterman & Patterson, CACM 2009, doi 10.1145/1498765.1498785), with F read from ``matmul_curve`` when the
 profile has one, because small products on CPU run far below the peak.
 """
 
@@ -97,7 +97,7 @@ class HardwareProfile:
 
     def roofline_time(self, flops: float, nbytes: float, gemm_flops: float | None = None,
                       dtype: str = "bf16") -> float:
-        """max(FLOPs / F_eff, bytes / BW_eff) seconds (paper-notes Sec. 2.6)."""
+        """max(FLOPs / F_eff, bytes / BW_eff) seconds (roofline, Williams et al., CACM 2009)."""
         rate = self.matmul_rate(flops if gemm_flops is None else gemm_flops, dtype)
         return max(flops / rate if flops else 0.0, nbytes / self.bandwidth() if nbytes else 0.0)
 
