@@ -7,7 +7,7 @@ activations; and ZeRO sharding of the training state.
   m, v): ZeRO, Rajbhandari et al., arXiv 1910.02054, Sec. 3.1 ("(2 + 2 + K) Psi, K = 12").
 * ZeRO per device with d data-parallel ranks (same paper, Fig. 1): stage 1 4N + 12N/d,
   stage 2 2N + 14N/d, stage 3 16N/d.
-* KV cache: kappa * tokens with kappa = 2 L n_kv d_h bytes (paper-notes Sec. 2.1, 2.5).
+* KV cache: kappa * tokens with kappa = 2 L n_kv d_h bytes (K and V of every layer).
 * Activations per layer per micro-batch: s b h (34 + 5 a s / h) bytes at 2 bytes/element,
   Korthikanti et al., arXiv 2205.05198, Sec. 4.1 (a GPT block with a 4h MLP); scaled here by
   bytes/2 for fp32. An estimate: a SwiGLU MLP and fused kernels change the constant.
@@ -124,7 +124,7 @@ _FIELDS = ("weights", "gradients", "optimizer", "kv_cache", "activations")
 
 def model_memory(spec: ModelSpec, trainable: bool, precision: str = "bf16-mixed") -> MemoryBreakdown:
     """Persistent bytes of one held model: 2N for a frozen bf16 model, 16N for a trainable one
-    (paper-notes Sec. 2.5: PPO = 16N + 16N_c + 2N + 2N_r; GRPO = 16N + 2N)."""
+    (ZeRO's 16N per trained and 2N per frozen model, arXiv 1910.02054: PPO = 16N + 16N_c + 2N + 2N_r; GRPO = 16N + 2N)."""
     w, g, o = check_precision(precision)
     n = spec.params
     if not trainable:
