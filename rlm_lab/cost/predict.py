@@ -2,7 +2,7 @@
 
     predict("micro", "grpo", Workload(...), "cpu-2core-epyc") -> Prediction
 
-Stage costs (paper-notes Sec. 2.4 FLOPs, Sec. 2.5 memory, Sec. 2.6 time, Sec. 3.2-3.3 work-depth):
+Stage costs (FLOPs: Kaplan et al., arXiv 2001.08361; memory: ZeRO, arXiv 1910.02054; time: roofline, Williams et al., CACM 2009; work-depth: Brent, JACM 1974, and Blelloch, CACM 1996):
 
 * prefill: a forward of P tokens per generated row (per prompt with prefix sharing), logits of the
   last position only.
@@ -191,7 +191,7 @@ class _Assembler:
 
     # -- helpers --
     def _persistent(self) -> M.MemoryBreakdown:
-        """Model states held for the whole iteration (paper-notes Sec. 2.5): the trainable actor
+        """Model states held for the whole iteration (ZeRO, arXiv 1910.02054): the trainable actor
         (and critic) with AdamW state, frozen reference and reward weights. Gradients are counted
         only while training runs: the Trainer frees them (``zero_grad(set_to_none=True)``) after
         each optimizer step."""
