@@ -12,7 +12,7 @@ Parameter count (exact for the transformers implementations of these families):
 
 "Matmul parameters per token" are the weights a token multiplies with (the active ones for MoE):
 the forward pass costs 2 FLOPs per such weight per token (Kaplan et al. 2001.08361, Sec. 2.1;
-paper-notes Sec. 2.4). Embedding lookups are gathers, not matmuls, so they cost no FLOPs.
+Kaplan et al., arXiv 2001.08361). Embedding lookups are gathers, not matmuls, so they cost no FLOPs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..errors import RlmLabError
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The shape of one decoder-only LM, in the notation of paper-notes Sec. 2.1."""
+    """The shape of one decoder-only LM (L layers, hidden size h, n_kv KV heads of size d_h)."""
 
     name: str
     arch: str            # llama | qwen2 | mistral | mixtral | qwen2_moe
@@ -123,7 +123,7 @@ class ModelSpec:
         return n + (self.head_width * h if lm_head else 0)
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """kappa = 2 * L * n_kv * d_h * bytes (K and V of every layer; paper-notes Sec. 2.1)."""
+        """kappa = 2 * L * n_kv * d_h * bytes (K and V of every layer)."""
         return 2 * self.layers * self.kv_dim * dtype_bytes
 
     def to_dict(self) -> dict:
