@@ -7,11 +7,11 @@ the layers' elementwise work, the log-prob head, plus per-call overhead.
              + head(rows, V)                             (log-prob head, calibrate.bench_logprob_head)
              + overhead(L)
 
-* Roofline per operator: paper-notes Sec. 2.6 (t = max(FLOPs/(eta_F F), bytes/(eta_B BW))), after
+* Roofline per operator (Williams, Waterman & Patterson, CACM 2009: t = max(FLOPs/(eta_F F), bytes/(eta_B BW))), after
   Williams, Waterman & Patterson, "Roofline", CACM 52(4) 2009. F depends on the size of the
   product when the profile has a measured curve (small products run far below peak on CPU).
 * Decode step: t_step(b, c) = sum_g max(...) with b tokens, reading the weights once and the KV
-  cache b * c * kappa, plus a per-step overhead (paper-notes Sec. 2.6: max((2N + b c kappa)/BW,
+  cache b * c * kappa, plus a per-step overhead (max((2N + b c kappa)/BW,
   b f(N, c)/F) + per-call latency). With tiny models on CPU the overhead (Python dispatch of every
   op of every layer, sampling) dominates: t_step ~ decode_step_base_s + L * decode_step_layer_s.
 * transformers' DynamicCache appends by ``torch.cat``: each step copies the KV cache (read + write)
@@ -137,7 +137,7 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
                      dtype_bytes: int | None = None, kv_append: bool = True) -> float:
     """t_step(b, c): one token for each of ``batch`` sequences whose KV cache holds ``context`` tokens.
 
-    paper-notes Sec. 2.6. Flat in b while the weight read (or the per-step overhead) dominates;
+    A roofline per step. Flat in b while the weight read (or the per-step overhead) dominates;
     linear in b beyond the knee b* ~ F/BW. ``kv_append``: the cache grows by ``torch.cat``
     (transformers' DynamicCache, the static engine); False for a paged cache (vLLM-style engines).
     """
@@ -172,7 +172,7 @@ def optimizer_time(spec: ModelSpec, profile, state_bytes_per_param: int = 4, sha
 
 def generate_time(spec: ModelSpec, profile, prompt_len: int, lengths, batch: int | None = None,
                   engine: str = "static", dtype: str = "bf16", dtype_bytes: int | None = None) -> float:
-    """One ``generate`` call producing ``lengths`` tokens for its rows (paper-notes Sec. 2.6):
+    """One ``generate`` call producing ``lengths`` tokens for its rows (a roofline per decode step):
 
         T_gen = t_prefill(b, P) + generate setup + sum_{k=1}^{R_max - 1} t_step(b_k, P + k)
 
