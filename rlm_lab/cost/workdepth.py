@@ -1,6 +1,6 @@
 """Work and depth of one RL iteration: its dependency graph, W, D and Brent's bounds.
 
-The iteration is a DAG whose nodes are stages (paper-notes Sec. 3.3):
+The iteration is a DAG whose nodes are stages (Brent, JACM 1974, doi 10.1145/321812.321815; Blelloch, CACM 1996):
 
     prefill -> decode -> {old_logprob, ref_logprob, reward, values} -> advantage
             -> {actor_forward -> actor_backward -> optimizer, critic_update} -> weight_sync
@@ -110,7 +110,7 @@ class WorkDepth:
 
 def tail_bubble(lengths) -> float:
     """Idle fraction of decode slots under a synchronous barrier: 1 - sum R_i / (n R_max)
-    (paper-notes Sec. 2.6, 4.4; constant step time assumed)."""
+    (the idle share of a static batch's decode slots; constant step time assumed)."""
     lengths = list(lengths)
     if not lengths or min(lengths) < 0:
         raise RlmLabError("tail_bubble needs a non-empty list of non-negative lengths")
@@ -121,7 +121,7 @@ def tail_bubble(lengths) -> float:
 def dynamic_sampling_inflation(p: float, group_size: int) -> float:
     """Expected generation work inflation of DAPO's dynamic sampling: 1 / (1 - p^G - (1-p)^G),
     with per-prompt success probability p (a group is useless when all G answers agree;
-    paper-notes Sec. 4.6)."""
+    DAPO's dynamic sampling, arXiv 2503.14476)."""
     if not 0 <= p <= 1 or group_size < 1:
         raise RlmLabError("dynamic_sampling_inflation needs 0 <= p <= 1 and group_size >= 1")
     useless = p ** group_size + (1 - p) ** group_size
