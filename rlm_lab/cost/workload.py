@@ -1,7 +1,7 @@
 """What one RL iteration does: the algorithm (models held, passes run) and the workload (batch
 shape, response lengths, epochs, mini-batches, precision).
 
-Algorithms (paper-notes Sec. 2.2, 2.7): PPO holds actor, critic, reference and reward model;
+Algorithms (HybridFlow arXiv 2409.19256 Sec. 2.1; InstructGPT arXiv 2203.02155; DeepSeekMath arXiv 2402.03300): PPO holds actor, critic, reference and reward model;
 GRPO, RLOO and REINFORCE++ hold actor and reference (reward = a rule); DAPO-style drops the
 reference (beta = 0). Response lengths are materialized deterministically as the n quantiles
 (i + 0.5) / n of the chosen distribution, so a prediction never depends on a random seed.
