@@ -1,4 +1,4 @@
-"""Collective volumes: ring factors, gloo specifics, and paper-notes Sec. 3.7 golden numbers."""
+"""Collective volumes: ring factors, gloo specifics, and hand-computed golden numbers for a 7B-class model."""
 
 import pytest
 
@@ -15,7 +15,7 @@ def test_ring_factors():
     assert C.ring_factor("all_to_all", 2) == 0.5
     assert C.ring_factor("send_recv", 8) == 1.0
     assert C.ring_factor("all_reduce", 1) == 0.0
-    # gloo: FSDP2's reduce-scatter runs as an all-reduce (torch-dist-cpu.md)
+    # gloo: FSDP2's reduce-scatter runs as an all-reduce (the torch profiler shows gloo:all_reduce for c10d reduce_scatter)
     assert C.ring_factor("reduce_scatter", 4, backend="gloo") == C.ring_factor("all_reduce", 4)
     with pytest.raises(RlmLabError, match="all_reduce"):
         C.ring_factor("allreduce", 2)
