@@ -29,7 +29,7 @@ def test_datasheet_profiles_are_labelled(name):
 
 
 def test_h200_ridge_batch():
-    """paper-notes Sec. 2.6: b* ~ F/BW tokens: H100 ~295, H200 ~206, A100 ~156 (bf16, peaks)."""
+    """Roofline ridge point (Williams et al., CACM 2009): b* ~ F/BW tokens: H100 ~295, H200 ~206, A100 ~156 (bf16, peaks)."""
     ridge = {n: load_profile(n).peak_flops("bf16") / load_profile(n).memory_bandwidth for n in DATASHEET[:3]}
     assert ridge["h100-sxm"] == pytest.approx(295, abs=2)
     assert ridge["h200"] == pytest.approx(206, abs=2)
