@@ -60,7 +60,7 @@ def test_zero_and_mixed_precision_golden():
 
 
 def test_kv_golden_paper_notes():
-    """paper-notes Sec. 2.5: 7B-class kappa = 56 KiB; B=64, G=8, P=512, R=4096 -> ~135 GB of KV."""
+    """By hand: 7B-class kappa = 56 KiB; B=64, G=8, P=512, R=4096 -> ~135 GB of KV."""
     from rlm_lab.cost.spec import spec_from_dict
 
     spec = spec_from_dict({"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
