@@ -1,4 +1,4 @@
-"""predict(): paper-notes Sec. 3.8 worked example as golden values, Sec. 2.4 per-token identities,
+"""predict(): a hand-computed worked example as golden values, Kaplan's per-token identities,
 limits, monotonicity, and bad input (memory, unknown profile, malformed workload)."""
 
 from pathlib import Path
@@ -37,7 +37,7 @@ def _sec38(**over):
 
 
 def test_worked_example_sec_3_8(ideal_h200):
-    """Hand-computed in paper-notes Sec. 3.8 (rounded there, hence the tolerances)."""
+    """Hand-computed worked example (rounded by hand, hence the tolerances)."""
     p = predict(QWEN_1_5B, "grpo", _sec38(), ideal_h200)
     spec = model_spec(QWEN_1_5B)
     assert spec.params == pytest.approx(1.54e9, rel=0.01)
@@ -63,7 +63,7 @@ def test_worked_example_sec_3_8(ideal_h200):
 
 
 def test_per_token_flops_20N_and_10N():
-    """paper-notes Sec. 2.4: per token, equal-size models, E = 1, no attention: PPO 20N, GRPO 10N (+2N old)."""
+    """Kaplan et al. (arXiv 2001.08361) counts summed over the passes: per token, equal-size models, E = 1, no attention: PPO 20N, GRPO 10N (+2N old)."""
     spec = model_spec("small")
     n_mm = spec.matmul_params_per_token()
     fwd = F.matmul_flops(spec, 1)  # attention excluded, as in the notes' per-token totals
