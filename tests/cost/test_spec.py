@@ -52,7 +52,7 @@ def test_hub_config_dict_qwen7b():
            "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False}
     spec = spec_from_dict(cfg)
     assert spec.params == pytest.approx(7.62e9, rel=0.01)  # Qwen2.5-7B model card: 7.61B
-    assert spec.kv_bytes_per_token(2) == 57_344            # paper-notes Sec. 2.1: 2*28*4*128*2
+    assert spec.kv_bytes_per_token(2) == 57_344            # by hand: 2*28*4*128*2
 
 
 def test_config_json_path(tmp_path):
