@@ -26,7 +26,7 @@ def test_tail_bubble():
 
 
 def test_dynamic_sampling_golden():
-    """paper-notes Sec. 4.6: p=0.1, G=8 -> 1.76x; G=16 -> 1.23x; p=0.5, G=8 -> 1.008x."""
+    """By hand, 1 / (1 - p^G - (1-p)^G): p=0.1, G=8 -> 1.76x; G=16 -> 1.23x; p=0.5, G=8 -> 1.008x."""
     assert dynamic_sampling_inflation(0.1, 8) == pytest.approx(1.76, abs=0.01)
     assert dynamic_sampling_inflation(0.1, 16) == pytest.approx(1.23, abs=0.01)
     assert dynamic_sampling_inflation(0.5, 8) == pytest.approx(1.008, abs=0.001)
