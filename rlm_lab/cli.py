@@ -21,6 +21,7 @@ COMMANDS = {
     "tasks": "rlm_lab.tasks.cli",
     "train": "rlm_lab.train.cli",
     "predict": "rlm_lab.cost.cli",
+    "advise": "rlm_lab.cost.advise",
     "calibrate": "rlm_lab.cost.calibrate",
     "parallel": "rlm_lab.parallel.cli",
     "gpu-archive": "rlm_lab.gpu_archive",

@@ -20,9 +20,10 @@ Hence, precisely:
   beside the critic update: those two phases take the max of the two sets.
 
 **Stage costs on a set** come from :func:`rlm_lab.cost.predict.predict` with the set's layout: ``dp`` replicas
-splitting the batch (``workload.devices = dp``) under ZeRO-``zero``; a tensor-parallel size ``tp > 1`` divides
-the stage's time by ``tp`` (an ideal split, printed as an assumption) and adds Megatron's 2 all-reduces per layer
-per pass of the activations (arXiv 1909.08053 Sec. 3; comm.tp_message_bytes).
+splitting the batch (``workload.devices = dp``) under ZeRO-``zero``; with a tensor-parallel size ``tp > 1`` each
+rank is priced as its shard of the model (:func:`tp_shard`: heads, MLP width and vocabulary / tp, per-call
+overheads whole) plus Megatron's 2 all-reduces of the activations per layer per pass (arXiv 1909.08053 Sec. 3;
+comm.tp_message_bytes); printed as an assumption.
 
 **Weight sync** (rollout on another set): bytes = parameter bytes of the synced tensors (the adapters' with LoRA),
 sent in buckets: t = bytes / link bandwidth + buckets x latency ("collective": a torch.distributed broadcast
@@ -68,7 +69,8 @@ PHASE_OF = {S.PREFILL: "generation", S.DECODE: "generation", S.OLD_LOGPROB: "pre
 ROLE_OF = {S.PREFILL: "rollout", S.DECODE: "rollout", S.OLD_LOGPROB: "actor", S.REF_LOGPROB: "reference",
            S.VALUES: "critic", S.CRITIC_UPDATE: "critic", S.ADVANTAGE: "actor", S.ACTOR_FORWARD: "actor",
            S.ACTOR_BACKWARD: "actor", S.OPTIMIZER: "actor"}
-ASSUMED_TP = "tensor parallelism splits a stage's time ideally by tp (plus its all-reduces) and its activations/KV by tp"
+ASSUMED_TP = ("tensor parallelism: a rank runs its shard of heads, MLP and vocabulary with whole per-call overheads, "
+              "plus 2 activation all-reduces per layer per pass; activations not sequence-parallel")
 ASSUMED_BUCKET = f"weight sync in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one link latency (send_recv alpha) per bucket"
 ASSUMED_OBJECT_STORE = "object-store sync moves the bytes twice (put, then get)"
 
@@ -156,7 +158,7 @@ class PlacementPrediction:
         step = self.step_s
         where = f" on {set_name}" if set_name != "-" else ""
         return (f"critical stage {stage}{where} {100 * t / step:.0f} %, sync+reshard {100 * self.sync_s / step:.0f} %, "
-                f"idle time of the busiest set {100 * (1 - max(s.busy_s for s in self.sets) / step):.0f} %")
+                f"idle time of the busiest set {max(0.0, 100 * (1 - max(s.busy_s for s in self.sets) / step)):.0f} %")
 
     def to_dict(self) -> dict:
         d = {"placement": self.placement.to_dict(), "describe": self.placement.describe(),
@@ -173,8 +175,24 @@ class PlacementPrediction:
         return d
 
 
+def tp_shard(spec, tp: int):
+    """One tensor-parallel rank's share of a model (Megatron-LM, arXiv 1909.08053 Sec. 3): attention heads,
+    KV heads (replicated when fewer than tp), MLP widths and the vocabulary (vocab-parallel embedding and head)
+    split tp ways; hidden size and norms whole. Its per-call overheads stay whole: each rank runs every layer."""
+    if tp == 1:
+        return spec
+    widths = {"attention heads": spec.heads, "MLP width": spec.intermediate or tp,
+              "expert MLP width": spec.expert_intermediate or tp, "shared-expert width": spec.shared_intermediate or tp}
+    bad = [f"{k} {v}" for k, v in widths.items() if v % tp]
+    if bad:
+        raise RlmLabError(f"tp={tp} does not divide {spec.name}'s {', '.join(bad)}")
+    return replace(spec, name=f"{spec.name}/tp{tp}", heads=spec.heads // tp, kv_heads=max(1, spec.kv_heads // tp),
+                   intermediate=spec.intermediate // tp, expert_intermediate=spec.expert_intermediate // tp,
+                   shared_intermediate=spec.shared_intermediate // tp, vocab=-(-spec.vocab // tp))
+
+
 class _Predictor:
-    """Caches one :func:`predict` per (dp, zero, zero-3 gather) so that the advisor can price thousands of
+    """Caches one :func:`predict` per (dp, zero, LoRA, tp) so that the advisor can price thousands of
     placements of the same model and workload."""
 
     def __init__(self, model, algo, workload, profile, critic=None, reward_model=None, beta=None):
@@ -182,17 +200,23 @@ class _Predictor:
         self.alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
         self.wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
         self.prof = load_profile(profile)
-        self.critic, self.reward_model = critic, reward_model
-        self.critic_spec = scalar_head(model_spec(critic) if critic is not None else self.spec)
-        self.rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else self.spec)
+        self.critic_base = model_spec(critic) if critic is not None else self.spec
+        self.rm_base = model_spec(reward_model) if reward_model is not None else self.spec
+        self.critic_spec, self.rm_spec = scalar_head(self.critic_base), scalar_head(self.rm_base)
         self._cache: dict = {}
 
-    def base(self, dp: int, zero: int, lora):
-        key = (dp, zero, lora)
+    def specs(self, tp: int):
+        """(actor, critic, reward model) specs of one tensor-parallel rank."""
+        return (tp_shard(self.spec, tp), scalar_head(tp_shard(self.critic_base, tp)),
+                scalar_head(tp_shard(self.rm_base, tp)))
+
+    def base(self, dp: int, zero: int, lora, tp: int = 1):
+        key = (dp, zero, lora, tp)
         if key not in self._cache:
             wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
-            self._cache[key] = predict(self.spec, self.alg, wl, self.prof, critic=self.critic,
-                                       reward_model=self.reward_model, lora=lora)
+            self._cache[key] = predict(tp_shard(self.spec, tp), self.alg, wl, self.prof,
+                                       critic=tp_shard(self.critic_base, tp),
+                                       reward_model=tp_shard(self.rm_base, tp), lora=lora)
         return self._cache[key]
 
 
@@ -211,40 +235,88 @@ def _tp_comm(stage, row, shape, spec, wl, tp, prof) -> float:
     return row.calls * per_call * collective_time("all_reduce", msg, tp, prof)
 
 
-def _role_state(role: str, pr: _Predictor, rset, placement: Placement, lora) -> M.MemoryBreakdown:
+def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.MemoryBreakdown:
     """Persistent bytes per device of one role on its set (gradients are counted while training)."""
-    wl, db, zero, dp, tp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp, rset.tp
+    wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp
     prec = wl.precision
+    actor, critic, rm = pr.specs(rset.tp)
     if role in ("actor", "critic"):
-        spec = pr.spec if role == "actor" else pr.critic_spec
+        spec = actor if role == "actor" else critic
         if role == "actor" and lora:
-            return _mem_scale(_lora_actor(pr, dp, zero, lora), 1 / tp)
+            return _lora_actor(pr, actor, dp, zero, lora)
         train = M.train_state_bytes(spec, prec, zero, dp)
         w = spec.params * db / (dp if zero == 3 else 1)
         g = spec.params * M.PRECISIONS[prec][1] / (dp if zero >= 2 else 1)
-        return _mem_scale(M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g)), 1 / tp)
+        return M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g))
     if role == "rollout":
-        if not placement.rollout_separate:
+        if not separate:
             return M.MemoryBreakdown()   # generates with the actor's own weights (TRL without vLLM)
-        return M.MemoryBreakdown(weights=int(pr.spec.params * db / tp))
+        return M.MemoryBreakdown(weights=int(actor.params * db))
     if role == "reference":
-        return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(pr.spec.params * db / tp))
+        return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(actor.params * db))
     if role == "reward":
-        return M.MemoryBreakdown(weights=int(pr.rm_spec.params * db / tp))
+        return M.MemoryBreakdown(weights=int(rm.params * db))
     raise PlacementError(f"unknown role {role!r}")
 
 
-def _lora_actor(pr: _Predictor, dp: int, zero: int, lora) -> M.MemoryBreakdown:
+def _lora_actor(pr: _Predictor, spec, dp: int, zero: int, lora) -> M.MemoryBreakdown:
     w, g, o = M.PRECISIONS[pr.wl.precision]
-    a = lora_params(pr.spec, lora)
-    base = pr.spec.params * pr.wl.dtype_bytes / (dp if zero == 3 else 1)
+    a = lora_params(spec, lora)
+    base = spec.params * pr.wl.dtype_bytes / (dp if zero == 3 else 1)
     return M.MemoryBreakdown(weights=int(base + a * w), optimizer=int(a * o / (dp if zero >= 1 else 1)))
 
 
 def _grads(role: str, pr: _Predictor, rset, lora) -> int:
-    spec = pr.spec if role == "actor" else pr.critic_spec
-    n = lora_params(pr.spec, lora) if (role == "actor" and lora) else spec.params
-    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1) / rset.tp)
+    actor, critic, _ = pr.specs(rset.tp)
+    spec = actor if role == "actor" else critic
+    n = lora_params(actor, lora) if (role == "actor" and lora) else spec.params
+    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1))
+
+
+def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: float):
+    """(SetCost, reshard seconds, reshard bytes) of the roles ``roles`` on the resource set ``rset``; depends on
+    nothing else, so the advisor prices each (roles, set) once."""
+    spec, wl, prof, db = pr.spec, pr.wl, pr.prof, pr.wl.dtype_bytes
+    separate = "rollout" in roles and "actor" not in roles
+    stages: dict = {}
+    transients: list[M.MemoryBreakdown] = []
+    persistent = M.MemoryBreakdown()
+    reshard_s = reshard_bytes = gathered = 0.0
+    for role in roles:
+        persistent += _role_state(role, pr, rset, separate, lora)
+    for role in roles:
+        hybrid_gen = role == "rollout" and reshard
+        if hybrid_gen:
+            # hybrid engine: generation replicas of t_g devices each, weights already gathered by the reshard
+            tg = rset.generation_tp
+            base, tp = pr.base(rset.devices // tg, 0, lora, tg), tg
+            s_dev, m_bytes = rset.devices, spec.params * db
+            gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+            reshard_bytes = s_dev * gathered
+            if s_dev // tg > 1:
+                reshard_s = collective_time("all_gather", m_bytes / tg, s_dev // tg, prof)
+        else:
+            tp = rset.tp
+            base = pr.base(rset.dp, rset.zero, lora, tp)
+        for row in base.rows:
+            owner = ROLE_OF.get(row.stage)
+            if row.stage == S.REWARD:
+                owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
+            if owner != role:
+                continue
+            t = row.seconds + _tp_comm(row.stage, row, base.shape, spec, wl, tp, prof)   # row: one TP rank's share
+            stages[row.stage] = stages.get(row.stage, 0.0) + t
+            tr = _mem_sub(row.breakdown, base.persistent)
+            if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
+                tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
+                                                  pr, rset, lora))
+            if separate and role == "rollout":
+                tr = replace(tr, weights=0)   # the rollout copy is whole (its own set), nothing to gather
+            if hybrid_gen:
+                tr = replace(tr, weights=int(gathered))   # the generation layout's weights beyond the training shard
+            transients.append(tr)
+    peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
+    return SetCost(rset.name, rset.devices, tuple(roles), stages, persistent + peak, capacity), reshard_s, reshard_bytes
 
 
 def _link(prof, cluster: Cluster | None) -> float:
@@ -258,7 +330,7 @@ def _link(prof, cluster: Cluster | None) -> float:
 
 def predict_placement(placement: Placement, model, algo="grpo", workload=None, profile="cpu-2core-epyc",
                       cluster: Cluster | None = None, critic=None, reward_model=None, beta=None, lora=None,
-                      _predictor: _Predictor | None = None) -> PlacementPrediction:
+                      _predictor: _Predictor | None = None, _cache: dict | None = None) -> PlacementPrediction:
     """Predict one synchronous step of ``placement`` (validated here) for ``algo`` on ``model``.
 
     ``lora``: LoRA settings (cost/lora.py); default ``placement.lora`` with PEFT's defaults (r = 8, q/v).
@@ -276,46 +348,15 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     sets: list[SetCost] = []
     reshard_s = reshard_bytes = 0.0
     for rset in placement.sets:
-        roles = placement.roles_on(rset.name)
-        stages: dict = {}
-        transients: list[M.MemoryBreakdown] = []
-        persistent = M.MemoryBreakdown()
-        for role in roles:
-            persistent += _role_state(role, pr, rset, placement, lora)
-        for role in roles:
-            if role == "rollout" and placement.reshard:
-                # hybrid engine: generation replicas of t_g devices each, weights already gathered by the reshard
-                tg = rset.generation_tp
-                base, tp, zero_gen = pr.base(rset.devices // tg, 0, lora), tg, 0
-            else:
-                tp, zero_gen = rset.tp, rset.zero
-                base = pr.base(rset.dp, zero_gen, lora)
-            for row in base.rows:
-                owner = ROLE_OF.get(row.stage)
-                if row.stage == S.REWARD:
-                    owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
-                if owner != role:
-                    continue
-                scale = tp if row.model != "verifier" and row.stage != S.ADVANTAGE else 1
-                t = row.seconds / scale + _tp_comm(row.stage, row, base.shape, spec, wl, tp, prof)
-                stages[row.stage] = stages.get(row.stage, 0.0) + t
-                tr = _mem_scale(_mem_sub(row.breakdown, base.persistent), 1 / tp)
-                if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
-                    tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
-                                                      pr, rset, lora))
-                if role == "rollout" and placement.rollout_separate:
-                    tr = replace(tr, weights=0)   # the rollout copy is whole (its own set), nothing to gather
-                transients.append(tr)
-            if role == "rollout" and placement.reshard:
-                s, tg = rset.devices, rset.generation_tp
-                m_bytes = spec.params * db
-                per_dev = m_bytes * (s - tg) / (tg * s)
-                reshard_bytes += s * per_dev
-                if s // tg > 1:
-                    reshard_s += collective_time("all_gather", m_bytes / tg, s // tg, prof)
-                transients = [replace(t, weights=t.weights + int(per_dev)) if t.kv_cache else t for t in transients]
-        peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
-        sets.append(SetCost(rset.name, rset.devices, roles, stages, persistent + peak, capacity))
+        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity)
+        if _cache is not None and key in _cache:
+            sc, r_s, r_b = _cache[key]
+        else:
+            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity)
+            if _cache is not None:
+                _cache[key] = (sc, r_s, r_b)
+        sets.append(sc)
+        reshard_s, reshard_bytes = reshard_s + r_s, reshard_bytes + r_b
 
     sync_bytes = sync_s = 0.0
     if placement.rollout_separate:

@@ -65,14 +65,28 @@ def test_split_ppo_takes_the_max_of_concurrent_sets(h100):
     assert pp.step_s < base.total_time      # the overlap is the point of splitting
 
 
-@pytest.mark.parametrize("gen_tp, per_device", [(1, 7 / 8), (2, 6 / 16), (4, 4 / 32), (8, 0.0)])
-def test_hybrid_reshard_bytes_are_hybridflow_formula(h100, gen_tp, per_device):
-    """HybridFlow Sec. 5.4: each of s devices receives M (s - t_g) / (t_g s) (here s = 8)."""
-    c = Cluster(8, "gpu", 141)
+@pytest.mark.parametrize("s, gen_tp, per_device", [(8, 1, 7 / 8), (8, 2, 6 / 16), (8, 4, 4 / 32), (4, 4, 0.0)])
+def test_hybrid_reshard_bytes_are_hybridflow_formula(h100, s, gen_tp, per_device):
+    """HybridFlow Sec. 5.4: each of s devices receives M (s - t_g) / (t_g s)."""
+    c = Cluster(s, "gpu", 141)
     pp = predict_placement(get_placement("hybrid", c, "grpo", gen_tp=gen_tp), QWEN_7B, "grpo", WL, h100, c)
     m = 2 * model_spec(QWEN_7B).params
-    assert pp.reshard_bytes == pytest.approx(8 * per_device * m, rel=1e-12)
-    assert (pp.phases["reshard"][0] > 0) == (gen_tp < 8)
+    assert pp.reshard_bytes == pytest.approx(s * per_device * m, rel=1e-12)
+    assert (pp.phases["reshard"][0] > 0) == (gen_tp < s)
+
+
+def test_tensor_parallel_rank_is_a_shard_and_tp_must_divide_heads(h100):
+    """tp = 2: a rank holds half the heads, MLP and vocabulary; a tp that does not divide the heads is refused."""
+    from rlm_lab.cost.placement import tp_shard
+
+    spec = model_spec(QWEN_7B)
+    half = tp_shard(spec, 2)
+    body = spec.params - spec.vocab * spec.hidden * 2 - spec.hidden * (2 * spec.layers + 1)   # minus embed, head, norms
+    assert half.params == pytest.approx(body / 2 + spec.vocab * spec.hidden + spec.hidden * (2 * spec.layers + 1),
+                                        rel=1e-3)
+    c = Cluster(8, "gpu", 141)
+    with pytest.raises(RlmLabError, match="tp=8 does not divide .*attention heads 28"):
+        predict_placement(get_placement("colocated", c, "grpo", tp=8), QWEN_7B, "grpo", WL, h100, c)
 
 
 def test_lora_sync_memory_and_flops(h100):
