@@ -228,3 +228,39 @@ def _run(args) -> int:
     print((path.parent / "summary.md").read_text(), end="")
     print(f"wrote {path}")
     return 1 if failed else 0
+
+
+# ---- the book's GPU sections --------------------------------------------------------------------------
+
+HEADLINES = (("rl_seconds_per_step", "s/RL step", "{:.3f}"), ("accuracy_after", "accuracy after", "{:.3f}"),
+             ("train_seconds", "train s", "{:.1f}"))
+
+
+def gpu_records(prefix: str, data: Path = REPO / "data") -> list[dict]:
+    """The committed GPU run records of one chapter (``data/runs/gpu/<prefix>*``): name, GPU, date, status."""
+    rows = []
+    for d in sorted((data / "runs" / "gpu").glob(f"{prefix}*")):
+        if not (d / "record.json").is_file():
+            continue
+        rec = json.loads((d / "record.json").read_text())
+        prov, res = rec.get("provenance", {}), rec.get("results", {})
+        head = next(((label, fmt.format(res[k])) for k, label, fmt in HEADLINES if isinstance(res.get(k), (int, float))),
+                    ("", ""))
+        rows.append({"run": d.name, "gpu": ", ".join(prov.get("hardware", {}).get("gpus", [])) or "?",
+                     "date": str(prov.get("date", "?"))[:10], "status": rec.get("status", "completed (legacy)"),
+                     "headline": f"{head[0]} {head[1]}".strip()})
+    return rows
+
+
+def gpu_section(prefix: str, chapter: int, data: Path = REPO / "data") -> str:
+    """Markdown for a chapter's "On a GPU" section: its GPU records beside the CPU ones, or a plain statement
+    that none exists yet."""
+    rows = gpu_records(prefix, data)
+    if not rows:
+        return (f"**No GPU run of chapter {chapter} exists yet.** Every measured number on this page comes from "
+                "the CPU records. On a CUDA machine, `make gpu-archive` runs this chapter's headline experiments "
+                "(sized for ten minutes on one GPU), and `rlm-lab gpu-archive --adopt DIR` adds its records here.")
+    lines = [f"GPU records of chapter {chapter} (`data/runs/gpu/`), beside the CPU records above:", "",
+             "| run | GPU | date | status | headline |", "|---|---|---|---|---|"]
+    lines += [f"| {r['run']} | {r['gpu']} | {r['date']} | {r['status']} | {r['headline']} |" for r in rows]
+    return "\n".join(lines)

@@ -124,3 +124,22 @@ def test_rehearsal_through_make_gpu_archive(tmp_path):
     with tarfile.open(out / "gpu-archive.tgz") as tar:  # what the device tool brings back: one file
         names = tar.getnames()
     assert f"{arch.name}/summary.md" in names and any(n.endswith("record.json") for n in names)
+
+
+def test_gpu_section_says_plainly_when_there_is_no_gpu_run(tmp_path):
+    text = ga.gpu_section("ch01", 1, data=tmp_path)
+    assert "No GPU run of chapter 1 exists yet" in text
+
+
+def test_gpu_section_lists_the_chapters_gpu_records(tmp_path):
+    for name, gpus, res in (("ch01_grpo", ["NVIDIA H200"], {"rl_seconds_per_step": 0.0421}),
+                            ("ch02_grpo", ["NVIDIA H200"], {}), ("ch01_ppo", ["NVIDIA H100"], {"accuracy_after": 0.9})):
+        d = tmp_path / "runs" / "gpu" / name
+        d.mkdir(parents=True)
+        (d / "record.json").write_text(json.dumps({"status": "completed", "results": res, "provenance": {
+            "date": "2026-12-01T04:00:00+00:00", "hardware": {"gpus": gpus}}}))
+    (tmp_path / "runs" / "gpu" / "ch01_empty").mkdir()  # a folder without a record is not a run
+    text = ga.gpu_section("ch01", 1, data=tmp_path)
+    assert "| ch01_grpo | NVIDIA H200 | 2026-12-01 | completed | s/RL step 0.042 |" in text
+    assert "| ch01_ppo | NVIDIA H100 |" in text and "accuracy after 0.900" in text
+    assert "ch02_grpo" not in text and "ch01_empty" not in text and "No GPU run" not in text
