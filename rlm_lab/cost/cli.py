@@ -168,6 +168,9 @@ def run(args) -> int:
     for key in ("model", "algorithm", "hardware", "beta", "lora", "placement"):
         if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
+    if not isinstance(cfg.get("workload") or {}, dict):
+        raise RlmLabError(f"config {args.config}: workload must be a mapping of workload fields, "
+                          f"got {cfg['workload']!r}")
     wl = dict(cfg.get("workload") or {})
     for key in ("prompts", "group_size", "prompt_len", "devices", "precision"):
         if getattr(args, key) is not None:
