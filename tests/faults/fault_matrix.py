@@ -8,7 +8,7 @@ Every ``cases_*.py`` file here is collected; the area is the part of the file na
 
 A row is
 
-- ``id``: short and unique across the matrix (it is the pytest id and the row of ``book/faults.md``);
+- ``id``: short and unique within its area (``area:id`` is the pytest id; a row of ``book/faults.md``);
 - ``what``: the input or fault in words, for the book page;
 - ``cls``: ``"clear-error"`` (exit 2, exactly one ``rlm-lab: error:`` line on stderr, no traceback, the
   message matches ``message``, and nothing on disk changed) or ``"correct-result"`` (the expected exit code,
@@ -94,7 +94,7 @@ def collect() -> list[Case]:
         for case in module.CASES:
             case.area = case.area or area
             cases.append(case)
-    ids = [c.id for c in cases]
+    ids = [f"{c.area}:{c.id}" for c in cases]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ValueError(f"duplicate fault-matrix ids: {dup}")

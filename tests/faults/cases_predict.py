@@ -1,0 +1,92 @@
+"""`rlm-lab predict`: flags, config files and workloads the cost model cannot price, and the shipped configs."""
+
+import json
+import re
+from pathlib import Path
+
+from fault_matrix import REPO, Case
+
+CASES = []
+
+
+def add(id, what, argv, message, cls="clear-error", **kw):
+    CASES.append(Case(id, what, cls=cls, argv=["predict", *argv], message=message, **kw))
+
+
+def write(name, data: bytes):
+    def setup(tmp: Path):
+        (tmp / name).write_bytes(data)
+    return setup
+
+
+for id, argv, msg in [
+    ("beta-negative", ["--beta", "-1"], r"beta must be a finite number >= 0 .*got -1.0"),
+    ("beta-nan", ["--beta", "nan"], r"beta must be a finite number >= 0 .*got nan"),
+    ("beta-inf", ["--beta", "inf"], r"beta must be a finite number >= 0 .*got inf"),
+    ("beta-word", ["--beta", "high"], r"argument --beta: invalid float value: 'high'"),
+    ("devices-million", ["--devices", "1000000", "--prompts", "4", "--group-size", "8"],
+     r"1000000 devices for 32 sequences"),
+    ("devices-zero", ["--devices", "0"], r"workload.devices must be an integer >= 1, got 0"),
+    ("devices-negative", ["--devices", "-2"], r"workload.devices must be an integer >= 1, got -2"),
+    ("prompts-zero", ["--prompts", "0"], r"workload.prompts must be an integer >= 1, got 0"),
+    ("prompts-negative", ["--prompts", "-3"], r"workload.prompts must be an integer >= 1, got -3"),
+    ("group-size-zero", ["--group-size", "0"], r"workload.group_size must be an integer >= 1"),
+    ("prompt-len-negative", ["--prompt-len", "-1"], r"workload.prompt_len must be an integer >= 1"),
+    ("response-len-zero", ["--response-len", "0"], r"response.length must be >= 1"),
+    ("precision", ["--precision", "fp8"], r"workload.precision must be one of fp32, bf16-mixed, bf16"),
+    ("model-unknown", ["--model", "nope"], r"unknown model 'nope'"),
+    ("model-folder", ["--model", "{tmp}"], r"unknown model|config.json"),
+    ("hardware-unknown", ["--hardware", "nope"], r"unknown hardware profile 'nope'"),
+    ("algorithm-unknown", ["--algorithm", "dpo"], r"unknown algorithm 'dpo'"),
+    ("config-missing", ["{tmp}/none.yaml"], r"config file .*none.yaml not found"),
+    ("config-folder", ["{tmp}"], r"is a folder; pass a predict config YAML"),
+    ("prompts-word", ["--prompts", "many"], r"argument --prompts: invalid int value"),
+]:
+    add(id, "predict " + " ".join(argv), argv, msg)
+
+for id, data, msg in [
+    ("config-binary", bytes(range(256)), r"c.yaml is not a text file"),
+    ("config-malformed", b"workload: {prompts: 8\n", r"c.yaml is not valid YAML"),
+    ("config-list", b"- model\n- micro\n", r"c.yaml must be a mapping of model, algorithm"),
+    ("config-unknown-key", b"modle: micro\n", r"c.yaml: unknown key\(s\) modle"),
+    ("config-model-json", json.dumps({"model_type": "qwen2", "hidden_size": 64}).encode(),
+     r"c.yaml is a model config \(transformers config.json\), not a predict config; pass it as --model"),
+    ("config-beta-negative", b"beta: -0.1\n", r"beta must be a finite number >= 0"),
+    ("config-beta-string", b"beta: lots\n", r"beta must be a finite number >= 0 .*got 'lots'"),
+    ("config-brent-zero", b"brent_p: [0, 2]\n", r"brent_p must be a list of processor counts >= 1"),
+    ("config-brent-scalar", b"brent_p: 4\n", r"brent_p must be a list"),
+    ("workload-unknown", b"workload: {prompt: 8}\n", r"unknown workload field\(s\) prompt"),
+    ("workload-not-mapping", b"workload: 8\n", r"workload must be a mapping of workload fields, got 8"),
+    ("workload-devices-over", b"workload: {prompts: 2, group_size: 2, devices: 8}\n", r"8 devices for 4 sequences"),
+    ("response-kind", b"workload: {response: {kind: zipf}}\n", r"response.kind must be fixed, uniform, lognormal"),
+    ("response-uniform", b"workload: {response: {kind: uniform, low: 9, high: 3}}\n", r"response needs 1 <= low <= high"),
+    ("zero-stage", b"workload: {zero_stage: 5}\n", r"workload.zero_stage must be 0, 1, 2 or 3"),
+]:
+    add(id, f"a predict config: {data[:60]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
+
+
+def _no_decimal_gb(tmp, out):
+    assert not re.search(r"\d (GB|TB|MB|kB)\b", out), "bytes must all be binary units (GiB like the memory check)"
+
+
+for cfg in sorted((REPO / "configs" / "predict").glob("*.yaml")):
+    oom = "oom" in cfg.name
+    add(f"shipped-{cfg.stem}", f"the shipped example {cfg.name}", [str(cfg.relative_to(REPO))],
+        r"DOES NOT FIT: needs [\d.]+ GiB" if oom else r"iteration time: ", cls="correct-result",
+        exit=1 if oom else 0, check=_no_decimal_gb)
+add("params-format", "the micro model's parameter count is printed as 342k, not 0.342M", [],
+    r"micro \(342k params\)", cls="correct-result", check=_no_decimal_gb)
+add("params-billions", "a 1.5B model's parameter count reads 1.54B", ["--model", "configs/models/qwen2.5-1.5b.config.json"
+                                                                     if (REPO / "configs/models").exists() else
+                                                                     "configs/predict/qwen2.5-1.5b.config.json"],
+    r"\(1.54B params\)", cls="correct-result", exit=1)
+
+
+def _json_ok(tmp, out):
+    d = json.loads(out)
+    assert d["fits"] is True and d["total_s"] > 0 and d["model"]["params"] == 341632, d.keys()
+
+
+add("json", "--json prints one JSON document", ["--json"], "", cls="correct-result", check=_json_ok)
+add("beta-zero", "beta 0 drops the reference model", ["--beta", "0"], r"iteration time", cls="correct-result",
+    check=lambda tmp, out: None if "reference" not in out else (_ for _ in ()).throw(AssertionError(out)))
