@@ -23,16 +23,25 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# Paths whose changes say nothing about the code a number came from: the run records themselves. A run
+# that writes several committed records (a suite refreshing data/runs with an explicit --out) would
+# otherwise call every record after its first "dirty" because of its own earlier output.
+NOT_CODE = ("data/runs",)
+
+
 def git_commit(repo: str | os.PathLike | None = None) -> dict:
-    """The commit the code ran from, and whether the tree had uncommitted changes (to tracked files)."""
+    """The commit the code ran from, and whether tracked files other than run records (``NOT_CODE``) had
+    uncommitted changes; ``dirty_paths`` lists up to 20 of them, so a reader can judge what differed."""
     cwd = repo or REPO_ROOT
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return {"commit": None, "dirty": None}
-        return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 *(f":(exclude){p}" for p in NOT_CODE)], cwd=cwd, capture_output=True, text=True,
+                                timeout=10)
+        paths = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+        return {"commit": sha.stdout.strip(), "dirty": bool(paths), "dirty_paths": paths[:20]}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
 
