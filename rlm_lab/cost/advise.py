@@ -123,6 +123,7 @@ class Advice:
     considered: int         # placements priced
     dropped: int            # of which did not fit
     cluster: Cluster
+    groupings: int = 0      # groupings of the roles into sets that had a device split
 
     def top(self, k: int = 5) -> list[PlacementPrediction]:
         return self.ranked[:k]
@@ -148,10 +149,11 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     cache: dict = {}
     best_layout: dict = {}
     results: list[PlacementPrediction] = []
-    considered = dropped = 0
+    considered = dropped = used = 0
     for grouping in enumerate_groupings(roles):
         if len(grouping) > cluster.devices:
             continue
+        used += 1
         names = tuple("+".join(g) for g in grouping)
         separate = any("rollout" in g and "actor" not in g for g in grouping)
         for split in compositions(cluster.devices, len(grouping), sizes):
@@ -185,7 +187,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                           f"devices of {capacity / GIB:.1f} GiB ({considered} tried); add devices or memory, or use "
                           f"LoRA / smaller batches")
     results.sort(key=lambda p: p.step_s)
-    return Advice(results, considered, dropped, cluster)
+    return Advice(results, considered, dropped, cluster, used)
 
 
 def _label(grouping, separate: bool, reshard: bool) -> str:
