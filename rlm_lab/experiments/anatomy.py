@@ -395,6 +395,25 @@ def headline(records: dict, profile=CPU_PROFILE) -> dict:
             "stage_verdict": verdict(summary["stage_error"]), "generate_error": statistics.median(gen)}
 
 
+def errors_by_calibration(records: dict, name: str = "cpu-2core-epyc") -> list[dict]:
+    """The chapter's headline errors under every committed calibration of machine ``name``
+    (``data/hardware/calibrations/<name>-<date>.json``, see ``rlm_lab.cost.spread``), so that the spread
+    of the machine's calibrations shows as a spread of the verdict. ``kernels``: whether that calibration
+    measured the kernel terms (elementwise, attention, log-prob head, weight streaming)."""
+    import json
+
+    from ..cost.spread import calibration_files
+
+    rows = []
+    for path in calibration_files(name):
+        h = headline(records, str(path))
+        prof = json.loads(path.read_text())
+        rows.append({"calibration": path.stem, "kernels": bool(prof.get("kernels")),
+                     "step_error": h["step_error"], "stage_error": h["stage_error"],
+                     "step_verdict": h["step_verdict"], "stage_verdict": h["stage_verdict"]})
+    return rows
+
+
 def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
     """The committed records of this chapter at ``size`` (empty if none were committed)."""
     out = {}
