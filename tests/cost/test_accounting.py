@@ -11,7 +11,7 @@ from rlm_lab.cost.workload import Workload
 from rlm_lab.stages import Stage
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN_7B = str(REPO / "configs/predict/qwen2.5-7b.config.json")
+QWEN_7B = str(REPO / "configs/models/qwen2.5-7b.config.json")
 GIB = 2 ** 30
 
 

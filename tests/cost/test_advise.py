@@ -12,7 +12,7 @@ from rlm_lab.errors import RlmLabError
 from rlm_lab.placement.spec import Cluster, get_placement
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN_7B = str(REPO / "configs/predict/qwen2.5-7b.config.json")
+QWEN_7B = str(REPO / "configs/models/qwen2.5-7b.config.json")
 WL = dict(prompts=4, group_size=4, prompt_len=8, response=8, precision="bf16-mixed")
 
 

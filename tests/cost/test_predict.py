@@ -12,7 +12,7 @@ from rlm_lab.errors import RlmLabError
 from rlm_lab.stages import Stage
 
 REPO = Path(__file__).resolve().parents[2]
-QWEN_1_5B = str(REPO / "configs/predict/qwen2.5-1.5b.config.json")
+QWEN_1_5B = str(REPO / "configs/models/qwen2.5-1.5b.config.json")
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_dynamic_sampling_inflates_generation(cpu_profile):
 
 
 def test_does_not_fit_reports_numbers():
-    p = predict(str(REPO / "configs/predict/qwen2.5-7b.config.json"), "grpo",
+    p = predict(str(REPO / "configs/models/qwen2.5-7b.config.json"), "grpo",
                 dict(prompts=8, group_size=8, prompt_len=512, response=1024, precision="bf16-mixed"), "l4")
     assert not p.fits
     with pytest.raises(RlmLabError, match=r"does not fit: needs .* GiB per device .* l4 has 22.35 GiB"):
