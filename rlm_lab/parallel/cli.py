@@ -2,22 +2,26 @@
 
     rlm-lab parallel --dp 2 --zero 3 --model nano --steps 5
     rlm-lab parallel --tp 2 --sp
+    rlm-lab parallel --ep 2                                        # nano-moe (EP needs experts)
     torchrun --nproc_per_node 2 -m rlm_lab.parallel.cli --dp 2     # the same, launched by hand
 
-The layout is validated first, in this process, so a bad layout fails before any rank starts. With
-more than one rank and no torchrun around it, the command re-executes itself under ``torchrun``
-(``--nproc_per_node`` = product of the degrees). Each rank joins a process group (gloo on CPU, NCCL on
-GPU) whose collectives time out after ``--timeout`` seconds, so a dead or stalled rank ends the run
-instead of hanging it. Rank 0 writes a run record (config, provenance, losses, step times, counted and
-predicted collectives, memory per rank, the check against one process) to
-``<runs_root(size)>/ch04_<layout>`` or ``--out``.
+Every input is validated first, in this process, so a bad layout, batch, sequence, learning rate or
+output folder fails in one ``rlm-lab: error:`` line (exit 2) before any rank starts. With more than one
+rank the command starts them itself (``rlm_lab.parallel.launch.spawn``: one process per rank, gloo on
+CPU, NCCL on GPU). Collectives time out after ``--timeout`` seconds, so a dead or stalled rank ends the
+run with one line naming the rank and the cause instead of hanging it. Rank 0's results are written
+as a run record (config, provenance, losses, step times, counted and predicted collectives, memory per
+rank, the check against one process) to ``--out`` or ``_build/runs/<size>/ch04_<layout>``; an existing
+record there is replaced only with ``--force``. The exit status is 1 when the run does not match one
+process within the tolerance or its counted collectives differ from the formula (the record is kept).
 """
 
 from __future__ import annotations
 
+import math
 import os
-import subprocess
 import sys
+from pathlib import Path
 
 from ..errors import RlmLabError
 
@@ -41,14 +45,16 @@ def register(subparsers) -> None:
 
 def _arguments(p) -> None:
     add_layout_args(p)
-    p.add_argument("--model", default="nano", help="zoo model (default nano; nano-moe for --ep)")
+    p.add_argument("--model", default=None, help="zoo model (default nano; nano-moe with --ep > 1)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8, help="global batch (sequences)")
     p.add_argument("--seq", type=int, default=16, help="sequence length")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--size", default=None, help="smoke | cpu | gpu: where the record goes (default $RLM_SIZE or smoke)")
-    p.add_argument("--out", default=None, help="run directory (default <runs>/<size>/ch04_<layout>)")
+    p.add_argument("--size", default=None, help="smoke | cpu | gpu: model defaults and where the record goes "
+                                                "(default $RLM_SIZE or smoke)")
+    p.add_argument("--out", default=None, help="run directory (default _build/runs/<size>/ch04_<layout>)")
+    p.add_argument("--force", action="store_true", help="replace an existing run record in the run directory")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a stalled collective fails the run")
     p.add_argument("--no-check", action="store_true", help="skip the single-process comparison")
     p.add_argument("--label", default="", help="appended to the run directory name (e.g. oversubscribed)")
@@ -61,46 +67,131 @@ def layout_from_args(args):
                   schedule=args.schedule, microbatches=args.microbatches)
 
 
-def _run(args, argv: list[str] | None = None) -> int:
+def check_args(args):
+    """Validate every input (no process, no torch); returns ``(layout, run_dir)``."""
     from ..models import check_model
+    from ..models.tokenizer import ALPHABET, SPECIALS
+    from ..record import runs_root
     from ..sizes import check_size, size_from_env
     from .mesh import validate
 
-    check_model(args.model)
     args.size = check_size(args.size) if args.size else size_from_env("smoke")
+    args.model = check_model(args.model or ("nano-moe" if args.ep > 1 else "nano"))
     if args.steps < 1:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
-    if args.timeout <= 0:
-        raise RlmLabError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise RlmLabError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise RlmLabError(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.label and (os.sep in args.label or args.label in (".", "..")):
+        raise RlmLabError(f"--label is part of a folder name; it cannot contain {os.sep!r}: {args.label!r}")
     layout = layout_from_args(args)
-    in_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    world = int(os.environ["WORLD_SIZE"]) if in_torchrun else layout.world
-    from ..models.tokenizer import ALPHABET, SPECIALS
+    world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else layout.world
+    validate(layout, args.model, world_size=world, batch=args.batch, seq=args.seq,
+             vocab=len(SPECIALS) + len(ALPHABET))
+    run_dir = Path(args.out) if args.out else \
+        runs_root(args.size) / f"ch04_{layout.name()}{'-' + args.label if args.label else ''}"
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RlmLabError(f"--out {run_dir} is a file, not a folder; give a folder for the run record")
+    for parent in (run_dir, *run_dir.parents):  # the nearest existing folder must be writable
+        if parent.exists():
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise RlmLabError(f"cannot write the run record under {parent}: permission denied")
+            break
+    return layout, run_dir
 
-    validate(layout, args.model, world_size=world, batch=args.batch, seq=args.seq, vocab=len(SPECIALS) + len(ALPHABET))
-    if not in_torchrun and layout.world > 1:
-        argv = sys.argv[sys.argv.index("parallel") + 1:] if argv is None and "parallel" in sys.argv else (argv or [])
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(layout.world),
-               "-m", "rlm_lab.parallel.cli", *argv, "--size", args.size]
-        return subprocess.call(cmd)
-    return _run_rank(args, layout, in_torchrun)
+
+def in_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def _run_rank(args, layout, in_torchrun: bool) -> int:
+def _run(args, argv: list[str] | None = None) -> int:
+    from ..record import RunRecord
+
+    layout, run_dir = check_args(args)
+    kw = dict(model=args.model, steps=args.steps, batch=args.batch, seq=args.seq, lr=args.lr, seed=args.seed,
+              reference=not args.no_check)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    # the record is opened (status running, folder locked) before any rank starts: a folder that holds a
+    # run is refused (or, with --force, set aside) at no cost, and a failed run is recorded as failed
+    config = {k: v for k, v in vars(args).items() if k not in ("func", "out", "force")}
+    rec = RunRecord(run_dir, config=config, seed=args.seed, force=args.force) if rank0 else None
+    try:
+        if in_torchrun():
+            res = _run_rank(args, layout, kw)
+        elif layout.world > 1:
+            from .bench.measure import spawn_layouts
+
+            res = spawn_layouts([(layout, kw)], world=layout.world, timeout_s=args.timeout)[0]
+        else:
+            res = _run_rank(args, layout, kw)
+    except KeyboardInterrupt:
+        if rec is not None:
+            rec.interrupt()
+        raise
+    except BaseException as e:
+        if rec is not None:
+            rec.fail(e)
+        raise
+    return 0 if rec is None else _report(res, rec)
+
+
+def _report(res: dict, rec) -> int:
+    """Complete the record, print the summary; 1 (with one error line per failed check) if a check failed."""
+    from .bench.measure import write_record
+
+    run_dir = write_record(rec, res)
+    print(summary_line(res) + f"  -> {run_dir}")
+    problems = failed_checks(res)
+    for p in problems:
+        print(f"rlm-lab: error: {res['layout']['name']}: {p} (record kept: {run_dir})", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def failed_checks(res: dict, tol: dict | None = None) -> list[str]:
+    """What failed: the comparison with one process, and the counted collectives against the formula
+    (where the formula exists for the layout: not EP, not PP beyond 2 stages)."""
+    from .bench.measure import TOLERANCE, within_tolerance
+    from .predict import comm_mismatches, layout_of, predicted_comm
+
+    tol = tol or TOLERANCE
+    out = []
+    check = res.get("check")
+    if check is not None and not within_tolerance(check, tol):
+        out.append(f"does not match one process: loss |d| {check['loss_abs']:.1e} (tolerance {tol['loss_abs']:.0e}), "
+                   f"gradient rel {check['grad_abs_rel'][1]:.1e} ({tol['grad_rel']:.0e}), "
+                   f"parameters |d| {check['param_abs_rel'][0]:.1e} ({tol['param_abs']:.0e})")
+    if check is not None and check.get("n_ref") is not None and check["n_grads"] != check["n_ref"]:
+        out.append(f"{check['n_grads']} gradients compared, the model has {check['n_ref']} parameters")
+    layout = layout_of(res)
+    try:
+        pred = predicted_comm(layout, res["model"], res["batch"], res["seq"])
+    except RlmLabError:
+        pred = None  # bytes not predicted for this layout (the record says so)
+    if layout.dp > 1 and layout.zero <= 1 and res["steps"] < 3:
+        pred = None  # DDP rebuilds its buckets after step 0 and broadcasts the layout in step 1: no steady step
+    if pred is not None:
+        bad = comm_mismatches(pred, res["comm"])
+        if bad:
+            out.append("counted collectives differ from the formula: " + "; ".join(bad))
+    return out
+
+
+def _run_rank(args, layout, kw: dict):
+    """This process as one rank (under torchrun) or as the only rank (a group of one)."""
     import datetime as _dt
 
     import torch
     import torch.distributed as dist
 
-    from ..record import runs_root
+    from .bench.measure import run_layout
     from .launch import free_port
-    from .measure import run_layout, write_record
     from .mesh import backend_for, device_type
 
     device = device_type()
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if not in_torchrun:  # a one-rank layout: a group of one, so the same code path runs
+    if not in_torchrun():  # a one-rank layout: a group of one, so the same code path runs
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(free_port()))
         dist.init_process_group(backend_for(device), rank=0, world_size=1,
@@ -108,18 +199,13 @@ def _run_rank(args, layout, in_torchrun: bool) -> int:
     else:
         dist.init_process_group(backend_for(device), timeout=_dt.timedelta(seconds=args.timeout))
     try:
-        res = run_layout(layout, model=args.model, steps=args.steps, batch=args.batch, seq=args.seq,
-                         lr=args.lr, seed=args.seed, reference=not args.no_check, device=device)
+        res = run_layout(layout, device=device, **kw)
         per_rank = [None] * dist.get_world_size()
         dist.all_gather_object(per_rank, {"memory": res["memory"], "comm": res["comm"]})
-        if dist.get_rank() == 0:
-            res["per_rank"] = per_rank
-            run_dir = args.out or runs_root(args.size) / f"ch04_{layout.name()}{'-' + args.label if args.label else ''}"
-            write_record(run_dir, res, {k: v for k, v in vars(args).items() if k not in ("func", "out")})
-            print(summary_line(res) + f"  -> {run_dir}")
+        res["per_rank"] = per_rank
+        return res if dist.get_rank() == 0 else None
     finally:
         dist.destroy_process_group()
-    return 0
 
 
 def summary_line(res: dict) -> str:
@@ -134,17 +220,19 @@ def summary_line(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point under torchrun: ``python -m rlm_lab.parallel.cli --dp 2 ...``."""
+    """Entry point under torchrun: ``python -m rlm_lab.parallel.cli --dp 2 ...``. Only rank 0 prints
+    an error (every rank finds the same one before the process group starts)."""
     import argparse
 
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(prog="rlm-lab parallel", description=__doc__.splitlines()[0])
     _arguments(p)
+    args = p.parse_args(argv)
     try:
-        args = p.parse_args(argv)
         return _run(args, argv)
     except RlmLabError as e:
-        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
 
 

@@ -30,7 +30,7 @@ def apply_ddp(model, dp_mesh=None, bucket_cap_mb: float = 25.0):
 
 def grad_bytes(model) -> int:
     """Ψ: bytes of all trainable parameters (= their gradients), local shards for DTensors."""
-    from .measure import local_tensor
+    from .mesh import local_tensor
 
     return sum(local_tensor(p).numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 

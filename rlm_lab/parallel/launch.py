@@ -1,8 +1,17 @@
 """Start N worker processes with a process group (gloo on CPU, NCCL on GPU) and collect results.
 
-Used by tests and notebooks; ``torchrun`` is the launcher for the CLI. Every process group gets a
-timeout, so a stalled rank fails the run within it, and a rank that dies or raises turns into one
-:class:`RlmLabError` naming the rank, instead of a hang.
+Used by ``rlm-lab parallel``, the benchmark harness, tests and notebooks. Every process group gets a
+timeout, so a stalled rank fails the run within it, and a failed run becomes ONE :class:`RlmLabError`
+line naming the rank that caused it and how: a rank killed by a signal, a rank that raised (its
+exception's last line), a rank that exited early, or a rank that stalled (alive, but its peers timed out
+waiting for it). The peers' own errors ("connection closed by peer", "timed out") are consequences and
+are not what the message leads with.
+
+Why a hand-written join loop instead of ``torch.multiprocessing.start_processes(join=True)``: on a
+failure torch waits up to 30 s per grace period for the other ranks to take SIGTERM (a stalled rank
+ignores it until its sleep or collective ends), prints each rank's traceback, and does not say which
+rank stalled. Here the parent watches the processes and a results queue together, lets the other ranks
+report for a short grace period (at most 2 s, or a tenth of the timeout), then SIGKILLs what is left.
 """
 
 from __future__ import annotations
@@ -10,9 +19,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
+import time
 import traceback
 
 from ..errors import RlmLabError
+
+# a peer's view of another rank's failure, not a cause (gloo/TCPStore messages, torch 2.13)
+_CONSEQUENCES = ("closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe", "Connection refused",
+                 "DistBackendError", "failed to recv", "failed to send")
 
 
 def free_port() -> int:
@@ -35,48 +49,118 @@ def _worker(rank, fn, world_size, port, backend, timeout_s, threads, args, queue
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
-    init_process_group(rank, world_size, port, backend, timeout_s)
     try:
+        init_process_group(rank, world_size, port, backend, timeout_s)
         queue.put((rank, fn(rank, world_size, *args), None))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, then re-raised
-        queue.put((rank, None, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
-        raise
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which stops the run
+        last = f"{type(e).__name__}: {e}".strip().splitlines()
+        queue.put((rank, None, (last[0] if last else type(e).__name__, traceback.format_exc())))
+        os._exit(1)  # no teardown: destroying a group whose peer is gone can block
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def spawn(fn, world_size: int, args: tuple = (), backend: str = "gloo", timeout_s: float = 60.0,
           threads: int = 1) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` processes; return the per-rank results.
 
-    ``fn`` must be importable (a module-level function), as with any ``spawn`` start method.
+    ``fn`` must be importable (a module-level function), as with any ``spawn`` start method. A failure
+    raises one :class:`RlmLabError` (see the module docstring) within about the collective timeout
+    ``timeout_s`` plus the grace period.
     """
+    import multiprocessing.connection as mpc
+
     import torch.multiprocessing as mp
 
-    if world_size < 1:
+    if not isinstance(world_size, int) or world_size < 1:
         raise RlmLabError(f"world size must be >= 1, got {world_size}")
+    if not timeout_s > 0:
+        raise RlmLabError(f"timeout must be > 0 seconds, got {timeout_s}")
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, fn, world_size, port, backend, timeout_s, threads, args, queue),
+                         daemon=False) for r in range(world_size)]
+    for p in procs:
+        p.start()
+    results, errors, done = [None] * world_size, {}, set()
+    failed_at = None
     try:
-        mp.start_processes(_worker, args=(fn, world_size, port, backend, timeout_s, threads, args, queue),
-                           nprocs=world_size, join=True, start_method="spawn")
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
-        errors = _drain(queue, world_size)[1]
-        # name the rank that failed first: its peers only report the broken connection afterwards
-        causes = sorted(errors.items(), key=lambda kv: ("closed by peer" in kv[1] or "Timed out" in kv[1], kv[0]))
-        first = next((f"rank {r}: {msg.splitlines()[0]}" for r, msg in causes), str(e).splitlines()[-1])
-        raise RlmLabError(f"a worker failed ({first}); the other ranks were stopped") from None
-    results, errors = _drain(queue, world_size)
-    return results
+        while len(done) < world_size:
+            if failed_at is None:
+                wait_s = None
+            else:
+                wait_s = failed_at + min(2.0, 0.1 * timeout_s) - time.monotonic()
+                if wait_s <= 0:
+                    break
+            mpc.wait([queue._reader] + [p.sentinel for i, p in enumerate(procs) if i not in done], timeout=wait_s)
+            # drain first: a worker blocks on a full pipe until its result is read
+            if _drain(queue, results, errors):
+                failed_at = failed_at or time.monotonic()
+            for i, p in enumerate(procs):
+                if i not in done and p.exitcode is not None:
+                    done.add(i)
+                    if p.exitcode != 0:
+                        failed_at = failed_at or time.monotonic()
+    except KeyboardInterrupt:
+        _kill(procs)
+        raise RlmLabError("interrupted; the ranks were stopped") from None
+    if _drain(queue, results, errors):  # what the last ranks sent before they exited
+        failed_at = failed_at or time.monotonic()
+    alive = [i for i, p in enumerate(procs) if p.exitcode is None]
+    _kill(procs)
+    if failed_at is None:
+        return results
+    raise RlmLabError(_cause(procs, errors, alive, timeout_s))
 
 
-def _drain(queue, world_size):
-    results, errors = [None] * world_size, {}
+def _drain(queue, results: list, errors: dict) -> bool:
+    """Read every message the workers sent so far; whether one of them was an error."""
+    failed = False
     while not queue.empty():
         rank, value, err = queue.get()
-        results[rank] = value
         if err:
-            errors[rank] = err
-    return results, errors
+            errors[rank], failed = err, True
+        else:
+            results[rank] = value
+    return failed
+
+
+def _kill(procs) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.kill()  # SIGKILL: a stopped or stalled rank does not act on SIGTERM
+    for p in procs:
+        p.join(5)
+
+
+def _cause(procs, errors: dict, alive: list, timeout_s: float) -> str:
+    """One line: the rank that caused the failure and how (see the module docstring)."""
+    import signal
+
+    def peer(msg):
+        return any(c in msg for c in _CONSEQUENCES)
+
+    rest = "; the other ranks were stopped"
+    for i, p in enumerate(procs):  # killed by a signal (not by us: those were still alive above)
+        if i not in alive and p.exitcode is not None and p.exitcode < 0:
+            try:
+                name = signal.Signals(-p.exitcode).name
+            except ValueError:
+                name = f"signal {-p.exitcode}"
+            return f"a worker failed (rank {i} was killed by {name}){rest}"
+    for i in sorted(errors):
+        if not peer(errors[i][0]):
+            return f"a worker failed (rank {i}: {errors[i][0]}){rest}"
+    for i, p in enumerate(procs):
+        if i not in alive and i not in errors and p.exitcode not in (0, None):
+            return f"a worker failed (rank {i} exited with status {p.exitcode} without an error){rest}"
+    silent = [i for i in alive if i not in errors]
+    if silent and errors:
+        first = min(errors)
+        return (f"a worker failed (rank {', '.join(map(str, silent))} stalled: no response within the "
+                f"{timeout_s:g} s collective timeout; rank {first}: {errors[first][0]}){rest}")
+    if errors:
+        first = min(errors)
+        return f"a worker failed (rank {first}: {errors[first][0]}){rest}"
+    return f"a worker failed (ranks {alive} did not finish){rest}"

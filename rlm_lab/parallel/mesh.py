@@ -22,7 +22,7 @@ API (used by every parallelism module, the measurement harness and the CLI)::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from ..errors import RlmLabError, unknown
 
@@ -83,9 +83,6 @@ class Layout:
     def to_dict(self) -> dict:
         return asdict(self) | {"world": self.world, "name": self.name()}
 
-    def with_(self, **kw) -> "Layout":
-        return replace(self, **kw)
-
 
 def _spec(model):
     """A ``ZooSpec`` for a zoo name, or the spec itself."""
@@ -109,6 +106,20 @@ def validate(layout: Layout, model="nano", world_size: int | None = None, batch:
         raise unknown("ZeRO stage", layout.zero, ZERO_STAGES)
     if layout.schedule not in SCHEDULES:
         raise unknown("pipeline schedule", layout.schedule, SCHEDULES)
+    if not isinstance(layout.microbatches, int) or layout.microbatches < 0:
+        raise RlmLabError(f"--microbatches must be >= 0 (0 = 2 x pp), got {layout.microbatches!r}")
+    if layout.microbatches and layout.pp == 1:
+        raise RlmLabError("--microbatches cuts the batch for a pipeline; it needs --pp > 1")
+    if layout.pp > 1 and layout.n_microbatches < layout.pp:
+        raise RlmLabError(f"--microbatches {layout.n_microbatches} < {layout.pp} pipeline stages "
+                          f"(a stage would sit empty); use at least {layout.pp}")
+    if layout.zero and layout.dp == 1:
+        raise RlmLabError(f"--zero {layout.zero} shards over the data-parallel ranks; it needs --dp > 1")
+    for d in ("pp", "cp", "ep"):  # see rlm_lab.parallel.parallelize: these run alone
+        others = [f"--{o} {getattr(layout, o)}" for o in DIMS if o != d and getattr(layout, o) > 1]
+        if getattr(layout, d) > 1 and others:
+            raise RlmLabError(f"--{d} runs alone here (every other degree 1); it does not compose with "
+                              f"{', '.join(others)}")
     if world_size is not None and world_size != layout.world:
         raise RlmLabError(
             f"world size {world_size} != product of degrees {' x '.join(f'{d}{getattr(layout, d)}' for d in DIMS)}"
@@ -136,19 +147,23 @@ def validate(layout: Layout, model="nano", world_size: int | None = None, batch:
         raise RlmLabError("--sp (sequence parallelism) shards along the TP group; it needs --tp > 1")
     if t > 1 and vocab is not None and vocab % t:
         raise RlmLabError(f"--tp {t} does not divide the vocabulary ({vocab}); choose --tp from {_divisors(vocab)}")
-    if layout.zero == 1 and (t > 1 or layout.pp > 1 or layout.cp > 1 or layout.ep > 1):
+    if layout.zero == 1 and t > 1:
         raise RlmLabError("--zero 1 (ZeroRedundancyOptimizer) composes only with plain DP here; "
-                          "use --zero 2 or 3 (FSDP2) with --tp/--pp/--cp/--ep")
+                          "use --zero 2 or 3 (FSDP2) with --tp")
     if layout.zero == 0 and layout.dp > 1 and t > 1:
         raise RlmLabError("DDP does not compose with DTensor tensor parallelism; "
                           "use --zero 2 or --zero 3 (FSDP2 over the dp dimension) with --tp > 1")
     if batch is not None:
+        if not isinstance(batch, int) or batch < 1:
+            raise RlmLabError(f"batch must be a positive number of sequences, got {batch!r}")
         per = layout.data_ranks * (layout.n_microbatches if layout.pp > 1 else 1)
         if batch % per:
             raise RlmLabError(f"batch {batch} does not split over {layout.data_ranks} data-parallel ranks"
                               + (f" x {layout.n_microbatches} micro-batches" if layout.pp > 1 else "")
                               + f"; use a batch that is a multiple of {per}")
     if seq is not None:
+        if not isinstance(seq, int) or seq < 2:
+            raise RlmLabError(f"sequence length must be >= 2 (next-token loss needs two tokens), got {seq!r}")
         div = (2 * layout.cp if layout.cp > 1 else 1) * (t if layout.sp else 1)
         if seq % div:
             raise RlmLabError(f"sequence length {seq} must be a multiple of {div} "
@@ -156,6 +171,16 @@ def validate(layout: Layout, model="nano", world_size: int | None = None, batch:
         if seq > spec.max_positions:
             raise RlmLabError(f"sequence length {seq} exceeds the model's {spec.max_positions} positions")
     return layout
+
+
+def local_tensor(t):
+    """The local shard of a DTensor (or the tensor itself)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def full_tensor(t):
+    """The whole tensor of a DTensor (a collective!) or the tensor itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def _divisors(n: int) -> str:

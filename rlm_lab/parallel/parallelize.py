@@ -1,20 +1,21 @@
 """Compose the parallelisms of a :class:`Layout` onto a zoo model: ``parallelize(model, layout, mesh)``.
 
-Order (torchtitan's, and the only one that works with DTensor):
+What it dispatches, plainly:
 
-1. **PP** splits the model into stages first: every other parallelism then applies to a stage;
-2. **TP/SP** rewrites the stage's linear layers into DTensor shards over ``mesh["tp"]``;
-3. **EP** replaces each MoE layer's experts by the local ones with all-to-all dispatch over ``mesh["ep"]``;
-4. **CP** replaces attention by ring attention over ``mesh["cp"]``;
-5. **data parallelism** last, over ``mesh["dp"]``: DDP (zero 0), DDP + ZeroRedundancyOptimizer (zero 1)
-   or FSDP2 (zero 2/3), which then shards whatever the steps above left (2-D DTensors for TP).
+* **DP / ZeRO** (``data_parallel``, ``fsdp``) and **TP(+SP)** (``tensor_parallel``) compose, in
+  torchtitan's order (https://github.com/pytorch/torchtitan, ``parallelize_llama``): TP/SP first rewrites
+  the linear layers into DTensor shards over ``mesh["tp"]``, then data parallelism over ``mesh["dp"]``:
+  DDP (zero 0, plain DP only), DDP + ZeroRedundancyOptimizer (zero 1, plain DP only) or FSDP2 (zero 2/3),
+  which shards whatever TP left (2-D DTensors).
+* **PP**, **CP** and **EP** (``pipeline_parallel``, ``context_parallel``, ``expert_parallel``) each run
+  **alone** (every other degree 1). :func:`rlm_lab.parallel.mesh.validate` refuses any other combination
+  with one clear error before a process starts, and :func:`parallelize` refuses it again (a layout built
+  by hand). Composing them with DP/TP (a PP stage wrapped in FSDP2, ring attention on TP shards,
+  EP x DP meshes) is what torchtitan does on GPUs and is not built here.
 
-The result is a :class:`Parallelized`: the local module, its optimizer, and the two functions the
-measurement harness (``measure.py``) needs — how one training step consumes the *global* batch on this
-rank, and how the rank's loss turns into the global loss. PP, CP and EP (pipeline_parallel.py,
-context_parallel.py, expert_parallel.py) each provide ``build(model, layout, mesh, lr) -> Parallelized``,
-so every layout runs through the same harness. In this version PP, CP and EP run alone (their ``build``
-says so for other combinations); DP/ZeRO compose with TP(+SP) on a 2-D mesh (FSDP2 over ``dp``).
+The result is a :class:`Parallelized`: the local module, its optimizer, and the two functions a training
+loop needs — how one step consumes the *global* batch on this rank, and how the rank's loss turns into
+the global loss — so every layout runs through the same harness (``rlm_lab.parallel.bench.measure``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..errors import RlmLabError
+from . import context_parallel as cp
+from . import expert_parallel as ep
+from . import pipeline_parallel as pp
+from .data_parallel import apply_ddp
+from .fsdp import apply_fsdp, apply_zero1
 from .mesh import Layout
+from .tensor_parallel import apply_tp
+from .tensor_parallel import sync_grads as tp_sync_grads
 
 
 def _no_phase(name):
@@ -89,48 +98,47 @@ def _default_forward_backward(module, layout, mesh, layout_model=None):
         with phase("backward"):
             loss.backward()
             if layout.tp > 1:
-                from .tensor_parallel import sync_grads
-
-                sync_grads(layout_model)
+                tp_sync_grads(layout_model)
         return loss
 
     return fb
 
 
+ALONE = ("pp", "cp", "ep")  # parallelisms that run only with every other degree 1 (see the module doc)
+
+
+def check_composition(layout: Layout) -> None:
+    """Refuse a layout that combines PP, CP or EP with any other parallelism (one clear error)."""
+    for d in ALONE:
+        if getattr(layout, d) > 1:
+            others = [f"--{o} {getattr(layout, o)}" for o in ("dp", "tp", "pp", "cp", "ep")
+                      if o != d and getattr(layout, o) > 1]
+            if others:
+                raise RlmLabError(f"--{d} runs alone here (every other degree 1); it does not compose with "
+                                  f"{', '.join(others)}")
+
+
 def parallelize(model, layout: Layout, mesh, lr: float = 1e-3) -> Parallelized:
-    """Apply ``layout`` to ``model`` (in place) over ``mesh``; see the module docstring for the order."""
+    """Apply ``layout`` to ``model`` (in place) over ``mesh``; see the module docstring for what composes."""
     import torch
 
+    check_composition(layout)
     if layout.pp > 1:
-        from . import pipeline_parallel
-
-        return pipeline_parallel.build(model, layout, mesh, lr)
+        return _pipeline(model, layout, mesh, lr)
     if layout.cp > 1:
-        from . import context_parallel
-
-        return context_parallel.build(model, layout, mesh, lr)
+        return _context(model, layout, mesh, lr)
     if layout.ep > 1:
-        from . import expert_parallel
-
-        return expert_parallel.build(model, layout, mesh, lr)
+        return _experts(model, layout, mesh, lr)
     reference = model
     if layout.tp > 1:
-        from .tensor_parallel import apply_tp
-
         apply_tp(model, mesh["tp"], sp=layout.sp)
     module, opt = model, None
     if layout.dp > 1:
         if layout.zero == 0:
-            from .data_parallel import apply_ddp
-
             module = apply_ddp(model, mesh["dp"])
         elif layout.zero == 1:
-            from .fsdp import apply_zero1
-
             module, opt = apply_zero1(model, mesh["dp"], lr)
         else:
-            from .fsdp import apply_fsdp
-
             module = apply_fsdp(model, mesh["dp"], layout.zero)
     if opt is None:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -138,89 +146,97 @@ def parallelize(model, layout: Layout, mesh, lr: float = 1e-3) -> Parallelized:
                         global_loss=mean_over_world, reference=reference, layout=layout)
 
 
-def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int = 16) -> dict:
-    """Collectives of one training step of ``layout`` from the formulas, per rank:
-    ``{kind: {"calls": int or None, "bytes": message bytes}}`` (``calls`` None where the count depends
-    on an implementation detail such as DDP's bucket sizes). Comparable with ``CommCounter.summary()``.
+def _pipeline(model, layout, mesh, lr: float = 1e-3):
+    """A :class:`~rlm_lab.parallel.parallelize.Parallelized` for a PP-only layout.
 
-    Parameter sizes come from an unsharded copy of the model (shapes only matter).
+    Every rank receives the global batch; rank 0 feeds it, the last rank computes the loss.
+    ``global_loss`` broadcasts the last rank's loss to all ranks (every rank must call it).
     """
-    from ..models import build_model
-    from . import data_parallel, fsdp, tensor_parallel
+    import torch
+    import torch.distributed as dist
 
-    from ..errors import RlmLabError
+    group = mesh["pp"].get_group()
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    stage, module = pp.apply_pp(model, rank, world, group)
+    schedule = pp.build_schedule(stage, layout.n_microbatches, layout.schedule)
+    last = dist.get_global_rank(group, world - 1)
 
-    if layout.ep > 1:
-        raise RlmLabError("EP bytes depend on the router's choices: expert_parallel.predicted_a2a_bytes "
-                          "predicts them from the counts each rank sends")
-    m, tok = build_model(model)
-    spec = m.config
-    out: dict = {}
-    if layout.pp > 1 or layout.cp > 1:
-        return _predicted_pp_cp(layout, spec, data_parallel.grad_bytes(m), batch, seq)
+    def forward_backward(input_ids, labels, phase=_no_phase):
+        with phase("forward_backward"):  # the schedule interleaves both passes
+            return pp.pp_step(schedule, rank, world, input_ids, labels)
 
-    def add(kind, calls, nbytes):
-        a = out.setdefault(kind, {"calls": 0, "bytes": 0})
-        a["calls"] = None if calls is None or a["calls"] is None else a["calls"] + calls
-        a["bytes"] += nbytes
+    def global_loss(local):
+        t = local.detach().clone().reshape(1) if local is not None else torch.zeros(1)
+        dist.broadcast(t, src=last, group=group)
+        return t.item()
 
-    local_batch = batch // layout.data_ranks
-    if layout.tp > 1:
-        ev = tensor_parallel.predicted_events(spec.num_hidden_layers, local_batch, seq, spec.hidden_size,
-                                              len(tok), layout.tp, layout.sp)
-        for phase in ev.values():
-            for kind, v in phase.items():
-                add(kind, v["calls"], v["bytes"])
-    if layout.dp > 1:
-        psi = data_parallel.grad_bytes(m)
-        if layout.zero == 0:
-            for kind, v in data_parallel.predicted_bytes(psi, layout.dp).items():
-                add(kind, None, v["bytes"])
-        elif layout.zero == 1:
-            p = fsdp.predicted_bytes([], layout.dp, 1, param_bytes=psi)
-            add("all_reduce", None, p["all_reduce"]["bytes"])
-            add("broadcast", len(list(m.parameters())), p["broadcast"]["bytes"])
-        else:  # FSDP2 shards what TP left on each rank
-            groups = fsdp.group_bytes(m, layout.dp, tp=layout.tp, sp=layout.sp)
-            for kind, v in fsdp.predicted_bytes(groups, layout.dp, layout.zero).items():
-                add(kind, v["calls"], v["bytes"])
-    return out
+    ids = {id(p) for p in module.parameters()}
+    owned = {n for n, p in model.named_parameters() if id(p) in ids}
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=module, optimizer=opt, forward_backward=forward_backward, global_loss=global_loss,
+                        reference=model, layout=layout, owned=owned, extra={"stage": stage, "schedule": schedule})
 
 
-def _predicted_pp_cp(layout: Layout, spec, psi: int, batch: int, seq: int) -> dict:
-    """Rank 0's point-to-point traffic (PP: first stage; CP: one ring member), from E2's formulas."""
-    if layout.pp > 1:
-        from .pipeline_parallel import predicted_p2p_bytes
+def _context(model, layout, mesh, lr: float = 1e-3):
+    """A :class:`~rlm_lab.parallel.parallelize.Parallelized` for a CP-only layout."""
+    import torch
+    import torch.distributed as dist
 
-        if layout.pp != 2:
-            from ..errors import RlmLabError
+    group = mesh["cp"].get_group()
+    rank, c = dist.get_rank(group), dist.get_world_size(group)
+    rings = cp.apply_cp(model, group)
 
-            raise RlmLabError("rank-0 PP prediction here covers pp=2 (first stage sends and receives once per micro-batch)")
-        b = predicted_p2p_bytes(batch, seq, spec.hidden_size, layout.pp)["per_boundary_fwd"]
-        m = layout.n_microbatches
-        return {"send": {"calls": m, "bytes": b}, "recv": {"calls": m, "bytes": b}}
-    from .context_parallel import predicted_kv_bytes
+    def forward_backward(input_ids, labels, phase=_no_phase):
+        with phase("forward"):
+            loss = cp.cp_loss(model, input_ids, labels, c, rank)
+        with phase("backward"):
+            loss.backward()
+        with phase("grad_sync"):
+            cp.sync_grads(model, group)
+        return loss
 
-    head_dim = spec.hidden_size // spec.num_attention_heads
-    kv = predicted_kv_bytes(batch, seq, spec.num_key_value_heads, head_dim, layout.cp, spec.num_hidden_layers)
-    steps = 2 * spec.num_hidden_layers * (layout.cp - 1)  # K,V blocks forward, dK,dV backward, per layer
-    return {"send": {"calls": steps, "bytes": kv["total"]}, "recv": {"calls": steps, "bytes": kv["total"]},
-            "all_reduce": {"calls": 1, "bytes": psi}}  # weight gradients summed over the CP ranks
+    def global_loss(local):
+        t = local.detach().clone().reshape(1)
+        dist.all_reduce(t, group=group)
+        return t.item()
 
-
-def comm_mismatches(predicted: dict, counted: dict) -> list[str]:
-    """Differences between :func:`predicted_comm` and ``CommCounter.summary()`` (empty = equal):
-    the same collective kinds, the same message bytes, and the same calls where predicted."""
-    out = []
-    for kind in sorted(set(predicted) | set(counted)):
-        p, c = predicted.get(kind), counted.get(kind)
-        if p is None or c is None:
-            out.append(f"{kind}: predicted {p}, counted {c}")
-        elif p["bytes"] != c["bytes"] or (p.get("calls") is not None and p["calls"] != c["calls"]):
-            out.append(f"{kind}: predicted {p['calls']} calls / {p['bytes']} B, counted {c['calls']} / {c['bytes']} B")
-    return out
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=model, optimizer=opt, forward_backward=forward_backward, global_loss=global_loss,
+                        reference=model, layout=layout, extra={"rings": rings})
 
 
-def layout_of(result: dict) -> Layout:
-    """The :class:`Layout` a ``run_layout`` result (or run record config) describes."""
-    return Layout(**{k: v for k, v in result["layout"].items() if k not in ("world", "name")})
+def _experts(model, layout, mesh, lr: float = 1e-3):
+    """A :class:`~rlm_lab.parallel.parallelize.Parallelized` for an EP-only layout.
+
+    Rank i of the EP group trains on rows [i·B/e, (i+1)·B/e) of the global batch; dense gradients are
+    averaged and expert gradients scaled by :func:`~rlm_lab.parallel.expert_parallel.sync_grads`; ``extra["full_tensor"]`` gathers a
+    sharded expert tensor (all-gather over the EP group) for comparison with one process.
+    """
+    import torch
+    import torch.distributed as dist
+
+    group = mesh["ep"].get_group()
+    rank, e = dist.get_rank(group), dist.get_world_size(group)
+    experts = ep.apply_ep(model, group)
+
+    def forward_backward(input_ids, labels, phase=_no_phase):
+        b = input_ids.shape[0] // e
+        x, y = input_ids[rank * b:(rank + 1) * b], labels[rank * b:(rank + 1) * b]
+        with phase("forward"):
+            loss = model(input_ids=x, labels=y).loss
+        with phase("backward"):
+            loss.backward()
+        with phase("grad_sync"):
+            ep.sync_grads(model, group)
+        return loss
+
+    def full_tensor(name, t):
+        if not ep.is_expert_param(name):
+            return t
+        parts = [torch.empty_like(t) for _ in range(e)]
+        dist.all_gather(parts, t.contiguous(), group=group)
+        return torch.cat(parts)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    return Parallelized(module=model, optimizer=opt, forward_backward=forward_backward, global_loss=mean_over_world,
+                        reference=model, layout=layout, extra={"experts": experts, "full_tensor": full_tensor})

@@ -46,7 +46,7 @@ def _collectives(rank, world):
 def _tp_cross_check(rank, world):
     from rlm_lab.models import build_model
     from rlm_lab.parallel.comm_counter import CommCounter
-    from rlm_lab.parallel.measure import fixed_batch
+    from rlm_lab.parallel.bench.measure import fixed_batch
     from rlm_lab.parallel.mesh import Layout, build_mesh
     from rlm_lab.parallel.parallelize import parallelize
 

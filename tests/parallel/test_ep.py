@@ -5,6 +5,8 @@ import pytest
 
 from rlm_lab.errors import RlmLabError
 from rlm_lab.parallel import expert_parallel as ep
+from rlm_lab.parallel.bench import ep as bench_ep
+from rlm_lab.parallel.bench.measure import TOLERANCE, within_tolerance
 
 TOL = 1e-5
 
@@ -29,13 +31,13 @@ def test_bad_degree_fails_up_front(experts, degree, match):
 
 def test_measure_refuses_bad_degree_without_spawning():
     with pytest.raises(RlmLabError, match="does not divide"):
-        ep.measure_ep("nano-moe", world=3)
+        bench_ep.measure_ep("nano-moe", world=3)
 
 
 @pytest.mark.dist
 @pytest.mark.slow
 def test_ep_matches_single_process_and_bytes_equal_routing_formula():
-    r = ep.verify_ep("nano-moe", world=2, batch=2, seq=16)
+    r = bench_ep.verify_ep("nano-moe", world=2, batch=2, seq=16)
     assert r["moe_rel"] < TOL and r["grad_rel"] < TOL and r["loss_abs"] < 1e-5, r
     assert r["sent_bytes"] == r["predicted_bytes"] and all(b > 0 for b in r["sent_bytes"])
     assert all(sum(loads) == 2 * 2 * 16 * 2 for loads in r["expert_loads"])  # every token reaches k=2 experts
@@ -45,6 +47,18 @@ def test_ep_matches_single_process_and_bytes_equal_routing_formula():
 @pytest.mark.dist
 @pytest.mark.slow
 def test_measure_ep_counts_exact_all_to_all_bytes():
-    r = ep.measure_ep("nano-moe", world=2, steps=1, batch=2, seq=16)
+    r = bench_ep.measure_ep("nano-moe", world=2, steps=1, batch=2, seq=16)
     assert r["bytes_match"] and r["sent_bytes"] == r["predicted_bytes"] > 0
     assert len(r["lambda_expert"]) == 2 and all(lam >= 1 for lam in r["lambda_rank"])
+
+
+@pytest.mark.dist
+@pytest.mark.slow
+def test_ep_on_four_ranks_matches_single_process(four_rank_results):
+    """ep=4 on nano-moe: one expert per rank, tokens dispatched to 3 other ranks; loss, every gradient
+    (expert shards gathered) and the parameters after 3 steps match one process on the whole batch."""
+    r = four_rank_results["ep4"]
+    assert r["layout"]["ep"] == 4 and within_tolerance(r["check"]), (r["check"], TOLERANCE)
+    assert r["check"]["n_grads"] == r["check"]["n_params"] == r["check"]["n_ref"], r["check"]
+    a2a = r["comm"]["all_to_all"]
+    assert a2a["groups"] == [4] and a2a["calls"] > 0

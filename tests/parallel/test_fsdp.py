@@ -3,8 +3,8 @@ state, and counted all-gather/reduce-scatter bytes equal to the formulas (ZeRO-3
 
 import pytest
 
-from rlm_lab.parallel.measure import TOLERANCE, within_tolerance
-from rlm_lab.parallel.parallelize import comm_mismatches, layout_of, predicted_comm
+from rlm_lab.parallel.bench.measure import TOLERANCE, within_tolerance
+from rlm_lab.parallel.predict import comm_mismatches, layout_of, predicted_comm
 
 
 pytestmark = [pytest.mark.dist, pytest.mark.slow]
@@ -16,8 +16,8 @@ def results(two_rank_results):
 
 
 @pytest.mark.parametrize("i", [0, 1])
-def test_fsdp_matches_single_process(results, i):
-    assert within_tolerance(results[i]["check"]) and results[i]["check"]["n_grads"] == 21, (results[i]["check"], TOLERANCE)
+def test_fsdp_matches_single_process(results, i, nano_trainable):
+    assert within_tolerance(results[i]["check"]) and results[i]["check"]["n_grads"] == nano_trainable, (results[i]["check"], TOLERANCE)
 
 
 @pytest.mark.parametrize("i", [0, 1])

@@ -52,7 +52,7 @@ def test_batch_and_sequence_must_split():
 
 
 def test_bad_layout_fails_before_any_process_starts():
-    from rlm_lab.parallel.measure import spawn_layouts
+    from rlm_lab.parallel.bench.measure import spawn_layouts
 
     t0 = time.perf_counter()
     with pytest.raises(RlmLabError, match="--tp 3 does not divide"):

@@ -5,6 +5,7 @@ import pytest
 
 from rlm_lab.errors import RlmLabError
 from rlm_lab.parallel import pipeline_parallel as pp
+from rlm_lab.parallel.bench import pp as bench_pp
 
 TOL = 1e-5  # max |grad - ref| / max |ref| per tensor; fp32 re-ordered sums land at ~1e-7
 
@@ -34,7 +35,7 @@ def test_bad_layouts_fail_before_any_process(kwargs, match):
 
 def test_measure_refuses_bad_layout_without_spawning():
     with pytest.raises(RlmLabError, match="does not divide"):
-        pp.measure_pp("nano", world=4)  # nano has 2 layers
+        bench_pp.measure_pp("nano", world=4)  # nano has 2 layers
 
 
 def test_stage_layers_split_evenly():
@@ -43,10 +44,10 @@ def test_stage_layers_split_evenly():
 
 @pytest.mark.dist
 @pytest.mark.slow
-def test_gpipe_and_1f1b_match_single_process_and_bytes_equal_formula():
-    res = pp.verify_pp("nano", world=2, batch=8, seq=16, microbatches=4)
+def test_gpipe_and_1f1b_match_single_process_and_bytes_equal_formula(nano_trainable):
+    res = bench_pp.verify_pp("nano", world=2, batch=8, seq=16, microbatches=4)
     for schedule, r in res.items():
-        assert r["n_grads"] == 21, schedule  # every parameter of the model lives on exactly one stage
+        assert r["n_grads"] == nano_trainable, schedule  # every parameter of the model lives on exactly one stage
         assert r["loss_abs"] < 1e-5 and r["grad_rel"] < TOL, (schedule, r)
         assert r["sent_bytes"] == r["predicted_bytes"] == [8 * 16 * 64 * 4] * 2, (schedule, r)
         # activations held: m micro-batches (GPipe) or min(m, p - stage) (1F1B) x one micro-batch's share
@@ -57,7 +58,7 @@ def test_gpipe_and_1f1b_match_single_process_and_bytes_equal_formula():
 @pytest.mark.dist
 @pytest.mark.slow
 def test_measure_pp_reports_bubble_and_exact_bytes():
-    r = pp.measure_pp("nano", world=2, microbatches=2, schedule="gpipe", steps=1, batch=4, seq=16)
+    r = bench_pp.measure_pp("nano", world=2, microbatches=2, schedule="gpipe", steps=1, batch=4, seq=16)
     assert r["bytes_match"] and r["sent_bytes"] == r["predicted_bytes"] == 2 * 4 * 16 * 64 * 4
     assert r["bubble_predicted"] == pytest.approx(1 / 3)
     assert 0 < r["bubble_measured"] < 1 and r["step_s"] > 0 and r["baseline_share_s"] > 0
@@ -67,7 +68,7 @@ def test_measure_pp_reports_bubble_and_exact_bytes():
 def test_predicted_step_time_composes_baseline_bubble_and_alpha_beta():
     from rlm_lab.cost.comm import collective_time
     from rlm_lab.cost.hardware import load_profile
-    from rlm_lab.parallel.measure_pp_cp_ep import predict_step_time
+    from rlm_lab.parallel.bench.common import predict_step_time
 
     res = {"parallelism": "pp", "model": "nano", "world": 2, "microbatches": 4, "batch": 8, "seq": 16,
            "baseline_share_s": 0.1}

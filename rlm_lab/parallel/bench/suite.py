@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from .mesh import Layout
+from ..mesh import Layout
 
 SUITES = {
     # size: {world: [(layout, run kwargs)]}
@@ -67,11 +67,11 @@ def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profil
     :func:`compare` passes the counted ones, which equal the prediction wherever one exists, so the
     time is judged on the same collectives that ran).
     """
-    from ..cost.comm import collective_time
-    from ..cost.hardware import load_profile
-    from ..cost.spec import model_spec
-    from ..cost.timing import backward_time, forward_time, optimizer_time
-    from .parallelize import predicted_comm
+    from ...cost.comm import collective_time
+    from ...cost.hardware import load_profile
+    from ...cost.spec import model_spec
+    from ...cost.timing import backward_time, forward_time, optimizer_time
+    from ..predict import predicted_comm
 
     prof, spec = load_profile(profile), model_spec(model)
     b = batch // layout.data_ranks
@@ -108,8 +108,8 @@ def oversubscribed(world: int) -> bool:
 def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, say=print) -> list:
     """Run the layouts of ``size`` (only those of ``worlds`` processes, if given) and write one record
     per layout; returns the run directories."""
-    from ..record import runs_root
-    from ..sizes import check_size
+    from ...sizes import check_size
+    from ...record import runs_root
     from .measure import spawn_layouts, write_record
 
     check_size(size)
@@ -136,8 +136,8 @@ def _median(xs):
 
 def compare(records, profile=None) -> list[dict]:
     """One row per record: measured median step time and counted bytes next to the predictions."""
-    from ..errors import RlmLabError
-    from .parallelize import comm_mismatches, layout_of, predicted_comm
+    from ...errors import RlmLabError
+    from ..predict import comm_mismatches, layout_of, predicted_comm
 
     rows = []
     for rec in records:
@@ -169,34 +169,6 @@ def _ok(check) -> bool:
     return within_tolerance(check)
 
 
-# E2's measurement functions for the pipeline, ring-attention and all-to-all schedules (bubble, ring
-# and routing-dependent predictions that the generic harness does not make), at cpu size
-MEASUREMENTS = {
-    "cpu": [("pp_gpipe", "pipeline_parallel.measure_pp", dict(model="micro", microbatches=4, schedule="gpipe", steps=4, batch=8, seq=64)),
-            ("pp_1f1b", "pipeline_parallel.measure_pp", dict(model="micro", microbatches=4, schedule="1f1b", steps=4, batch=8, seq=64)),
-            ("cp", "context_parallel.measure_cp", dict(model="micro", steps=4, batch=2, seq=128)),
-            ("ep", "expert_parallel.measure_ep", dict(model="micro-moe", steps=4, batch=4, seq=64))],
-}
-
-
-def record_measurements(size: str, out_root=None, say=print) -> list:
-    """Run the PP/CP/EP measurement functions of ``size`` and record each as ``ch04_measure_<name>``."""
-    import importlib
-
-    from ..record import RunRecord, runs_root
-
-    root = out_root or runs_root(size)
-    dirs = []
-    for name, fn, kw in MEASUREMENTS.get(size, []):
-        mod, func = fn.rsplit(".", 1)
-        res = getattr(importlib.import_module(f"rlm_lab.parallel.{mod}"), func)(**kw)
-        rec = RunRecord(root / f"ch04_measure_{name}", config={"function": fn, **kw, "size": size})
-        rec.update(**res)
-        say(f"ch04_measure_{name}: recorded -> {rec.dir}")
-        dirs.append(rec.dir)
-    return dirs
-
-
 E2E_MODES = ("single", "ddp", "zero2", "zero3", "fsdp")
 
 
@@ -207,12 +179,12 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
     import subprocess
     import sys
 
-    from ..record import REPO_ROOT
+    from ...record import REPO_ROOT
 
     codes = {}
     for mode in modes:
         n = "1" if mode == "single" else "2"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, "-m", "rlm_lab.parallel.e2e",
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, "-m", "rlm_lab.parallel.bench.e2e",
                "--mode", mode, "--steps", str(steps), "--model", model, "--size", size]
         p = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         codes[mode] = p.returncode

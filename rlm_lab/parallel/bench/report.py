@@ -22,7 +22,7 @@ def family(layout: dict) -> str:
 
 def load_records(root: str | Path, prefix: str = "ch04_") -> list:
     """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name."""
-    from ..record import RunRecord
+    from ...record import RunRecord
 
     root = Path(root)
     if not root.exists():
@@ -114,9 +114,9 @@ def errors(rs, fam: str) -> str:
 
 def calibrated_profile():
     """This machine's calibrated CPU profile (``rlm-lab calibrate``), or None if none is committed."""
-    from ..cost.calibrate import default_name
-    from ..cost.hardware import load_profile
-    from ..errors import RlmLabError
+    from ...cost.calibrate import default_name
+    from ...cost.hardware import load_profile
+    from ...errors import RlmLabError
 
     try:
         prof = load_profile(default_name("cpu"))
@@ -126,18 +126,13 @@ def calibrated_profile():
         return None
 
 
-def measurements(root: str | Path) -> dict:
-    """The recorded PP/CP/EP measurement results (``ch04_measure_*``) by name."""
-    return {rec.dir.name.removeprefix("ch04_measure_"): rec.results for rec in load_records(root, "ch04_measure_")}
-
-
 def _predicted_state(r: dict) -> float:
     """Model-state bytes per rank from the ZeRO table (paper-notes §2.5): AdamW fp32, N parameters."""
-    from . import data_parallel, fsdp
+    from .. import data_parallel, fsdp
 
     n = r["memory"]["params"] // 4 if r["layout"]["zero"] == 0 else None
     if n is None:  # sharded: N from the gradient all-reduce/reduce-scatter message of the record's model
-        from ..models import build_model, count_parameters
+        from ...models import build_model, count_parameters
 
         n = count_parameters(build_model(r["model"])[0])
     d, z = r["layout"]["dp"], r["layout"]["zero"]
@@ -147,7 +142,7 @@ def _predicted_state(r: dict) -> float:
 
 def plot_bubble(root: str | Path, prefix: str = "ch04_e2_pp2-"):
     """Pipeline idle fraction against micro-batches m: measured (per schedule) and (p-1)/(m+p-1),
-    from the pipeline sweep records (``pipeline_parallel.measure_pp`` runs). Returns the figure."""
+    from the pipeline sweep records (``rlm_lab.parallel.bench.pp.measure_pp`` runs). Returns the figure."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.2))

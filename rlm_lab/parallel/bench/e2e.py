@@ -1,7 +1,7 @@
 """The same GRPO run through TRL's Trainer on several processes: DDP, DeepSpeed ZeRO-2, ZeRO-3.
 
-    torchrun --nproc_per_node 2 -m rlm_lab.parallel.e2e --mode ddp   --steps 4
-    torchrun --nproc_per_node 2 -m rlm_lab.parallel.e2e --mode zero2 --steps 4   # needs deepspeed
+    torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode ddp   --steps 4
+    torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode zero2 --steps 4   # needs deepspeed
     rlm-lab parallel ... covers the hand-built layouts; this module covers what the Trainer does.
 
 Each rank builds the same GRPO trainer (``rlm_lab.train.rl.make_trainer``) from the same zoo model,
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ...errors import RlmLabError
 
 MODES = {"single": None, "ddp": None, "zero2": "configs/deepspeed/zero2.json", "zero3": "configs/deepspeed/zero3.json",
          "fsdp": "fsdp"}
@@ -70,7 +70,7 @@ def require(trainer, mode: str) -> dict:
 
 def predicted_grad_bytes(param_bytes: int, world: int, mode: str) -> float:
     """Gradient-synchronisation bytes per rank per optimizer step (ring), by mode."""
-    from ..cost.comm import dp_allreduce_bytes, zero3_bytes
+    from ...cost.comm import dp_allreduce_bytes, zero3_bytes
 
     if mode == "single":
         return 0.0
@@ -78,7 +78,7 @@ def predicted_grad_bytes(param_bytes: int, world: int, mode: str) -> float:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlm_lab.parallel.e2e", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rlm_lab.parallel.bench.e2e", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=sorted(MODES), default="ddp")
     p.add_argument("--model", default="nano")
     p.add_argument("--steps", type=int, default=4)
@@ -97,14 +97,14 @@ def _run(args) -> int:
 
     import torch.distributed as dist
 
-    from ..models import build_model, count_parameters, save
-    from ..record import REPO_ROOT, RunRecord, runs_root
-    from ..tasks import ensure_data, parse_task
-    from ..train import make_config
-    from ..train.rl import make_trainer
+    from ...models import build_model, count_parameters, save
+    from ...record import REPO_ROOT, RunRecord, runs_root
+    from ...tasks import ensure_data, parse_task
+    from ...train import make_config
+    from ...train.rl import make_trainer
 
     if "WORLD_SIZE" not in os.environ:
-        raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.parallel.e2e --mode ddp")
+        raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode ddp")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     extra = {}
     if MODES[args.mode] == "fsdp":
@@ -118,7 +118,7 @@ def _run(args) -> int:
         model, tok = build_model(args.model, seed=cfg.seed)
         model_dir = save(model, tok, Path(scratch) / "model")
         trainer = make_trainer(cfg, model_dir, rows, task, Path(scratch) / "out")
-        from ..train.run import quiet_progress
+        from ...train.callbacks import quiet_progress
 
         quiet_progress(trainer)
         require(trainer, args.mode)  # the flags are set at init: refuse before spending any time
@@ -127,7 +127,7 @@ def _run(args) -> int:
             run_dir = Path(args.out) if args.out else runs_root(args.size) / f"ch04_e2e_grpo_{args.mode}"
             record = RunRecord(run_dir, config={"mode": args.mode, "world": world, "model": args.model,
                                                 "steps": args.steps, **cfg.to_dict()})
-        from ..train.tracer import trace
+        from ...train.tracer import trace
 
         trace(trainer, record=record)
         t0 = time.perf_counter()

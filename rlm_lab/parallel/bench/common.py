@@ -1,16 +1,16 @@
-"""Shared by the PP, CP and EP measurements: models, batches, the single-process baseline, the
-step-time prediction, and the recorded chapter-4 runs (``ch04_e2_*``).
+"""Shared by the PP, CP and EP measurements: models, batches, the single-process baseline and the
+step-time prediction.
 
-The parallelism modules (pipeline_parallel, context_parallel, expert_parallel) each hold their
-own ``measure_*`` (what one run measures) and ``verify_*`` (correctness against one process);
-this module holds what the three share, so each of them stays readable on its own.
+:mod:`.pp`, :mod:`.cp` and :mod:`.ep` each hold their own ``measure_*`` (what one run measures) and
+``verify_*`` (correctness against one process); this module holds what the three share, so each of them
+stays readable on its own. The recorded runs (``ch04_e2_*``) are :mod:`.sweeps`'.
 """
 
 from __future__ import annotations
 
 import time
 
-from ..errors import RlmLabError
+from ...errors import RlmLabError
 
 
 def cores() -> int:
@@ -24,7 +24,7 @@ def zoo_model(name: str, seed: int = 0, layers: int | None = None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..models import make_config
+    from ...models import make_config
 
     config = make_config(name)
     if layers:
@@ -89,11 +89,11 @@ def comm_profile(profile=None):
     calibrated CPU profile, or None when it has not been calibrated (predictions then leave the
     communication term out and say so with ``profile: None``).
     """
-    from ..cost.hardware import load_profile
+    from ...cost.hardware import load_profile
 
     if profile is not None:
         return load_profile(profile)
-    from ..cost.calibrate import default_name
+    from ...cost.calibrate import default_name
 
     try:
         prof = load_profile(default_name("cpu"))
@@ -107,62 +107,14 @@ def comm_time(op: str, message_bytes: float, world: int, profile) -> float | Non
     """α-β seconds of one message (None without a calibrated profile)."""
     if profile is None:
         return None
-    from ..cost.comm import collective_time
+    from ...cost.comm import collective_time
 
     return collective_time(op, message_bytes, world, profile)
-
 
 
 def max_rel(got: dict, ref: dict) -> float:
     """max over tensors of max|a-b| / max|b| (fp32 reductions reorder sums: errors scale with the tensor)."""
     return max(((g - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-30)).item() for n, g in got.items())
-
-
-
-# ---- recorded measurements of PP, CP and EP (chapter 4) -----------------------------------------
-
-MEASUREMENTS = {  # size -> [(kind, kwargs)]; "oversubscribed" (world > cores) is recorded with each run
-    "smoke": [("pp", dict(model="nano", world=2, microbatches=4, schedule="1f1b", steps=1, batch=8, seq=16)),
-              ("cp", dict(model="nano", world=2, steps=1, batch=2, seq=32)),
-              ("ep", dict(model="nano-moe", world=2, steps=1, batch=2, seq=16))],
-    "cpu": [*[("pp", dict(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
-              for s in ("gpipe", "1f1b") for m in (2, 4, 8, 16)],
-            ("pp", dict(model="micro", world=4, layers=4, microbatches=8, schedule="1f1b", steps=3, batch=16, seq=64)),
-            ("cp", dict(model="micro", world=2, steps=5, batch=2, seq=256)),
-            ("cp", dict(model="micro", world=4, steps=3, batch=2, seq=256)),
-            ("ep", dict(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
-            ("ep", dict(model="micro-moe", world=4, steps=3, batch=4, seq=64))],
-}
-
-
-def measurement_name(kind: str, kw: dict) -> str:
-    """Run directory name, e.g. ``ch04_e2_pp2-gpipe-m4-micro`` (``-oversubscribed`` when world > cores)."""
-    extra = f"-{kw['schedule']}-m{kw['microbatches']}" if kind == "pp" else ""
-    over = "-oversubscribed" if kw["world"] > cores() else ""
-    return f"ch04_e2_{kind}{kw['world']}{extra}-{kw['model']}{over}"
-
-
-def run_measurements(size: str = "smoke", only: str | None = None) -> list:
-    """Run the :data:`MEASUREMENTS` of ``size`` (``only``: pp, cp or ep) and write one run record each
-    under ``runs_root(size)``. Returns the record directories."""
-    import os
-
-    from ..record import RunRecord, runs_root
-    from ..sizes import check_size
-    from . import context_parallel, expert_parallel, pipeline_parallel
-
-    check_size(size)
-    fns = {"pp": pipeline_parallel.measure_pp, "cp": context_parallel.measure_cp, "ep": expert_parallel.measure_ep}
-    dirs = []
-    for kind, kw in MEASUREMENTS.get(size, MEASUREMENTS["cpu"]):
-        if only and kind != only:
-            continue
-        rec = RunRecord(runs_root(size) / measurement_name(kind, kw), config={"kind": kind, **kw},
-                        command=f"rlm_lab.parallel.measure_pp_cp_ep.run_measurements({size!r})", seed=kw.get("seed", 0))
-        rec.update(**fns[kind](**kw), load_average=list(os.getloadavg()))
-        dirs.append(rec.dir)
-    return dirs
-
 
 
 def predict_step_time(result: dict, profile=None) -> dict:
@@ -181,7 +133,7 @@ def predict_step_time(result: dict, profile=None) -> dict:
     without one the communication term is None and the total is compute only. Nothing overlaps
     (gloo on CPU runs P2P and collectives in the calling thread's critical path).
     """
-    from ..models import make_config
+    from ...models import make_config
 
     kind, world, t = result["parallelism"], result["world"], result["baseline_share_s"]
     config = make_config(result["model"])

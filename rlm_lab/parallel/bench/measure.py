@@ -27,7 +27,7 @@ from __future__ import annotations
 import resource
 import time
 
-from .mesh import Layout, build_mesh, device_type, validate
+from ..mesh import Layout, build_mesh, device_type, full_tensor, local_tensor, validate
 
 
 TOLERANCE = {"loss_abs": 1e-5, "grad_rel": 1e-5, "param_abs": 2e-5}
@@ -37,16 +37,6 @@ def within_tolerance(check: dict, tol: dict = TOLERANCE) -> bool:
     """Whether a ``run_layout`` check matches the single-process run."""
     return (check["loss_abs"] <= tol["loss_abs"] and check["grad_abs_rel"][1] <= tol["grad_rel"]
             and check["param_abs_rel"][0] <= tol["param_abs"])
-
-
-def local_tensor(t):
-    """The local shard of a DTensor (or the tensor itself)."""
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
-def full_tensor(t):
-    """The whole tensor of a DTensor (a collective!) or the tensor itself."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def fixed_batch(batch: int, seq: int, vocab: int, seed: int = 0):
@@ -95,7 +85,7 @@ def reference_run(model_name: str, batch, steps: int, lr: float, seed: int) -> d
     """The single-process run the layouts must reproduce: losses, grads after step 0, final params."""
     import torch
 
-    from ..models import build_model
+    from ...models import build_model
 
     model, _ = build_model(model_name, seed=seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -145,9 +135,9 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
     import torch
     import torch.distributed as dist
 
-    from ..models import build_model
-    from .comm_counter import CommCounter
-    from .parallelize import parallelize
+    from ...models import build_model
+    from ..comm_counter import CommCounter
+    from ..parallelize import parallelize
 
     device = device or device_type()
     if device == "cuda":
@@ -194,7 +184,7 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
             "ref_losses": ref["losses"],
             "grad_abs_rel": _max_diff(grads0, ref["grads"]),
             "param_abs_rel": _max_diff(params, ref["params"]),
-            "n_grads": len(grads0), "n_params": len(params),
+            "n_grads": len(grads0), "n_params": len(params), "n_ref": len(ref["grads"]),
         }
     return out
 
@@ -210,8 +200,8 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
     ``kwargs`` for that layout (e.g. another model). Returns one dict per layout: rank 0's result, plus
     ``per_rank`` memory and comm of every rank. Layouts are validated before any process starts.
     """
-    from ..errors import RlmLabError
-    from .launch import spawn
+    from ...errors import RlmLabError
+    from ..launch import spawn
 
     if not layouts:
         return []
@@ -221,7 +211,7 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
         validate(lay, kw.get("model", "nano"), world_size=world, batch=kw.get("batch", 8), seq=kw.get("seq", 16))
     if world == 1:
         raise RlmLabError("spawn_layouts needs world >= 2; run_layout a 1-process layout directly")
-    from .mesh import backend_for
+    from ..mesh import backend_for
 
     per_rank = spawn(_worker, world, args=(jobs,), timeout_s=timeout_s, backend=backend_for(device_type()))
     out = []
@@ -232,24 +222,31 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
     return out
 
 
-def write_record(run_dir, res: dict, config: dict | None = None):
-    """A run record of one ``run_layout`` result: config (layout, model, sizes), per-step metrics
-    (loss, step time) and results (counted comm per rank, memory per rank, the check, predicted comm)."""
+def write_record(run_dir, res: dict, config: dict | None = None, force: bool = False):
+    """A completed run record of one ``run_layout`` result: config (layout, model, sizes), per-step metrics
+    (loss, step time) and results (counted comm per rank, memory per rank, the check, predicted comm).
+
+    ``run_dir``: a folder, or a :class:`~rlm_lab.record.RunRecord` opened before the run (the CLI opens it
+    first, so that a refused folder costs no run); ``force`` replaces an existing record in a folder."""
     import os
 
-    from ..errors import RlmLabError
-    from ..record import RunRecord
-    from .parallelize import comm_mismatches, layout_of, predicted_comm
+    from ...errors import RlmLabError
+    from ...record import RunRecord
+    from ..predict import comm_mismatches, layout_of, predicted_comm
 
     cfg = {k: res[k] for k in ("layout", "model", "steps", "batch", "seq", "lr", "world", "device")} | (config or {})
-    rec = RunRecord(run_dir, config=cfg, seed=0)
+    if isinstance(run_dir, RunRecord):
+        rec = run_dir
+        rec.config.update(cfg)
+    else:
+        rec = RunRecord(run_dir, config=cfg, seed=0, force=force)
     for i, (loss, t) in enumerate(zip(res["losses"], res["step_s"])):
         rec.log({"step": i, "loss": loss, "step_s": t})
     try:
         pred = predicted_comm(layout_of(res), res["model"], res["batch"], res["seq"])
-        mismatches = comm_mismatches(pred, res["comm"])
-    except RlmLabError as e:
-        pred, mismatches = None, [str(e)]
-    rec.update(**res, predicted_comm=pred, comm_mismatches=mismatches,
-               oversubscribed=res["world"] > len(os.sched_getaffinity(0)))
+        mismatches, why_not = comm_mismatches(pred, res["comm"]), None
+    except RlmLabError as e:  # no formula for this layout's bytes (EP: routing-dependent; PP beyond 2 stages)
+        pred, mismatches, why_not = None, None, str(e)
+    rec.complete(**res, predicted_comm=pred, comm_mismatches=mismatches, comm_not_predicted=why_not,
+                 oversubscribed=res["world"] > len(os.sched_getaffinity(0)), load_average=list(os.getloadavg()))
     return rec.dir
