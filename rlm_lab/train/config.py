@@ -235,10 +235,3 @@ def _fails_alone(from_file: dict, message: str, algo: str, size: str, task: str)
         return str(e) == message
     return False
 
-
-def save_yaml(cfg: RunConfig, path: str | Path) -> Path:
-    import yaml
-
-    from ..record import atomic_write_text
-
-    return atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
