@@ -1,0 +1,39 @@
+"""Chapter 2, "Anatomy of an iteration": traced PPO / GRPO / DAPO-style runs against the cost model.
+
+The experiment has the shape every chapter shares: :mod:`.cases` (what runs) -> :mod:`.run` (records)
+-> :mod:`.compare` (predicted against measured, the headline numbers) -> the notebook's tables.
+
+What is measured (each a recorded run, ``data/runs/<size>/ch02_*``):
+
+* ``run_case``: a TRL run (GRPO, DAPO-style GRPO with beta = 0, our PPO) of a random-init zoo model with
+  **forced** completion lengths (``min_new_tokens = max_new_tokens = R``), so the workload the cost model
+  is given is exactly the one that ran; the stage tracer times every stage; held-model bytes (weights,
+  gradients just before the optimizer step, optimizer state just after it) are counted from the live
+  tensors; the KV cache of one ``generate`` call is counted from its cache tensors.
+* ``reward_calibration``: seconds per sample of the verifier, timed on synthetic completions (a
+  calibration input of the cost model, measured apart from the runs it is judged on).
+* ``tracer_overhead``: the same config with and without the tracer, alternated, median step times.
+
+What is predicted: ``predict_case`` builds the cost model's ``Workload`` from the same case and calls
+``rlm_lab.cost.predict`` with a calibrated hardware profile. ``time_table`` / ``memory_table`` join the
+two on ``rlm_lab.stages.Stage`` keys and give the relative error (predicted - measured) / measured.
+
+Ignores: learning (random-init models, rewards are ~0; stage times do not depend on the reward values),
+and TRL bookkeeping outside the stages ("other", shown but not predicted).
+"""
+
+from ..compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
+from ..memory_probes import Probe, measure_kv_cache, measured_memory
+from .cases import CPU_PROFILE, PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, profile_for, sweep_cases
+from .compare import (ALGORITHMS, MEASURED_STAGES, algorithms_table, case_of, comparison, errors_by_calibration,
+                      generation_shares, headline, memory_table, predict_case, share_row, time_table)
+from .run import ensure_runs, load_reference, main, reward_calibration, run_case, tracer_overhead
+
+__all__ = [
+    "ALGORITHMS", "CPU_PROFILE", "MEASURED_STAGES", "OTHER", "PROMPT_LEN", "STEP", "TASK", "Case", "Probe",
+    "algorithm_cases", "algorithms_table", "case_dir", "case_of", "comparison", "ensure_runs",
+    "errors_by_calibration", "generation_shares", "headline", "load_reference", "main", "measure_kv_cache",
+    "measured_memory", "median_abs_error", "memory_table", "predict_case", "profile_for", "reference_dir",
+    "relative_error", "reward_calibration", "run_case", "share_row", "step_summary", "sweep_cases",
+    "time_table", "tracer_overhead", "verdict",
+]

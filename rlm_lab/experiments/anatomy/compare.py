@@ -1,0 +1,177 @@
+"""Chapter 2's comparison: the cost model's prediction for each case, joined with the record stage by stage
+(time), item by item (model-state bytes) and as shares of a step; the headline numbers the prose quotes."""
+
+from __future__ import annotations
+
+import statistics
+
+from ...errors import RlmLabError
+from ...record import RunRecord
+from ...stages import Stage
+from ..compare import OTHER, STEP, relative_error, step_summary, verdict
+from .cases import CPU_PROFILE, PROMPT_LEN, Case, algorithm_cases
+
+def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
+    """The cost model's prediction for ``case`` (same model, algorithm, batch shape and lengths)."""
+    from ...cost import Algorithm, Workload, algorithm, predict
+    from ...cost.workload import ResponseLengths
+
+    if case.algo == "ppo":  # our PPO scores with the verifier, not a reward model: actor, critic, reference
+        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()) + ("verifier",), "gae")
+    else:
+        algo = algorithm(case.algo, case.beta)
+    wl = Workload(prompts=case.batch // case.group, group_size=case.group, prompt_len=PROMPT_LEN,
+                  response=ResponseLengths("fixed", length=case.length), micro_batch=case.batch,
+                  gen_batch=case.batch, recompute_old=case.algo == "ppo" and case.beta > 0, precision="fp32",
+                  padding="batch", engine="static", logits="completion",
+                  reward_s_per_sample=reward_s_per_sample, weight_sync="none")
+    return predict(case.model, algo, wl, profile)
+
+
+MEASURED_STAGES = (Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.REWARD, Stage.VALUES,
+                   Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE, Stage.OPTIMIZER)
+
+
+def time_table(record: RunRecord, prediction) -> list[dict]:
+    """Per stage: predicted and measured seconds per step (median over traced steps), relative error;
+    a last row "step" compares the predicted iteration with the measured step wall time."""
+    summary = record.results.get("trace")
+    if not summary or not summary.get("stages"):
+        raise RlmLabError(f"{record.dir} has no tracer summary; re-run it with the tracer on")
+    rows = []
+    predicted_stages = {r.stage for r in prediction.rows}
+    for stage in MEASURED_STAGES:
+        pred_has = stage in predicted_stages or (stage == Stage.GENERATE and Stage.DECODE in predicted_stages)
+        meas = summary["stages"].get(stage.value)
+        if not pred_has and meas is None:
+            continue
+        p = prediction.seconds(stage) if pred_has else 0.0
+        m = meas["median_s"] if meas else 0.0
+        rows.append({"stage": stage.value, "predicted": p, "measured": m, "rel_error": relative_error(p, m)})
+    other = summary["stages"].get("other", {}).get("median_s", 0.0)
+    rows.append({"stage": OTHER, "predicted": 0.0, "measured": other, "rel_error": float("nan")})
+    step_p, step_m = sum(r.seconds for r in prediction.rows), summary["step_wall_s"]["median"]
+    rows.append({"stage": STEP, "predicted": step_p, "measured": step_m, "rel_error": relative_error(step_p, step_m)})
+    return rows
+
+
+def memory_table(record: RunRecord, prediction) -> list[dict]:
+    """Bytes per held model and kind, predicted (cost model) against counted from the live tensors."""
+    from ...cost import memory as M
+    from ...cost import scalar_head
+
+    meas = record.results["memory_measured"]
+    spec, prec = prediction.spec, prediction.workload.precision
+    actor = M.model_memory(spec, True, prec)
+    pred = {"actor_weights": actor.weights, "actor_gradients": actor.gradients, "actor_optimizer": actor.optimizer}
+    if prediction.algo.reference:
+        pred["reference_weights"] = M.model_memory(spec, False, prec).weights
+    if prediction.algo.critic:
+        critic = M.model_memory(scalar_head(spec), True, prec)
+        pred.update(critic_weights=critic.weights, critic_gradients=critic.gradients, critic_optimizer=critic.optimizer)
+    wl = prediction.workload
+    pred["kv_cache"] = M.kv_cache_bytes(spec, wl.gen * M.generate_kv_tokens(wl.prompt_len, wl.response.length),
+                                        wl.dtype_bytes)
+    rows = []
+    for key, p in pred.items():
+        m = meas.get(key)
+        rows.append({"item": key, "predicted": p, "measured": m,
+                     "rel_error": relative_error(p, m) if m is not None else float("nan")})
+    return rows
+
+
+def share_row(record: RunRecord, prediction, label: str) -> dict:
+    """Per stage: predicted FLOP share, predicted time share and measured time share of one step
+    (generation = prefill + decode; "other" is measured only)."""
+    flops: dict[str, float] = {}
+    secs: dict[str, float] = {}
+    for r in prediction.rows:
+        key = Stage.GENERATE.value if r.stage in (Stage.PREFILL, Stage.DECODE) else r.stage.value
+        flops[key] = flops.get(key, 0.0) + r.flops
+        secs[key] = secs.get(key, 0.0) + r.seconds
+    total_f, total_s = sum(flops.values()) or 1.0, sum(secs.values()) or 1.0
+    stages = record.results["trace"]["stages"]
+    wall = record.results["trace"]["step_wall_s"]["median"]
+    return {"label": label, "flop_share": {k: v / total_f for k, v in flops.items() if v},
+            "time_share_predicted": {k: v / total_s for k, v in secs.items() if v},
+            "time_share": {k: v["median_s"] / wall for k, v in stages.items()}}
+
+
+def case_of(record: RunRecord) -> Case:
+    return Case(**record.config["case"])
+
+
+def algorithms_table(size: str, profile=CPU_PROFILE) -> list[dict]:
+    """Per algorithm: models held, stages run, predicted model-state bytes (weights + grads + AdamW)."""
+    from ...stages import MODELS_HELD
+
+    rows = []
+    for name, case in algorithm_cases(size).items():
+        pred = predict_case(case, profile)
+        held = pred.algo.models
+        m = pred.memory
+        rows.append({"run": name, "algorithm": case.label.split(" ")[0], "models": ", ".join(held),
+                     "stages": ", ".join(str(r.stage) for r in pred.rows),
+                     "model_state_MiB": round((m.weights + m.gradients + m.optimizer) / 2**20, 3),
+                     "paper_notes": ", ".join(MODELS_HELD["dapo" if case.beta == 0 and case.algo == "grpo"
+                                                         else case.algo])})
+    return rows
+
+
+def comparison(records: dict, names, profile=CPU_PROFILE) -> list[dict]:
+    """Predicted against measured per stage for the named runs, one row per (run, stage)."""
+    reward_s = records["reward_calibration"].results["reward_s_per_sample"]
+    out = []
+    for name in names:
+        rec = records[name]
+        for row in time_table(rec, predict_case(case_of(rec), profile, reward_s)):
+            out.append({"run": name, **row})
+    return out
+
+
+def generation_shares(records: dict, names, profile=CPU_PROFILE) -> list[dict]:
+    """Generation's share of the FLOPs (predicted) and of the step time (predicted, measured) per run."""
+    reward_s = records["reward_calibration"].results["reward_s_per_sample"]
+    out = []
+    for name in names:
+        rec = records[name]
+        case = case_of(rec)
+        share = share_row(rec, predict_case(case, profile, reward_s), case.label)
+        g = Stage.GENERATE.value
+        out.append({"run": name, "B": case.batch, "R": case.length, "gen_flop_share": share["flop_share"].get(g, 0.0),
+                    "gen_time_share_pred": share["time_share_predicted"].get(g, 0.0),
+                    "gen_time_share_meas": share["time_share"].get(g, 0.0), "share": share})
+    return out
+
+
+ALGORITHMS = ("grpo", "dapo", "ppo")
+
+
+def headline(records: dict, profile=CPU_PROFILE) -> dict:
+    """The chapter's comparison as the numbers its prose quotes: the per-stage rows of the three
+    algorithms, then (``compare.step_summary``) the whole-step error first and the per-stage median
+    second, their verdicts against the goals, and generation's own signed error (median over runs)."""
+    rows = comparison(records, ALGORITHMS, profile)
+    summary = step_summary(rows)
+    gen = [r["rel_error"] for r in rows if r["stage"] == Stage.GENERATE.value]
+    return {"rows": rows, **summary, "step_verdict": verdict(summary["step_error"]),
+            "stage_verdict": verdict(summary["stage_error"]), "generate_error": statistics.median(gen)}
+
+
+def errors_by_calibration(records: dict, name: str = "cpu-2core-epyc") -> list[dict]:
+    """The chapter's headline errors under every committed calibration of machine ``name``
+    (``data/hardware/calibrations/<name>-<date>.json``, see ``rlm_lab.cost.spread``), so that the spread
+    of the machine's calibrations shows as a spread of the verdict. ``kernels``: whether that calibration
+    measured the kernel terms (elementwise, attention, log-prob head, weight streaming)."""
+    import json
+
+    from ...cost.spread import calibration_files
+
+    rows = []
+    for path in calibration_files(name):
+        h = headline(records, str(path))
+        prof = json.loads(path.read_text())
+        rows.append({"calibration": path.stem, "kernels": bool(prof.get("kernels")),
+                     "step_error": h["step_error"], "stage_error": h["stage_error"],
+                     "step_verdict": h["step_verdict"], "stage_verdict": h["stage_verdict"]})
+    return rows
