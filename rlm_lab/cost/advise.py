@@ -1,15 +1,15 @@
 """The placement advisor: enumerate placements of an RL step's models on a cluster, drop what does not fit,
 rank the rest by predicted step time (placement.py), and say why each is fast or slow.
 
-    advise("configs/predict/qwen2.5-7b.config.json", "ppo", workload, Cluster(64, "gpu", 80, 50), "h100-sxm")
+    advise("configs/models/qwen2.5-7b.config.json", "ppo", workload, Cluster(64, "gpu", 80, 50), "h100-sxm")
 
 Search space (issue 9 item 6; the planners of ReaL arXiv 2406.14088 and HybridFlow arXiv 2409.19256 Sec. 6 search
 the same kind of space with their own estimators):
 
 1. every grouping of the roles into resource sets (set partitions: Bell numbers, 5 for GRPO's actor, rollout and
    reference, 52 for PPO's five roles; ``placement.spec.enumerate_groupings``);
-2. every split of the cluster's devices between the sets, with set sizes from a grid (powers of two and
-   multiples of devices/8) that add up to the cluster;
+2. every split of the cluster's devices between the sets, with set sizes from a grid (every size up to 16
+   devices; beyond, powers of two and multiples of devices/8) that add up to the cluster;
 3. inside each set, its parallel layout: tensor-parallel size tp (powers of two up to ``max_tp``), ZeRO 0 or 3
    for sets that train a model, and for a set holding both actor and rollout the hybrid engine (FSDP training
    resharded into generation tensor-parallel size t_g).
@@ -76,7 +76,10 @@ def regret(predicted, measured) -> float:
 
 # ---- enumeration ------------------------------------------------------------------------------
 def set_sizes(devices: int) -> list[int]:
-    """The grid of set sizes: powers of two and multiples of devices/8 (when 8 divides the cluster)."""
+    """The grid of set sizes: every size up to 16 devices; beyond, powers of two and multiples of devices/8
+    (when 8 divides the cluster)."""
+    if devices <= 16:
+        return list(range(1, devices + 1))
     sizes = {2 ** i for i in range(devices.bit_length()) if 2 ** i <= devices}
     if devices % 8 == 0:
         sizes |= {j * devices // 8 for j in range(1, 9)}
@@ -153,6 +156,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     for grouping in enumerate_groupings(roles):
         if len(grouping) > cluster.devices:
             continue
+        if lora is not None and any(("reference" in g) != ("actor" in g) for g in grouping):
+            continue   # LoRA: the reference is the actor with its adapter disabled, so it lives with the actor
         used += 1
         names = tuple("+".join(g) for g in grouping)
         separate = any("rollout" in g and "actor" not in g for g in grouping)

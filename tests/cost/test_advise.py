@@ -79,3 +79,12 @@ def test_advise_cli_bad_input(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(e.startswith("rlm-lab: error: ") for e in err)
     assert "no placement" in err[1]
+
+
+def test_lora_keeps_the_reference_with_the_actor():
+    """LoRA: the reference is the actor with its adapter disabled, so only groupings with reference and actor
+    together remain: {actor, rollout, reference} on 4 (1 split) + {actor, reference} | {rollout} (3 splits) = 4."""
+    adv = advise("small", "grpo", WL, Cluster(4, "gpu", 80, 50), "h100-sxm", lora=8)
+    assert adv.considered == 4 and adv.groupings == 2
+    for pp in adv.ranked:
+        assert pp.placement.roles["reference"] == pp.placement.roles["actor"] and pp.placement.lora
