@@ -104,7 +104,7 @@ def test_rehearsal_through_make_gpu_archive(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RLM_SIZE", "MAKEFLAGS")}
     started = datetime.now().astimezone()
     proc = subprocess.run(["make", "--no-print-directory", "gpu-archive", f"GPU_PY={sys.executable}",
-                           "GPU_ARGS=--dry-run", "GPU_BUDGET_S=400", "GPU_WHEELS_DIR=", f"GPU_ARCHIVE_DIR={arch}", f"GPU_OUT={out}"],
+                           "GPU_ARGS=--dry-run", "GPU_BUDGET_S=900", "GPU_WHEELS_DIR=", f"GPU_ARCHIVE_DIR={arch}", f"GPU_OUT={out}"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((arch / "summary.json").read_text())
