@@ -33,7 +33,7 @@ from .records.read import check_completed, effective_status, read_record_file
 __all__ = [
     "PACKAGES", "REPO_ROOT", "SCHEMA_VERSION", "RecordError", "RunRecord", "Terminated", "append_jsonl",
     "atomic_write_json", "atomic_write_text", "check_completed", "clean_scratch", "effective_status",
-    "git_commit", "hardware", "load_record", "load_records", "lock_holder", "provenance", "read_jsonl",
+    "finished", "git_commit", "hardware", "load_record", "load_records", "lock_holder", "provenance", "read_jsonl",
     "read_record_file", "read_text", "reference_root", "runs_root", "set_aside", "versions",
 ]
 
@@ -56,6 +56,16 @@ def load_record(run_dir: str | os.PathLike, require=()) -> RunRecord:
     """A completed run's record, or a :class:`RecordError` naming the folder (missing, damaged, not
     finished, or without the ``require``\\ d result keys)."""
     return RunRecord.load(run_dir, require=require)
+
+
+def finished(run_dir: str | os.PathLike, require=()) -> bool:
+    """Does ``run_dir`` hold a completed run (with the ``require``\ d results)? For "reuse this build's own
+    run if it finished, else run again" (the new run moves an unfinished one aside and says so)."""
+    try:
+        load_record(run_dir, require)
+        return True
+    except RecordError:
+        return False
 
 
 def load_records(root: str | os.PathLike, names, require=()) -> dict[str, RunRecord]:

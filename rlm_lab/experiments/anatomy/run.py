@@ -39,7 +39,10 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
 
     hf_logging.disable_progress_bar()  # weight-loading bars of every model load
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="rlm_ch02_") as tmp:
+    # Ends completed, or failed: / interrupted if the block raises. The scratch folder (the saved model, the
+    # Trainer's output) lives in the run folder: removed at the end, or by the next start after a SIGKILL.
+    with record:
+        tmp = record.scratch("ch02")
         model, tok = build_model(case.model, seed=seed)
         kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
         model_dir = save(model, tok, Path(tmp) / "model")
@@ -54,12 +57,12 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
         t0 = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - t0
-    lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
-    memory = {**probe.memory, "kv_cache": kv}
-    # The load average says whether the machine was quiet (jobs outside the lock still show up here).
-    record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
-                  completion_mean_lengths=lengths, torch_threads=torch.get_num_threads(),
-                  loadavg_before=load_before, loadavg_after=os.getloadavg())
+        lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+        memory = {**probe.memory, "kv_cache": kv}
+        # The load average says whether the machine was quiet (jobs outside the lock still show up here).
+        record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
+                      completion_mean_lengths=lengths, torch_threads=torch.get_num_threads(),
+                      loadavg_before=load_before, loadavg_after=os.getloadavg())
     return record
 
 
@@ -98,7 +101,7 @@ def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, se
     record = RunRecord(run_dir or runs_root(size) / "ch02_reward_calibration",
                        {"task": TASK, "samples": n, "completion_length": length},
                        command=f"rlm_lab.experiments.anatomy.reward_calibration(size={size!r})", seed=seed)
-    record.update(reward_s_per_sample=statistics.median(times) / n, repeats_s=times)
+    record.complete(reward_s_per_sample=statistics.median(times) / n, repeats_s=times)
     return record
 
 
@@ -115,35 +118,45 @@ def tracer_overhead(size: str, repeats: int = 3, run_dir: Path | None = None, se
     med = {m: statistics.median(w for run in runs for w in run) for m, runs in walls.items()}
     record = RunRecord(run_dir or runs_root(size) / "ch02_tracer_overhead", {"case": asdict(case), "repeats": repeats},
                        command=f"rlm_lab.experiments.anatomy.tracer_overhead(size={size!r})", seed=seed)
-    record.update(step_walls=walls, median_step_s=med, overhead=med["traced"] / med["plain"] - 1)
+    record.complete(step_walls=walls, median_step_s=med, overhead=med["traced"] / med["plain"] - 1)
     return record
 
 
 def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
     """The chapter's records: the committed ones of ``size`` (``data/runs/<size>``) when present, else this
-    machine's earlier runs under ``runs_root(size)``, else run now (``force``: run everything again)."""
-    out = {}
+    build's own finished runs under ``runs_root(size)``, else run now (an unfinished or damaged build run is
+    run again; ``force``: run everything again)."""
     ref = load_reference(size) if not force else {}
-    cal = runs_root(size) / "ch02_reward_calibration"
-    out["reward_calibration"] = ref.get("reward_calibration") or (
-        RunRecord.load(cal) if (cal / "record.json").exists() and not force else reward_calibration(size))
+    out = {"reward_calibration": ref.get("reward_calibration")
+           or _own(runs_root(size) / "ch02_reward_calibration", force, ("reward_s_per_sample",))
+           or reward_calibration(size)}
     for name, case in {**algorithm_cases(size), **sweep_cases(size)}.items():
-        d = case_dir(case, size)
         if name in ref and "trace" in ref[name].results:
             out[name] = ref[name]
-            continue
-        done = (d / "record.json").exists() and "trace" in RunRecord.load(d).results
-        out[name] = RunRecord.load(d) if done and not force else run_case(case, size)
+        else:
+            out[name] = _own(case_dir(case, size), force, ("trace",)) or run_case(case, size)
     return out
 
 
+def _own(run_dir: Path, force: bool, require) -> RunRecord | None:
+    """This build's finished record in ``run_dir`` holding ``require``, or None (missing, unfinished, damaged)."""
+    from ...record import RecordError, load_record
+
+    if force or not (run_dir / "record.json").exists():
+        return None
+    try:
+        return load_record(run_dir, require=require)
+    except RecordError:
+        return None
+
+
 def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
-    """The committed records of this chapter at ``size`` (empty if none were committed)."""
+    """The committed records of this chapter at ``size`` (empty if none were committed). Every ``ch02_*``
+    folder there must hold a completed run: a damaged or unfinished one is a RecordError naming it."""
     out = {}
     root = reference_dir(size)
-    for d in sorted(root.glob("ch02_*")):
-        if (d / "record.json").exists():
-            out[d.name.removeprefix("ch02_")] = RunRecord.load(d)
+    for d in sorted(p for p in root.glob("ch02_*") if p.is_dir()):
+        out[d.name.removeprefix("ch02_")] = RunRecord.load(d)
     return out
 
 
