@@ -100,3 +100,74 @@ def test_cli_print_config_without_torch(capsys):
             "print('torch' in sys.modules, 'trl' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "algo: grpo" in out and out.strip().endswith("False False")
+
+
+# ---- validation against TRL's own config classes -------------------------------------------------------------
+
+@pytest.mark.parametrize("algo", ["grpo", "rloo"])
+def test_every_trl_default_passes_the_extra_type_check(algo):
+    # an independent source of valid values: TRL's own defaults must satisfy the type check built from its hints
+    import dataclasses
+    import math
+    import typing
+
+    from rlm_lab.train.validation import SET_BY_RUNCONFIG, _matches, rl_config_class
+
+    cls = rl_config_class(algo)
+    hints = typing.get_type_hints(cls)
+    checked = 0
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name in SET_BY_RUNCONFIG or f.default is dataclasses.MISSING:
+            continue
+        if isinstance(f.default, float) and not math.isfinite(f.default):
+            continue  # e.g. an infinite clip bound: a default we refuse to take as input (stated in validation.py)
+        assert _matches(f.default, hints.get(f.name, f.type)), (f.name, f.default, hints.get(f.name))
+        checked += 1
+    assert checked > 50  # the check ran over TRL's options, not over an empty list
+
+
+def test_extra_may_not_override_what_rl_args_sets(tmp_path):
+    # every TRL field rl_args fills from the RunConfig (or fixes itself) is protected from `extra`
+    from rlm_lab.train.rl import rl_args
+    from rlm_lab.train.validation import SET_BY_RUNCONFIG, rl_config_class
+
+    cfg = make_config("grpo", "smoke")
+    args = rl_args(cfg, rl_config_class("grpo"), tmp_path)
+    from trl import GRPOConfig
+
+    default = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False)  # both in SET_BY_RUNCONFIG
+    set_here = {k for k in SET_BY_RUNCONFIG if hasattr(default, k)}
+    differs = {k for k in vars(args) if k in vars(default) and getattr(args, k) != getattr(default, k)
+               and not k.startswith("_")}
+    assert differs - set_here - {"logging_dir", "distributed_state"} == set()
+
+
+@pytest.mark.parametrize("field_, bad", [
+    ("beta", float("nan")), ("temperature", float("inf")), ("warmup_ratio", 5.0), ("max_grad_norm", -1.0),
+    ("eval_every", -1), ("threads", -3), ("epsilon", 1.0), ("seed", -1), ("rl_lr", float("nan")),
+])
+def test_out_of_range_values_are_refused_in_the_api_too(field_, bad):
+    with pytest.raises(RlmLabError, match=rf"^{field_} must be in "):
+        make_config("grpo", "smoke").replace(**{field_: bad})
+
+
+def test_completion_length_checked_against_a_saved_models_positions(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 16}))
+    # prompts of arithmetic:digits=2 are at most 6 characters: 6 + 9 + EOS = 16 fits, 10 does not
+    assert RunConfig(model=str(tmp_path), task="arithmetic:digits=2", max_completion_length=9,
+                     eval_max_new_tokens=9).max_completion_length == 9
+    with pytest.raises(RlmLabError, match=r"max_completion_length=10 does not fit .* 17 > its 16 positions"):
+        RunConfig(model=str(tmp_path), task="arithmetic:digits=2", max_completion_length=10, eval_max_new_tokens=9)
+
+
+def test_yaml_value_errors_name_the_file_only_when_the_file_is_at_fault(tmp_path):
+    f = tmp_path / "run.yaml"
+    f.write_text("batch_size: 10\n")  # smoke's group size is 4
+    with pytest.raises(RlmLabError, match=rf"^{f}: batch_size \(10\) must be a multiple"):
+        make_config("grpo", "smoke", config_file=f)
+    # the file is fine once --set fixes the group size, and a bad --set is not blamed on the file
+    assert make_config("grpo", "smoke", config_file=f, overrides=["num_generations=5"]).batch_size == 10
+    with pytest.raises(RlmLabError, match=r"^beta must be in"):
+        make_config("grpo", "smoke", config_file=f, overrides=["num_generations=5", "beta=-1"])
