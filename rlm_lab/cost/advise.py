@@ -244,7 +244,7 @@ def run(args) -> int:
     import json
 
     from .cli import DEFAULTS, check_inputs, load_config
-    from .placement import cluster_from
+    from .placement_config import cluster_from
 
     cfg = load_config(args.config) if args.config else {}
     for key in ("model", "algorithm", "hardware", "lora"):

@@ -201,7 +201,8 @@ def run(args) -> int:
 def _run_placement(cfg: dict, as_json: bool) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
     from .assumed import assumption_lines
-    from .placement import format_placement, predict_placement, predict_placement_from_config
+    from .placement import predict_placement
+    from .placement_config import format_placement, predict_placement_from_config
 
     pp = predict_placement_from_config(cfg)
     step = None

@@ -44,11 +44,11 @@ over the gathered weights beyond M / t_g, host-side Ray scheduling latency.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..errors import RlmLabError
-from ..placement.spec import Cluster, Placement, PlacementError, get_placement, placement_from_dict
-from ..stages import STAGE_ORDER, Stage
+from ..placement.spec import Cluster, Placement, PlacementError
+from ..stages import Stage
 from . import memory as M
 from .comm import collective_time, tp_message_bytes
 from .hardware import load_profile
@@ -77,10 +77,6 @@ ASSUMED_OBJECT_STORE = "object-store sync moves the bytes twice (put, then get)"
 
 def _mem_sub(a: M.MemoryBreakdown, b: M.MemoryBreakdown) -> M.MemoryBreakdown:
     return M.MemoryBreakdown(*(max(0, getattr(a, f) - getattr(b, f)) for f in M._FIELDS))
-
-
-def _mem_scale(a: M.MemoryBreakdown, k: float) -> M.MemoryBreakdown:
-    return M.MemoryBreakdown(*(int(getattr(a, f) * k) for f in M._FIELDS))
 
 
 @dataclass
@@ -380,70 +376,3 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         if used)
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
                                cluster, assumed)
-
-
-def _order(stage) -> int:
-    gen = {S.PREFILL: 0, S.DECODE: 1}
-    return gen[stage] if stage in gen else 2 + STAGE_ORDER.index(stage)
-
-
-def format_placement(pp: PlacementPrediction) -> str:
-    """Text report: one line per set, the phases, step time, reason; "DOES NOT FIT" with the numbers."""
-    from .cli import _bytes, _seconds
-
-    lines = [f"placement {pp.placement.name}: {pp.placement.describe()}  ({pp.algo.name}, {pp.profile_name})"]
-    for s in pp.sets:
-        st = ", ".join(f"{k} {_seconds(v)}" for k, v in sorted(s.stages.items(), key=lambda kv: _order(kv[0])))
-        lines.append(f"  set {s.name} ({s.devices} dev, {'+'.join(s.roles)}): busy {_seconds(s.busy_s)}; "
-                     f"memory {_bytes(s.memory.total)} of {_bytes(s.capacity)} per device"
-                     f"{'' if s.fits else '  DOES NOT FIT'}; {st}")
-    lines.append("  phases: " + ", ".join(f"{p} {_seconds(t)}" + (f" [{n}]" if n != '-' else '')
-                                          for p, (t, n) in pp.phases.items() if t))
-    lines.append(f"  weight sync {_bytes(pp.sync_bytes)}, reshard {_bytes(pp.reshard_bytes)} (all devices)")
-    if not pp.fits:
-        lines.append("  " + pp.memory_error().replace("does not fit", "DOES NOT FIT", 1))
-    else:
-        lines.append(f"  step time: {_seconds(pp.step_s)}; {pp.reason()}")
-    return "\n".join(lines)
-
-
-# ---- from a predict config ---------------------------------------------------------------------
-def cluster_from(value, profile, devices: int | None = None) -> Cluster:
-    """A Cluster from a config mapping {devices, kind, memory_per_device_gib, link_gbps}; missing fields come
-    from the hardware profile (memory, link) and ``devices`` (the workload's); kind defaults to "gpu" for a
-    profile whose launches overlap compute (CUDA streams), else "cpu"."""
-    prof = load_profile(profile)
-    value = {} if value is None else value
-    if not isinstance(value, dict):
-        raise RlmLabError("cluster must be a mapping {devices, kind, memory_per_device_gib, link_gbps}")
-    known = {"devices", "kind", "memory_per_device_gib", "link_gbps"}
-    bad = sorted(set(map(str, value)) - known)
-    if bad:
-        raise RlmLabError(f"unknown cluster field(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
-    return Cluster(devices=value.get("devices", devices or 1),
-                   kind=value.get("kind", "gpu" if prof.overlap_overhead else "cpu"),
-                   memory_per_device_gib=value.get("memory_per_device_gib", prof.memory_bytes / GIB),
-                   link_gbps=value.get("link_gbps", (prof.link_bandwidth / 1e9) or None))
-
-
-def placement_from(value, cluster: Cluster, algo) -> Placement:
-    """A placement from a config value: a name (``disaggregated``), a mapping {name, options...} of a named
-    placement (``{name: disaggregated, rollout_devices: 2}``) or a full mapping with ``sets`` and ``roles``."""
-    if isinstance(value, str):
-        return get_placement(value, cluster, algo)
-    if isinstance(value, dict) and "sets" in value:
-        return placement_from_dict(value).validate(algo, cluster)
-    if isinstance(value, dict) and "name" in value:
-        opts = {k: v for k, v in value.items() if k != "name"}
-        return get_placement(value["name"], cluster, algo, **opts)
-    raise RlmLabError("placement must be a name, {name: ..., options} or {sets: [...], roles: {...}}")
-
-
-def predict_placement_from_config(cfg: dict) -> PlacementPrediction:
-    """The ``placement:`` path of ``rlm-lab predict`` (cfg already has the CLI's defaults)."""
-    pr = _Predictor(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
-                    cfg.get("critic"), cfg.get("reward_model"), cfg.get("beta"))
-    cluster = cluster_from(cfg.get("cluster"), pr.prof, pr.wl.devices)
-    placement = placement_from(cfg["placement"], cluster, pr.alg)
-    return predict_placement(placement, pr.spec, pr.alg, pr.wl, pr.prof, cluster, lora=cfg.get("lora"),
-                             _predictor=pr)
