@@ -90,3 +90,27 @@ def test_malformed_task_file_names_the_line(tmp_path, content, msg):
 def test_missing_task_file_says_how_to_create_it(tmp_path):
     with pytest.raises(RlmLabError, match="rlm-lab tasks generate"):
         read_rows(tmp_path / "nope.jsonl")
+
+
+def test_task_file_alphabet_is_exactly_what_the_tokenizer_encodes(tmp_path):
+    # independent check: read_rows refuses a character exactly when the character tokenizer maps it to <unk>
+    from rlm_lab.models.tokenizer import char_tokenizer
+
+    tok = char_tokenizer()
+    f = tmp_path / "t.jsonl"
+    for ch in "09+-*=,;()az AZé\t_#":
+        f.write_text(json.dumps({"prompt": f"1{ch}2=", "answer": "3"}) + "\n")
+        unk = tok.unk_token_id in tok(f"1{ch}2=")["input_ids"]
+        if unk:
+            with pytest.raises(RlmLabError, match=r"t.jsonl:1: prompt has character"):
+                read_rows(f)
+        else:
+            assert read_rows(f)[0]["prompt"] == f"1{ch}2="
+
+
+@pytest.mark.parametrize("task", [Arithmetic(digits=1), Arithmetic(digits=4, ops="add+sub+mul"), Countdown(),
+                                  Countdown(numbers=5, max_number=99)], ids=lambda t: t.slug)
+def test_max_prompt_len_bounds_every_sampled_prompt(task):
+    rng = random.Random(1)
+    longest = max(len(task.sample(rng)["prompt"]) for _ in range(3000))
+    assert longest <= task.max_prompt_len() <= longest + 3  # a bound, and a tight one
