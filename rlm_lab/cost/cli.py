@@ -119,6 +119,11 @@ def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
     lines = [f"prediction: {pred.algo.name} on {pred.spec.name} ({_count(pred.spec.params)} params), "
              f"n = {wl.prompts}x{wl.group_size} sequences, P = {wl.prompt_len}, {wl.precision}, "
              f"{wl.devices} device(s) of {prof.name} [{prof.kind}]"]
+    if getattr(pred, "lora", None):
+        from .lora import lora_params
+
+        lines.append(f"LoRA r={pred.lora.rank} on {', '.join(pred.lora.targets)}: "
+                     f"{_count(lora_params(pred.spec, pred.lora))} trainable params (base frozen, no reference copy)")
     head = f"{'stage':<15}{'model':<11}{'FLOPs':>11}{'bytes':>11}{'memory':>11}{'time':>11}{'calls':>7}" \
            f"{'FLOP %':>8}{'time %':>8}"
     lines += [head, "-" * len(head)]
