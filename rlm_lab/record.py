@@ -54,12 +54,12 @@ def reference_root(size: str = "cpu") -> Path:
 
 def load_record(run_dir: str | os.PathLike, require=()) -> RunRecord:
     """A completed run's record, or a :class:`RecordError` naming the folder (missing, damaged, not
-    finished, or without the ``require``\\ d result keys)."""
+    finished, or without the result keys named in ``require``)."""
     return RunRecord.load(run_dir, require=require)
 
 
 def finished(run_dir: str | os.PathLike, require=()) -> bool:
-    """Does ``run_dir`` hold a completed run (with the ``require``\ d results)? For "reuse this build's own
+    """Does ``run_dir`` hold a completed run (with the results named in ``require``)? For "reuse this build's own
     run if it finished, else run again" (the new run moves an unfinished one aside and says so)."""
     try:
         load_record(run_dir, require)

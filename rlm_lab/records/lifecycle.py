@@ -58,6 +58,8 @@ class RunRecord:
                  force: bool = False, say=None):
         self.dir = Path(run_dir)
         self.replaced: Path | None = None
+        if not _EXIT.get("installed"):
+            _install_hooks()  # before the record says "running": a SIGTERM from then on is seen
         self._lock = open_folder(self.dir)
         try:
             if holds_run(self.dir):

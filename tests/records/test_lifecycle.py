@@ -114,6 +114,32 @@ def test_a_second_writer_of_a_folder_is_refused_while_the_first_runs(tmp_path):
         p.wait()
 
 
+def test_rlm_lab_train_second_writer_is_refused_and_sigterm_leaves_interrupted(tmp_path):
+    """Two real `rlm-lab train` processes on one folder: the second gets one error line (exit 2) while the
+    first holds it; SIGTERM then ends the first as interrupted (exit 130, no traceback)."""
+    d = tmp_path / "run"
+    env = {**os.environ, "RLM_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "rlm_lab.cli", "train", "--size", "smoke", "--model", "nano", "--out", str(d)]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (d / "record.json").exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.1)
+        assert status(d) == "running"
+        second = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60)
+        assert second.returncode == 2 and "Traceback" not in second.stderr
+        assert second.stderr.strip().splitlines()[-1].startswith("rlm-lab: error: ")
+        assert second.stderr.count("rlm-lab: error:") == 1
+        assert f"{d} is in use by another run (pid {first.pid})" in second.stderr
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 130 and "Traceback" not in err and "rlm-lab: interrupted" in err
+    assert status(d) == "interrupted" and scratch_dirs(d) == [] and not (d / ".lock").exists()
+
+
 def test_never_overwrite_without_force_and_force_moves_the_old_run_aside(tmp_path, capsys):
     d = tmp_path / "run"
     with RunRecord(d, {"n": 1}, command="x") as rec:
