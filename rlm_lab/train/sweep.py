@@ -129,16 +129,20 @@ def main(argv=None):
     p.add_argument("names", nargs="*", help=f"settings to run: {', '.join(SETTINGS)}")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--summarize", action="store_true", help="only rebuild ch01_sweep.json from the records")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="where the runs go (default _build/runs/cpu; the committed ones: data/runs/cpu) and "
+                        "which folder is summarized (default data/runs/cpu)")
     args = p.parse_args(argv)
     from .config import parse_overrides
 
     extra = parse_overrides(args.overrides)
+    root = Path(args.root) if args.root else None
     for name in [] if args.summarize else args.names:
-        rec = run_setting(name, extra)
+        rec = run_setting(name, extra, root)
         r = rec.results
         print(f"{name}: {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} in {r['total_seconds']:.0f} s",
               flush=True)
-    for row in summarize():
+    for row in summarize(root):
         print(json.dumps({k: row[k] for k in ("setting", "accuracy_sft", "accuracy_rl", "gain_points",
                                               "end_to_end_seconds")}))
 
