@@ -52,7 +52,7 @@ from ..stages import Stage
 from . import memory as M
 from .comm import collective_time, tp_message_bytes
 from .hardware import load_profile
-from .lora import lora_from, lora_params
+from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
 from .workload import Algorithm, Workload, algorithm, workload_from_dict
@@ -259,7 +259,8 @@ def _lora_actor(pr: _Predictor, spec, dp: int, zero: int, lora) -> M.MemoryBreak
     w, g, o = M.PRECISIONS[pr.wl.precision]
     a = lora_params(spec, lora)
     base = spec.params * pr.wl.dtype_bytes / (dp if zero == 3 else 1)
-    return M.MemoryBreakdown(weights=int(base + a * w), optimizer=int(a * o / (dp if zero >= 1 else 1)))
+    return M.MemoryBreakdown(weights=int(base + a * w),
+                             optimizer=int(a * o / (dp if zero >= 1 else 1) + 4 * lora_tensors(spec, lora)))
 
 
 def _grads(role: str, pr: _Predictor, rset, lora) -> int:

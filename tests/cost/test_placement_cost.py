@@ -101,7 +101,8 @@ def test_lora_sync_memory_and_flops(h100):
     assert lo.sync_bytes == 2 * a and full.sync_bytes == 2 * spec.params
     train_full, train_lo = (next(s for s in pp.sets if s.name == "train") for pp in (full, lo))
     # bf16-mixed: full = actor 2N + 12N (+ steps) and reference 2N; LoRA = base 2N + adapters 2A, Adam 12A, no reference
-    assert train_lo.memory.optimizer == 12 * a
+    assert predict(spec, "grpo", Workload(**WL), h100, lora=lora).persistent.optimizer == 12 * a + 4 * 2 * 2 * spec.layers
+    assert train_lo.memory.optimizer == 12 * a + 4 * (2 * 2 * spec.layers)   # + torch's step scalar per A, B tensor
     assert train_lo.memory.weights == 2 * spec.params + 2 * a
     assert train_full.memory.weights == 4 * spec.params
     wl = Workload(**WL)
