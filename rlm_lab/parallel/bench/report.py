@@ -21,14 +21,15 @@ def family(layout: dict) -> str:
 
 
 def load_records(root: str | Path, prefix: str = "ch04_") -> list:
-    """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name."""
-    from ...record import RunRecord
+    """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name. Each must be a
+    completed run: a folder without a record, a damaged record or an unfinished run (killed, interrupted,
+    failed) is a RecordError naming the folder, never a row silently left out; so is a missing ``root``."""
+    from ...record import RecordError, load_record
 
     root = Path(root)
-    if not root.exists():
-        return []
-    recs = [RunRecord.load(d) for d in sorted(root.iterdir())
-            if d.name.startswith(prefix) and (d / "record.json").exists()]
+    if not root.is_dir():
+        raise RecordError(f"no run records at {root}: the folder does not exist")
+    recs = [load_record(d) for d in sorted(root.iterdir()) if d.name.startswith(prefix) and d.is_dir()]
     # the layout records (not ch04_measure_* / ch04_e2e_*) unless asked for
     return [r for r in recs if prefix != "ch04_" or "layout" in r.results]
 
