@@ -373,6 +373,10 @@ class _Assembler:
             self._track(tr)
             depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
                                  self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
+            if stage == S.OLD_LOGPROB and self.wl.zero_stage == 3 and self.dev > 1:
+                # the ZeRO-3 actor all-gathers its parameters for every forward call (layer by layer: N bytes)
+                gather = collective_time("all_gather", spec.params * self.db, self.dev, self.prof)
+                t, depth = t + calls * gather, depth + gather
             self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
         self._verifier()
         # advantage: elementwise; GAE is a backward-in-time loop over the padded completion

@@ -78,6 +78,10 @@ def test_zero3_generation_gathers_the_weights(h100):
     calls = 1   # 64 sequences / 8 devices = 8 per device, all in one generate call (gen_batch 16 >= 8)
     assert _row(z3, Stage.PREFILL).seconds - _row(z2, Stage.PREFILL).seconds == pytest.approx(calls * gather,
                                                                                                  rel=1e-6)
+    # the old-log-prob pass (epochs = 2) of the ZeRO-3 actor gathers the parameters once per forward call
+    o3 = _row(predict(spec, "dapo", Workload(**base, zero_stage=3, epochs=2), h100), Stage.OLD_LOGPROB)
+    o2 = _row(predict(spec, "dapo", Workload(**base, zero_stage=2, epochs=2), h100), Stage.OLD_LOGPROB)
+    assert o3.seconds - o2.seconds == pytest.approx(o3.calls * gather, rel=1e-6) and o3.calls == 1
 
 
 def test_attention_convention_full_and_causal():
