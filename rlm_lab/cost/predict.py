@@ -10,7 +10,14 @@ Stage costs (FLOPs: Kaplan et al., arXiv 2001.08361; memory: ZeRO, arXiv 1910.02
   R_max - 1 steps, t = sum_k t_step(g, P + k); continuous engine (vLLM-style) runs only active rows.
 * old/ref log-probs, values, reward model: a forward over padded sequences, in micro-batches.
 * actor forward/backward: E epochs over all sequences; optimizer: E*M AdamW steps; critic alike.
-* weight sync: none (the policy generates itself), a copy (colocated) or link transfer.
+* weight sync: none (the policy generates itself), a copy (colocated) or link transfer (LoRA: the adapters).
+* old log-probs: counted whenever the run computes them (``Workload.recompute_old``; by default as TRL and our
+  PPO do: epochs > 1, minibatches > 1, or PPO with a reference).
+* ZeRO over ``devices`` ranks (arXiv 1910.02054): the actor's and the critic's training state sharded alike;
+  each rank steps 1/d of the optimizer (FLOPs, bytes, time); ZeRO-3 gathers the whole actor for generation
+  (memory and all-gather time, once per generate call) and for each old-log-prob forward.
+* LoRA (lora.py): frozen base, adapter gradients and optimizer state, input-gradient-only backward of the
+  frozen products, the reference is the actor with the adapter disabled (no second copy).
 
 Seconds are per device (wall clock) with ``workload.devices`` data-parallel replicas; FLOPs and
 bytes are totals over all devices. Work per stage = device-seconds; depth per stage = the part
