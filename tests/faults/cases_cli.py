@@ -20,3 +20,32 @@ CASES = [
     Case("console-script", "an error through the installed entry point (a real process)", argv=["tasks", "show", "nope"],
          subprocess=True, message=r"unknown task 'nope'; choose one of: arithmetic, countdown"),
 ]
+
+
+def _broken_pipe(tmp):
+    """rlm-lab predict | head -1 (a real pipe the reader closes early)"""
+    import subprocess
+    import sys
+
+    from fault_matrix import REPO
+
+    r = subprocess.run(f"'{sys.executable}' -m rlm_lab.cli predict | head -1", shell=True, cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith("prediction: "), r.stdout
+    sys.stderr.write(r.stderr)  # the harness checks it holds no traceback
+    print("first line only")
+
+
+def _models_table(tmp, out):
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["micro"][-1] == "341,632" and rows["nano"][1] == "llama", rows
+
+
+CASES += [
+    Case("broken-pipe", "output piped into a reader that stops early", cls="correct-result", call=_broken_pipe,
+         message="first line only"),
+    Case("models", "`rlm-lab models`: the zoo with exact parameter counts", cls="correct-result", argv=["models"],
+         message=r"micro", check=_models_table),
+    Case("models-extra-arg", "`rlm-lab models nano` (takes no arguments)", argv=["models", "nano"],
+         message=r"unrecognized arguments: nano"),
+]
