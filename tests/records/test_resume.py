@@ -120,3 +120,19 @@ def test_sft_cache_key_changes_with_the_task_file(tiny, tmp_path):
     f.write_text('{"prompt": "1+1=", "answer": "3"}\n')
     assert sft_cache_key(cfg, f) != k1
     assert sft_cache_key(cfg.replace(sft_steps=5), f) != sft_cache_key(cfg, f)
+
+
+def test_a_killed_sft_cache_writer_leaves_a_temp_folder_the_next_run_removes(tmp_path):
+    import os
+
+    from rlm_lab.train.run import _clean_stale_cache_temps
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".abc123.{int(dead.stdout)}.tmp"  # a writer that is gone (SIGKILL before the rename)
+    live = tmp_path / f".def456.{os.getpid()}.tmp"  # a writer still at work: not touched
+    done = tmp_path / "abc123"
+    for d in (stale, live, done):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"x")
+    _clean_stale_cache_temps(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, done.name])
