@@ -12,6 +12,9 @@ Main entry points::
     generate_time(spec, profile, prompt_len, lengths, batch)    (timing.py)
     collective_time(op, nbytes, world, profile)                 (comm.py)
     tail_bubble(lengths), dynamic_sampling_inflation(p, G)      (workdepth.py)
+    predict_placement(placement, model, algo, workload, profile, cluster) -> PlacementPrediction  (placement.py)
+    advise(model, algo, workload, cluster, profile) -> Advice; kendall_tau, regret               (advise.py)
+    Lora(rank, targets), lora_params(spec, lora)                 (lora.py)
 """
 
 from .comm import OPS, bytes_per_rank, collective_time, ring_factor
@@ -22,8 +25,12 @@ from .spec import ModelSpec, model_spec, scalar_head, spec_from_config, spec_fro
 from .timing import backward_time, decode_step_time, forward_time, generate_time
 from .workdepth import WorkDepth, dynamic_sampling_inflation, tail_bubble
 from .workload import Algorithm, ResponseLengths, Workload, algorithm, workload_from_dict
+from .lora import Lora, lora_params
+from .placement import PlacementPrediction, predict_placement
+from .advise import Advice, advise, kendall_tau, regret
 
 __all__ = [
+    "Advice", "Lora", "PlacementPrediction", "advise", "kendall_tau", "lora_params", "predict_placement", "regret",
     "OPS", "Algorithm", "HardwareProfile", "MemoryBreakdown", "ModelSpec", "Prediction", "ResponseLengths",
     "StageCost", "WorkDepth", "Workload", "algorithm", "bytes_per_rank", "collective_time", "decode_step_time",
     "dynamic_sampling_inflation", "forward_time", "generate_time", "backward_time", "known_profiles", "load_profile", "model_spec", "predict",
