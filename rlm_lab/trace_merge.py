@@ -85,7 +85,7 @@ def gantt(trace: dict, path=None, title=None, window: tuple[float, float] | None
     from .trace_plots import STAGE_COLORS, _figure, _save
 
     rows = lanes(trace)
-    fig = _figure(9.0, 0.6 + 0.45 * max(1, len(rows)))
+    fig = _figure(9.0, 1.1 + 0.45 * max(1, len(rows)))
     ax = fig.add_subplot()
     seen = {}
     for i, (label, events) in enumerate(rows):
@@ -100,6 +100,6 @@ def gantt(trace: dict, path=None, title=None, window: tuple[float, float] | None
         ax.set_xlim(*window)
     if title:
         ax.set_title(title, fontsize=9)
-    ax.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=7, loc="upper right",
-              ncols=min(4, len(seen)))
+    fig.legend(handles=[Patch(color=c, label=n) for n, c in seen.items()], fontsize=7, loc="outside lower center",
+               ncols=min(6, len(seen)), frameon=False)
     return _save(fig, Path(path) if path else None)

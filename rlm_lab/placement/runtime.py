@@ -42,6 +42,32 @@ def ray_processes() -> list[int]:
     return sorted(out)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, grandchildren, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its parent counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def local_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -60,39 +86,57 @@ class RaySession:
         except ImportError as e:
             raise RlmLabError(f"Ray is not installed ({e}); pip install -c constraints.txt ray==2.60.0") from None
         self.ray, self.address = ray, address
+        self.pids: set[int] = set()
         if ray.is_initialized():
             self.owned = False
-        else:
-            kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-            # On a loaded 2-core machine the raylet's default wait for its metrics agent (Ray's config
-            # ``agent_register_timeout_ms``) ran out here ("Timed out waiting for file .../metrics_agent_port");
-            # give the agent two minutes. A value the user set wins.
-            os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
+            return
+        kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if not address:
+            n = num_cpus or local_cpus()
+            if n > local_cpus():
+                raise RlmLabError(f"a local Ray of {n} CPUs was asked for, this machine has {local_cpus()}")
+            # Ray 2.60 on Linux replaces a loopback node address by the node's routable one
+            # (ray._private.services.resolve_ip_for_localhost); our own rendezvous binds 127.0.0.1.
+            kw.update(num_cpus=n, _node_ip_address="127.0.0.1")
+        last = None
+        # A local start can fail on a heavily loaded machine: the raylet waits a fixed ~30 s for its
+        # Python metrics agent to come up ("Timed out waiting for file .../metrics_agent_port_..."),
+        # measured here at load average 12 on 2 cores. One more try is cheaper than a failed run.
+        for _ in range(1 if address else 3):
             try:
-                if address:
-                    ray.init(address=address, **kw)
-                else:
-                    n = num_cpus or local_cpus()
-                    if n > local_cpus():
-                        raise RlmLabError(f"a local Ray of {n} CPUs was asked for, this machine has {local_cpus()}")
-                    ray.init(num_cpus=n, _node_ip_address="127.0.0.1", **kw)
-            except RlmLabError:
-                raise
+                ray.init(address=address, **kw) if address else ray.init(**kw)
+                last = None
+                break
             except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for all
-                first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-                try:
-                    ray.shutdown()
-                finally:
-                    raise RlmLabError(f"Ray could not start{' at ' + address if address else ''}: {first}") from None
-            self.owned = True
+                last = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                ray.shutdown()
+        if last is not None:
+            raise RlmLabError(f"Ray could not start{' at ' + address if address else ''}: {last}")
+        self.owned = True
+        self.pids = set(self.processes())
+
+    def processes(self) -> list[int]:
+        """Ray processes this session started (descendants of this process: GCS, raylet, workers)."""
+        mine = set(descendants(os.getpid()))
+        return [p for p in ray_processes() if p in mine]
 
     def cpus(self) -> int:
         return int(self.ray.cluster_resources().get("CPU", 0))
 
     def close(self) -> None:
         if self.owned and self.ray.is_initialized():
+            self.pids |= set(self.processes())
             self.ray.shutdown()
         self.owned = False
+
+    def leftover(self, wait_s: float = 10.0) -> list[int]:
+        """Processes of this (closed) session still alive after ``wait_s``: should be none."""
+        deadline = time.time() + wait_s
+        while True:
+            alive = sorted(p for p in self.pids if _alive(p))
+            if not alive or time.time() > deadline:
+                return alive
+            time.sleep(0.3)
 
     def __enter__(self):
         return self
@@ -162,7 +206,7 @@ def _loadavg():
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  return_weights: bool = False, command=None) -> dict:
+                  return_weights: bool = False, command=None, startup_timeout_s: float = 300.0) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
@@ -198,9 +242,9 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             raise RlmLabError(f"placement {placement.name!r} asks for {placement.devices} CPUs, Ray has {session.cpus()}")
         pg = placement_group([{"CPU": s.devices} for s in placement.sets], strategy="PACK")
         try:
-            ray.get(pg.ready(), timeout=timeout_s)
+            ray.get(pg.ready(), timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
-            raise RlmLabError(f"Ray could not reserve {placement.describe()} within {timeout_s:g} s") from None
+            raise RlmLabError(f"Ray could not reserve {placement.describe()} within {startup_timeout_s:g} s") from None
         index = {s.name: i for i, s in enumerate(placement.sets)}
 
         def on(set_name, cls, cpus, *args):
@@ -217,12 +261,19 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             per = max(1, rset.devices // rset.dp)
             rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path)) for _ in range(rset.dp)]
         trainer = on(train_set.name, TrainerWorker, train_set.devices, train_set.devices)
-        pids = session.ray.get([a.pid.remote() for a in actors], timeout=timeout_s)
-        if placement.sync == "collective" and rollouts:
-            port, world = free_port(), 1 + len(rollouts)
-            refs = [trainer.join_group.remote(port, world, timeout_s)] + \
-                [r.join_group.remote(port, i + 1, world, timeout_s) for i, r in enumerate(rollouts)]
-            ray.get(refs, timeout=timeout_s)
+        try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
+            pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
+            if placement.sync == "collective" and rollouts:
+                port, world = free_port(), 1 + len(rollouts)
+                refs = [trainer.join_group.remote(port, world, timeout_s)] + \
+                    [r.join_group.remote(port, i + 1, world, timeout_s) for i, r in enumerate(rollouts)]
+                ray.get(refs, timeout=startup_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise PlacementRunError(f"the actors of {placement.name!r} did not start within "
+                                    f"{startup_timeout_s:g} s") from None
+        except ray.exceptions.RayError as e:
+            raise PlacementRunError(f"an actor of {placement.name!r} failed to start: "
+                                    f"{str(e).strip().splitlines()[-1][:200]}") from None
         t_ready = time.perf_counter()
         job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
@@ -233,6 +284,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                 rows = read_jsonl(record.metrics_path, torn_tail="drop") if record.metrics_path.exists() else []
                 if sum(1 for r in rows if "reward" in r) >= kill_rollout_after_step:
                     ray.kill(rollouts[0], no_restart=True)
+                    record.update(fault_injected_at_s=round(time.perf_counter() - t_start, 3))
                     break
         try:
             out = ray.get(ref, timeout=timeout_s * max(1, cfg.rl_steps))
@@ -249,6 +301,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             spans[f"rollout{i}"] = ray.get(r.spans.remote(), timeout=timeout_s)
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
         results["load_average_end"] = _loadavg()
+        results["prediction"] = prediction
         _write_timeline(record.dir, placement, out, spans)
         record.complete(**results)
         if return_weights:

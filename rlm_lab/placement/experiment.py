@@ -1,0 +1,141 @@
+"""Chapter 5's experiment: GRPO under each placement on this machine, predicted first, then measured.
+
+- :func:`run_config` -- the GRPO run every placement shares (the size's preset, fewer steps: a placement
+  changes *when* things happen, not what is learned, so a few dozen steps time it).
+- :func:`placements` -- the placements measured: ``colocated`` (one set of all cores),
+  ``disaggregated`` (1 core rollout, the rest training; weights by a gloo broadcast) and
+  ``disaggregated`` with the naive object-store sync (``ray.put`` of the weights), the baseline.
+- :func:`predict` -- ``rlm_lab.cost.placement.predict_placement`` with the committed CPU profile, made
+  *before* the run and stored in its record.
+- :func:`measure` -- one run per placement into a new folder ``<root>/ch05_<key>/<UTC time>``.
+- :func:`comparison` -- predicted against measured step time and sync bytes, per placement.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .spec import Cluster, get_placement
+
+PROFILE = "cpu-2core-epyc"
+KEYS = ("colocated", "disaggregated", "disaggregated_object_store")
+STEPS = {"smoke": 3, "cpu": 40, "gpu": 40}
+
+
+def run_config(size: str, **overrides):
+    from ..train.config import make_config
+
+    fields = dict(rl_steps=STEPS[size], disable_tqdm=True, eval_every=0)
+    fields.update(overrides)
+    return make_config("grpo", size, **fields)
+
+
+def cluster(devices: int = 2) -> Cluster:
+    return Cluster(devices, "cpu")
+
+
+def placements(cfg, devices: int = 2) -> dict:
+    """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores."""
+    from .runtime import algo_roles
+
+    algo = algo_roles(cfg)
+    c = cluster(devices)
+    return {
+        "colocated": get_placement("colocated", c, algo),
+        "disaggregated": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective"),
+        "disaggregated_object_store": get_placement("disaggregated", c, algo, rollout_devices=1,
+                                                    sync="object_store"),
+    }
+
+
+def workload(cfg):
+    """The cost model's workload for ``cfg``. Prediction made before the run, so the response length is
+    not known: it is taken as ``max_completion_length`` (TRL's static ``generate`` runs until the longest
+    row of the batch ends, and at temperature 1 some row of a batch usually runs to the limit)."""
+    from ..cost.workload import ResponseLengths, Workload
+
+    prompt_len = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
+    return Workload(prompts=cfg.batch_size // cfg.num_generations, group_size=cfg.num_generations,
+                    prompt_len=prompt_len, response=ResponseLengths("fixed", length=cfg.max_completion_length),
+                    micro_batch=cfg.batch_size, gen_batch=cfg.batch_size, precision="fp32", padding="batch",
+                    engine="static", logits="completion", weight_sync="none")
+
+
+def predict(placement, cfg, profile: str = PROFILE) -> dict:
+    """The placement predictor's numbers for ``placement`` (plain JSON, stored in the run record)."""
+    from ..cost.placement import predict_placement
+    from ..cost.workload import algorithm
+
+    pp = predict_placement(placement, cfg.model, algorithm("grpo", cfg.beta), workload(cfg), profile,
+                           cluster(placement.devices))
+    return {"profile": profile, "step_s": pp.step_s, "sync_s": pp.sync_s, "sync_bytes": pp.sync_bytes,
+            "reshard_bytes": pp.reshard_bytes, "phases": {k: v[0] for k, v in pp.phases.items()},
+            "sets": {s.name: {"busy_s": s.busy_s, "stages": {str(k): v for k, v in s.stages.items()}}
+                     for s in pp.sets},
+            "reason": pp.reason(), "made": _now()}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -> dict:
+    """Predict, then run, each placement of ``keys``; one new record folder per run. Returns key -> results."""
+    from .runtime import RaySession, run_placement
+
+    cfg = run_config(size, **overrides)
+    chosen = placements(cfg)
+    unknown_keys = [k for k in keys if k not in chosen]
+    if unknown_keys:
+        raise RlmLabError(f"unknown placement(s) {', '.join(unknown_keys)}; choose from {', '.join(KEYS)}")
+    own = session is None
+    session = session or RaySession(num_cpus=max(p.devices for p in chosen.values()))
+    out = {}
+    try:
+        for key in keys:
+            prediction = predict(chosen[key], cfg)  # before the run
+            folder = Path(root) / f"ch05_{key}" / _now()
+            out[key] = run_placement(chosen[key], cfg, folder, session=session, prediction=prediction)
+            out[key]["dir"] = str(folder)
+    finally:
+        if own:
+            session.close()
+    return out
+
+
+def latest(root: str | Path, key: str):
+    """The newest completed record under ``<root>/ch05_<key>/`` (folders are UTC-time names)."""
+    from ..record import RunRecord
+
+    base = Path(root) / f"ch05_{key}"
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
+        try:
+            return RunRecord.load(d)
+        except RlmLabError:
+            continue
+    raise RlmLabError(f"no completed run under {base}; run `rlm-lab place --size cpu --out {root}`")
+
+
+def comparison(records: dict) -> list[dict]:
+    """Per placement: predicted and measured step time (median over the steps after the first) and the
+    sync bytes of one step: the formula (parameter bytes), the predictor's and the counted ones."""
+    rows = []
+    for key, rec in records.items():
+        res = rec.results
+        pred = res.get("prediction") or {}
+        sync = res.get("sync", {})
+        measured = res["step_seconds_median"]
+        rows.append({
+            "placement": key, "describe": res.get("describe"),
+            "predicted_s": pred.get("step_s"), "measured_s": measured,
+            "rel_error": (pred["step_s"] - measured) / measured if pred.get("step_s") and measured else None,
+            "sync_bytes_predicted": pred.get("sync_bytes"), "sync_bytes_measured": sync.get("bytes_per_sync", 0),
+            "sync_bytes_counted": sync.get("counted_bytes_per_sync"),
+            "sync_s_measured": sync.get("seconds_mean", 0.0), "sync_s_predicted": pred.get("sync_s"),
+            "load_start": (res.get("load_average_start") or [None])[0],
+            "load_end": (res.get("load_average_end") or [None])[0],
+            "dir": str(rec.dir),
+        })
+    return rows
