@@ -24,6 +24,7 @@ COMMANDS = {
     "advise": "rlm_lab.cost.advise",
     "calibrate": "rlm_lab.cost.calibrate",
     "parallel": "rlm_lab.parallel.cli",
+    "place": "rlm_lab.placement.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
 }
