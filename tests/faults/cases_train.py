@@ -93,6 +93,12 @@ add("extra-bool", "extra mask_truncated_completions as a number", train('extra={
     r"extra field 'mask_truncated_completions' .*true or false")
 add("extra-rloo", "extra with a GRPO-only field under RLOO", train('extra={"entropy_coef": 0.1}',
     extra_args=("--algo", "rloo")), r"not an option of RLOOConfig")
+add("extra-ppo-typo", "a misspelt PPO option", train('extra={"vf_coeff": 0.5}', extra_args=("--algo", "ppo")),
+    r"extra field 'vf_coeff' is not an option of PPOConfig; did you mean 'vf_coef'")
+add("extra-ppo-type", "PPO's gamma as a string", train('extra={"gamma": "high"}', extra_args=("--algo", "ppo")),
+    r"extra field 'gamma' of PPOConfig must be a finite number, got 'high'")
+add("extra-ppo-inf", "PPO's lam = inf", train('extra={"lam": Infinity}', extra_args=("--algo", "ppo")),
+    r"extra field 'lam' of PPOConfig must be a finite number, got inf")
 add("extra-not-mapping", "extra=[1, 2]", train("extra=[1, 2]"), r"extra must be a mapping")
 add("extra-not-json", "extra={top_k: 5 (unclosed)", train("extra={top_k: 5"), r"extra must be a JSON/YAML mapping")
 add("extra-for-sft", "extra with algo sft (no RL phase)", train('extra={"top_k": 5}', extra_args=("--algo", "sft")),

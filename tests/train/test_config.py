@@ -104,7 +104,7 @@ def test_cli_print_config_without_torch(capsys):
 
 # ---- validation against TRL's own config classes -------------------------------------------------------------
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo"])
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "ppo"])
 def test_every_trl_default_passes_the_extra_type_check(algo):
     # an independent source of valid values: TRL's own defaults must satisfy the type check built from its hints
     import dataclasses
