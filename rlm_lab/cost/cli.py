@@ -63,14 +63,17 @@ def check_inputs(cfg: dict) -> None:
     if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float))
                              or not math.isfinite(beta) or beta < 0):
         raise RlmLabError(f"beta must be a finite number >= 0 (0 drops the reference model), got {beta!r}")
+    from .workload import Workload
+
     wl = cfg.get("workload") or {}
     if isinstance(wl, dict):
-        n = wl.get("prompts", 1) * wl.get("group_size", 1) \
-            if all(isinstance(wl.get(k, 1), int) for k in ("prompts", "group_size")) else None
+        # an omitted field takes the Workload's default (8 prompts x 4), not 1
+        b, g = (wl.get(k, Workload.__dataclass_fields__[k].default) for k in ("prompts", "group_size"))
+        n = b * g if all(isinstance(v, int) for v in (b, g)) else None
         d = wl.get("devices", 1)
         if n is not None and isinstance(d, int) and not isinstance(d, bool) and d > n >= 1:
-            raise RlmLabError(f"{d} devices for {n} sequences ({wl.get('prompts', 1)} prompts x "
-                              f"{wl.get('group_size', 1)}): data parallelism needs at least one sequence per device")
+            raise RlmLabError(f"{d} devices for {n} sequences ({b} prompts x {g}): data parallelism needs at "
+                              f"least one sequence per device")
     bp = cfg.get("brent_p", (1, 2, 4, 8))
     if not isinstance(bp, (list, tuple)) or not bp or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in bp):
