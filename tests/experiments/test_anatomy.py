@@ -1,7 +1,7 @@
 """Chapter 2's measurement functions at smoke size: the cost model's memory equals the bytes of the live
 tensors of a real PPO run, and the time/share tables join predicted and measured stages correctly."""
 
-import math
+import json
 
 import pytest
 
@@ -51,17 +51,30 @@ def test_memory_predicted_equals_the_bytes_of_the_live_tensors(ppo_record):
 @pytest.mark.slow
 def test_time_table_joins_every_traced_stage(ppo_record):
     case, rec = ppo_record
-    rows = A.time_table(rec, A.predict_case(case, PROFILE, reward_s_per_sample=1e-6))
+    pred = A.predict_case(case, PROFILE, reward_s_per_sample=1e-6)
+    rows = A.time_table(rec, pred)
     names = [r["stage"] for r in rows]
     assert names[-1] == "step" and "other (not modelled)" in names
+    (step,) = [json.loads(line) for line in (rec.dir / "spans.jsonl").read_text().splitlines()][case.warmup:]
     for stage in ("generate", "old_logprob", "ref_logprob", "reward", "values", "advantage", "actor_forward",
                   "actor_backward", "critic_update", "optimizer"):
         row = next(r for r in rows if r["stage"] == stage)
-        assert row["measured"] > 0 and row["predicted"] > 0 and math.isfinite(row["rel_error"])
+        # joined with the right stage on both sides: the traced step's time and the prediction's seconds
+        assert row["measured"] == pytest.approx(step["stages"][stage], rel=1e-9) and row["measured"] > 0
+        assert row["predicted"] == pytest.approx(pred.seconds(stage), rel=1e-12) and row["predicted"] > 0
+        assert row["rel_error"] == pytest.approx(row["predicted"] / row["measured"] - 1)
+    assert rows[-1]["measured"] == pytest.approx(step["wall_s"]) and rows[-2]["measured"] == pytest.approx(
+        step["stages"]["other"])
     assert rec.results["completion_mean_lengths"] == [case.length] * case.steps  # forced lengths held
     share = A.share_row(rec, A.predict_case(case, PROFILE), "ppo")
-    assert sum(share["flop_share"].values()) == pytest.approx(1.0)
-    assert sum(share["time_share"].values()) == pytest.approx(1.0, rel=0.25)  # medians of parts vs of the whole
+    f = share["flop_share"]  # FLOP facts independent of the normalisation: backward = 2 x forward, and the
+    assert f["actor_backward"] == pytest.approx(2 * f["actor_forward"], rel=1e-12)  # three log-prob passes
+    assert f["old_logprob"] == pytest.approx(f["actor_forward"]) == pytest.approx(f["ref_logprob"])  # alike
+    # one traced step after the warm-up: the measured shares are that step's stage times over its wall time,
+    # read here from the tracer's per-step rows (spans.jsonl), and with "other" they add up to exactly 1
+    (row,) = [json.loads(line) for line in (rec.dir / "spans.jsonl").read_text().splitlines()][case.warmup:]
+    assert share["time_share"] == pytest.approx({k: v / row["wall_s"] for k, v in row["stages"].items()}, rel=1e-9)
+    assert sum(share["time_share"].values()) == pytest.approx(1.0, rel=1e-9)
 
 
 def test_time_table_needs_a_traced_run(tmp_path):
