@@ -167,20 +167,11 @@ def test_the_build_tree_sets_the_old_run_aside_without_force(tmp_path, monkeypat
     assert "replaced the run" in capsys.readouterr().err
 
 
-def test_a_file_or_unwritable_place_is_a_clear_error(tmp_path):
+def test_a_file_in_place_of_the_run_folder_is_a_clear_error(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(RecordError, match="is a file, not a folder"):
         RunRecord(tmp_path / "file", {}, command="x")
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        if os.access(ro, os.W_OK):
-            pytest.skip("running as a user who can write anywhere")
-        with pytest.raises(RecordError, match="cannot (create|write to) the run folder"):
-            RunRecord(ro / "run", {}, command="x")
-    finally:
-        ro.chmod(0o755)
+    assert (tmp_path / "file").read_text() == "x"
 
 
 def committed_records():
