@@ -115,7 +115,7 @@ def test_colab_url_points_at_the_ipynb():
 
 # A measured or predicted figure in prose must be computed (MyST-NB glue), never typed. What may be typed:
 # goals fixed in advance, tolerances of checks, factors of formulas, and figures quoted from a cited source.
-NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|ms\b|µs|MiB|GiB|GB\b|s/step|×)")
+NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|ms\b|µs|MiB|GiB|GB\b|s/step|×|M param)")
 TYPED_ON_PURPOSE = (
     "95 % accuracy", "aim of 95 %",            # ch01's aim, fixed before the sweep
     "within 20 %", "(10 % timing",              # ch03's check tolerances
@@ -146,7 +146,7 @@ def test_no_hand_typed_figure_in_prose():
 
 def test_number_check_catches_a_typed_figure():
     assert NUMBER.search("the median error is 23.9 % with the committed profile")
-    assert NUMBER.search("a step takes 227 ms")
+    assert NUMBER.search("a step takes 227 ms") and NUMBER.search("a model of 0.5 M parameters")
     assert not NUMBER.search("the error is {glue:text}`ch02_step_error`")
 
 
