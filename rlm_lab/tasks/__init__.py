@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from ..errors import RlmLabError, unknown
+from ..errors import RlmLabError, check_output_location, unknown
 from .arithmetic import Arithmetic
 from .base import Task, read_rows, write_rows
 from .countdown import Countdown
@@ -63,12 +63,7 @@ def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_
     for name, n in (("n_train", n_train), ("n_test", n_test)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise RlmLabError(f"{name} must be an integer >= 1, got {n!r}")
-    folder = data_paths(task, root)["train"].parent
-    for p in (folder, *folder.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise RlmLabError(f"cannot write task files under {folder}: {p} is a file")
-            break
+    check_output_location(data_paths(task, root)["train"].parent, "task folder")
     train, test = task.split(n_train, n_test, seed)
     paths = data_paths(task, root)
     write_rows(paths["train"], train)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import os
-import tempfile
 import types
 import typing
 from pathlib import Path
 
 from ..errors import RlmLabError, unknown
+from ..errors import check_output_location as _check_location
 from ..sizes import check_size
 from .presets import ALGOS
 
@@ -277,21 +276,5 @@ def _describe(hint) -> str:
 # ---- the output location -------------------------------------------------------------------------
 
 def check_output_location(path: str | Path) -> None:
-    """A run folder must be a folder (or not exist yet) under a writable one: checked by creating and removing
-    a temporary file in the nearest existing ancestor (os.access is not enough: it says yes to root)."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise RlmLabError(f"output location {path} is a file, not a folder; pass --out DIR")
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise RlmLabError(f"output location {path}: {probe} is a file, so no folder can be made under it")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".rlm-write-probe-", dir=probe)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as e:
-        raise RlmLabError(f"output location {path} is not writable ({probe}: {e.strerror or e})") from None
+    """A run folder must be a folder (or not exist yet) under a writable one (see errors.check_output_location)."""
+    _check_location(path, "output location")

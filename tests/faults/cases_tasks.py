@@ -27,10 +27,10 @@ add("train-word", "--train many", gen("--train", "many"), r"--train: invalid int
 add("test-too-many", "more test problems than the task has (1-digit sums: 100)",
     gen("--task", "arithmetic:digits=1", "--test", "200", "--train", "5"), r"has only 100 distinct problems")
 add("root-is-file", "--root is a file", ["tasks", "generate", "--root", "{tmp}/f", "--train", "3", "--test", "2"],
-    r"cannot write task files under .*/f is a file", setup=lambda tmp: (tmp / "f").write_text("x"))
+    r"task folder .*/f is a file, so no folder can be made under it", setup=lambda tmp: (tmp / "f").write_text("x"))
 add("root-unwritable", "--root on a read-only file system (/proc)",
     ["tasks", "generate", "--root", "/proc/rlm-lab-fault", "--train", "3", "--test", "2", "--task", "arithmetic"],
-    r"/proc/rlm-lab-fault")
+    r"task folder /proc/rlm-lab-fault/arithmetic_digits2_opsadd is not writable")
 add("show-n-zero", "tasks show -n 0", ["tasks", "show", "arithmetic", "-n", "0"], r"-n: must be at least 1")
 for id, spec, msg in [
     ("spec-unknown", "sudoku", r"unknown task 'sudoku'; choose one of: arithmetic, countdown"),
