@@ -58,8 +58,8 @@ def brent_table(record: RunRecord, how: str = "round_robin", profile=None) -> li
 # ---- compare: predicted against measured, one table per experiment ------------------------------------
 
 def knee_table(record: RunRecord, profile) -> tuple[list[dict], list[dict]]:
-    """Decode step time per (model, batch), predicted against measured, and per model the knee (the
-    first batch whose step takes >= 1.5x the batch-1 step) measured and predicted side by side."""
+    """Decode step time per (model, batch), predicted against measured, and per model the knee (:func:`knee`:
+    the largest batch whose step takes at most 1.5x the batch-1 step) measured and predicted side by side."""
     cfg = record.config
     rows, knees = [], []
     for model, meas in record.results["step_s"].items():
