@@ -125,13 +125,14 @@ def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "ti
     return _save(fig, path)
 
 
-def _log_y(ax, ys) -> None:
-    """A log y axis that is readable over any span: ticks at 1, 2 and 5 per decade in plain numbers (a
-    span of less than a decade would otherwise get a single labelled tick)."""
+def _log_y(ax, ys=()) -> None:
+    """A log y axis that is readable over any span: ticks at 1, 1.5, 2, 3, 5 and 7 per decade, in plain
+    numbers (a span of less than a decade would otherwise get one labelled tick). ``ys``: unused, kept so
+    callers pass the data the axis shows."""
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
     fmt = ScalarFormatter()
     fmt.set_scientific(False)
     ax.yaxis.set_major_formatter(fmt)
