@@ -125,10 +125,9 @@ def share_bars(rows: list[dict], keys=("flop_share", "time_share_predicted", "ti
     return _save(fig, path)
 
 
-def _log_y(ax, ys=()) -> None:
+def _log_y(ax) -> None:
     """A log y axis that is readable over any span: ticks at 1, 1.5, 2, 3, 5 and 7 per decade, in plain
-    numbers (a span of less than a decade would otherwise get one labelled tick). ``ys``: unused, kept so
-    callers pass the data the axis shows."""
+    numbers (a span of less than a decade would otherwise get one labelled tick)."""
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     ax.set_yscale("log")
@@ -150,7 +149,7 @@ def curve(xs, series: dict, path=None, xlabel="", ylabel="", title=None, logx=Fa
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
-        _log_y(ax, [y for ys in series.values() for y in ys])
+        _log_y(ax)
     ax.legend(frameon=False, fontsize=8)
     ax.set_title(title or "")
     return _save(fig, path)
