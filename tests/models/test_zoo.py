@@ -28,8 +28,11 @@ def test_forward_and_generate(name):
     batch = tok(["12+3=", "7+7="], return_tensors="pt", padding=True)
     out = model(**batch)
     assert out.logits.shape[:2] == batch["input_ids"].shape and out.logits.shape[-1] == len(tok)
-    gen = model.generate(**batch, max_new_tokens=3, do_sample=False)
-    assert gen.shape[1] <= batch["input_ids"].shape[1] + 3
+    gen = model.generate(**batch, max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    assert gen.shape[1] == batch["input_ids"].shape[1] + 3  # exactly 3 new tokens after the prompt
+    assert torch.equal(gen[:, :batch["input_ids"].shape[1]], batch["input_ids"])
+    # greedy: the first new token is the argmax of the forward pass's last logits
+    assert torch.equal(gen[:, batch["input_ids"].shape[1]], out.logits[:, -1].argmax(-1))
 
 
 def test_same_seed_same_weights():
