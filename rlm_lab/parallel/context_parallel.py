@@ -9,13 +9,13 @@ with the online-softmax (log-sum-exp) rule
 
     lse = logaddexp(lse_a, lse_b);  out = out_a·exp(lse_a-lse) + out_b·exp(lse_b-lse)
 
-(Milakov & Gimelshein 1805.02867; ring attention: Liu et al. 2310.01889; zig-zag: paper-notes §3.4).
+(Milakov & Gimelshein 1805.02867; ring attention: Liu et al. 2310.01889; zig-zag: each rank holds chunks i and 2c-1-i).
 With zig-zag chunks a block from an earlier rank (src < r) is seen in full by both local chunks
 against its first chunk only, and a block from a later rank (src > r) only by the local late chunk:
 half of each off-diagonal block is skipped, equally on every rank.
 
 Why not PyTorch's ``context_parallel``: it has no CPU path (no sharding rule for the CPU flash
-attention op; the math path fails on mixed Tensor/DTensor; torch-dist-cpu.md note 6).
+attention op; the math path fails on mixed Tensor/DTensor; seen on this torch version).
 
 Why autograd through a differentiable ring pass (``_RingPass``) instead of a hand-written backward:
 the block attention and the merge are plain differentiable tensor ops, so autograd derives their
@@ -23,7 +23,7 @@ backward; only the transfer needs a rule (the gradient of "receive from the left
 gradient back to the left"). That is the simplest correct choice. Costs, stated: every received
 K,V block stays alive for backward (the K,V of the whole sequence per layer, instead of 2 blocks for
 flash-style recomputation), and the backward traffic is dK,dV only — exactly the forward volume —
-where a recomputing ring attention resends K,V too (≈2x, paper-notes §3.4). Transfers do not
+where a recomputing ring attention resends K,V too (≈2x). Transfers do not
 overlap the block compute here (real implementations overlap them).
 
 Prediction: per layer and rank, forward sends (c-1) blocks of K and V,
