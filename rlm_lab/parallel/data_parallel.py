@@ -1,7 +1,7 @@
 """Data parallelism (DDP): every rank holds the whole model, sees 1/d of the batch, and all-reduces
 the gradients once per step (in buckets, overlapped with the backward pass).
 
-Prediction (paper-notes §3.4; Li et al., "PyTorch Distributed", VLDB 2020, arXiv 2006.15704):
+Prediction (Li et al., "PyTorch Distributed", VLDB 2020, arXiv 2006.15704):
 
 * communication per rank per step: one all-reduce over all gradient bytes Ψ = 4·N (fp32), i.e. a
   message of exactly Ψ bytes (spread over buckets), and 2(d-1)/d·Ψ bytes on the wire with a ring;
@@ -43,5 +43,5 @@ def predicted_bytes(param_bytes: int, d: int) -> dict:
 
 
 def predicted_memory(n_params: int, d: int, bytes_per=4) -> dict:
-    """Model-state bytes per rank with AdamW (paper-notes §2.5): nothing is sharded."""
+    """Model-state bytes per rank with AdamW (ZeRO, arXiv 1910.02054, Fig. 1): nothing is sharded."""
     return {"params": bytes_per * n_params, "grads": bytes_per * n_params, "optimizer": 2 * bytes_per * n_params}
