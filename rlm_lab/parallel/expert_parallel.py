@@ -6,12 +6,12 @@ Each of the e ranks keeps E/e of the E experts of every MoE layer and its own sl
 1. route locally (the router is replicated): every token picks its top-k experts;
 2. **dispatch**: sort the T·k (token, expert) assignments by expert, exchange per-rank counts with a
    small all-to-all, then send each token copy to the rank holding its expert (``all_to_all_single``
-   with uneven splits; gloo supports them, torch-dist-cpu.md note 7);
+   with uneven splits; gloo supports them, checked on this torch version);
 3. run the local experts on what arrived;
 4. **combine**: a second all-to-all returns the outputs to their tokens' ranks, which weight them by
    the router scores and sum over the k choices.
 
-Prediction (paper-notes §3.4, §3.7; dispatch/combine structure: Megatron-Core token dispatcher):
+Prediction (GShard, arXiv 2006.16668; dispatch/combine structure: Megatron-Core token dispatcher):
 bytes a rank sends per MoE layer forward = (assignments it sends off-rank + outputs it returns
 off-rank)·h·bytes; exact given the routing counts. Uniform routing expects T·k·h·bytes·(e-1)/e
 for each of dispatch and combine. Backward repeats both all-to-alls in reverse: same bytes. Load
