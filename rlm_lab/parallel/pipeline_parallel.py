@@ -5,7 +5,7 @@ stage also applies the final norm, the LM head and the loss. A batch of B sequen
 micro-batches; ``ScheduleGPipe`` runs all forwards then all backwards, ``Schedule1F1B`` alternates
 them once the pipeline is full (same bubble, fewer activations in flight).
 
-Prediction (paper-notes §3.4; GPipe, Huang et al. 1811.06965; Narayanan et al. 2104.04473):
+Prediction (GPipe, Huang et al. 1811.06965; Narayanan et al. 2104.04473):
 
 * bubble: with equal stages and free communication every rank idles for (p-1) of the (m+p-1)
   micro-batch slots of a step, an idle fraction (p-1)/(m+p-1) (= (p-1)/m relative to ideal time);
@@ -21,8 +21,8 @@ activation accounting and the comparison with one process are the benchmark harn
 (``rlm_lab.parallel.bench.pp``).
 
 Why the split is by hand: tracing the HF model with ``pipeline()`` makes the causal mask a stage
-input, an ``expand``-ed (non-contiguous) tensor gloo cannot ``irecv`` into (torch-dist-cpu.md
-note 5). Each stage therefore recomputes positions, rotary embeddings and the mask itself, so the
+input, an ``expand``-ed (non-contiguous) tensor gloo cannot ``irecv`` into (seen on this torch
+version). Each stage therefore recomputes positions, rotary embeddings and the mask itself, so the
 only tensor crossing a boundary is the hidden state.
 """
 
