@@ -12,7 +12,7 @@ DDP (accelerate reports ``MULTI_CPU``, the model is a ``DistributedDataParallel`
 "FSDP" would be DDP. The check reads what the Trainer actually built and :func:`require` refuses a
 mismatch with one clear error instead of recording a wrong label.
 
-Prediction (paper-notes §3.4, §2.6): per rank the rollout and the training work of B/d completions,
+Prediction (ring collectives, Thakur et al. 2005; roofline, Williams et al. 2009): per rank the rollout and the training work of B/d completions,
 plus one gradient all-reduce (DDP/ZeRO-2: 2(d-1)/d·Ψ, ZeRO-3: 3(d-1)/d·Ψ) per optimizer step. On a
 2-core machine the two ranks share the cores one process had, so no speed-up is predicted: the
 compute per rank halves but runs at half the cores, and the collectives are added on top.
