@@ -42,7 +42,7 @@ def rows(records, profile=None) -> list[dict]:
     cmp = compare(records, profile)
     base = next((r for r in cmp if r["layout"] == "single"), None)
     for rec, row in zip(records, cmp):
-        # ratios to the one-process run (paper-notes §3.5: compare ratios, not absolute seconds)
+        # ratios to the one-process run (compare ratios, not absolute seconds: the error common to every layout cancels)
         if base is not None:
             row["slowdown_measured"] = row["measured_ms"] / base["measured_ms"]
             if row.get("predicted_ms") is not None and base.get("predicted_ms"):
@@ -128,7 +128,7 @@ def calibrated_profile():
 
 
 def _predicted_state(r: dict) -> float:
-    """Model-state bytes per rank from the ZeRO table (paper-notes §2.5): AdamW fp32, N parameters."""
+    """Model-state bytes per rank from the ZeRO table (arXiv 1910.02054, Fig. 1): AdamW fp32, N parameters."""
     from .. import data_parallel, fsdp
 
     n = r["memory"]["params"] // 4 if r["layout"]["zero"] == 0 else None
