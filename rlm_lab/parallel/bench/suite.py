@@ -10,7 +10,7 @@
   time (``rlm_lab.cost.comm.collective_time``) of every predicted collective.
 * :func:`compare` — one row per record: measured vs predicted bytes and time, and the errors.
 
-The time prediction per rank (paper-notes §3.4), for local batch b = B/(dp·ep):
+The time prediction per rank (ring collectives, Thakur et al. 2005), for local batch b = B/(dp·ep):
     T = [T_fwd(b) + T_bwd(b)]_matmul / tp + overheads + T_adamw / shard + Σ_collectives (α + β·wire bytes)
 shard = dp for ZeRO ≥ 1 (each rank updates 1/d of the parameters), tp for TP; nothing overlaps (gloo
 on CPU does not overlap communication with compute). Ignores: DTensor dispatch overhead (large at this
