@@ -62,10 +62,14 @@ SET_BY_RUNCONFIG = {
     "epsilon": "epsilon", "loss_type": "loss_type", "scale_rewards": "scale_rewards",
     "max_grad_norm": "max_grad_norm", "seed": "seed", "data_seed": "seed", "bf16": "bf16",
     "disable_tqdm": "disable_tqdm", "use_cpu": "(set from the device)", "logging_steps": "(1: every step is recorded)",
-    "save_strategy": "(runs save no trainer checkpoints)", "report_to": "(records replace trackers)",
+    "report_to": "(records replace trackers)",
     "activation_checkpointing": "(off: +15-25 % step time on CPU)", "gradient_checkpointing": "(off, see above)",
     "dataloader_num_workers": "(0)", "generation_batch_size": "batch_size", "steps_per_generation": "batch_size",
 }
+
+# Fields rl_args sets that a reader may still override through extra: the RL phase's step checkpoints
+# (rlm_lab.train.run turns them on for --resume and leaves an explicit save_strategy alone).
+READER_MAY_SET = ("save_strategy",)
 
 
 def closest(name: str, known) -> str:
