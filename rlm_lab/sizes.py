@@ -1,16 +1,133 @@
-"""The three run sizes every notebook and command accepts: one parameter, same code.
+"""The three run sizes every notebook and command accepts, in ONE registry: one parameter, same code.
 
-- ``smoke``: CI, seconds per notebook on 2 CPU cores.
-- ``cpu``: minutes on a laptop (2+ cores).
-- ``gpu``: Colab / one H100 / a multi-GPU box.
+Each size is a frozen :class:`Size`: who it is for, what it shows (one paragraph the book prints), and
+the knobs each chapter reads — chapter 1's training preset, chapter 2's traced cases, chapter 3's
+work/depth sweep, chapter 4's layouts and PP/CP/EP measurements, chapter 5's placement runs, and the
+book build's cell timeout. Modules read their knobs from here (``get(size).anatomy`` ...) instead of
+keeping their own ``{"smoke": ..., "cpu": ..., "gpu": ...}`` tables, so "what does ``cpu`` mean" has
+one answer. :func:`table` is the registry as rows for the book.
+
+Standard library only (imports nothing else of ``rlm_lab`` but its errors): every module may read it.
 """
 
+from __future__ import annotations
+
 import os
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from .errors import unknown
 
 SIZES = ("smoke", "cpu", "gpu")
 ENV_VAR = "RLM_SIZE"
+
+
+def _frozen(**kw) -> MappingProxyType:
+    return MappingProxyType(dict(kw))
+
+
+@dataclass(frozen=True)
+class Size:
+    """What one size means, for every chapter."""
+
+    name: str
+    for_: str                   # who runs it, on what
+    time: str                   # how long a chapter takes
+    shows: str                  # what its numbers show, and what they do not (printed by the book)
+    cell_timeout_s: int         # book build: seconds one notebook cell may run
+    train: MappingProxyType     # ch. 1: RunConfig fields of the preset (rlm_lab.train.presets)
+    anatomy: MappingProxyType   # ch. 2: the base traced case (rlm_lab.experiments.anatomy.cases)
+    anatomy_sweep: tuple        # ch. 2: (completion lengths at the base batch, batches at the base length)
+    work_depth: MappingProxyType  # ch. 3: the work/depth sweep (rlm_lab.experiments.work_depth.cases)
+    parallel: MappingProxyType  # ch. 4: run arguments of every layout (rlm_lab.parallel.bench.suite)
+    parallel_layouts: tuple     # ch. 4: ((world, ((degrees, run kwargs), ...)), ...); gpu: from the GPUs seen
+    parallel_sweeps: tuple      # ch. 4: PP/CP/EP measurements ((kind, kwargs), ...) (rlm_lab.parallel.bench.sweeps)
+    placement_steps: int        # ch. 5: RL steps of each placement run (rlm_lab.placement.experiment)
+
+
+_PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
+                      for s in ("gpipe", "1f1b") for m in (2, 4, 8, 16))
+
+REGISTRY: dict[str, Size] = {
+    "smoke": Size(
+        name="smoke", for_="CI and `make test`: 2 CPU cores", time="under a minute per notebook",
+        shows=("Proves that every chapter's code runs end to end, on the smallest zoo model for a few steps. "
+               "Its numbers are not evidence: a model this small learns nothing in a few steps, and its times "
+               "are dominated by fixed per-call costs on a shared machine. Where a chapter compares a "
+               "prediction with a measurement, the smoke book shows the committed cpu-size records."),
+        cell_timeout_s=180,
+        train=_frozen(model="nano", sft_steps=20, sft_lr=1e-3, sft_batch_size=32,
+                      rl_steps=6, rl_lr=1e-4, num_generations=4, batch_size=16, max_completion_length=6,
+                      eval_problems=64, eval_every=0, eval_batch_size=64, eval_max_new_tokens=6),
+        anatomy=_frozen(model="nano", batch=16, group=4, length=8, steps=3, warmup=1),
+        anatomy_sweep=((), ()),  # the three algorithms only (CI time); the sweep is read from the cpu records
+        work_depth=_frozen(models=("nano",), batches=(1, 4, 16), k0=2, k1=10, reps=2,
+                           tail_model="nano", n=16, mean=8, replicas=(1, 2, 4), real=(2,)),
+        parallel=_frozen(model="nano", steps=3, batch=8, seq=16),
+        parallel_layouts=((2, ((_frozen(dp=2), _frozen()), (_frozen(dp=2, zero=3), _frozen()),
+                               (_frozen(tp=2, sp=True), _frozen()))),),
+        parallel_sweeps=(("pp", _frozen(model="nano", world=2, microbatches=4, schedule="1f1b", steps=1, batch=8, seq=16)),
+                         ("cp", _frozen(model="nano", world=2, steps=1, batch=2, seq=32)),
+                         ("ep", _frozen(model="nano-moe", world=2, steps=1, batch=2, seq=16))),
+        placement_steps=3,
+    ),
+    "cpu": Size(
+        name="cpu", for_="a laptop or CI machine with 2+ CPU cores (the committed reference runs)",
+        time="minutes per chapter",
+        shows=("The size the book's claims rest on: the micro model trained long enough to learn the task, "
+               "traced stage by stage, and every parallel layout run on 2 (and, oversubscribed, 4) processes. "
+               "The committed records under data/runs/cpu were made at this size on the 2-core machine their "
+               "provenance names, so their absolute times are that machine's; ratios and bytes carry over, "
+               "seconds do not."),
+        cell_timeout_s=1800,
+        train=_frozen(lr_scheduler="linear",  # sweep: same final accuracy as constant, a monotone curve
+                      model="micro", sft_steps=400, sft_lr=1e-3, sft_batch_size=64,
+                      rl_steps=300, rl_lr=1e-4, num_generations=8, batch_size=64, max_completion_length=8,
+                      eval_problems=500, eval_every=50, eval_batch_size=500, eval_max_new_tokens=6),
+        anatomy=_frozen(model="micro", batch=64, group=8, length=16, steps=12, warmup=2),
+        anatomy_sweep=((4, 64), (16, 256)),
+        work_depth=_frozen(models=("micro", "mini", "small"), batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), k0=2,
+                           k1=18, reps=3, tail_model="mini", n=64, mean=32, replicas=(1, 2, 4, 8), real=(1, 2)),
+        parallel=_frozen(model="micro", steps=8, batch=8, seq=64),
+        parallel_layouts=(
+            (2, ((_frozen(dp=2), _frozen()), (_frozen(dp=2, zero=1), _frozen()), (_frozen(dp=2, zero=2), _frozen()),
+                 (_frozen(dp=2, zero=3), _frozen()), (_frozen(tp=2), _frozen()), (_frozen(tp=2, sp=True), _frozen()),
+                 (_frozen(pp=2, schedule="gpipe", microbatches=4), _frozen()),
+                 (_frozen(pp=2, schedule="1f1b", microbatches=4), _frozen()),
+                 (_frozen(cp=2), _frozen()), (_frozen(ep=2), _frozen(model="micro-moe")))),
+            (4, ((_frozen(dp=4), _frozen()), (_frozen(dp=4, zero=3), _frozen()), (_frozen(tp=4), _frozen()),
+                 (_frozen(dp=2, tp=2, zero=2), _frozen()))),
+        ),
+        parallel_sweeps=(*_PP_SWEEP_CPU,
+                         ("pp", _frozen(model="micro", world=4, layers=4, microbatches=8, schedule="1f1b", steps=3,
+                                        batch=16, seq=64)),
+                         ("cp", _frozen(model="micro", world=2, steps=5, batch=2, seq=256)),
+                         ("cp", _frozen(model="micro", world=4, steps=3, batch=2, seq=256)),
+                         ("ep", _frozen(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
+                         ("ep", _frozen(model="micro-moe", world=4, steps=3, batch=4, seq=64))),
+        placement_steps=40,
+    ),
+    "gpu": Size(
+        name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",
+        shows=("The same code on models large enough for matrix products to dominate a step, so that the "
+               "cost model's compute terms, not per-call overheads, decide the comparisons; bf16 on CUDA. "
+               "Chapter 4's layouts adapt to the GPUs present. The book shows gpu-size numbers only from "
+               "records made on a GPU, and says which GPU."),
+        cell_timeout_s=7200,
+        train=_frozen(lr_scheduler="linear",
+                      model="small", sft_steps=2000, sft_lr=5e-4, sft_batch_size=128,
+                      rl_steps=500, rl_lr=5e-5, num_generations=16, batch_size=512, max_completion_length=16,
+                      eval_problems=1000, eval_every=100, eval_batch_size=1000, eval_max_new_tokens=8, bf16=True),
+        anatomy=_frozen(model="small", batch=512, group=16, length=64, steps=20, warmup=3),
+        anatomy_sweep=((16, 256), (128, 2048)),
+        work_depth=_frozen(models=("small", "base", "large"), batches=(1, 4, 16, 64, 256, 1024, 2048), k0=2, k1=66,
+                           reps=3, tail_model="base", n=512, mean=256, replicas=(1, 2, 4, 8), real=(1, 2)),
+        parallel=_frozen(model="base", steps=10, batch=16, seq=256),
+        parallel_layouts=(),  # from torch.cuda.device_count() at run time (rlm_lab.parallel.bench.suite.suite)
+        parallel_sweeps=(),
+        placement_steps=40,
+    ),
+}
 
 
 def check_size(size: str) -> str:
@@ -19,6 +136,19 @@ def check_size(size: str) -> str:
     return size
 
 
+def get(size: str) -> Size:
+    """The registry entry of ``size`` (an unknown size is one clear error)."""
+    return REGISTRY[check_size(size)]
+
+
 def size_from_env(default: str = "smoke") -> str:
     """The size a notebook runs at: ``$RLM_SIZE`` if set, else ``default``."""
     return check_size(os.environ.get(ENV_VAR, default))
+
+
+def table() -> list[dict]:
+    """The registry as rows for the book: size, for whom, time, what it shows, and the headline knobs."""
+    return [{"size": s.name, "for": s.for_, "time": s.time, "model (ch. 1)": s.train["model"],
+             "RL steps (ch. 1)": s.train["rl_steps"], "traced case (ch. 2)": f"{s.anatomy['model']} "
+             f"B={s.anatomy['batch']} R={s.anatomy['length']}", "layouts (ch. 4)": s.parallel["model"],
+             "what it shows": s.shows} for s in REGISTRY.values()]
