@@ -15,8 +15,11 @@ def test_committed_cpu_profile_has_measured_kernels():
     assert prof.kernels_measured
     for kind in KINDS:
         assert prof.kernels["elementwise"][kind]["s_per_element"] > 0
+        # the fitted head terms reproduce the benchmark points they were fitted to (median |error| <= 25 %):
+        # a dropped, swapped or mis-scaled coefficient fails this
         head = prof.kernels["logprob_head"][kind]
-        assert head["base_s"] + head["s_per_row"] + head["s_per_element"] > 0
+        errors = sorted(abs(prof.logprob_head_time(n, v, kind) / t - 1) for n, v, t in head["points"] if t > 0)
+        assert errors[len(errors) // 2] <= 0.25, (kind, errors)
     assert len(prof.kernels["attention"]["curve"]) >= 3 and prof.kernels["attention"]["backward_curve"]
     assert prof.kernels["weight_stream"]["bandwidth"] > 0 and prof.kernels["weight_stream"]["cache_bytes"] > 0
 
