@@ -139,3 +139,54 @@ def comparison(records: dict) -> list[dict]:
             "dir": str(rec.dir),
         })
     return rows
+
+
+GOAL = 0.25  # the step-time error goal, fixed before the measurements (as chapters 2-4)
+
+
+def verdict(row: dict, goal: float = GOAL) -> str:
+    """One line per placement from the live numbers: error against the goal, sync bytes against the formula."""
+    err = row["rel_error"]
+    met = "met" if err is not None and abs(err) <= goal else "not met"
+    sync = ""
+    if row["sync_bytes_measured"]:
+        same = row["sync_bytes_counted"] == row["sync_bytes_predicted"] == row["sync_bytes_measured"]
+        sync = f"; sync {row['sync_bytes_measured']:,} B/step, {'equal to' if same else 'NOT equal to'} the formula"
+    return (f"{row['placement']}: measured {row['measured_s']:.3f} s/step, predicted {row['predicted_s']:.3f} s "
+            f"({100 * err:+.0f} %: goal <= {100 * goal:.0f} % {met}){sync}")
+
+
+def timeline(record, steps: int = 3, title: str | None = None):
+    """The merged Gantt (every actor of the run) of the record's trace.json, over its last ``steps`` steps."""
+    import json
+
+    from ..trace_merge import gantt
+
+    trace = json.loads((Path(record.dir) / "trace.json").read_text())
+    spans = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    window = None
+    if len(spans) > steps:
+        last = sorted(spans, key=lambda e: e["ts"])[-steps:]
+        window = (last[0]["ts"] / 1e6, (last[-1]["ts"] + last[-1]["dur"]) / 1e6)
+    return gantt(trace, title=title or record.results.get("describe"), window=window)
+
+
+def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-sxm") -> list[dict]:
+    """By prediction only: one synchronous GRPO step (64 prompts x 8, 256 + 1024 tokens, bf16) colocated
+    against disaggregated with a quarter, half and three quarters of the GPUs generating."""
+    from ..cost.placement import predict_placement
+    from ..cost.workload import ResponseLengths, Workload, algorithm
+
+    wl = Workload(prompts=64, group_size=8, prompt_len=256, response=ResponseLengths("fixed", length=1024),
+                  micro_batch=8, gen_batch=512, precision="bf16")
+    alg = algorithm("grpo", 0)
+    rows = []
+    for n in devices:
+        c = Cluster(n, "gpu")
+        options = [("colocated", {})] + [("disaggregated", {"rollout_devices": g}) for g in (n // 4, n // 2, 3 * n // 4)]
+        for name, kw in options:
+            p = get_placement(name, c, alg, **kw)
+            pp = predict_placement(p, model, alg, wl, profile, c)
+            rows.append({"gpus": n, "placement": p.describe(), "step_s": pp.step_s if pp.fits else None,
+                         "sync_s": pp.sync_s, "reason": pp.reason() if pp.fits else pp.memory_error()})
+    return rows
