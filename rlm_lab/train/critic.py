@@ -89,10 +89,23 @@ class CriticTrainer:
         """The actor's schedule (type, warm-up, length) on the critic's optimizer."""
         from transformers import get_scheduler
 
+        # torch's LRScheduler tracks optimizer.step() by wrapping the *class's* step (lr_scheduler.py,
+        # patch_track_step_called) and fails on an instance-level override, such as a memory probe's wrapper
+        # installed before train(); build the scheduler under the class's step, then keep the override, tracked.
+        override = self.optimizer.__dict__.pop("step", None)
         self.scheduler = get_scheduler(args.lr_scheduler_type, optimizer=self.optimizer,
                                        num_warmup_steps=args.get_warmup_steps(num_training_steps),
                                        num_training_steps=num_training_steps,
                                        scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+        if override is not None:
+            optimizer = self.optimizer
+
+            def step(*args, **kwargs):
+                optimizer._opt_called = True  # what torch's own wrapper records
+                return override(*args, **kwargs)
+
+            step._wrapped_by_lr_sched = True
+            optimizer.step = step
         return self.scheduler
 
     # ---- forward ----------------------------------------------------------------------------------

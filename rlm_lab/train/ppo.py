@@ -112,6 +112,9 @@ class PPOConfig(GRPOConfig):
         if self.loss_type not in LOSS_TYPES:
             raise RlmLabError(f"PPO implements loss_type {' or '.join(map(repr, LOSS_TYPES))}, not "
                               f"{self.loss_type!r} (a GRPO variant's loss)")
+        if self.fp16 and self.use_cpu:
+            raise RlmLabError("fp16 on CPU: accelerate 1.15 neither autocasts nor scales the loss on a CPU device, so "
+                              "the run would silently be fp32; use fp16=False (and bf16=False) on CPU")
         if self.use_vllm and self.vllm_importance_sampling_correction:
             raise RlmLabError("PPO does not apply vLLM importance-sampling correction; set "
                               "vllm_importance_sampling_correction=False (or use_vllm=False)")
