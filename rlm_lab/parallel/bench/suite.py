@@ -1,6 +1,7 @@
 """The chapter-4 experiment: every layout measured, recorded, and put next to its prediction.
 
-* :data:`SUITES` — per size, the layouts to run: all 2-process layouts share ONE process group
+* :func:`suite` — per size, the layouts to run (from the size registry, ``rlm_lab.sizes``): all 2-process
+  layouts share ONE process group
   (spawning costs seconds per process on 2 cores); 4-process layouts (oversubscribed on 2 cores,
   labelled so) share another.
 * :func:`run_suite` runs them and writes one run record per layout (``ch04_<layout>``, with
@@ -23,28 +24,21 @@ import os
 
 from ..mesh import Layout
 
-SUITES = {
-    # size: {world: [(layout, run kwargs)]}
-    "smoke": {2: [(Layout(dp=2), {}), (Layout(dp=2, zero=3), {}), (Layout(tp=2, sp=True), {})]},
-    "cpu": {
-        2: [(Layout(dp=2), {}), (Layout(dp=2, zero=1), {}), (Layout(dp=2, zero=2), {}), (Layout(dp=2, zero=3), {}),
-            (Layout(tp=2), {}), (Layout(tp=2, sp=True), {}),
-            (Layout(pp=2, schedule="gpipe", microbatches=4), {}), (Layout(pp=2, schedule="1f1b", microbatches=4), {}),
-            (Layout(cp=2), {}), (Layout(ep=2), {"model": "micro-moe"})],
-        4: [(Layout(dp=4), {}), (Layout(dp=4, zero=3), {}), (Layout(tp=4), {}),
-            (Layout(dp=2, tp=2, zero=2), {})],
-    },
-}
-RUN_ARGS = {"smoke": dict(model="nano", steps=3, batch=8, seq=16),
-            "cpu": dict(model="micro", steps=8, batch=8, seq=64),
-            "gpu": dict(model="base", steps=10, batch=16, seq=256)}
+def run_args(size: str) -> dict:
+    """The run arguments of every layout at ``size`` (model, steps, batch, sequence): ``rlm_lab.sizes``."""
+    from ...sizes import get
+
+    return dict(get(size).parallel)
 
 
 def suite(size: str) -> dict:
     """The layouts of ``size``: ``{world: [(layout, kwargs)]}``. ``gpu`` adapts to the visible GPUs (1-8):
-    every ZeRO stage over all of them, and TP 2 (x DP over the rest, FSDP2) with and without SP."""
+    every ZeRO stage over all of them, and TP 2 (x DP over the rest, FSDP2) with and without SP.
+    The other sizes' layouts are in the size registry (``rlm_lab.sizes``, ``parallel_layouts``)."""
+    from ...sizes import get
+
     if size != "gpu":
-        return SUITES[size]
+        return {world: [(Layout(**deg), dict(kw)) for deg, kw in items] for world, items in get(size).parallel_layouts}
     import torch
 
     n = torch.cuda.device_count()
@@ -118,7 +112,7 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
     for world, items in suite(size).items():
         if worlds is not None and world not in worlds:
             continue
-        jobs = [(lay, RUN_ARGS[size] | kw) for lay, kw in items]
+        jobs = [(lay, run_args(size) | kw) for lay, kw in items]
         results = spawn_layouts(jobs, world=world, timeout_s=timeout_s)
         for res in results:
             name = f"ch04_{res['layout']['name']}" + ("-oversubscribed" if oversubscribed(world) else "")
