@@ -1,5 +1,8 @@
 """Tuned settings per (algorithm, size, task): the first layer of every ``RunConfig``.
 
+The per-size fields live in the size registry (``rlm_lab.sizes``, ``Size.train``); this module adds what
+every size shares, the per-algorithm and per-task adjustments.
+
 - ``smoke``: CI. The nano model, a few steps, tiny batches: proves the pipeline runs, learns nothing.
 - ``cpu``: a few minutes on 2 CPU cores. The micro model (341,632 parameters); the numbers come from the
   sweep recorded in ``data/runs/cpu/ch01_sweep`` (see ``rlm_lab.train.sweep``).
@@ -13,7 +16,7 @@ start point), completions per step, and beta = 0 (no reference forward: ~20-40 %
 from __future__ import annotations
 
 from ..errors import unknown
-from ..sizes import check_size
+from ..sizes import check_size, get
 
 ALGOS = ("sft", "grpo", "rloo", "ppo")  # the algorithms a preset (and hence a RunConfig) exists for
 
@@ -30,26 +33,6 @@ _COMMON = dict(
     format_weight=0.1,
     temperature=1.0,
 )
-
-_BY_SIZE = {
-    "smoke": dict(
-        model="nano", sft_steps=20, sft_lr=1e-3, sft_batch_size=32,
-        rl_steps=6, rl_lr=1e-4, num_generations=4, batch_size=16, max_completion_length=6,
-        eval_problems=64, eval_every=0, eval_batch_size=64, eval_max_new_tokens=6,
-    ),
-    "cpu": dict(
-        lr_scheduler="linear",  # sweep: same final accuracy as constant, but a monotone curve (no late dips)
-        model="micro", sft_steps=400, sft_lr=1e-3, sft_batch_size=64,
-        rl_steps=300, rl_lr=1e-4, num_generations=8, batch_size=64, max_completion_length=8,
-        eval_problems=500, eval_every=50, eval_batch_size=500, eval_max_new_tokens=6,
-    ),
-    "gpu": dict(
-        lr_scheduler="linear",
-        model="small", sft_steps=2000, sft_lr=5e-4, sft_batch_size=128,
-        rl_steps=500, rl_lr=5e-5, num_generations=16, batch_size=512, max_completion_length=16,
-        eval_problems=1000, eval_every=100, eval_batch_size=1000, eval_max_new_tokens=8, bf16=True,
-    ),
-}
 
 # Per-algorithm adjustments on top of the size preset.
 _BY_ALGO = {
@@ -86,5 +69,5 @@ def preset(algo: str, size: str, task: str = "arithmetic:digits=2") -> dict:
     if algo not in ALGOS:
         raise unknown("algorithm", algo, ALGOS)
     check_size(size)
-    return {**_COMMON, **_BY_SIZE[size], **_BY_ALGO[algo], **_task_adjust(task, size),
+    return {**_COMMON, **get(size).train, **_BY_ALGO[algo], **_task_adjust(task, size),
             "algo": algo, "size": size, "task": task}
