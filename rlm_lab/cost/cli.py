@@ -2,7 +2,7 @@
 
 Config (YAML), every key optional; flags override it::
 
-    model: micro                # zoo name or path to a config.json
+    model: micro                # zoo name or path to a model config.json (configs/models/)
     algorithm: grpo             # ppo | grpo | rloo | reinforce_pp | dapo
     hardware: cpu-2core-epyc    # profile name in data/hardware/ or a JSON path
     beta: 0.04                  # 0 drops the reference model
@@ -155,7 +155,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="predict the per-stage cost of one RL iteration",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("config", nargs="?", help="YAML config (see configs/predict/)")
-    p.add_argument("--model", help="zoo name or path to a config.json")
+    p.add_argument("--model", help="zoo name or path to a transformers config.json (e.g. configs/models/qwen2.5-7b.config.json)")
     p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
     p.add_argument("--hardware", help="hardware profile name or JSON path")
     p.add_argument("--beta", type=float, help="KL coefficient; 0 drops the reference model")
