@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import RlmLabError
 from ...record import runs_root
-from ...sizes import check_size
+from ...sizes import check_size, get
 
 TASK = "arithmetic:digits=2"
 # The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
@@ -62,22 +62,10 @@ class Case:
         return f"{kind} B={self.batch} R={self.length}"
 
 
-_SIZE = {
-    "smoke": dict(model="nano", batch=16, group=4, length=8, steps=3, warmup=1),
-    "cpu": dict(model="micro", batch=64, group=8, length=16, steps=12, warmup=2),
-    "gpu": dict(model="small", batch=512, group=16, length=64, steps=20, warmup=3),
-}
-_SWEEP = {  # (lengths at the base batch, batches at the base length)
-    "smoke": ((), ()),  # smoke: the three algorithms only (CI time); the sweep is read from the cpu records
-    "cpu": ((4, 64), (16, 256)),
-    "gpu": ((16, 256), (128, 2048)),
-}
-
-
 def algorithm_cases(size: str) -> dict[str, Case]:
     """The three algorithms side by side: PPO (actor, critic, reference, verifier), GRPO (actor,
     reference), DAPO-style GRPO with beta = 0 (actor only)."""
-    base = _SIZE[check_size(size)]
+    base = dict(get(size).anatomy)  # the base case of this size: rlm_lab.sizes, the one registry
     return {"grpo": Case("grpo", "grpo", 0.04, **base),
             "dapo": Case("dapo", "grpo", 0.0, **base),
             "ppo": Case("ppo", "ppo", 0.04, **base)}
@@ -86,7 +74,7 @@ def algorithm_cases(size: str) -> dict[str, Case]:
 def sweep_cases(size: str) -> dict[str, Case]:
     """GRPO at other completion lengths and batch sizes (the base point is ``algorithm_cases()['grpo']``)."""
     base = algorithm_cases(size)["grpo"]
-    lengths, batches = _SWEEP[size]
+    lengths, batches = get(size).anatomy_sweep
     out = {f"grpo_R{r}": replace(base, name=f"grpo_R{r}", length=r) for r in lengths}
     out.update({f"grpo_B{b}": replace(base, name=f"grpo_B{b}", batch=b) for b in batches})
     return out

@@ -14,7 +14,7 @@ from ...record import RunRecord, runs_root
 from ...sizes import check_size
 from ..compare import reference_dir
 from ..memory_probes import Probe, measure_kv_cache, measured_memory
-from .cases import _SIZE, PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
+from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
 
 def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, trace_on: bool = True,
              extra_callbacks=()) -> RunRecord:
@@ -83,7 +83,7 @@ def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, se
     task = parse_task(TASK)
     rows = ensure_data(task)["train"][:n]
     rng = random.Random(seed)
-    length = _SIZE[size]["length"]
+    length = algorithm_cases(size)["grpo"].length
     completions = ["".join(rng.choice("0123456789+-= ") for _ in range(length)) for _ in rows]
     columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
     funcs = reward_funcs(task)

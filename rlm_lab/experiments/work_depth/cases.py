@@ -9,23 +9,14 @@ import statistics
 from dataclasses import dataclass
 
 from ...errors import RlmLabError
-from ...sizes import check_size
+from ...sizes import get
 
 PROMPT_LEN = 8
 EOS = 1
 
-_SIZE = {
-    "smoke": dict(models=("nano",), batches=(1, 4, 16), k0=2, k1=10, reps=2,
-                  tail_model="nano", n=16, mean=8, replicas=(1, 2, 4), real=(2,)),
-    "cpu": dict(models=("micro", "mini", "small"), batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), k0=2, k1=18,
-                reps=3, tail_model="mini", n=64, mean=32, replicas=(1, 2, 4, 8), real=(1, 2)),
-    "gpu": dict(models=("small", "base", "large"), batches=(1, 4, 16, 64, 256, 1024, 2048), k0=2, k1=66,
-                reps=3, tail_model="base", n=512, mean=256, replicas=(1, 2, 4, 8), real=(1, 2)),
-}
-
-
 def params(size: str) -> dict:
-    return dict(_SIZE[check_size(size)])
+    """The sweep of this size (models, batches, tail, replicas): ``rlm_lab.sizes``, the one registry."""
+    return dict(get(size).work_depth)
 
 
 # ---- length distributions ------------------------------------------------------------------------
