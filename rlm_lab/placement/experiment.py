@@ -17,17 +17,17 @@ import datetime as _dt
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..sizes import get
 from .spec import Cluster, get_placement
 
 PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store")
-STEPS = {"smoke": 3, "cpu": 40, "gpu": 40}
 
 
 def run_config(size: str, **overrides):
     from ..train.config import make_config
 
-    fields = dict(rl_steps=STEPS[size], disable_tqdm=True, eval_every=0)
+    fields = dict(rl_steps=get(size).placement_steps, disable_tqdm=True, eval_every=0)
     fields.update(overrides)
     return make_config("grpo", size, **fields)
 
