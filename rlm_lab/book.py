@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .sizes import SIZES, check_size
+from .sizes import SIZES, check_size, get
 
 REPO = Path(__file__).resolve().parent.parent
 BOOK = REPO / "book"
@@ -45,8 +45,6 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]
 
-# Seconds one cell may run before the build fails, per size.
-CELL_TIMEOUT_S = {"smoke": 180, "cpu": 1800, "gpu": 7200}
 
 COLAB = "https://colab.research.google.com/github"
 
@@ -98,7 +96,7 @@ def build(size: str, out: Path = BUILD / "html", *, book: Path = BOOK, notebooks
     overrides = {
         "external_toc_path": toc_path.as_posix(),
         "nb_execution_cache_path": str(cache),
-        "nb_execution_timeout": CELL_TIMEOUT_S[size],
+        "nb_execution_timeout": get(size).cell_timeout_s,  # seconds one cell may run (size registry)
         # A failing notebook is a warning with its traceback; -W makes it fail the build, and
         # keep_going lets the other notebooks run (and be cached) first, so one build names every failure.
         "nb_execution_raise_on_error": False,
