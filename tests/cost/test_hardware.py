@@ -21,6 +21,24 @@ def test_every_profile_loads(name):
         assert prof.collectives["ops"], "a committed calibrated profile carries collective fits"
 
 
+def _calibrations():
+    from rlm_lab.cost.spread import calibration_files
+
+    return calibration_files("cpu-2core-epyc")
+
+
+@pytest.mark.parametrize("path", _calibrations(), ids=lambda p: p.stem)
+def test_every_committed_calibration_loads_and_is_dated_as_named(path):
+    """data/hardware/calibrations/<name>-<date>.json: a loadable calibrated profile of this machine, made
+    on the day its file name says (provenance written by the calibration itself)."""
+    prof = load_profile(path)
+    assert prof.kind == "calibrated" and prof.threads == load_profile("cpu-2core-epyc").threads
+    assert prof.device == load_profile("cpu-2core-epyc").device
+    assert prof.provenance["date"][:10] == path.stem.removeprefix("cpu-2core-epyc-")[:10]
+    if prof.spread:  # a repeated calibration records its load and spread
+        assert prof.spread["repeats"] >= 2 and "busy" in prof.load
+
+
 @pytest.mark.parametrize("name", DATASHEET)
 def test_datasheet_profiles_are_labelled(name):
     prof = load_profile(name)
