@@ -177,11 +177,13 @@ def replicas(size: str, run_dir: Path | None = None, seed: int = 0, dist_index: 
 
 
 def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
-    """The committed records of this chapter at ``size`` (``data/runs/<size>/ch03_*``; empty if none)."""
+    """The committed records of this chapter at ``size`` (``data/runs/<size>/ch03_*``; empty if none were
+    committed). A run folder that is there must hold a completed run: a missing record.json, a damaged or an
+    unfinished record is a RecordError naming the folder, not a record silently left out."""
     out = {}
     for name in ("decode_knee", "long_tail", "replicas"):
         d = reference_dir(size) / f"ch03_{name}"
-        if (d / "record.json").exists():
+        if d.exists():
             out[name] = RunRecord.load(d)
     return out
 
@@ -206,28 +208,18 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
     this build's own finished run (``_build/runs/<size>``), else measured now (an unfinished or damaged
     build run is moved aside by the new run, which says so). A committed reference record that is damaged
     or unfinished is an error naming it, not a silent re-measurement."""
-    from ...record import load_record, reference_root
+    from ...record import finished, load_record, reference_root
 
     out = {}
     for name, fn in (("decode_knee", decode_knee), ("long_tail", long_tail), ("replicas", replicas)):
         ref, own = reference_root(size) / f"ch03_{name}", runs_root(size) / f"ch03_{name}"
         if ref.exists() and not force:
             out[name] = load_record(ref)
-        elif (own / "record.json").exists() and not force and _finished(own):
+        elif not force and finished(own):
             out[name] = load_record(own)
         else:
             out[name] = fn(size)
     return out
-
-
-def _finished(run_dir: Path) -> bool:
-    from ...record import RecordError, load_record
-
-    try:
-        load_record(run_dir)
-        return True
-    except RecordError:
-        return False
 
 
 def main(argv=None) -> int:
