@@ -74,6 +74,19 @@ def check_inputs(cfg: dict) -> None:
         if n is not None and isinstance(d, int) and not isinstance(d, bool) and d > n >= 1:
             raise RlmLabError(f"{d} devices for {n} sequences ({b} prompts x {g}): data parallelism needs at "
                               f"least one sequence per device")
+    for key in ("model", "hardware", "critic", "reward_model"):
+        v = cfg.get(key)
+        if isinstance(v, str) and Path(v).is_file():
+            try:
+                text = Path(v).read_bytes().decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RlmLabError(f"{key} file {v} is not a text (JSON) file (byte {e.start} is not UTF-8)") from None
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue  # the loader names the file and the JSON error
+            if not isinstance(data, dict):
+                raise RlmLabError(f"{key} file {v} must hold a JSON object, got {type(data).__name__}")
     bp = cfg.get("brent_p", (1, 2, 4, 8))
     if not isinstance(bp, (list, tuple)) or not bp or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in bp):

@@ -64,6 +64,18 @@ for id, data, msg in [
 ]:
     add(id, f"a predict config: {data[:60]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
 
+for id, flag, data, msg in [
+    ("model-binary", "--model", bytes(range(256)), r"model file .*f.json is not a text \(JSON\) file"),
+    ("model-bad-json", "--model", b"{bad", r"f.json is not valid JSON"),
+    ("model-json-list", "--model", b"[1, 2]", r"model file .*f.json must hold a JSON object, got list"),
+    ("model-missing-field", "--model", b"{}", r"model config .*f.json' is missing the field 'hidden_size'"),
+    ("hardware-binary", "--hardware", bytes(range(256)), r"hardware file .*f.json is not a text \(JSON\) file"),
+    ("hardware-bad-json", "--hardware", b"{bad", r"hardware profile .*f.json is not valid JSON"),
+    ("hardware-list", "--hardware", b"[]", r"hardware file .*f.json must hold a JSON object, got list"),
+    ("hardware-empty-object", "--hardware", b"{}", r"hardware profile .*f.json is missing the field 'name'"),
+]:
+    add(id, f"predict {flag} FILE holding {data[:20]!r}", [flag, "{tmp}/f.json"], msg, setup=write("f.json", data))
+
 
 def _no_decimal_gb(tmp, out):
     assert not re.search(r"\d (GB|TB|MB|kB)\b", out), "bytes must all be binary units (GiB like the memory check)"
