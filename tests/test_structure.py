@@ -192,3 +192,19 @@ def test_leaf_modules_import_nothing_heavy(mod):
     but each other (errors <- sizes)."""
     graph = import_graph()
     assert graph[mod] <= {"rlm_lab.errors"}, graph[mod]
+
+
+def test_what_a_size_means_is_said_in_one_place_only():
+    """No module but ``rlm_lab/sizes.py`` keeps a table keyed by the size names (the registry is the one
+    place every chapter reads); a dict literal with two or more of the size names as keys is such a table."""
+    names = {"smoke", "cpu", "gpu"}
+    found = []
+    for mod, path in modules().items():
+        if mod == "rlm_lab.sizes":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                if len(keys & names) >= 2:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, "size tables outside rlm_lab/sizes.py (read rlm_lab.sizes.get(size) instead): " + ", ".join(found)
