@@ -63,6 +63,10 @@ def _train(args):
     from .validation import check_output_location
 
     check_output_location(cfg.run_dir)  # an unwritable --out fails now, not after SFT
+    from ..tasks import parse_task
+    from .evaluate import test_rows
+
+    test_rows(parse_task(cfg.task), cfg.eval_problems)  # task files readable, enough test problems: before the record
     from .run import run
 
     record = run(cfg, command=["rlm-lab", *sys.argv[1:]], force=args.force)
