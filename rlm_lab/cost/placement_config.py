@@ -21,7 +21,7 @@ def _order(stage) -> int:
 
 def format_placement(pp: PlacementPrediction) -> str:
     """Text report: one line per set, the phases, step time, reason; "DOES NOT FIT" with the numbers."""
-    from .cli import _bytes, _seconds
+    from .units import _bytes, _seconds
 
     lines = [f"placement {pp.placement.name}: {pp.placement.describe()}  ({pp.algo.name}, {pp.profile_name})"]
     for s in pp.sets:
