@@ -207,7 +207,7 @@ def _label(grouping, separate: bool, reshard: bool) -> str:
 
 
 def format_advice(advice: Advice, k: int = 5) -> str:
-    from .cli import _seconds
+    from .units import _seconds
 
     c = advice.cluster
     best = advice.ranked[0].step_s
