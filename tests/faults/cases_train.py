@@ -61,6 +61,8 @@ add("completion-beyond-positions", "max_completion_length beyond the model's pos
     train("max_completion_length=600"), r"max_completion_length=600 does not fit model 'nano'.*512 positions")
 add("eval-tokens-beyond-positions", "eval_max_new_tokens beyond the model's positions",
     train("eval_max_new_tokens=509"), r"eval_max_new_tokens=509 does not fit")
+add("eval-beyond-split", "more eval problems than the test split holds", train("eval_problems=5000", "eval_batch_size=64"),
+    r"asked for 5000 eval problems but arithmetic_digits2_opsadd has 1000", unchanged=("data/tasks",))
 add("sft-nothing", "algo sft with sft_steps=0", train("sft_steps=0", extra_args=("--algo", "sft")),
     r"sft_steps=0 trains nothing")
 add("loss-type", "an unknown loss_type", train("loss_type=ppo"), r"unknown loss_type 'ppo'; choose one of")
