@@ -32,7 +32,7 @@ GRPO, but uses no group statistics: the baseline is the critic, advantages are p
 Ignored (compared with InstructGPT/OpenRLHF PPO): no adaptive KL controller (beta is fixed), no
 entropy bonus, no critic warm-up phase, no value-head-on-the-policy variant; DeepSpeed cannot prepare
 the second trainable model through the Trainer and is refused. GRPOConfig options that this PPO would
-silently ignore are refused when the config is built (``IGNORED_OPTIONS``). Stage names follow
+silently ignore are refused when the config is built (:mod:`rlm_lab.train.ppo_config`). Stage names follow
 ``rlm_lab.stages.Stage`` and are emitted through TRL's own ``profiling_context`` (nested in TRL's
 ``_prepare_inputs`` / ``compute_loss`` spans, as TRL's reward-function spans are nested in
 ``_calculate_rewards``).
@@ -41,11 +41,10 @@ silently ignore are refused when the config is built (``IGNORED_OPTIONS``). Stag
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 from trl.extras.profiling import profiling_context
 
 from ..errors import RlmLabError
@@ -53,75 +52,9 @@ from ..tasks import checked
 from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
     masked_whiten, token_rewards
 from .critic import CriticTrainer, build_critic
+from .ppo_config import IGNORED_OPTIONS, LOSS_TYPES, REWARD_SOURCES, PPOConfig  # noqa: F401 - this module's API
 
-REWARD_SOURCES = ("verifier", "reward_model")
-# The token-loss normalisations PPO implements, named as TRL's ``loss_type`` (grpo_trainer.py ``_compute_loss``):
-# "bnpo" = mean over the micro-batch's tokens; "dapo" = sum over tokens / tokens of the whole accumulated batch.
-LOSS_TYPES = ("dapo", "bnpo")
-# GRPOConfig options read by the GRPOTrainer methods PPO overrides (``_compute_loss``, the advantage part of
-# ``_generate_and_score_completions``) and by nothing else, with the value at which ignoring them is harmless;
-# any other value is refused. (option, harmless value, what it is)
-IGNORED_OPTIONS = (
-    ("top_entropy_quantile", 1.0, "token masking by entropy (Wang et al. arXiv 2506.01939)"),
-    ("importance_sampling_level", "token", "sequence-level importance ratios (GSPO, arXiv 2507.18071)"),
-    ("delta", None, "two-sided clipping of the ratio"),
-    ("off_policy_mask_threshold", None, "off-policy sequence masking"),
-    ("entropy_coef", 0.0, "an entropy bonus in the loss"),
-    ("use_adaptive_entropy", False, "an adaptive entropy bonus"),
-    ("scale_rewards", "group", "GRPO's reward normalisation (PPO's baseline is the critic)"),
-    ("multi_objective_aggregation", "sum_then_normalize", "normalising each reward function before the sum"),
-)
 _CHECKED_CODE = checked(lambda completions, **kw: []).__code__  # every checked() wrapper shares this code
-
-
-@dataclass
-class PPOConfig(GRPOConfig):
-    """GRPOConfig plus PPO's knobs. ``beta`` is the per-token KL penalty *in the reward* (not in the loss)."""
-
-    beta: float = field(default=0.05, metadata={"help": "KL coefficient in the per-token reward r_t = -beta*KL_t."})
-    gamma: float = field(default=1.0, metadata={"help": "Discount over completion tokens."})
-    lam: float = field(default=0.95, metadata={"help": "GAE lambda."})
-    vf_coef: float = field(default=0.1, metadata={"help": "Weight of the value loss in the critic's loss."})
-    cliprange_value: float = field(default=0.2, metadata={"help": "Clip of the value change per update."})
-    critic_learning_rate: float | None = field(
-        default=None, metadata={"help": "Critic AdamW learning rate (default: learning_rate)."})
-    whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over the batch."})
-    reward_source: str = field(default="verifier", metadata={"help": "verifier | reward_model"})
-    reward_model_path: str | None = field(
-        default=None, metadata={"help": "Folder of a sequence-classification reward model (reward_model)."})
-    value_model_path: str | None = field(
-        default=None, metadata={"help": "Folder/hub id of the critic; default: built from the policy."})
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.reward_source not in REWARD_SOURCES:
-            raise RlmLabError(f"unknown reward_source {self.reward_source!r}; choose one of: {', '.join(REWARD_SOURCES)}")
-        if self.reward_source == "reward_model" and not self.reward_model_path:
-            raise RlmLabError("reward_source='reward_model' needs reward_model_path=<folder>; train one with "
-                              "rlm_lab.train.reward_model.train_reward_model")
-        if not (0.0 < self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
-            raise RlmLabError(f"PPO needs 0 < gamma <= 1 and 0 <= lam <= 1, got gamma={self.gamma}, lam={self.lam}")
-        if self.cliprange_value <= 0 or self.vf_coef <= 0:
-            raise RlmLabError("PPO needs cliprange_value > 0 and vf_coef > 0")
-        if self.critic_learning_rate is None:
-            self.critic_learning_rate = self.learning_rate
-        self._refuse_ignored_options()
-
-    def _refuse_ignored_options(self) -> None:
-        """One clear error for a GRPOConfig option this PPO would silently ignore (module doc)."""
-        if self.loss_type not in LOSS_TYPES:
-            raise RlmLabError(f"PPO implements loss_type {' or '.join(map(repr, LOSS_TYPES))}, not "
-                              f"{self.loss_type!r} (a GRPO variant's loss)")
-        if self.fp16 and self.use_cpu:
-            raise RlmLabError("fp16 on CPU: accelerate 1.15 neither autocasts nor scales the loss on a CPU device, so "
-                              "the run would silently be fp32; use fp16=False (and bf16=False) on CPU")
-        if self.use_vllm and self.vllm_importance_sampling_correction:
-            raise RlmLabError("PPO does not apply vLLM importance-sampling correction; set "
-                              "vllm_importance_sampling_correction=False (or use_vllm=False)")
-        for name, harmless, what in IGNORED_OPTIONS:
-            value = getattr(self, name)
-            if value != harmless:
-                raise RlmLabError(f"PPO ignores {name} ({what}); leave it at {harmless!r}, got {value!r}")
 
 
 class PPOTrainer(GRPOTrainer):
