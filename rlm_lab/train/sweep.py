@@ -3,11 +3,12 @@
 Two questions per setting (issue 2, item 6): does GRPO add >= 10 points of greedy held-out accuracy
 over its own SFT start, and how close does the whole run get to the longer-term aim (>= 95 % on
 2-digit addition within 3 minutes on 2 cores)? Each setting writes a full run record to
-``data/runs/cpu/ch01_sweep_<name>/``; :func:`summarize` reads them back into one table
-(``data/runs/cpu/ch01_sweep.json``), so no number in the table is typed by hand.
+``<root>/ch01_sweep_<name>/`` (``_build/runs/cpu`` by default; the committed ones are in
+``data/runs/cpu``, written only with ``--root data/runs/cpu``); :func:`summarize` reads the committed ones
+back into one table (``data/runs/cpu/ch01_sweep.json``), so no number in the table is typed by hand.
 
-    python -m rlm_lab.train.sweep base t07 g16      # run some settings (wrap in `flock -s`)
-    python -m rlm_lab.train.sweep --summarize       # rebuild the table from the records
+    python -m rlm_lab.train.sweep base t07 g16 --root data/runs/cpu   # run some settings (wrap in `flock -s`)
+    python -m rlm_lab.train.sweep --summarize                          # rebuild the table from the records
 
 Wall times in the sweep were measured on 2 cores *shared with other jobs* (tuning runs); only the
 reference runs (``ch01_grpo`` etc.) were timed on a quiet machine. Sweep records keep ``record.json``
