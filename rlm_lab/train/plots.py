@@ -95,13 +95,18 @@ def summary_rows(records) -> list[dict]:
     return rows
 
 
+def _num(x: float) -> str:
+    """Three decimals, or three significant digits for magnitudes below 0.001 (seconds per op, per byte)."""
+    return f"{x:.3g}" if x and abs(x) < 1e-3 else f"{x:.3f}"
+
+
 def print_table(rows: list[dict], keys=None) -> None:
     """A plain fixed-width table (no pandas needed)."""
     if not rows:
         print("(no runs)")
         return
     keys = keys or list(rows[0])
-    cells = [[("-" if row.get(k) is None else f"{row[k]:.3f}" if isinstance(row.get(k), float) else str(row[k]))
+    cells = [[("-" if row.get(k) is None else _num(row[k]) if isinstance(row.get(k), float) else str(row[k]))
               for k in keys] for row in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
     print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
