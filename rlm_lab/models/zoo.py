@@ -37,12 +37,12 @@ class ZooSpec:
 
 ZOO: dict[str, ZooSpec] = {
     # name          hidden layers heads kv  inter
-    "nano": ZooSpec(64, 2, 4, 4, 128),                    # ~0.1M: CI
-    "micro": ZooSpec(128, 2, 4, 4, 256),                  # ~0.5M: cpu-size RL
-    "mini": ZooSpec(256, 4, 8, 4, 704, arch="qwen2"),     # ~3.5M: cpu-size scaling demos
-    "small": ZooSpec(512, 8, 8, 4, 1408, arch="qwen2"),   # ~21M
-    "base": ZooSpec(768, 12, 12, 4, 2048),                # ~85M: gpu size
-    "large": ZooSpec(1024, 16, 16, 8, 2816, arch="qwen2"),  # ~200M: gpu size
+    "nano": ZooSpec(64, 2, 4, 4, 128),                    # 88,896 params: CI
+    "micro": ZooSpec(128, 2, 4, 4, 256),                  # 341,632 params: cpu-size RL
+    "mini": ZooSpec(256, 4, 8, 4, 704, arch="qwen2"),     # ~3.0M: cpu-size scaling demos
+    "small": ZooSpec(512, 8, 8, 4, 1408, arch="qwen2"),   # ~24M
+    "base": ZooSpec(768, 12, 12, 4, 2048),                # ~76M: gpu size
+    "large": ZooSpec(1024, 16, 16, 8, 2816, arch="qwen2"),  # ~189M: gpu size
     # Mixture of experts (for expert parallelism): Mixtral blocks, top-2 routing.
     "nano-moe": ZooSpec(64, 2, 4, 4, 128, arch="mixtral", experts=4, top_k=2),
     "micro-moe": ZooSpec(128, 2, 4, 4, 256, arch="mixtral", experts=8, top_k=2),
