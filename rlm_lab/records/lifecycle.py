@@ -64,8 +64,9 @@ class RunRecord:
         try:
             if holds_run(self.dir):
                 if not (force or _in_build_tree(self.dir)):
-                    raise RecordError(f"{self.dir} already holds a run ({_describe(self.dir)}); pass --force to "
-                                      "replace it (the old one is moved aside) or write to another folder")
+                    what = "a run" if (self.dir / RECORD_NAME).exists() else "files"
+                    raise RecordError(f"{self.dir} already holds {what} ({_describe(self.dir)}); pass --force to "
+                                      "replace them (they are moved aside) or write to another folder")
                 self.replaced = set_aside(self.dir, say)
             self.data = {
                 "schema_version": SCHEMA_VERSION,
@@ -263,7 +264,7 @@ def _describe(run_dir: Path) -> str:
     try:
         data = read_record_file(run_dir)
     except RecordError:
-        return "no readable record.json"
+        return "no readable record.json" if (run_dir / RECORD_NAME).exists() else "no record.json"
     return f"status {effective_status(run_dir, data)}, started {data.get('started') or data['provenance'].get('date')}"
 
 

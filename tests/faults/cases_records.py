@@ -176,8 +176,10 @@ add("rerun-finished", "a second run into a folder that holds a finished run (no 
     r"run already holds a run \(status completed.*pass --force", argv=TRAIN, setup=record("run"))
 add("rerun-interrupted", "a run into a folder that holds an interrupted run (no --force)",
     r"run already holds a run \(status interrupted.*--force", argv=TRAIN, setup=record("run", status="interrupted"))
-add("rerun-metrics-only", "a run into a folder with only a metrics.jsonl", r"already holds a run \(no readable record.json\)",
-    argv=TRAIN, setup=lambda tmp: ((Path(tmp) / "run").mkdir(), (Path(tmp) / "run" / "metrics.jsonl").write_text("{}\n")))
+add("rerun-damaged", "a run into a folder whose record.json is damaged (no --force)",
+    r"run already holds a run \(no readable record.json\)", argv=TRAIN, setup=record("run", raw=b"[]"))
+add("rerun-metrics-only", "a run into a folder with only a metrics.jsonl (or any other files)",
+    r"run already holds files \(no record.json\)", argv=TRAIN, setup=lambda tmp: ((Path(tmp) / "run").mkdir(), (Path(tmp) / "run" / "metrics.jsonl").write_text("{}\n")))
 add("second-writer", "a second run while another process writes the same folder (even with --force)",
     r"run is in use by another run \(pid \d+\); wait for it to end", argv=[*TRAIN, "--force"],
     setup=held("run", record("run", status="running")))
