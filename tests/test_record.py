@@ -78,5 +78,9 @@ def test_default_outputs_are_never_the_committed_reference_runs(monkeypatch, tmp
     assert runs_root("cpu").parts[-3:] == ("_build", "runs", "cpu")
     assert runs_root("smoke").parts[-3:] == ("_build", "runs", "smoke")
     assert reference_root("cpu").parts[-3:] == ("data", "runs", "cpu")
+    from rlm_lab.train.config import make_config
+
+    # `rlm-lab train --size cpu` without --out: under _build, never data/runs (issue 8: data loss)
+    assert make_config("grpo", "cpu").run_dir.parent == runs_root("cpu")
     monkeypatch.setenv("RLM_RUNS_DIR", str(tmp_path))
     assert runs_root("gpu") == tmp_path / "gpu"
