@@ -16,13 +16,13 @@ def train(*sets, extra_args=()):
     return argv
 
 
-ENV = {"RLM_CACHE_DIR": "{tmp}/cache"}
+ENV = {"RLM_CACHE_DIR": "{tmp}/cache", "RLM_RUNS_DIR": "{tmp}/runs"}  # default run folders land in {tmp} too
 CASES = []
 
 
 def add(id, what, argv, message, cls="clear-error", **kw):
-    if "{tmp}/run" not in argv:  # the default run folder is under one of these: nothing may appear there either
-        kw.setdefault("unchanged", ("data/runs", "data/tasks", "_build/runs"))
+    if "{tmp}/run" not in argv:  # no --out: nothing may appear in the committed runs or task data either
+        kw.setdefault("unchanged", ("data/runs", "data/tasks"))
     CASES.append(Case(id, what, cls=cls, argv=argv, message=message, env=ENV, **kw))
 
 
