@@ -92,7 +92,7 @@ class RunRecord:
         run_dir = Path(run_dir)
         data = read_record_file(run_dir)
         status = effective_status(run_dir, data)
-        if status in ("completed", "legacy"):
+        if status == "completed" or (status == "legacy" and data["results"]):  # the legacy rule of records.read
             raise RecordError(f"{run_dir}: the run already completed; nothing to resume")
         obj = cls.__new__(cls)
         obj.dir, obj.replaced = run_dir, None
