@@ -2,7 +2,9 @@
 
 flock locks belong to the open file and are released by the kernel when the process dies (even by
 SIGKILL), so a ``running`` record whose lock is free was left by a dead writer. The lock file holds the
-writer's pid for error messages. Standard library only.
+writer's pid for error messages. Releasing unlinks the file before unlocking; a process that opened the old
+file in between locks an unlinked inode, and then meets the finished record (refused without ``--force``),
+so the window cannot make two writers of one record. Standard library only.
 """
 
 from __future__ import annotations
