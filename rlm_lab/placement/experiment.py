@@ -21,7 +21,7 @@ from ..sizes import get
 from .spec import Cluster, get_placement
 
 PROFILE = "cpu-2core-epyc"
-KEYS = ("colocated", "disaggregated", "disaggregated_object_store")
+KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
 
 
 def run_config(size: str, **overrides):
@@ -47,6 +47,9 @@ def placements(cfg, devices: int = 2) -> dict:
         "disaggregated": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective"),
         "disaggregated_object_store": get_placement("disaggregated", c, algo, rollout_devices=1,
                                                     sync="object_store"),
+        # LoRA (PEFT through TRL's peft_config): only the adapters are trained, so only they are synced
+        "disaggregated_lora": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective",
+                                            lora=True),
     }
 
 
@@ -68,8 +71,11 @@ def predict(placement, cfg, profile: str = PROFILE) -> dict:
     from ..cost.placement import predict_placement
     from ..cost.workload import algorithm
 
+    from .runtime import LORA
+
+    lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if placement.lora else None
     pp = predict_placement(placement, cfg.model, algorithm("grpo", cfg.beta), workload(cfg), profile,
-                           cluster(placement.devices))
+                           cluster(placement.devices), lora=lora)
     return {"profile": profile, "step_s": pp.step_s, "sync_s": pp.sync_s, "sync_bytes": pp.sync_bytes,
             "reshard_bytes": pp.reshard_bytes, "phases": {k: v[0] for k, v in pp.phases.items()},
             "sets": {s.name: {"busy_s": s.busy_s, "stages": {str(k): v for k, v in s.stages.items()}}

@@ -113,6 +113,7 @@ class RolloutGlue:
     def __call__(self, prompts, trainer):
         from trl.extras.profiling import profiling_context
 
+        self.trainer = trainer
         call = self.calls
         self.calls += 1
         if call == 0 and self.rollouts:  # TRL's generation settings exist only now that the trainer does

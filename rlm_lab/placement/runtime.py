@@ -22,6 +22,10 @@ from ..errors import RlmLabError
 from .glue import PlacementRunError
 from .spec import Cluster, Placement, PlacementError
 
+# LoRA of a ``lora=True`` placement: PEFT's default targets for Llama (q_proj, v_proj) at rank 8, what the
+# cost model assumes for ``placement.lora`` (rlm_lab.cost.lora); no dropout, so placements stay comparable.
+LORA = dict(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -254,12 +258,13 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             actors.append(a)
             return a
 
+        lora = dict(LORA) if placement.lora else None
         train_set = placement.set_of("actor")
         rollouts = []
         if placement.rollout_separate:
             rset = placement.set_of("rollout")
             per = max(1, rset.devices // rset.dp)
-            rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path)) for _ in range(rset.dp)]
+            rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path), lora) for _ in range(rset.dp)]
         trainer = on(train_set.name, TrainerWorker, train_set.devices, train_set.devices)
         try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
             pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
@@ -277,7 +282,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         t_ready = time.perf_counter()
         job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
-               "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights}
+               "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
+               "lora": lora}
         ref = trainer.train.remote(job)
         if kill_rollout_after_step is not None and rollouts:
             while not ray.wait([ref], timeout=0.2)[0]:
@@ -339,7 +345,8 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "step_seconds_mean": summary.get("step_wall_s", {}).get("mean"),
         "steps_timed": summary.get("steps"), "stage_seconds_mean": stages,
         "train_seconds": round(out["train_seconds"], 3), "startup_seconds": round(startup_s, 3),
-        "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids,
+        "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
+        "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
         "tracer": summary,
     }
 

@@ -123,8 +123,7 @@ class TrainerWorker:
         from ..record import append_jsonl
         from ..tasks import ensure_data, parse_task
         from ..train.config import from_dict
-        from ..train.rl import make_trainer
-        from ..train.run import quiet_progress
+        from ..train.callbacks import quiet_progress
         from .glue import RolloutGlue
 
         hf_logging.disable_progress_bar()
@@ -139,13 +138,10 @@ class TrainerWorker:
                     append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
 
         with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch:
-            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()])
-            quiet_progress(trainer)
-            glue = RolloutGlue(trainer, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
+            glue = RolloutGlue(None, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
                                seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"])
-            # TRL reads ``self.rollout_func`` only in ``_generate``; setting it here is what passing
-            # ``rollout_func=`` to the constructor does (make_trainer builds the trainer for every run).
-            trainer.rollout_func = glue
+            trainer = build_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()], glue, job.get("lora"))
+            quiet_progress(trainer)
             from ..train.tracer import trace
 
             tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
@@ -166,7 +162,30 @@ class TrainerWorker:
             "sync": glue.sync_stats(),
             "pid": os.getpid(),
             "threads": self.threads,
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "parameters": sum(p.numel() for p in model.parameters()),
         }
         if job.get("return_weights"):
             out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
         return out
+
+
+def build_trainer(cfg, model_path, rows, task, output_dir, callbacks, rollout_func, lora: dict | None = None):
+    """TRL's ``GRPOTrainer`` as ``rlm_lab.train.rl.make_trainer`` builds it (same args, rewards, dataset),
+    plus TRL's own ``rollout_func=`` and, for LoRA, ``peft_config=peft.LoraConfig(**lora)``."""
+    import torch
+
+    from ..models import load
+    from ..train.rl import rl_args, rl_dataset, task_rewards, trainer_classes
+
+    trainer_cls, config_cls = trainer_classes(cfg.algo)
+    model, tokenizer = load(str(model_path))
+    kw = {}
+    if lora:
+        from peft import LoraConfig
+
+        kw["peft_config"] = LoraConfig(**lora)
+    return trainer_cls(model=model, reward_funcs=task_rewards(task, cfg.format_weight),
+                       args=rl_args(cfg, config_cls, output_dir, on_cuda=torch.cuda.is_available()),
+                       train_dataset=rl_dataset(rows), processing_class=tokenizer, callbacks=list(callbacks),
+                       rollout_func=rollout_func, **kw)
