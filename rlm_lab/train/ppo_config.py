@@ -20,6 +20,8 @@ from trl import GRPOConfig
 from ..errors import RlmLabError
 
 REWARD_SOURCES = ("verifier", "reward_model")
+# Schedules the Trainer steps on evaluation metrics, not per optimizer step (transformers Trainer's training loop).
+METRIC_SCHEDULES = ("reduce_lr_on_plateau", "greedy")
 # The token-loss normalisations PPO implements, named as TRL's ``loss_type`` (grpo_trainer.py ``_compute_loss``):
 # "bnpo" = mean over the micro-batch's tokens; "dapo" = sum over tokens / tokens of the whole accumulated batch.
 LOSS_TYPES = ("dapo", "bnpo")
@@ -79,6 +81,9 @@ class PPOConfig(GRPOConfig):
         if self.fp16 and self.use_cpu:
             raise RlmLabError("fp16 on CPU: accelerate 1.15 neither autocasts nor scales the loss on a CPU device, so "
                               "the run would silently be fp32; use fp16=False (and bf16=False) on CPU")
+        if str(getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)) in METRIC_SCHEDULES:
+            raise RlmLabError(f"lr_scheduler_type {self.lr_scheduler_type!r} steps on evaluation metrics; PPO's critic "
+                              "follows the actor's per-step schedule, so choose a per-step one (e.g. linear, constant)")
         if self.use_vllm and self.vllm_importance_sampling_correction:
             raise RlmLabError("PPO does not apply vLLM importance-sampling correction; set "
                               "vllm_importance_sampling_correction=False (or use_vllm=False)")

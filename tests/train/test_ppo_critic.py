@@ -185,6 +185,7 @@ def test_critic_resumes_from_checkpoint(reference, nano_path, dataset, tmp_path)
     (dict(delta=2.0), "delta"),
     (dict(entropy_coef=0.01), "entropy_coef"),
     (dict(fp16=True), "fp16"),
+    (dict(lr_scheduler_type="reduce_lr_on_plateau", eval_strategy="steps", eval_steps=1), "reduce_lr_on_plateau"),
 ])
 def test_options_ppo_ignores_are_one_clear_error(tmp_path, kw, match):
     with pytest.raises(RlmLabError, match=match):
