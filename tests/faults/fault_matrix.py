@@ -216,6 +216,7 @@ def verify(case: Case, result: dict, tmp: Path) -> None:
         assert re.search(case.message, lines[0]), f"{case.id}: message {lines[0]!r} !~ {case.message!r}"
         assert not result["changed"], f"{case.id}: a clear error changed files: {result['changed']}"
     else:
+        assert "rlm-lab: error:" not in err, f"{case.id}: a correct result printed an error{shown}"
         if case.message:
             assert re.search(case.message, out + err), f"{case.id}: {case.message!r} not in output{shown}"
         if case.check is not None:
