@@ -103,10 +103,27 @@ def calibration_files(name: str = "cpu-2core-epyc", folder: Path = CALIBRATIONS_
     return sorted(Path(folder).glob(f"{name}-*.json"))
 
 
-def calibration_spread(name: str = "cpu-2core-epyc", folder: Path = CALIBRATIONS_DIR) -> list[dict]:
+def calibration_list(name: str = "cpu-2core-epyc", folder: Path = CALIBRATIONS_DIR) -> list[dict]:
+    """One row per committed calibration of ``name``: file, date, repeats, whether the machine was busy
+    (None: not recorded, calibrations made before the load check) and the load per core before it."""
+    rows = []
+    for path in calibration_files(name, folder):
+        d = json.loads(path.read_text())
+        load = d.get("load") or {}
+        rows.append({"calibration": path.stem, "date": d.get("provenance", {}).get("date"),
+                     "repeats": (d.get("spread") or {}).get("repeats", 1), "busy": load.get("busy"),
+                     "load_per_core_before": (load.get("before") or {}).get("per_core")})
+    return rows
+
+
+def calibration_spread(name: str = "cpu-2core-epyc", folder: Path = CALIBRATIONS_DIR,
+                       include_busy: bool = True) -> list[dict]:
     """One row per headline quantity: its value in each committed calibration of ``name`` (by date),
-    min, max, median and (max - min) / median. Quantities a calibration did not measure are None there."""
+    min, max, median and (max - min) / median. Quantities a calibration did not measure are None there.
+    ``include_busy=False`` leaves out calibrations marked busy (see :func:`calibration_list`)."""
     profiles = [json.loads(p.read_text()) for p in calibration_files(name, folder)]
+    if not include_busy:
+        profiles = [d for d in profiles if not (d.get("load") or {}).get("busy")]
     rows = []
     for path, label in HEADLINES.items():
         vals = [get_path(d, path) for d in profiles]

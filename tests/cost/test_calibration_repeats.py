@@ -12,7 +12,8 @@ from rlm_lab.cost import load_profile, predict
 from rlm_lab.cost.benchmarks import timeit
 from rlm_lab.cost.calibrate import combine_repeats, repeated_calibration
 from rlm_lab.cost.fitting import fit_line
-from rlm_lab.cost.spread import bound_profiles, calibration_spread, predict_interval, spread_summary
+from rlm_lab.cost.spread import (bound_profiles, calibration_list, calibration_spread, predict_interval,
+                                 spread_summary)
 from rlm_lab.errors import RlmLabError
 
 TRUE = {"op_s": 2e-6, "base_s": 1e-3, "layer_s": 0.3e-3, "bandwidth": 20e9}
@@ -185,3 +186,11 @@ def test_spread_summary_and_calibration_spread(tmp_path):
     bw = rows["memory_bandwidth"]
     assert bw["values"] == [20e9, 25e9, 30e9] and bw["rel_range"] == pytest.approx(10e9 / 25e9)
     assert rows["overhead.op_s"]["rel_range"] == 0 and rows["kernels.weight_stream.bandwidth"]["n"] == 0
+    # a calibration marked busy: listed as such, and left out on request
+    (tmp_path / "m-2026-01-04.json").write_text(json.dumps(
+        {"memory_bandwidth": 2e9, "provenance": {"date": "2026-01-04"}, "spread": {"repeats": 5},
+         "load": {"busy": True, "before": {"per_core": 7.0}}}))
+    listed = calibration_list("m", tmp_path)
+    assert [r["busy"] for r in listed] == [None, None, None, True] and listed[-1]["repeats"] == 5
+    assert [r["values"] for r in calibration_spread("m", tmp_path, include_busy=False)
+            if r["path"] == "memory_bandwidth"] == [[20e9, 25e9, 30e9]]
