@@ -196,3 +196,19 @@ def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-
             rows.append({"gpus": n, "placement": p.describe(), "step_s": pp.step_s if pp.fits else None,
                          "sync_s": pp.sync_s, "reason": pp.reason() if pp.fits else pp.memory_error()})
     return rows
+
+
+def formula_sync_bytes(record) -> int:
+    """The formula for one sync of the record's run, computed from a fresh model: the bytes of every
+    parameter (full fine-tuning) or of the LoRA adapters only (PEFT's trainable parameters)."""
+    from ..models import load
+
+    model = load(record.config["run"]["model"])[0]
+    if record.config["placement"].get("lora"):
+        from peft import LoraConfig, get_peft_model
+
+        from .runtime import LORA
+
+        model = get_peft_model(model, LoraConfig(**LORA))
+        return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return sum(p.numel() * p.element_size() for p in model.parameters())
