@@ -94,7 +94,8 @@ def check_range(name: str, v) -> None:
     lo, hi, lo_in, hi_in, why = RANGES[name]
     bad = not math.isfinite(v) or (v < lo if lo_in else v <= lo) or (v > hi if hi_in else v >= hi)
     if bad:
-        span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}{']' if hi_in else ')'}"
+        fmt = (lambda x: str(x)) if isinstance(lo, int) and isinstance(hi, int) else (lambda x: f"{x:g}")
+        span = f"{'[' if lo_in else '('}{fmt(lo)}, {fmt(hi)}{']' if hi_in else ')'}"
         raise RlmLabError(f"{name} must be in {span}, got {v!r}" + (f" ({why})" if why else ""))
 
 
