@@ -1,4 +1,4 @@
-"""Verifiable tasks (arithmetic, countdown), their data files and reward functions.
+"""Verifiable tasks (arithmetic, countdown, chain), their data files and reward functions.
 
 ``get_task("arithmetic", digits=2)`` builds a task; ``parse_task("countdown:numbers=3")`` does the same
 from a CLI string; ``ensure_data(task)`` writes (or reads back) the deterministic train/test files
@@ -13,10 +13,11 @@ from pathlib import Path
 from ..errors import RlmLabError, check_output_location, unknown
 from .arithmetic import Arithmetic
 from .base import Task, read_rows, write_rows
+from .chain import Chain
 from .countdown import Countdown
 from .rewards import checked, completion_text, correctness_reward, format_reward
 
-TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "countdown": Countdown}
+TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "chain": Chain, "countdown": Countdown}
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "tasks"
 DEFAULT_SPLIT = {"n_train": 20_000, "n_test": 1_000, "seed": 0}
 

@@ -18,7 +18,7 @@ CASES = [
     Case("subcommand-help", "`rlm-lab train --help` lists the RunConfig fields", cls="correct-result",
          argv=["train", "--help"], message=r"rl_steps \(int\)"),
     Case("console-script", "an error through the installed entry point (a real process)", argv=["tasks", "show", "nope"],
-         subprocess=True, message=r"unknown task 'nope'; choose one of: arithmetic, countdown"),
+         subprocess=True, message=r"unknown task 'nope'; choose one of: arithmetic, chain, countdown"),
 ]
 
 

@@ -33,7 +33,7 @@ add("root-unwritable", "--root on a read-only file system (/proc)",
     r"task folder /proc/rlm-lab-fault/arithmetic_digits2_opsadd is not writable")
 add("show-n-zero", "tasks show -n 0", ["tasks", "show", "arithmetic", "-n", "0"], r"-n: must be at least 1")
 for id, spec, msg in [
-    ("spec-unknown", "sudoku", r"unknown task 'sudoku'; choose one of: arithmetic, countdown"),
+    ("spec-unknown", "sudoku", r"unknown task 'sudoku'; choose one of: arithmetic, chain, countdown"),
     ("spec-empty", "", r"unknown task ''"),
     ("spec-knob-typo", "arithmetic:digit=2", r"task 'arithmetic' has no knob 'digit'; its knobs are: digits, ops"),
     ("spec-knob-no-eq", "arithmetic:digits", r"task knob 'digits' in 'arithmetic:digits' is not key=value"),
