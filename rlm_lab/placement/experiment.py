@@ -212,3 +212,23 @@ def formula_sync_bytes(record) -> int:
         model = get_peft_model(model, LoraConfig(**LORA))
         return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def ranking(rows: list[dict]) -> dict:
+    """The predictor as an advisor over the measured placements: Kendall's tau between predicted and
+    measured step times (tau-a: (concordant - discordant) / pairs), and the regret of its first pick
+    (that placement's measured step over the best measured one)."""
+    pairs = [(r["predicted_s"], r["measured_s"]) for r in rows]
+    n = len(pairs)
+    c = d = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = (pairs[i][0] - pairs[j][0]) * (pairs[i][1] - pairs[j][1])
+            c, d = c + (s > 0), d + (s < 0)
+    pick = min(rows, key=lambda r: r["predicted_s"])
+    best = min(rows, key=lambda r: r["measured_s"])
+    return {"kendall_tau": (c - d) / (n * (n - 1) / 2) if n > 1 else float("nan"),
+            "predicted_order": [r["placement"] for r in sorted(rows, key=lambda r: r["predicted_s"])],
+            "measured_order": [r["placement"] for r in sorted(rows, key=lambda r: r["measured_s"])],
+            "first_pick": pick["placement"], "best_measured": best["placement"],
+            "regret": pick["measured_s"] / best["measured_s"]}

@@ -110,3 +110,15 @@ def test_bucketed_broadcast_copies_every_parameter_and_counts_its_bytes():
     expected = sum(p.numel() * 4 for p in src.values())
     assert info["bytes"] == counted == expected
     assert info["calls"] > 1                                        # 64 KiB buckets: several broadcasts
+
+
+def test_ranking_tau_and_regret_by_hand():
+    from rlm_lab.placement.experiment import ranking
+
+    rows = [dict(placement="a", predicted_s=1.0, measured_s=2.0), dict(placement="b", predicted_s=2.0, measured_s=1.0),
+            dict(placement="c", predicted_s=3.0, measured_s=3.0)]
+    r = ranking(rows)
+    # pairs (a,b) discordant, (a,c) and (b,c) concordant: tau = (2 - 1) / 3
+    assert r["kendall_tau"] == pytest.approx(1 / 3)
+    assert r["first_pick"] == "a" and r["best_measured"] == "b" and r["regret"] == pytest.approx(2.0)
+    assert ranking(list(reversed(rows)))["kendall_tau"] == pytest.approx(1 / 3)  # order of rows is irrelevant
