@@ -16,6 +16,7 @@ from ..errors import RlmLabError
 from ..record import atomic_write_text
 
 REQUIRED_FIELDS = ("prompt", "answer")
+_GIVE_UP = 20_000  # consecutive samples that found no new problem
 
 
 @dataclass(frozen=True)
@@ -61,17 +62,27 @@ class Task:
             rest = pool[n_test:]
             train = [rest[i % len(rest)] for i in range(n_train)]  # repeat if more asked than exist
             return train, test
-        seen, test = set(), []
+        # Sampling without a list of every problem: give up (one clear error, not a hang) once _GIVE_UP samples
+        # in a row bring nothing usable, i.e. the task has (almost) no problems left to draw.
+        seen, test, misses = set(), [], 0
         while len(test) < n_test:
             row = self.sample(rng)
             if row["prompt"] not in seen:
                 seen.add(row["prompt"])
                 test.append(row)
-        train = []
+                misses = 0
+            elif (misses := misses + 1) >= _GIVE_UP:
+                raise RlmLabError(f"{self.slug} gave only {len(test)} distinct problems in {_GIVE_UP:,} tries; ask for "
+                                  f"fewer test problems than {n_test:,} or make the task larger")
+        train, misses = [], 0
         while len(train) < n_train:
             row = self.sample(rng)
             if row["prompt"] not in seen:
                 train.append(row)
+                misses = 0
+            elif (misses := misses + 1) >= _GIVE_UP:
+                raise RlmLabError(f"{self.slug}: every problem drawn in {_GIVE_UP:,} tries is in the {n_test:,} test "
+                                  "problems; ask for fewer test problems or make the task larger")
         return train, test
 
 

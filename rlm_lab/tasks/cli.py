@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 
-def _count(text: str) -> int:
-    """argparse type: an integer >= 1 (``--train -5`` or ``--test 0`` would write empty files)."""
-    import argparse
+def _counter(most: int):
+    """argparse type: an integer in [1, most] (``--train -5`` or ``--test 0`` would write empty files, and
+    ``--train 10**12`` would run until memory runs out)."""
 
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+    def count(text: str) -> int:
+        import argparse
+
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not 1 <= n <= most:
+            raise argparse.ArgumentTypeError(f"must be in 1..{most:,}, got {n:,}")
+        return n
+
+    return count
 
 
 def register(sub):
@@ -22,14 +27,14 @@ def register(sub):
     g = s.add_parser("generate", help="write data/tasks/<slug>/{train,test}.jsonl")
     g.add_argument("--task", action="append", default=None,
                    help="task spec, e.g. arithmetic:digits=2 (repeatable; default: the built-in set)")
-    g.add_argument("--train", type=_count, default=20_000, help="training problems (>= 1)")
-    g.add_argument("--test", type=_count, default=1_000, help="held-out problems (>= 1)")
+    g.add_argument("--train", type=_counter(10_000_000), default=20_000, help="training problems (1..10M)")
+    g.add_argument("--test", type=_counter(1_000_000), default=1_000, help="held-out problems (1..1M)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--root", default=None, help="output root (default: data/tasks)")
     g.set_defaults(func=_generate)
     sh = s.add_parser("show", help="print a few problems of a task")
     sh.add_argument("task")
-    sh.add_argument("-n", type=_count, default=5)
+    sh.add_argument("-n", type=_counter(10_000), default=5, help="how many problems (1..10,000)")
     sh.set_defaults(func=_show)
     return p
 

@@ -20,9 +20,9 @@ def add(id, what, argv, message, cls="clear-error", **kw):
 
 
 # ---- tasks generate / show ---------------------------------------------------------------------------------
-add("train-negative", "--train -5", gen("--train", "-5"), r"argument --train: must be at least 1, got -5")
-add("test-zero", "--test 0", gen("--test", "0"), r"argument --test: must be at least 1, got 0")
-add("train-zero", "--train 0", gen("--train", "0"), r"--train: must be at least 1")
+add("train-negative", "--train -5", gen("--train", "-5"), r"argument --train: must be in 1..10,000,000, got -5")
+add("test-zero", "--test 0", gen("--test", "0"), r"argument --test: must be in 1..1,000,000, got 0")
+add("train-zero", "--train 0", gen("--train", "0"), r"--train: must be in 1..10,000,000, got 0")
 add("train-word", "--train many", gen("--train", "many"), r"--train: invalid int value: 'many'")
 add("test-too-many", "more test problems than the task has (1-digit sums: 100)",
     gen("--task", "arithmetic:digits=1", "--test", "200", "--train", "5"), r"has only 100 distinct problems")
@@ -31,7 +31,16 @@ add("root-is-file", "--root is a file", ["tasks", "generate", "--root", "{tmp}/f
 add("root-unwritable", "--root on a read-only file system (/proc)",
     ["tasks", "generate", "--root", "/proc/rlm-lab-fault", "--train", "3", "--test", "2", "--task", "arithmetic"],
     r"task folder /proc/rlm-lab-fault/arithmetic_digits2_opsadd is not writable")
-add("show-n-zero", "tasks show -n 0", ["tasks", "show", "arithmetic", "-n", "0"], r"-n: must be at least 1")
+add("train-huge", "--train 10**11 (would run until memory runs out)", gen("--train", "100000000000"),
+    r"--train: must be in 1..10,000,000, got 100,000,000,000")
+add("show-n-huge", "tasks show -n 10**9", ["tasks", "show", "arithmetic", "-n", "1000000000"], r"-n: must be in 1..10,000")
+add("test-beyond-sampled", "more test problems than a sampled task has (a hang before)",
+    gen("--task", "countdown:numbers=2,max_number=2", "--test", "100", "--train", "5"),
+    r"countdown_numbers2_max_number2 gave only 13 distinct problems in 20,000 tries")
+add("train-all-in-test", "every problem of a sampled task already in the test split (a hang before)",
+    gen("--task", "countdown:numbers=2,max_number=2", "--test", "13", "--train", "5"),
+    r"every problem drawn in 20,000 tries is in the 13 test problems")
+add("show-n-zero", "tasks show -n 0", ["tasks", "show", "arithmetic", "-n", "0"], r"-n: must be in 1..10,000, got 0")
 for id, spec, msg in [
     ("spec-unknown", "sudoku", r"unknown task 'sudoku'; choose one of: arithmetic, chain, countdown"),
     ("spec-empty", "", r"unknown task ''"),
