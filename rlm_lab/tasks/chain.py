@@ -116,12 +116,27 @@ class Chain(Task):
 
     def is_correct(self, completion: str, row: dict) -> bool:
         steps = parse_chain(completion)
-        problem = parse_prompt(row.get("prompt") if isinstance(row, dict) else None)
+        problem = _problem(row)
         if steps is None or problem is None:
             return False
         first, ops = problem
         return (len(steps) == len(ops) and steps[0][0] == first
                 and all((op, b) == (s[1], s[2]) for (op, b), s in zip(ops, steps)))
+
+
+def _problem(row) -> tuple[int, list[tuple[str, int]]] | None:
+    """The problem from the reference ``answer`` (the column TRL passes to reward functions: it keeps
+    ``prompt`` for itself and passes ``prompts``), else from ``prompt``/``prompts``. Never raises."""
+    if not isinstance(row, dict):
+        return None
+    ref = parse_chain(row.get("answer"))
+    if ref:
+        return ref[0][0], [(op, b) for _, op, b, _ in ref]
+    for key in ("prompt", "prompts"):
+        problem = parse_prompt(row.get(key))
+        if problem is not None:
+            return problem
+    return None
 
 
 def answer_length(row: dict) -> int:
