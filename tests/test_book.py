@@ -157,3 +157,28 @@ def test_a_notebook_that_fails_fails_the_build(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode != 0
     assert "cell fails on purpose" in proc.stdout + proc.stderr
+
+
+def test_references_page_lists_what_the_chapters_cite(site):
+    refs = (site / "references.html").read_text()
+    assert "arXiv:1707.06347" in refs and "Proximal policy optimization" in refs  # PPO, cited in chapter 1
+    cites = [u for u in parse(site / "ch01_rlm.html").links if u.startswith("references.html#")]
+    assert cites, "chapter 1 cites nothing"
+    anchors = set(re.findall(r'id="([^"]+)"', refs))
+    assert all(u.split("#", 1)[1] in anchors for u in cites), "a citation points at no bibliography entry"
+
+
+def test_numbers_in_prose_are_glued_from_the_records(site):
+    # chapter 2's closing numbers come from the committed cpu records through MyST-NB glue
+    text = (site / "notebooks" / "ch02_anatomy.html").read_text()
+    pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', text)
+    assert len(pasted) >= 10, pasted
+    assert any(re.fullmatch(r"-?\d+(\.\d+)?%", p) for p in pasted), pasted
+    assert any(p.startswith(("not met", "meets")) for p in pasted), pasted
+
+
+@pytest.mark.parametrize("page", ["ch00_setup", "ch01_quickstart", "ch02_anatomy", "ch03_work_depth", "ch04_parallelism"])
+def test_no_machine_paths_or_torch_log_noise_on_the_page(site, page):
+    text = (site / "notebooks" / f"{page}.html").read_text()
+    assert str(ROOT) not in text, f"{page}: an absolute path of the build machine is on the page"
+    assert "While redistributing" not in text, f"{page}: a DTensor redistribution log line is on the page"
