@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 
 from .files import RecordError, append_jsonl, atomic_write_json, read_jsonl
-from .lock import LOCK_NAME, FolderLock
+from .lock import LOCK_NAME, FolderLock, lock_holder
 from .provenance import REPO_ROOT, provenance, utc_now
 from .read import RECORD_NAME, check_completed, effective_status, read_record_file
 
@@ -60,13 +60,14 @@ class RunRecord:
         self.replaced: Path | None = None
         if not _EXIT.get("installed"):
             _install_hooks()  # before the record says "running": a SIGTERM from then on is seen
+        replace = force or _in_build_tree(self.dir)
+        if not replace:
+            _refuse_existing(self.dir)  # first without touching anything (no lock file, no folder) ...
         self._lock = open_folder(self.dir)
         try:
             if holds_run(self.dir):
-                if not (force or _in_build_tree(self.dir)):
-                    what = "a run" if (self.dir / RECORD_NAME).exists() else "files"
-                    raise RecordError(f"{self.dir} already holds {what} ({_describe(self.dir)}); pass --force to "
-                                      "replace them (they are moved aside) or write to another folder")
+                if not replace:
+                    _refuse_existing(self.dir)  # ... then again under the lock (a run may have started since)
                 self.replaced = set_aside(self.dir, say)
             self.data = {
                 "schema_version": SCHEMA_VERSION,
@@ -239,6 +240,20 @@ def clean_scratch(run_dir: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
         elif p.name.endswith(".tmp") and p.is_file():
             p.unlink(missing_ok=True)
+
+
+def _refuse_existing(run_dir: Path) -> None:
+    """A RecordError if ``run_dir`` is being written (its lock is held) or holds a run or files."""
+    if not run_dir.is_dir():
+        return
+    pid = lock_holder(run_dir)
+    if pid is not None:
+        raise RecordError(f"{run_dir} is in use by another run (pid {pid or '?'}); wait for it to end "
+                          "or write to another folder")
+    if holds_run(run_dir):
+        what = "a run" if (run_dir / RECORD_NAME).exists() else "files"
+        raise RecordError(f"{run_dir} already holds {what} ({_describe(run_dir)}); pass --force to "
+                          "replace them (they are moved aside) or write to another folder")
 
 
 def holds_run(run_dir: Path) -> bool:

@@ -2,9 +2,9 @@
 
 flock locks belong to the open file and are released by the kernel when the process dies (even by
 SIGKILL), so a ``running`` record whose lock is free was left by a dead writer. The lock file holds the
-writer's pid for error messages. Releasing unlinks the file before unlocking; a process that opened the old
-file in between locks an unlinked inode, and then meets the finished record (refused without ``--force``),
-so the window cannot make two writers of one record. Standard library only.
+writer's pid for error messages. The file stays after the run (hidden, git-ignored): unlinking it on release
+would let a process that opened it just before lock the unlinked inode while another locks a new file.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ LOCK_NAME = ".lock"
 
 
 class FolderLock:
-    """``acquire()`` or a RecordError naming the folder and the pid that holds it; ``release()`` unlinks it."""
+    """``acquire()`` or a RecordError naming the folder and the pid that holds it; ``release()`` frees it."""
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
@@ -46,10 +46,7 @@ class FolderLock:
     def release(self) -> None:
         if self.fd is None:
             return
-        try:
-            self.path.unlink(missing_ok=True)
-        except OSError:
-            pass
+        os.ftruncate(self.fd, 0)  # no pid: nobody holds it
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlm_lab.record import REPO_ROOT, RecordError, RunRecord, load_record, reference_root
+from rlm_lab.record import REPO_ROOT, RecordError, RunRecord, load_record, lock_holder, reference_root
 
 CHILD = textwrap.dedent("""
     import os, sys, time
@@ -69,7 +69,7 @@ def test_with_block_completes_fails_or_interrupts_with_times(tmp_path):
     for name, pattern in (("bad", "did not complete.*ZeroDivisionError"), ("int", "interrupted")):
         with pytest.raises(RecordError, match=f"{name}: .*{pattern}"):
             load_record(tmp_path / name)
-    assert not (tmp_path / "ok" / ".lock").exists()  # the folder is free again
+    assert lock_holder(tmp_path / "ok") is None  # the folder is free again
 
 
 def test_sigterm_interrupts_sigkill_stays_running_and_is_refused_as_dead(tmp_path):
@@ -137,7 +137,7 @@ def test_rlm_lab_train_second_writer_is_refused_and_sigterm_leaves_interrupted(t
         if first.poll() is None:
             first.kill()
     assert first.returncode == 130 and "Traceback" not in err and "rlm-lab: interrupted" in err
-    assert status(d) == "interrupted" and scratch_dirs(d) == [] and not (d / ".lock").exists()
+    assert status(d) == "interrupted" and scratch_dirs(d) == [] and lock_holder(d) is None
 
 
 def test_never_overwrite_without_force_and_force_moves_the_old_run_aside(tmp_path, capsys):
@@ -145,10 +145,10 @@ def test_never_overwrite_without_force_and_force_moves_the_old_run_aside(tmp_pat
     with RunRecord(d, {"n": 1}, command="x") as rec:
         rec.log({"step": 1})
         rec.update(v=1)
-    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.name != ".lock"}
     with pytest.raises(RecordError, match=r"already holds a run \(status completed.*--force"):
         RunRecord(d, {"n": 2}, command="x")
-    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # refused before touching anything
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.name != ".lock"} == before  # refused, untouched
     with RunRecord(d, {"n": 2}, command="x", force=True) as rec:
         rec.update(v=2)
     old = next((tmp_path / ".replaced").glob("run.*"))
