@@ -182,7 +182,10 @@ def _check_positions(cfg, task) -> None:
     n = model_positions(cfg.sft_checkpoint or cfg.model)
     if n is None:
         return
-    prompt = task.max_prompt_len()
+    try:
+        prompt = task.max_prompt_len()
+    except NotImplementedError:  # a task that cannot bound its prompts: checked when the trainer tokenizes
+        return
     for name in ("max_completion_length", "eval_max_new_tokens"):
         need = prompt + getattr(cfg, name) + 1  # + the end-of-sequence token
         if need > n:
