@@ -118,7 +118,10 @@ def max_rel(got: dict, ref: dict) -> float:
 
 
 def predict_step_time(result: dict, profile=None) -> dict:
-    """Predicted step time of a ``measure_pp/cp/ep`` result (recomputable later from its record).
+    """Step time of a ``measure_pp/cp/ep`` result as **measured baseline + modelled communication**
+    (recomputable later from its record). Not a prediction from the cost model alone: the compute term is
+    a measurement made in the same run, so only the schedule (bubble) and the communication are modelled.
+    The keys keep their recorded names (``step_s_predicted``, ``predicted_compute_s``, ``predicted_comm_s``).
 
     Starts from T, rank 0's share of the work run alone in one process before the parallel run
     (``baseline_share_s``: forward+backward, measured, so per-call overheads that do not shrink with
