@@ -299,5 +299,5 @@ def test_tracer_costs_less_than_3_percent_of_a_step(runs):
     smoke_step = statistics.median(r["wall_s"] for r in tracer.steps[1:])
     info = dict(per_step_s=per_step, per_span_s=per_span, cpu_step_s=cpu_step, smoke_step_s=smoke_step)
     # (measured once while writing this: 0.75 ms per step at load 15 on the 2 cores, 0.7 % of the cpu step; an
-    # fsync per step, a few ms, would fail it)
+    # extra ~7 ms per step, e.g. a few fsyncs, fails it)
     assert per_span * cpu_spans < TRACER_MAX_SHARE * cpu_step, info
