@@ -13,6 +13,8 @@ CASES = [
          message=r"required: task"),
     Case("tasks-show-n-not-int", "`tasks show -n` with a word", argv=["tasks", "show", "arithmetic", "-n", "five"],
          message=r"argument -n: invalid int value: 'five'"),
+    Case("usage-error-process", "a usage error through a real process (argparse exits on its own)",
+         argv=["tasks", "generate", "--train", "-5"], subprocess=True, message=r"--train: must be in 1..10,000,000, got -5"),
     Case("help-is-whole-sentence", "`rlm-lab --help`: the description is not cut mid-sentence", cls="correct-result",
          argv=["--help"], message=r"task data\.\s"),
     Case("subcommand-help", "`rlm-lab train --help` lists the RunConfig fields", cls="correct-result",
