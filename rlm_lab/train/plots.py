@@ -133,10 +133,19 @@ def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_ai
     return list(load_records(reference_root(size), names, require=("accuracy_after", "total_seconds")).values())
 
 
+def _dirty(git: dict) -> str:
+    """What the record says about uncommitted changes when the run started (run records excluded)."""
+    if not git.get("dirty"):
+        return ""
+    if git.get("dirty_paths"):
+        return f" (uncommitted changes in {', '.join(git['dirty_paths'])})"
+    return " (dirty: the tree had uncommitted changes; this older record does not say which files)"
+
+
 def provenance_line(record) -> str:
     p = record.data.get("provenance", {})
     hw, v, git = p.get("hardware", {}), p.get("versions", {}), p.get("git", {})
     return (f"{Path(str(record.dir)).name}: {p.get('date')} · {hw.get('cpu_model')} ({hw.get('cpu_count')} cores, "
             f"{hw.get('torch_threads')} torch threads) · torch {v.get('torch')} · trl {v.get('trl')} · "
-            f"commit {(git.get('commit') or '?')[:8]}{' (dirty)' if git.get('dirty') else ''} · seed {p.get('seed')} · "
+            f"commit {(git.get('commit') or '?')[:8]}{_dirty(git)} · seed {p.get('seed')} · "
             f"load average at the end {record.results.get('load_average')}")
