@@ -28,6 +28,13 @@ def test_good_layouts_pass_and_name_themselves():
     (Layout(dp=2, tp=2, zero=1), "nano", "--zero 1 (ZeroRedundancyOptimizer) composes only with plain DP"),
     (Layout(zero=4), "nano", "unknown ZeRO stage 4"),
     (Layout(pp=2, schedule="zb"), "nano", "unknown pipeline schedule 'zb'"),
+    (Layout(pp=2, dp=2), "nano", "--pp runs alone here (every other degree 1); it does not compose with --dp 2"),
+    (Layout(cp=2, tp=2), "nano", "--cp runs alone here (every other degree 1); it does not compose with --tp 2"),
+    (Layout(ep=2, dp=2), "nano-moe", "--ep runs alone here (every other degree 1); it does not compose with --dp 2"),
+    (Layout(zero=2), "nano", "--zero 2 shards over the data-parallel ranks; it needs --dp > 1"),
+    (Layout(pp=2, microbatches=-1), "nano", "--microbatches must be >= 0"),
+    (Layout(pp=2, microbatches=1), "nano", "--microbatches 1 < 2 pipeline stages"),
+    (Layout(dp=2, microbatches=4), "nano", "it needs --pp > 1"),
     (Layout(dp=0), "nano", "--dp must be a positive integer"),
 ])
 def test_bad_layouts_name_the_fix(layout, model, needle):
@@ -49,6 +56,10 @@ def test_batch_and_sequence_must_split():
         validate(Layout(tp=2, sp=True, zero=0), "nano", seq=15)
     with pytest.raises(RlmLabError, match="exceeds the model's 512 positions"):
         validate(Layout(), "nano", seq=1024)
+    with pytest.raises(RlmLabError, match="batch must be a positive number of sequences, got 0"):
+        validate(Layout(dp=2), "nano", batch=0)  # 0 % 2 == 0: it used to pass and fail in every rank
+    with pytest.raises(RlmLabError, match="sequence length must be >= 2"):
+        validate(Layout(), "nano", seq=1)
 
 
 def test_bad_layout_fails_before_any_process_starts():
