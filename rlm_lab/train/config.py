@@ -2,10 +2,13 @@
 
 A config is built in layers, later ones win: the preset for ``(algo, size, task)`` (see
 ``presets.py``), then a YAML file, then ``key=value`` overrides from the CLI or a notebook.
-Every layer goes through the same validation, so a typo in a YAML key, an unknown model or an
-impossible batch shape is one clear :class:`RlmLabError` before any torch import.
+Every layer goes through the same validation (``validation.py``: each field's type and range, NaN and
+infinity refused, ``extra`` against the TRL config class's own fields and types), so a typo in a YAML key,
+an unknown model, an impossible batch shape or ``beta=nan`` is one clear :class:`RlmLabError` before any
+work; an error from a config file's value names the file.
 
-Standard library (+ PyYAML for files) only: building a config never loads torch.
+Standard library (+ PyYAML for files) only: building a config never loads torch, except that a non-empty
+``extra`` imports TRL to read its config class.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class RunConfig:
     epsilon: float = 0.2               # ratio clip
     format_weight: float = 0.1         # weight of the format reward next to correctness (1.0)
     max_grad_norm: float = 1.0
-    extra: dict = field(default_factory=dict)  # more TRL/PPO config fields, passed through as-is
+    extra: dict = field(default_factory=dict)  # more TRL/PPO config fields (checked against TRL's config class)
 
     # Evaluation (greedy, held-out test split)
     eval_problems: int = 500
