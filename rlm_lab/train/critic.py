@@ -25,9 +25,11 @@ How it trains, and why each piece is what it is (accelerate 1.15, torch 2.13):
 * checkpoints: ``<checkpoint>/critic/`` holds the weights (``save_pretrained``) and, unless the Trainer saves
   the model only, ``optimizer.pt`` and ``scheduler.pt``.
 
-Ignored: DeepSpeed and FSDP (the Trainer cannot prepare a second trainable model there; PPOTrainer refuses
-DeepSpeed). Gradient clipping and the LR schedule follow the actor's settings (``max_grad_norm``,
-``lr_scheduler_type``); the learning rate is ``critic_learning_rate``.
+Ignored: DeepSpeed (the Trainer's DeepSpeed path cannot prepare a second trainable model; PPOTrainer refuses it);
+FSDP is not tested. Gradient clipping and the LR schedule follow the actor's settings (``max_grad_norm``,
+``lr_scheduler_type``); the learning rate is ``critic_learning_rate``. Checked in tests/train/test_ppo_critic.py
+(fp16 scaling with torch's CPU GradScaler, schedule, no_sync, save/resume) and by hand in a 2-process gloo run
+(GA 2: one all-reduce of the critic's gradients per optimizer step with no_sync, two without).
 """
 
 from __future__ import annotations
