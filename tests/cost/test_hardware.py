@@ -114,6 +114,19 @@ def test_calibrate_cli_help(capsys):
     assert e.value.code == 0 and "--quick" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("argv, msg", [
+    (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+    (["--max-load", "-1"], "--max-load must be a positive number, got -1.0"),
+    (["--out", str(HARDWARE_DIR / "cpu-2core-epyc.json")], "cpu-2core-epyc.json exists; pass --force to replace it"),
+])
+def test_calibrate_bad_input_is_one_line_before_any_work(capsys, argv, msg):
+    from rlm_lab.cli import main
+
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlm-lab: error: ") and msg in err and err.count("\n") == 1
+
+
 def test_default_name_from_cpu():
     from rlm_lab.cost.calibrate import default_name
 
