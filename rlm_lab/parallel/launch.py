@@ -102,9 +102,9 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "gloo", timeout_
                     done.add(i)
                     if p.exitcode != 0:
                         failed_at = failed_at or time.monotonic()
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C (KeyboardInterrupt) or SIGTERM in the parent: no orphaned ranks
         _kill(procs)
-        raise RlmLabError("interrupted; the ranks were stopped") from None
+        raise
     if _drain(queue, results, errors):  # what the last ranks sent before they exited
         failed_at = failed_at or time.monotonic()
     alive = [i for i, p in enumerate(procs) if p.exitcode is None]
