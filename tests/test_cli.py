@@ -28,3 +28,29 @@ def test_tasks_generate_writes_files(tmp_path, capsys):
     assert main(["tasks", "generate", "--task", "countdown:numbers=3", "--train", "20", "--test", "5",
                  "--root", str(tmp_path)]) == 0
     assert (tmp_path / "countdown_numbers3_max_number9" / "test.jsonl").read_text().count("\n") == 5
+
+
+def test_an_os_error_on_a_named_file_is_one_line_and_others_propagate(monkeypatch, capsys):
+    import errno
+
+    import rlm_lab.tasks.cli as tasks_cli
+
+    def denied(args):
+        raise PermissionError(errno.EACCES, "Permission denied", "/data/x.jsonl")
+
+    monkeypatch.setattr(tasks_cli, "_show", denied)
+    assert main(["tasks", "show", "arithmetic"]) == 2
+    assert capsys.readouterr().err == "rlm-lab: error: /data/x.jsonl: Permission denied\n"
+
+    def bug(args):
+        raise OSError("no file involved")  # not the user's input: a real bug must keep its traceback
+
+    monkeypatch.setattr(tasks_cli, "_show", bug)
+    with pytest.raises(OSError, match="no file involved"):
+        main(["tasks", "show", "arithmetic"])
+
+
+def test_usage_errors_name_the_subcommand_in_one_line(capsys):
+    assert main(["train", "--seed", "x"]) == 2
+    assert capsys.readouterr().err == ("rlm-lab: error: train: argument --seed: invalid int value: 'x' "
+                                       "(see `rlm-lab train --help`)\n")
