@@ -175,3 +175,26 @@ for id, sets, want in [
 ]:
     add(id, "valid: " + ", ".join(sets), train(*sets, extra_args=("--print-config",)), "", cls="correct-result",
         check=shows(**want))
+
+
+def _round_trip(tmp):
+    """train --print-config > run.yaml; train --config run.yaml --print-config (the same config back)"""
+    import contextlib
+    import io
+
+    from rlm_lab.cli import main
+
+    first = io.StringIO()
+    with contextlib.redirect_stdout(first):
+        assert main(["train", "--algo", "ppo", "--size", "smoke", "--set", 'extra={"vf_coef": 0.25}', "--set",
+                     "beta=0.02", "--print-config"]) == 0
+    (tmp / "run.yaml").write_text(first.getvalue())
+    second = io.StringIO()
+    with contextlib.redirect_stdout(second):
+        assert main(["train", "--config", str(tmp / "run.yaml"), "--print-config"]) == 0
+    assert second.getvalue() == first.getvalue()
+    print("same config")
+
+
+CASES.append(Case("print-config-round-trip", "a printed config fed back as --config", cls="correct-result",
+                  call=_round_trip, message="same config", env=ENV))
