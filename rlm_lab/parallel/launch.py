@@ -44,10 +44,25 @@ def init_process_group(rank: int, world_size: int, port: int, backend: str = "gl
                             timeout=_dt.timedelta(seconds=timeout_s))
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this rank when the parent dies (e.g. is SIGKILLed), as torch's own spawn does
+    (``prctl(PR_SET_PDEATHSIG)``), so that no rank is left waiting in a collective."""
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
 def _worker(rank, fn, world_size, port, backend, timeout_s, threads, args, queue):
     import torch
     import torch.distributed as dist
 
+    _die_with_parent()
     torch.set_num_threads(threads)
     try:
         init_process_group(rank, world_size, port, backend, timeout_s)
