@@ -12,7 +12,7 @@ How it trains, and why each piece is what it is (accelerate 1.15, torch 2.13):
   all-reduces the critic's gradients once per optimizer step, as the Trainer does for the actor);
 * the step, on the micro-batch where the actor steps, follows torch AMP's recipe for several optimizers
   (https://pytorch.org/docs/stable/notes/amp_examples.html#working-with-multiple-models-losses-and-optimizers):
-  ``scaler.unscale_(critic optimizer)``, clip, ``scaler.step(critic optimizer)``; the one ``scaler.update()``
+  ``accelerator.unscale_gradients(optimizer=critic optimizer)``, clip, ``scaler.step(critic optimizer)``; the one ``scaler.update()``
   of the iteration is the actor's (accelerate's ``AcceleratedOptimizer.step``). The critic's optimizer is
   therefore *not* passed to ``accelerator.prepare``: accelerate would then (a) unscale it inside the actor's
   ``accelerator.clip_grad_norm_`` (``unscale_gradients()`` without an optimizer unscales every prepared
@@ -143,8 +143,7 @@ class CriticTrainer:
         """Unscale (critic only), clip, step, schedule, zero the gradients; returns the pre-clip grad norm."""
         scaler = self.accelerator.scaler
         params = [p for p in self.model.parameters() if p.grad is not None]
-        if scaler is not None:
-            scaler.unscale_(self.optimizer)
+        self.accelerator.unscale_gradients(optimizer=self.optimizer)  # this optimizer only; a no-op without fp16
         norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm else float("inf"))
         if scaler is not None:
             scaler.step(self.optimizer)  # skipped on inf/NaN; the actor's step calls scaler.update() once
