@@ -67,7 +67,11 @@ def _generated(tmp: Path, out: str):
     assert len(rows["train"]) == 7 and len(rows["test"]) == 3
     assert not {r["prompt"] for r in rows["train"]} & {r["prompt"] for r in rows["test"]}
     assert all(Countdown().is_correct(r["answer"], r) for r in rows["train"] + rows["test"])
-    assert oct(files[0].stat().st_mode & 0o777) == oct(0o644), "task files are world-readable"
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert oct(files[0].stat().st_mode & 0o777) == oct(0o644 & ~umask), "task files: 0644 (less the umask), not 0600"
 
 
 add("gen-ok", "a small countdown split", gen("--task", "countdown:numbers=3", "--train", "7", "--test", "3"),
