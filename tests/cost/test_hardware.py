@@ -94,16 +94,15 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path):
 @pytest.mark.dist
 @pytest.mark.slow
 def test_collective_benchmark_gloo():
-    """The 2-process benchmark measures every op at every size (the alpha-beta fit itself is checked on
-    synthetic points in test_fitting.py); a 1 MiB all-reduce takes longer than a 1 KiB one."""
+    """The 2-process benchmark runs every op at every size on both ranks and fits each (the alpha-beta fit
+    itself is checked on synthetic points in test_fitting.py; timing relations between sizes are not
+    asserted: with other jobs on the 2 cores a descheduled 1 KiB op can outlast a 1 MiB one)."""
     from rlm_lab.cost.benchmarks import bench_collectives
 
     coll = bench_collectives("cpu", quick=True)
     assert coll["backend"] == "gloo" and coll["world"] == 2
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"):
         assert [nb for nb, _ in coll["points"][op]] == [1024, 65536, 1 << 20] and op in coll["ops"]
-    times = dict(coll["points"]["all_reduce"])
-    assert times[1 << 20] > times[1024]
 
 
 def test_calibrate_cli_help(capsys):
