@@ -1,0 +1,77 @@
+"""Chapter 7's records and tables: which records the chapter shows at a size, and the closing ranking.
+
+At ``smoke`` size the chapter measures now (into the build tree, reused while it is there); at ``cpu`` and
+``gpu`` it reads the committed records ``data/runs/<size>/ch07_*`` and, where one is missing, says "not
+measured yet" with the command that makes it (it never measures a cpu-size run inside a book build).
+"""
+
+from __future__ import annotations
+
+from ..experiments.compare import relative_error, verdict
+from ..record import finished, load_record, reference_root, runs_root
+from ..sizes import check_size
+from .run import TECHNIQUES, measure
+
+COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.longtail --size {size} --out data/runs/{size}"
+TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "rel. error", "verdict")
+
+# what each record's "gain" is: the ratio (baseline / technique) of time, or of work for dynamic sampling
+GAIN = {
+    "overprovision": ("speedup", "step time, full batch of n / first n of n' done"),
+    "tail_batching": ("speedup", "rounds' time, arrival order / long prompts in their own rounds"),
+    "dispatch": ("speedup", "makespan, round-robin / longest-first"),
+    "packing": ("speedup", "forward+backward, padded / packed"),
+    "dynamic_sampling": ("inflation", "groups generated per group kept (a cost, not a gain)"),
+    "fusion": ("speedup", "generate+score, score after / score as each finishes"),
+}
+
+
+def load_reference(size: str = "cpu") -> dict:
+    """``{technique: record or None}`` from ``data/runs/<size>/ch07_*``; None: not measured yet. A folder
+    that is there must hold a completed run (else the RecordError names it)."""
+    size = check_size(size)
+    return {t: (load_record(reference_root(size) / f"ch07_{t}") if (reference_root(size) / f"ch07_{t}").exists()
+                else None) for t in TECHNIQUES}
+
+
+def ensure_runs(size: str) -> dict:
+    """The records the chapter shows at ``size`` (see the module docstring)."""
+    size = check_size(size)
+    if size != "smoke":
+        return load_reference(size)
+    own = {t: runs_root(size) / f"ch07_{t}" for t in TECHNIQUES}
+    todo = [t for t, d in own.items() if not finished(d)]
+    if todo:
+        measure(size, only=todo)
+    return {t: load_record(d) for t, d in own.items()}
+
+
+def not_measured(size: str, runs: dict) -> list[str]:
+    missing = [t for t, r in runs.items() if r is None]
+    return missing
+
+
+def gain_row(technique: str, record) -> dict:
+    """predicted and measured gain of one technique, the relative error and the verdict (25 % bar)."""
+    key, meaning = GAIN[technique]
+    if record is None:
+        return {"technique": technique, "predicted gain": None, "measured gain": None, "rel. error": None,
+                "verdict": "not measured yet", "meaning": meaning}
+    res = record.results
+    pred, meas = res["predicted"][key], res["measured"][key]
+    err = relative_error(pred, meas)
+    return {"technique": technique, "predicted gain": pred, "measured gain": meas, "rel. error": err,
+            "verdict": verdict(abs(err)), "meaning": meaning}
+
+
+def ranking(runs: dict) -> list[dict]:
+    """The closing table: every technique, measured ones ranked by measured gain (largest first; dynamic
+    sampling's inflation is a cost, so it ranks by 1/inflation), then the ones not measured yet."""
+    rows = [gain_row(t, runs.get(t)) for t in TECHNIQUES]
+
+    def benefit(r):
+        g = r["measured gain"]
+        return 1 / g if r["technique"] == "dynamic_sampling" else g
+
+    done = sorted((r for r in rows if r["measured gain"] is not None), key=benefit, reverse=True)
+    return done + [r for r in rows if r["measured gain"] is None]
