@@ -26,6 +26,7 @@ and data position come back, so the result equals an uninterrupted run with the 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -288,7 +289,9 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool) -> None:
     after = evaluator(model)
 
     logs = [r for r in trainer.state.log_history if "reward" in r]
-    rewards = [r["reward"] for r in logs]
+    # a step whose completions no reward function scored logs a missing or NaN reward (TRL's contract):
+    # averaged over the scored steps only
+    rewards = [r["reward"] for r in logs if isinstance(r["reward"], (int, float)) and math.isfinite(r["reward"])]
     k = max(1, len(rewards) // 10)
     completion_tokens = sum(r.get("completions/mean_length", 0.0) * cfg.batch_size for r in logs)
     results.update(

@@ -1,6 +1,8 @@
 """End-to-end runs on the nano model (a few steps): record contents, parameter updates, determinism,
 reward-function errors, RLOO one config away, SFT tokenization identical to TRL's own."""
 
+import json
+
 import pytest
 
 from rlm_lab.errors import RlmLabError
@@ -90,6 +92,22 @@ def test_reward_function_that_raises_is_one_clear_error(tiny):
         run(tiny("bad_reward", max_completion_length=2), reward_funcs=[lambda completions, **_: [0.0] * len(completions),
                                                                          parse_answer])
     assert "'parse_answer'" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_a_reward_that_scores_nothing_is_not_a_crash(tiny):
+    """TRL's reward contract allows None for a completion no function could score; a run where every reward is
+    None for every row completes, and its record does not turn the missing rewards into a number."""
+    from rlm_lab.train.run import run
+
+    def abstains(completions, **_):
+        return [None] * len(completions)
+
+    rec = run(tiny("abstains", rl_steps=2, eval_every=0), reward_funcs=[abstains])
+    assert rec.results["rl_steps"] == 2
+    first = rec.results["reward_first"]
+    assert first is None or first == 0.0  # TRL's nansum over no scored function: 0, never NaN in a record
+    assert json.loads((rec.dir / "record.json").read_text())["status"] == "completed"
 
 
 @pytest.mark.slow
