@@ -127,7 +127,9 @@ def train_forward_backward(model, seqs: list[list[int]], mode: str) -> float:
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
     elif mode == "packed":
         ids, pos, labels = packed_batch(seqs)
-        loss = model(input_ids=ids, position_ids=pos, labels=labels).loss
+        # use_cache=False: transformers reads packed sequences from position_ids only without a KV cache
+        # (masking_utils: "only if the 2D attention mask is explicitly None, and we don't have cache")
+        loss = model(input_ids=ids, position_ids=pos, labels=labels, use_cache=False).loss
     else:
         raise RlmLabError(f"packing mode must be padded or packed, got {mode!r}")
     loss.backward()

@@ -1,0 +1,169 @@
+"""Chapter 7's switches on a nano model, each checked against an independent computation: the forced
+lengths and finish order, the kept set of over-provisioning (the n shortest) and its resumed recycling,
+padding-free packing against per-sequence forwards, dispatch as a permutation, dynamic sampling's count,
+fused scoring's timing and inputs."""
+
+import random
+import time
+
+import pytest
+
+from rlm_lab.cost import longtail as cost
+from rlm_lab.errors import RlmLabError
+from rlm_lab.longtail import engine, report, techniques as T
+from rlm_lab.tasks import Chain, correctness_reward
+
+
+@pytest.fixture(scope="module")
+def nano():
+    from rlm_lab.models import build_model
+
+    model, tok = build_model("nano", seed=0)
+    model.eval()
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def prompts(nano):
+    rows, _ = Chain(steps=3).split(8, 1, seed=0)
+    return engine.encode(nano[1], [r["prompt"] for r in rows])
+
+
+def test_engine_lengths_finish_order_and_early_stop(nano, prompts):
+    model, _ = nano
+    lengths = [9, 3, 6, 4]
+    seen = []
+    g = engine.generate(model, prompts[:4], lengths, on_finish=lambda i, ids: seen.append(i))
+    assert g.finish_step == lengths and [len(t) for t in g.new_tokens] == lengths
+    assert seen == [1, 3, 2, 0]  # in order of length, i.e. of finishing
+    assert all(t[-1] == engine.EOS and engine.EOS not in t[:-1] for t in g.new_tokens)
+    early = engine.generate(model, prompts[:4], lengths, stop_after=2)
+    assert early.finished == [1, 3] and early.finish_step[1] == 3
+    assert [len(t) for t in early.new_tokens] == [4, 3, 4, 4]  # the call ended at step 4
+
+
+def test_overprovision_keeps_shortest_and_resumes_the_rest(nano, prompts):
+    model, _ = nano
+    lengths = [7, 2, 5, 3, 4, 6, 2, 8]
+    op = T.OverProvisioner(prompts, lengths, n=2, n_prime=3)
+    first = op.step(model)
+    assert sorted(first["kept"]) == [1, 2] and first["steps"] == 5 and first["resumed"] == 0
+    (i, part), = op.recycled
+    assert i == 0 and len(part) == 5  # stopped at step 5, 5 of its 7 tokens kept for the next step
+    second = op.step(model, seed=1)  # row 0 resumed (2 tokens left), rows 3 and 4 fresh (3 and 4)
+    assert sorted(second["kept"]) == [0, 3] and second["steps"] == 3 and second["resumed"] == 1
+    with pytest.raises(RlmLabError, match="n' >= n"):
+        T.OverProvisioner(prompts, lengths, n=3, n_prime=2)
+
+
+def test_packed_forward_equals_padded_per_sequence(nano):
+    import torch
+
+    model, _ = nano
+    seqs = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    ids, pos, labels = T.packed_batch(seqs)
+    with torch.no_grad():
+        packed = model(input_ids=ids, position_ids=pos, use_cache=False).logits[0]
+        leaky = model(input_ids=ids, position_ids=pos).logits[0]  # with a cache, transformers ignores the packing
+        alone = [model(input_ids=torch.tensor([s])).logits[0] for s in seqs]
+        pids, mask, plabels = T.padded_batch(seqs)
+        padded_loss = model(input_ids=pids, attention_mask=mask, labels=plabels).loss
+        packed_loss = model(input_ids=ids, position_ids=pos, labels=labels, use_cache=False).loss
+    assert torch.allclose(packed, torch.cat(alone), atol=1e-5)  # no attention across sequence boundaries
+    assert not torch.allclose(leaky, torch.cat(alone), atol=1e-5)  # the trap use_cache=False avoids
+    assert torch.allclose(packed_loss, padded_loss, atol=1e-5)
+    t = T.train_forward_backward(model, seqs, "packed")
+    assert t > 0 and all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    model.zero_grad(set_to_none=True)
+
+
+def test_dispatch_shares_are_the_cost_models_and_a_permutation():
+    lengths = [8, 1, 7, 1, 6, 1, 3]
+    for policy in ("round_robin", "lpt"):
+        shares = T.dispatch_shares(lengths, 3, policy)
+        assert sorted(i for s in shares for i in s) == list(range(len(lengths)))
+        assert [[lengths[i] for i in s] for s in shares] == cost.dispatch(lengths, 3, policy)
+
+
+def test_tail_rounds_match_the_cost_model():
+    lengths = [9, 1, 1, 9, 1, 1, 1, 1]
+    plan = T.tail_rounds(lengths, 2, lengths, 0.25)
+    assert plan["tail_batched"][-1] == [0, 3] and plan["plan"]["steps_tail_batched"] == 12
+
+
+def test_dynamic_sampler_counts_every_group():
+    task = Chain()
+    easy = {"prompt": "1+1=", "answer": "1+1=2"}   # always solved: all-equal, dropped
+    mixed = {"prompt": "2+2=", "answer": "2+2=4"}  # half right: never all-equal with this sampler
+    draws = {"1+1=": 0, "2+2=": 0}
+
+    def sample_group(row, g):
+        draws[row["prompt"]] += 1
+        return [row["answer"]] * g if row is easy else [row["answer"], "2+2=5"] * (g // 2)
+
+    s = T.DynamicSampler([easy, mixed], sample_group, correctness_reward(task), 4, seed=3)
+    kept = s.fill(5)
+    assert len(kept) == 5 and all(k["row"] is mixed for k in kept)
+    assert s.generated == draws["1+1="] + draws["2+2="] and draws["2+2="] == 5
+    with pytest.raises(RlmLabError, match="group size 1"):
+        T.DynamicSampler([easy], sample_group, correctness_reward(task), 1)
+    with pytest.raises(RlmLabError, match="drew 3 groups and kept 0"):
+        T.DynamicSampler([easy], sample_group, correctness_reward(task), 2).fill(1, max_draws=3)
+
+
+def test_dynamic_sampler_inflation_near_the_formula():
+    """A Bernoulli policy with known p: the measured inflation is within 10 % of 1/(1 - E[p^G + (1-p)^G])."""
+    rng = random.Random(0)
+    rows = [{"prompt": f"{k}+1=", "answer": f"{k}+1={k + 1}", "p": p} for k, p in enumerate([0.1, 0.5, 0.9, 0.97])]
+
+    def sample_group(row, g):
+        return [row["answer"] if rng.random() < row["p"] else "0+0=1" for _ in range(g)]
+
+    s = T.DynamicSampler(rows, sample_group, correctness_reward(Chain()), 4, seed=1)
+    s.fill(400)
+    predicted = cost.dynamic_sampling_inflation_dist([r["p"] for r in rows], 4)
+    assert s.generated / 400 == pytest.approx(predicted, rel=0.1)
+
+
+def test_fused_scoring_scores_during_generation_the_same_inputs(nano, prompts):
+    model, _ = nano
+    lengths = [12, 2, 3, 2]
+    seen = {}
+
+    def score(ids):
+        seen.setdefault(len(seen), (time.perf_counter(), ids.tolist()))
+
+    t0 = time.perf_counter()
+    fused = T.fused_scoring(model, prompts[:4], lengths, score, fused=True)
+    fused_seen = dict(seen)
+    seen.clear()
+    after = T.fused_scoring(model, prompts[:4], lengths, score, fused=False)
+    # the first sample was scored before generation ended (t0 + gen time), on the unpadded row
+    assert fused_seen[0][0] < t0 + fused["gen_s"]
+    assert sorted(v[1] for v in fused_seen.values()) == sorted(v[1] for v in seen.values())
+    assert all(ids[:len(p)] == p for p, ids in zip(prompts[:4], (seen[i][1] for i in range(4))))
+    assert after["wall_s"] >= after["gen_s"]
+
+
+def test_report_not_measured_yet_and_ranking():
+    runs = {t: None for t in report.TECHNIQUES}
+    rows = report.ranking(runs)
+    assert [r["verdict"] for r in rows] == ["not measured yet"] * len(report.TECHNIQUES)
+
+    class Rec:
+        def __init__(self, p, m, key="speedup"):
+            self.results = {"predicted": {key: p}, "measured": {key: m}}
+
+    runs.update(packing=Rec(1.4, 1.2), fusion=Rec(1.1, 2.0), dynamic_sampling=Rec(1.5, 1.25, "inflation"))
+    rows = report.ranking(runs)
+    assert [r["technique"] for r in rows[:3]] == ["fusion", "packing", "dynamic_sampling"]
+    assert rows[1]["rel. error"] == pytest.approx(1 / 6) and rows[1]["verdict"].startswith("meets the 25% bar")
+    assert rows[0]["verdict"].startswith("not met: 45.0%")
+
+
+def test_cli_bad_size_is_one_line(capsys):
+    from rlm_lab.longtail.__main__ import main
+
+    assert main(["--size", "huge"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlm-lab: error:") and "huge" in err[0]
