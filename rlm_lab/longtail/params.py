@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..sizes import check_size
 
 _P = {
-    "smoke": dict(model="nano", task="chain:steps=5", pool=64, n=4, n_prime=6, op_steps=2, batch=4, rounds_n=12,
+    "smoke": dict(model="nano", task="chain:steps=5", pool=64, n=4, n_prime=6, op_steps=2, batch=4, rounds_n=16,
                   tail_fraction=0.25, workers=2, dispatch_n=6, pack_n=8, micro=4, groups=6, group_size=4,
                   fusion_n=6, reps=1),
     "cpu": dict(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=8, batch=16,
