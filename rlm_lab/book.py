@@ -130,15 +130,13 @@ class _Text(str):
         return str(self)
 
 
-def glue_text(name: str, value, fmt: str = "") -> str:
+def glue_text(name: str, value, fmt: str = "") -> None:
     """Glue ``value`` (formatted with ``fmt``, e.g. ``".1%"``) under ``name`` for ``{glue:text}`name``` in a
-    notebook's markdown, so a number in prose is computed from a record, never typed by hand.
-    Returns the text (the notebook may print it too)."""
+    notebook's markdown, so a number in prose is computed from a record, never typed by hand. Returns
+    nothing, so a cell that ends with it shows no stray value."""
     from myst_nb import glue
 
-    text = format(value, fmt) if fmt else str(value)
-    glue(name, _Text(text), display=False)
-    return text
+    glue(name, _Text(format(value, fmt) if fmt else str(value)), display=False)
 
 
 # --- Sphinx extension: the "Open in Colab" badge -------------------------------------------------
