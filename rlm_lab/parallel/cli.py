@@ -149,21 +149,31 @@ def _report(res: dict, rec) -> int:
 
 
 def failed_checks(res: dict, tol: dict | None = None) -> list[str]:
-    """What failed: the comparison with one process, and the counted collectives against the formula
-    (where the formula exists for the layout: not EP, not PP beyond 2 stages)."""
+    """What failed: every rank's comparison with one process (a pipeline rank holds only its stage, so
+    the stages' gradient counts must add up to the model's), and the counted collectives against the
+    formula (where the formula exists for the layout: not EP, not PP beyond 2 stages)."""
     from .bench.measure import TOLERANCE, within_tolerance
     from .predict import comm_mismatches, layout_of, predicted_comm
 
     tol = tol or TOLERANCE
-    out = []
-    check = res.get("check")
-    if check is not None and not within_tolerance(check, tol):
-        out.append(f"does not match one process: loss |d| {check['loss_abs']:.1e} (tolerance {tol['loss_abs']:.0e}), "
-                   f"gradient rel {check['grad_abs_rel'][1]:.1e} ({tol['grad_rel']:.0e}), "
-                   f"parameters |d| {check['param_abs_rel'][0]:.1e} ({tol['param_abs']:.0e})")
-    if check is not None and check.get("n_ref") is not None and check["n_grads"] != check["n_ref"]:
-        out.append(f"{check['n_grads']} gradients compared, the model has {check['n_ref']} parameters")
     layout = layout_of(res)
+    out = []
+    checks = [pr.get("check") for pr in res.get("per_rank") or []] or [res.get("check")]
+    checks = [(rank, c) for rank, c in enumerate(checks) if c is not None]
+    for rank, check in checks:
+        if not within_tolerance(check, tol):
+            who = f"rank {rank} " if len(checks) > 1 else ""
+            out.append(f"{who}does not match one process: loss |d| {check['loss_abs']:.1e} (tolerance "
+                       f"{tol['loss_abs']:.0e}), gradient rel {check['grad_abs_rel'][1]:.1e} ({tol['grad_rel']:.0e}), "
+                       f"parameters |d| {check['param_abs_rel'][0]:.1e} ({tol['param_abs']:.0e})")
+    counted = [c["n_grads"] for _, c in checks if c.get("n_ref") is not None]
+    if counted:
+        n_ref = checks[0][1]["n_ref"]
+        per = [sum(counted)] if layout.pp > 1 else counted  # PP: each parameter lives on exactly one stage
+        for n in per:
+            if n != n_ref:
+                out.append(f"{n} gradients compared, the model has {n_ref} parameters")
+                break
     try:
         pred = predicted_comm(layout, res["model"], res["batch"], res["seq"])
     except RlmLabError:
@@ -201,7 +211,7 @@ def _run_rank(args, layout, kw: dict):
     try:
         res = run_layout(layout, device=device, **kw)
         per_rank = [None] * dist.get_world_size()
-        dist.all_gather_object(per_rank, {"memory": res["memory"], "comm": res["comm"]})
+        dist.all_gather_object(per_rank, {"memory": res["memory"], "comm": res["comm"], "check": res.get("check")})
         res["per_rank"] = per_rank
         return res if dist.get_rank() == 0 else None
     finally:

@@ -37,6 +37,17 @@ def test_each_failed_comparison_is_reported(field, value, needle):
     assert needle in problem
 
 
+def test_every_rank_is_checked_and_pipeline_stages_add_up_to_the_model():
+    ranks = [{"check": GOOD_CHECK | {"n_grads": 10}}, {"check": GOOD_CHECK | {"n_grads": 11}}]
+    res = result({"pp": 2}, {}) | {"per_rank": ranks}
+    res["comm"] = {}  # the p = 2 byte formula is checked elsewhere; here: no collectives -> a byte finding
+    assert [p for p in failed_checks(res) if "collectives" not in p] == []  # 10 + 11 stage gradients = 21
+    ranks[1]["check"] = GOOD_CHECK | {"n_grads": 10, "grad_abs_rel": [1e-7, 1e-3]}
+    problems = [p for p in failed_checks(res) if "collectives" not in p]
+    assert problems == [problems[0], "20 gradients compared, the model has 21 parameters"]
+    assert problems[0].startswith("rank 1 does not match one process")
+
+
 def test_counted_bytes_that_differ_from_the_formula_fail():
     (problem,) = failed_checks(result({}, {"all_reduce": {"calls": 1, "bytes": 64, "wire_bytes": 0.0, "groups": [1]}}))
     assert problem.startswith("counted collectives differ from the formula: all_reduce: predicted None")

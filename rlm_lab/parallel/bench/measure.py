@@ -217,7 +217,8 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
     out = []
     for i in range(len(layouts)):
         r0 = dict(per_rank[0][i])
-        r0["per_rank"] = [{"memory": pr[i]["memory"], "comm": pr[i]["comm"]} for pr in per_rank]
+        r0["per_rank"] = [{"memory": pr[i]["memory"], "comm": pr[i]["comm"], "check": pr[i].get("check")}
+                          for pr in per_rank]
         out.append(r0)
     return out
 
