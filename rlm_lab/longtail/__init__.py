@@ -2,8 +2,9 @@
 against its prediction from :mod:`rlm_lab.cost.longtail`, on the ``chain`` task (worked multi-step
 arithmetic whose answer length depends on the problem: :mod:`rlm_lab.tasks.chain`).
 
-:mod:`.engine` (generation with per-row finish times) -> :mod:`.techniques` (the switches) -> :mod:`.run`
-(one RunRecord ``ch07_<technique>`` each) -> :mod:`.report` (the chapter's tables).
+:mod:`.engine` (generation with per-row finish times) -> :mod:`.techniques` (the switches) ->
+:mod:`.predict` (seconds predicted before each run) -> :mod:`.run` (one RunRecord ``ch07_<technique>`` each)
+-> :mod:`.report` (the chapter's tables).
 
 Produce the committed cpu-size records (the chapter reads them at ``cpu`` size; until then it says "not
 measured yet")::
@@ -22,9 +23,9 @@ from .report import TABLE_COLUMNS, ensure_runs, load_reference, ranking
 from .run import TECHNIQUES, measure
 
 
-def run_all(size: str, out=None, seed: int = 0):
+def run_all(size: str, out=None, seed: int = 0, force: bool = False):
     """Measure every technique at ``size``: one record each under ``out`` (default ``_build/runs/<size>``)."""
-    return measure(size, out=out, seed=seed)
+    return measure(size, out=out, seed=seed, force=force)
 
 
 __all__ = ["TABLE_COLUMNS", "TECHNIQUES", "ensure_runs", "load_reference", "measure", "params", "ranking", "run_all"]

@@ -12,9 +12,10 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="cpu")
     ap.add_argument("--out", default=None, help="folder for the ch07_* records (default: _build/runs/<size>)")
     ap.add_argument("--only", nargs="*", choices=TECHNIQUES)
+    ap.add_argument("--force", action="store_true", help="set aside runs already in the --out folders")
     args = ap.parse_args(argv)
     try:
-        for name, rec in measure(args.size, only=args.only, out=args.out).items():
+        for name, rec in measure(args.size, only=args.only, out=args.out, force=args.force).items():
             print("recorded", name, rec.dir, flush=True)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)

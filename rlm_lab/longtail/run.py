@@ -21,6 +21,7 @@ from ..tasks import correctness_reward, parse_task
 from ..tasks.chain import answer_length, predicted_length
 from . import engine, techniques as T
 from .params import params
+from .predict import Predictor
 
 TECHNIQUES = ("overprovision", "tail_batching", "dispatch", "packing", "dynamic_sampling", "fusion")
 
@@ -44,75 +45,96 @@ def _setup(p, seed):
     return model, tok, task, rows
 
 
-def _median_time(fn, reps):
-    return statistics.median(fn() for _ in range(reps))
+def _alternating(fns: dict, reps: int) -> dict:
+    """Median seconds of each variant, the variants run in turn (A B, B A, A B ...) so that a load change on
+    the shared machine does not fall on one variant only."""
+    times = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(reps):
+        for k in (order if r % 2 == 0 else order[::-1]):
+            times[k].append(fns[k]())
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
-def overprovision(p, model, tok, task, rows, seed):
+def _width(prompts) -> int:
+    return max(len(x) for x in prompts)
+
+
+def overprovision(p, pr, model, tok, task, rows, seed):
     lengths = [answer_length(r) for r in rows]
-    pred = cost.overprovision(lengths, p["n"], p["n_prime"])
     prompts = engine.encode(tok, [r["prompt"] for r in rows])
-    full_s, full_steps, fresh = [], [], 0
-    for s in range(p["op_steps"]):  # the baseline: n fresh prompts, wait for all
-        idx = list(range(fresh, fresh + p["n"]))
-        fresh += p["n"]
+    pred = pr.overprovision(_width(prompts), lengths, p["n"], p["n_prime"])  # before the run
+    full_s, full_steps = [], []
+    for s in range(p["op_steps"]):  # the baseline: n fresh prompts per step, wait for all
+        idx = list(range(s * p["n"], (s + 1) * p["n"]))
         g = engine.generate(model, [prompts[i] for i in idx], [lengths[i] for i in idx], seed=seed + s)
         full_s.append(g.seconds)
         full_steps.append(max(lengths[i] for i in idx))
     op = T.OverProvisioner(prompts, lengths, p["n"], p["n_prime"])
     steps = [op.step(model, seed + s) for s in range(p["op_steps"])]
     kept = [x for st in steps for x in st["kept_lengths"]]
-    measured = {"full_s": full_s, "early_s": [st["seconds"] for st in steps], "full_steps": full_steps,
-                "early_steps": [st["steps"] for st in steps], "first_kept_mean": statistics.mean(steps[0]["kept_lengths"]),
-                "kept_mean": statistics.mean(kept), "pool_mean": statistics.mean(lengths),
-                "resumed": [st["resumed"] for st in steps], "recycled": [st["recycled"] for st in steps]}
-    measured["speedup"] = statistics.mean(full_s) / statistics.mean(measured["early_s"])
-    measured["short_bias_first"] = measured["first_kept_mean"] / measured["pool_mean"] - 1
-    measured["short_bias_all"] = measured["kept_mean"] / measured["pool_mean"] - 1
-    return {"predicted": pred, "measured": measured}
+    m = {"full_s": full_s, "early_s": [st["seconds"] for st in steps], "full_steps": full_steps,
+         "early_steps": [st["steps"] for st in steps], "first_kept_mean": statistics.mean(steps[0]["kept_lengths"]),
+         "kept_mean": statistics.mean(kept), "pool_mean": statistics.mean(lengths),
+         "resumed": [st["resumed"] for st in steps], "recycled": [st["recycled"] for st in steps]}
+    m["speedup"] = statistics.mean(full_s) / statistics.mean(m["early_s"])
+    m["speedup_steps"] = statistics.mean(full_steps) / statistics.mean(m["early_steps"])
+    m["short_bias_first"] = m["first_kept_mean"] / m["pool_mean"] - 1
+    m["short_bias_all"] = m["kept_mean"] / m["pool_mean"] - 1
+    return {"predicted": pred, "measured": m}
 
 
-def tail_batching(p, model, tok, task, rows, seed):
+def tail_batching(p, pr, model, tok, task, rows, seed):
     sub = rows[:p["rounds_n"]]
     lengths = [answer_length(r) for r in sub]
     predicted = [predicted_length(r["prompt"]) for r in sub]  # read off the prompt: the length predictor
     plan = T.tail_rounds(lengths, p["batch"], predicted, p["tail_fraction"])
     prompts = engine.encode(tok, [r["prompt"] for r in sub])
-    out = {}
-    for name in ("mixed", "tail_batched"):
-        def run(name=name):
-            return sum(engine.generate(model, [prompts[i] for i in r], [lengths[i] for i in r], seed=seed).seconds
-                       for r in plan[name])
-        out[name] = _median_time(run, p["reps"])
-    pl = plan["plan"]
-    return {"predicted": {k: pl[k] for k in ("steps_mixed", "steps_tail_batched", "speedup", "bubble_mixed",
-                                             "bubble_tail_batched")},
-            "measured": {"mixed_s": out["mixed"], "tail_batched_s": out["tail_batched"],
-                         "speedup": out["mixed"] / out["tail_batched"]}}
+    pl, w = plan["plan"], _width(prompts)
+    pred = {k: pl[k] for k in ("steps_mixed", "steps_tail_batched", "bubble_mixed", "bubble_tail_batched")}
+    pred.update(speedup_steps=pl["speedup"], mixed_s=pr.rounds(w, pl["mixed"]),
+                tail_batched_s=pr.rounds(w, pl["tail_batched"]))
+    pred["speedup"] = pred["mixed_s"] / pred["tail_batched_s"]
+
+    def run(name):
+        return lambda: sum(engine.generate(model, [prompts[i] for i in r], [lengths[i] for i in r],
+                                           seed=seed).seconds for r in plan[name])
+
+    out = _alternating({k: run(k) for k in ("mixed", "tail_batched")}, p["reps"])
+    return {"predicted": pred, "measured": {"mixed_s": out["mixed"], "tail_batched_s": out["tail_batched"],
+                                            "speedup": out["mixed"] / out["tail_batched"]}}
 
 
-def dispatch(p, model, tok, task, rows, seed):
+def dispatch(p, pr, model, tok, task, rows, seed):
     """Sequential simulation of ``workers`` rollout workers (one after another on this machine, makespan =
     the slowest worker); each decodes its share one sequence at a time, the per-token cost of a saturated
     continuous-batching engine that the LPT makespan formula assumes."""
     sub = rows[:p["dispatch_n"]]
     lengths = [answer_length(r) for r in sub]
     prompts = engine.encode(tok, [r["prompt"] for r in sub])
-    pred = {pol: cost.dispatch_makespan(lengths, p["workers"], pol) for pol in ("round_robin", "lpt")}
-    meas = {}
-    for pol in ("round_robin", "lpt"):
-        shares = T.dispatch_shares(lengths, p["workers"], pol)
-        meas[pol] = [sum(engine.generate(model, [prompts[i]], [lengths[i]], seed=seed).seconds for i in share)
-                     for share in shares]
-    return {"predicted": {"makespan_tokens": pred, "speedup": pred["round_robin"] / pred["lpt"],
-                          "bounds": cost.lpt_bound(lengths, p["workers"])},
-            "measured": {"worker_s": meas, "speedup": max(meas["round_robin"]) / max(meas["lpt"])},
+    shares = {pol: T.dispatch_shares(lengths, p["workers"], pol) for pol in ("round_robin", "lpt")}
+    tokens = {pol: cost.dispatch_makespan(lengths, p["workers"], pol) for pol in shares}
+    secs = {pol: pr.dispatch(_width(prompts), [[lengths[i] for i in s] for s in sh]) for pol, sh in shares.items()}
+    pred = {"makespan_tokens": tokens, "speedup_steps": tokens["round_robin"] / tokens["lpt"],
+            "bounds": cost.lpt_bound(lengths, p["workers"]), "makespan_s": secs,
+            "speedup": secs["round_robin"] / secs["lpt"]}
+    worker_s = {pol: [] for pol in shares}
+
+    def run(pol):
+        def go():
+            t = [sum(engine.generate(model, [prompts[i]], [lengths[i]], seed=seed).seconds for i in share)
+                 for share in shares[pol]]
+            worker_s[pol].append(t)
+            return max(t)
+        return go
+
+    out = _alternating({pol: run(pol) for pol in shares}, p["reps"])
+    return {"predicted": pred,
+            "measured": {"makespan_s": out, "worker_s": worker_s, "speedup": out["round_robin"] / out["lpt"]},
             "simulated": "sequential: workers run one after another on this machine"}
 
 
-def packing(p, model, tok, task, rows, seed):
-    import torch
-
+def packing(p, pr, model, tok, task, rows, seed):
     sub = rows[:p["pack_n"]]
     seqs = [ids + engine.encode(tok, [r["answer"]])[0] + [engine.EOS]
             for ids, r in zip(engine.encode(tok, [r["prompt"] for r in sub]), sub)]
@@ -121,22 +143,24 @@ def packing(p, model, tok, task, rows, seed):
     chunks = [seqs[i:i + mb] for i in range(0, len(seqs), mb)]
     budget = max(max(lens), mb * round(statistics.mean(lens)))
     bins = cost.token_budget_microbatches(lens, budget)
+    frac = cost.padded_fraction(lens, mb)
+    pred = {"padded_useful_fraction": frac, "speedup_slots": 1 / frac, "budget": budget, "bins": len(bins),
+            "budget_useful_fraction": sum(lens) / (len(bins) * budget),
+            **pr.packing([[len(s) for s in c] for c in chunks], [[lens[i] for i in b] for b in bins])}
+    pred["speedup"] = pred["padded_s"] / pred["packed_s"]
+    pred["token_budget_speedup"] = pred["padded_s"] / pred["token_budget_s"]
+    batches = {"padded": (chunks, "padded"), "packed": (chunks, "packed"),
+               "token_budget": ([[seqs[i] for i in b] for b in bins], "packed")}
     model.train()
     try:
         for how in ("padded", "packed"):  # warm-up: the first backward allocates its buffers
             T.train_forward_backward(model, chunks[0], how)
-        times = {}
-        for mode, batches, how in (("padded", chunks, "padded"), ("packed", chunks, "packed"),
-                                   ("token_budget", [[seqs[i] for i in b] for b in bins], "packed")):
-            times[mode] = _median_time(lambda: sum(T.train_forward_backward(model, b, how) for b in batches),
-                                       p["reps"])
+        times = _alternating({k: (lambda bs=bs, how=how: sum(T.train_forward_backward(model, b, how) for b in bs))
+                              for k, (bs, how) in batches.items()}, p["reps"])
     finally:
         model.eval()
         model.zero_grad(set_to_none=True)
-    frac = cost.padded_fraction(lens, mb)
-    del torch
-    return {"predicted": {"padded_useful_fraction": frac, "speedup": 1 / frac, "budget": budget, "bins": len(bins),
-                          "budget_useful_fraction": sum(lens) / (len(bins) * budget)},
+    return {"predicted": pred,
             "measured": {**{f"{k}_s": v for k, v in times.items()}, "speedup": times["padded"] / times["packed"],
                          "token_budget_speedup": times["padded"] / times["token_budget"]}}
 
@@ -158,18 +182,18 @@ def _simulated_policy(task, seed):
     return p_of, sample_group
 
 
-def dynamic_sampling(p, model, tok, task, rows, seed):
+def dynamic_sampling(p, pr, model, tok, task, rows, seed):
     p_of, sample_group = _simulated_policy(task, seed)
+    ps = [p_of(r) for r in rows]
+    pred = {"inflation": cost.dynamic_sampling_inflation_dist(ps, p["group_size"]), "mean_p": statistics.mean(ps)}
     sampler = T.DynamicSampler(rows, sample_group, correctness_reward(task), p["group_size"], seed)
     kept = sampler.fill(p["groups"])
-    ps = [p_of(r) for r in rows]
-    return {"predicted": {"inflation": cost.dynamic_sampling_inflation_dist(ps, p["group_size"]),
-                          "mean_p": statistics.mean(ps)},
+    return {"predicted": pred,
             "measured": {"generated": sampler.generated, "kept": len(kept), "inflation": sampler.generated / len(kept)},
             "simulated": "policy: solves a k-step chain with probability 0.85^k (no trained model yet)"}
 
 
-def fusion(p, model, tok, task, rows, seed):
+def fusion(p, pr, model, tok, task, rows, seed):
     import torch
 
     from ..models import build_model
@@ -180,38 +204,57 @@ def fusion(p, model, tok, task, rows, seed):
     sub = rows[:p["fusion_n"]]
     lengths = [answer_length(r) for r in sub]
     prompts = engine.encode(tok, [r["prompt"] for r in sub])
+    pred = pr.fusion(_width(prompts), lengths)
 
     def score(ids):
         with torch.no_grad():
             ref(ids.unsqueeze(0)).logits.log_softmax(-1)
         reward([tok.decode(ids.tolist(), skip_special_tokens=True)], answer=[sub[0]["answer"]])
 
-    after = T.fused_scoring(model, prompts, lengths, score, fused=False, seed=seed)
-    fused = T.fused_scoring(model, prompts, lengths, score, fused=True, seed=seed)
-    s = statistics.median(after["score_s"])
-    pred = cost.fusion_time([f for f in after["finish_s"] if f is not None], s)
-    return {"predicted": {**pred, "score_s": s},
-            "measured": {"after_s": after["wall_s"], "fused_s": fused["wall_s"], "gen_s": after["gen_s"],
-                         "speedup": after["wall_s"] / fused["wall_s"]}}
+    runs = {"after": [], "fused": []}
+
+    def run(fused):
+        def go():
+            r = T.fused_scoring(model, prompts, lengths, score, fused=fused, seed=seed)
+            runs["fused" if fused else "after"].append(r)
+            return r["wall_s"]
+        return go
+
+    out = _alternating({"after": run(False), "fused": run(True)}, max(2, p["reps"]))
+    after = runs["after"][0]
+    return {"predicted": pred,
+            "measured": {"after_s": out["after"], "fused_s": out["fused"], "gen_s": after["gen_s"],
+                         "score_s": statistics.median(after["score_s"]), "speedup": out["after"] / out["fused"]}}
 
 
-def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0) -> dict[str, RunRecord]:
+def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, force: bool = False
+            ) -> dict[str, RunRecord]:
     """Measure the techniques (all, or ``only``) at ``size``; one record each under ``out`` (default: the
-    build tree's ``runs_root(size)``)."""
+    build tree's ``runs_root(size)``). Every target folder is checked before any work: one that already
+    holds a run outside the build tree is refused unless ``force`` (which sets the old run aside)."""
+    from ..errors import check_output_location
+
     size = check_size(size)
     names = list(only or TECHNIQUES)
     bad = [n for n in names if n not in TECHNIQUES]
     if bad:
         raise RlmLabError(f"unknown technique {bad[0]!r}; choose from: {', '.join(TECHNIQUES)}")
     root = Path(out) if out is not None else runs_root(size)
+    check_output_location(root, "output folder")
+    if out is not None and not force:
+        taken = [n for n in names if (root / f"ch07_{n}" / "record.json").exists()]
+        if taken:
+            raise RlmLabError(f"{root / ('ch07_' + taken[0])} already holds a run; measure the others with --only, "
+                              "or pass --force to set the old runs aside")
     p = params(size)
+    pr = Predictor(size, p["model"])
     load_before = _loadavg()
     model, tok, task, rows = _setup(p, seed)
     records = {}
     for name in names:
         rec = RunRecord(root / f"ch07_{name}", {"size": size, **p}, command=f"rlm_lab.longtail.measure({size!r}, "
-                        f"only=[{name!r}])", seed=seed)
-        result = globals()[name](p, model, tok, task, rows, seed)
-        rec.complete(**result, loadavg_before=load_before, loadavg=_loadavg())
+                        f"only=[{name!r}])", seed=seed, force=force)
+        result = globals()[name](p, pr, model, tok, task, rows, seed)
+        rec.complete(**result, hardware_profile=pr.profile_name, loadavg_before=load_before, loadavg=_loadavg())
         records[name] = rec
     return records

@@ -167,3 +167,22 @@ def test_cli_bad_size_is_one_line(capsys):
     assert main(["--size", "huge"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rlm-lab: error:") and "huge" in err[0]
+
+
+def test_measure_writes_records_with_prediction_and_load(tmp_path):
+    from rlm_lab.longtail import measure
+    from rlm_lab.record import load_record
+
+    recs = measure("smoke", only=["dynamic_sampling"], out=tmp_path)
+    rec = load_record(tmp_path / "ch07_dynamic_sampling")
+    res = rec.results
+    assert rec.data["status"] == "completed" and len(res["loadavg"]) == 3
+    assert res["measured"]["kept"] == 6 and res["measured"]["generated"] >= 6
+    assert res["predicted"]["inflation"] > 1 and "simulated" in res
+    assert set(recs) == {"dynamic_sampling"}
+    # a committed-style folder that holds a run is refused before any work, unless forced
+    with pytest.raises(RlmLabError, match="already holds a run"):
+        measure("smoke", only=["dynamic_sampling", "packing"], out=tmp_path)
+    assert not (tmp_path / "ch07_packing").exists()
+    with pytest.raises(RlmLabError, match="unknown technique 'speculation'"):
+        measure("smoke", only=["speculation"], out=tmp_path)
