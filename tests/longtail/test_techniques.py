@@ -186,3 +186,46 @@ def test_measure_writes_records_with_prediction_and_load(tmp_path):
     assert not (tmp_path / "ch07_packing").exists()
     with pytest.raises(RlmLabError, match="unknown technique 'speculation'"):
         measure("smoke", only=["speculation"], out=tmp_path)
+
+
+def test_fused_rollout_inside_trl_grpo_trainer(tmp_path, nano):
+    """One GRPOTrainer step with rollout_func=FusedRollout: the rewards scored during generation reach TRL's
+    reward functions aligned with TRL's own decoded completions, and a short row is scored before the batch's
+    generation ends."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlm_lab.longtail.trl_hooks import FusedRollout, fused_reward
+    from rlm_lab.models import build_model
+    from rlm_lab.tasks.chain import predicted_length
+    from rlm_lab.tasks.rewards import completion_text
+
+    model, tok = build_model("nano", seed=0)
+    rows, _ = Chain(steps=4).split(8, 1, seed=1)
+
+    def length_reward(completions, **kw):  # distinguishes every row, unlike an untrained model's 0 rewards
+        return [float(len(completion_text(c))) for c in completions]
+
+    seen = []
+
+    def check(completions, **kw):
+        seen.append((length_reward(completions), list(kw["fused_reward"])))
+        return [0.0] * len(completions)
+
+    fused = FusedRollout(length_reward, force_length=predicted_length)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=2, max_steps=1,
+                      max_completion_length=32, report_to=[], use_cpu=True, save_strategy="no", beta=0.0, seed=0,
+                      disable_tqdm=True)
+    GRPOTrainer(model=model, reward_funcs=[fused_reward, check], args=args, train_dataset=Dataset.from_list(rows),
+                processing_class=tok, rollout_func=fused).train()
+    trl_side, fused_side = seen[0]
+    assert fused_side == trl_side and len(set(trl_side)) > 1
+    finish = fused.last["finish_s"]
+    assert len(set(finish)) > 1  # rows of different lengths (4 prompts, 2 completions each)
+    first = min(range(len(finish)), key=lambda i: finish[i])
+    assert fused.last["scored_at"][first] < fused.last["gen_end_s"]  # scored while the others still decoded
+    with pytest.raises(RlmLabError, match="pass rollout_func=FusedRollout"):
+        fused_reward(["a"])
