@@ -4,7 +4,14 @@ arithmetic whose answer length depends on the problem: :mod:`rlm_lab.tasks.chain
 
 :mod:`.engine` (generation with per-row finish times) -> :mod:`.techniques` (the switches) ->
 :mod:`.predict` (seconds predicted before each run) -> :mod:`.run` (one RunRecord ``ch07_<technique>`` each)
--> :mod:`.report` (the chapter's tables).
+-> :mod:`.report` (the chapter's tables). :mod:`.trl_hooks`: fusion inside TRL's ``GRPOTrainer`` through
+its ``rollout_func`` (the rewards scored as rows finish travel back as an extra field to a reward function).
+
+Why only fusion plugs into TRL so far: TRL's ``rollout_func`` must return one completion per prompt entry it
+was given, in order, and the dataset's other columns are joined to them by position; over-provisioning with
+recycling and dynamic sampling change *which* prompts a step trains on, which needs a sampler-side hook
+(a custom ``RepeatSampler``/dataloader) that is not written yet. TRL 1.16's ``padding_free`` exists for SFT
+and DPO only (not ``GRPOConfig``).
 
 Produce the committed cpu-size records (the chapter reads them at ``cpu`` size; until then it says "not
 measured yet")::
