@@ -235,6 +235,8 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
     from ..errors import check_output_location
 
     size = check_size(size)
+    if size == "gpu":  # the engine, the packing forward and the scorer run on CPU tensors only, so far
+        raise RlmLabError("chapter 7 measures on CPU only so far; use --size smoke or --size cpu")
     names = list(only or TECHNIQUES)
     bad = [n for n in names if n not in TECHNIQUES]
     if bad:

@@ -184,6 +184,8 @@ def test_measure_writes_records_with_prediction_and_load(tmp_path):
     with pytest.raises(RlmLabError, match="already holds a run"):
         measure("smoke", only=["dynamic_sampling", "packing"], out=tmp_path)
     assert not (tmp_path / "ch07_packing").exists()
+    with pytest.raises(RlmLabError, match="CPU only so far"):
+        measure("gpu", out=tmp_path)
     with pytest.raises(RlmLabError, match="unknown technique 'speculation'"):
         measure("smoke", only=["speculation"], out=tmp_path)
 
