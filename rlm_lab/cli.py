@@ -25,6 +25,7 @@ COMMANDS = {
     "calibrate": "rlm_lab.cost.calibrate",
     "parallel": "rlm_lab.parallel.cli",
     "place": "rlm_lab.placement.cli",
+    "longtail": "rlm_lab.longtail.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
 }
