@@ -162,9 +162,9 @@ def test_report_not_measured_yet_and_ranking():
 
 
 def test_cli_bad_size_is_one_line(capsys):
-    from rlm_lab.longtail.__main__ import main
+    from rlm_lab.cli import main
 
-    assert main(["--size", "huge"]) == 2
+    assert main(["longtail", "--size", "huge"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rlm-lab: error:") and "huge" in err[0]
 
