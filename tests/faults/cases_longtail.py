@@ -46,3 +46,19 @@ row("measure-gpu", "chapter 7's measurements asked for at gpu size (CPU only so 
 row("measure-unknown", "an unknown technique", lambda: __import__("rlm_lab.longtail", fromlist=["x"]).measure(
     "smoke", only=["speculation"], out="/nonexistent/never-written"), "longtail.measure('smoke', only=['speculation'])",
     r"unknown technique 'speculation'; choose from: overprovision, tail_batching")
+
+
+def _taken(tmp):
+    (tmp / "ch07_packing").mkdir()
+    (tmp / "ch07_packing" / "record.json").write_text('{"status": "completed"}')
+
+
+CASES += [
+    Case("cli-gpu", "rlm-lab longtail --size gpu", argv=["longtail", "--size", "gpu", "--out", "{tmp}"],
+         message=r"chapter 7 measures on CPU only so far; use --size smoke or --size cpu"),
+    Case("cli-only-unknown", "rlm-lab longtail --only speculation", argv=["longtail", "--only", "speculation"],
+         message=r"longtail: argument --only: invalid choice: 'speculation'"),
+    Case("cli-out-taken", "--out folder that already holds a run of the technique (a committed record)",
+         argv=["longtail", "--size", "smoke", "--only", "tail_batching", "packing", "--out", "{tmp}"], setup=_taken,
+         message=r"ch07_packing already holds a run; measure the others with --only, or pass --force"),
+]
