@@ -46,11 +46,6 @@ def ensure_runs(size: str) -> dict:
     return {t: load_record(d) for t, d in own.items()}
 
 
-def not_measured(size: str, runs: dict) -> list[str]:
-    missing = [t for t, r in runs.items() if r is None]
-    return missing
-
-
 def gain_row(technique: str, record) -> dict:
     """predicted and measured gain of one technique, the relative error and the verdict (25 % bar)."""
     key, meaning = GAIN[technique]

@@ -82,10 +82,9 @@ def tail_rounds(lengths, batch: int, predicted, tail_fraction: float) -> dict:
 
 def dispatch_shares(lengths, workers: int, policy: str) -> list[list[int]]:
     """Indices per worker: round-robin or LPT (the cost model's rule, on indices)."""
-    lengths = cost.check_lengths(lengths)
+    shares = cost.dispatch(lengths, workers, policy)  # validates lengths, workers and policy
     if policy == "round_robin":
         return [list(range(w, len(lengths), workers)) for w in range(workers)]
-    shares = cost.dispatch(lengths, workers, policy)  # validates workers and policy
     pool = {}
     for i, x in enumerate(lengths):
         pool.setdefault(x, []).append(i)

@@ -83,6 +83,8 @@ def test_dispatch_shares_are_the_cost_models_and_a_permutation():
         shares = T.dispatch_shares(lengths, 3, policy)
         assert sorted(i for s in shares for i in s) == list(range(len(lengths)))
         assert [[lengths[i] for i in s] for s in shares] == cost.dispatch(lengths, 3, policy)
+    with pytest.raises(RlmLabError, match="workers must be an integer >= 1, got 0"):
+        T.dispatch_shares(lengths, 0, "round_robin")
 
 
 def test_tail_rounds_match_the_cost_model():
