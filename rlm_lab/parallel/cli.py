@@ -51,7 +51,7 @@ def _arguments(p) -> None:
     p.add_argument("--seq", type=int, default=16, help="sequence length")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--size", default=None, help="smoke | cpu | gpu: model defaults and where the record goes "
+    p.add_argument("--size", default=None, help="smoke | cpu | gpu: where the record goes, _build/runs/<size> "
                                                 "(default $RLM_SIZE or smoke)")
     p.add_argument("--out", default=None, help="run directory (default _build/runs/<size>/ch04_<layout>)")
     p.add_argument("--force", action="store_true", help="replace an existing run record in the run directory")
