@@ -1,5 +1,7 @@
 """One set of 2 processes runs every DP/ZeRO/TP layout the tests check (starting a process group costs
-~5-10 s on 2 busy cores, more than the steps themselves), shared by test_dp, test_fsdp and test_tp."""
+~5-10 s on 2 busy cores, more than the steps themselves), shared by test_dp, test_fsdp and test_tp; one set
+of 4 processes runs every 4-rank check (dp2 x tp2, CP over 4 ranks, EP over 4 ranks), shared by test_tp,
+test_cp and test_ep."""
 
 import pytest
 
