@@ -34,6 +34,7 @@ class FusedRollout:
     def __init__(self, reward_func, seed: int = 0, force_length=None):
         self.reward, self.seed, self.calls, self.force_length = reward_func, seed, 0, force_length
         self.last: dict = {}
+        self.lengths: list[list[int]] = []
 
     def _score(self, prompt: str, text: str) -> float:
         return float(self.reward([text], prompt=[prompt], prompts=[prompt])[0])
@@ -71,7 +72,8 @@ class FusedRollout:
         for i, r in enumerate(rewards):  # rows cut by max_completion_length: scored once generation ends
             if r is None:
                 score(i, gen.new_tokens[i])
-        self.last = {"gen_s": gen.seconds, "gen_end_s": gen_end, "scored_at": scored_at, "finish_s": gen.finish_s}
+        self.last = {"prompts": list(prompts), "gen_s": gen.seconds, "gen_end_s": gen_end, "scored_at": scored_at, "finish_s": gen.finish_s}
+        self.lengths.append([len(c) for c in gen.new_tokens])  # the generated length distribution, per call
         return {"prompt_ids": prompt_ids, "completion_ids": gen.new_tokens,
                 "logprobs": [[0.0] * len(c) for c in gen.new_tokens], FIELD: rewards}
 

@@ -223,8 +223,16 @@ def test_fused_rollout_inside_trl_grpo_trainer(tmp_path, nano):
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=2, max_steps=1,
                       max_completion_length=32, report_to=[], use_cpu=True, save_strategy="no", beta=0.0, seed=0,
                       disable_tqdm=True)
+    from rlm_lab.longtail.callbacks import LengthLog
+
+    log = LengthLog()
     GRPOTrainer(model=model, reward_funcs=[fused_reward, check], args=args, train_dataset=Dataset.from_list(rows),
-                processing_class=tok, rollout_func=fused).train()
+                processing_class=tok, rollout_func=fused, callbacks=[log]).train()
+    # TRL's own length statistics (its callback log) against the lengths the rollout generated
+    gen = fused.lengths[0]
+    assert log.rows[0]["step"] == 1 and log.rows[0]["max_length"] == max(gen) and log.rows[0]["min_length"] == min(gen)
+    assert log.rows[0]["mean_length"] == pytest.approx(sum(gen) / len(gen))
+    assert gen == [predicted_length(p) for p in fused.last["prompts"]]
     trl_side, fused_side = seen[0]
     assert fused_side == trl_side and len(set(trl_side)) > 1
     finish = fused.last["finish_s"]
