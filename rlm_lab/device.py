@@ -64,6 +64,13 @@ def precision_name(requested_bf16: bool, device: str) -> str:
     return "bf16-mixed" if use_bf16(requested_bf16, device) else "fp32"
 
 
+def synchronize(device: str) -> None:
+    """Wait for the queued kernels of ``device`` (CUDA launches are asynchronous; a timer must not stop before
+    they finish). A no-op on CPU."""
+    if device == "cuda":
+        _torch().cuda.synchronize()
+
+
 def reset_peak_memory(device: str) -> None:
     """Start a new peak-memory window on ``device`` (a no-op on CPU)."""
     if device == "cuda":

@@ -97,3 +97,10 @@ def test_gpu_slug(name, slug):
 def test_gpu_slug_refuses_empty():
     with pytest.raises(RlmLabError):
         dev.gpu_slug("  ")
+
+
+def test_synchronize_waits_on_cuda_only(gpu):
+    dev.synchronize("cpu")
+    assert gpu.calls == []
+    dev.synchronize("cuda")
+    assert gpu.calls == ["synchronize"]

@@ -30,6 +30,8 @@ def _force_lengths_class():
             self.prompt_len, self.eos = prompt_len, eos
 
         def __call__(self, input_ids, scores):
+            if self.lengths.device != scores.device:  # once, on a GPU run
+                self.lengths = self.lengths.to(scores.device)
             step = input_ids.shape[1] - self.prompt_len + 1  # the token being chosen is number ``step``
             early = self.lengths > step
             scores[early, self.eos] = float("-inf")
@@ -55,14 +57,19 @@ def generate_timed(model, lengths, seed: int = 0) -> tuple[float, list[int]]:
     import torch
     from transformers import LogitsProcessorList
 
-    ids, mask = _prompts(len(lengths), seed)
+    from ...device import synchronize
+
+    device = next(model.parameters()).device
+    ids, mask = (t.to(device) for t in _prompts(len(lengths), seed))
     proc = _force_lengths_class()(lengths, PROMPT_LEN)
     torch.manual_seed(seed)
+    synchronize(device.type)
     t0 = time.perf_counter()
     with torch.no_grad():
         out = model.generate(ids, attention_mask=mask, max_new_tokens=max(lengths), do_sample=True, top_k=0,
                              top_p=1.0, temperature=1.0, logits_processor=LogitsProcessorList([proc]),
                              pad_token_id=0, eos_token_id=EOS)
+    synchronize(device.type)  # a GPU's generate returns before its last kernels finish
     seconds = time.perf_counter() - t0
     new = out[:, PROMPT_LEN:]
     produced = [int((row == EOS).nonzero()[0]) + 1 if (row == EOS).any() else row.numel() for row in new]
@@ -70,11 +77,12 @@ def generate_timed(model, lengths, seed: int = 0) -> tuple[float, list[int]]:
 
 
 def _load(name: str, seed: int = 0):
+    from ...device import pick_device
     from ...models import build_model
 
     model, _ = build_model(name, seed=seed)
     model.eval()
-    return model
+    return model.to(pick_device())
 
 
 # ---- decode step time against batch size -----------------------------------------------------------
