@@ -5,7 +5,8 @@ arithmetic whose answer length depends on the problem: :mod:`rlm_lab.tasks.chain
 :mod:`.engine` (generation with per-row finish times) -> :mod:`.techniques` (the switches) ->
 :mod:`.predict` (seconds predicted before each run) -> :mod:`.run` (one RunRecord ``ch07_<technique>`` each)
 -> :mod:`.report` (the chapter's tables). :mod:`.trl_hooks`: fusion inside TRL's ``GRPOTrainer`` through
-its ``rollout_func`` (the rewards scored as rows finish travel back as an extra field to a reward function).
+its ``rollout_func`` (the rewards scored as rows finish travel back as an extra field to a reward function);
+:mod:`.callbacks`: ``LengthLog``, the generated length distribution at each training step.
 
 Why only fusion plugs into TRL so far: TRL's ``rollout_func`` must return one completion per prompt entry it
 was given, in order, and the dataset's other columns are joined to them by position; over-provisioning with
