@@ -11,7 +11,7 @@ Why a hand-written join loop instead of ``torch.multiprocessing.start_processes(
 failure torch waits up to 30 s per grace period for the other ranks to take SIGTERM (a stalled rank
 ignores it until its sleep or collective ends), prints each rank's traceback, and does not say which
 rank stalled. Here the parent watches the processes and a results queue together, lets the other ranks
-report for a short grace period (at most 2 s, or a tenth of the timeout), then SIGKILLs what is left.
+report for a short grace period (at most 1 s, or a twentieth of the timeout), then SIGKILLs what is left.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "gloo", timeout_
             if failed_at is None:
                 wait_s = None
             else:
-                wait_s = failed_at + min(2.0, 0.1 * timeout_s) - time.monotonic()
+                wait_s = failed_at + min(1.0, 0.05 * timeout_s) - time.monotonic()
                 if wait_s <= 0:
                     break
             mpc.wait([queue._reader] + [p.sentinel for i, p in enumerate(procs) if i not in done], timeout=wait_s)

@@ -64,5 +64,5 @@ def test_stalled_rank_fails_within_the_timeout_and_is_named(tmp_path):
     print(f"stalled rank: run failed {waited:.2f} s after the stall began (timeout {timeout} s): {e.value}")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("a worker failed (rank 1 stalled: no response within the 5 s"), msg
-    # the collective timeout, a grace of 0.5 s for the peers to report, and 1 s for 2 busy cores
+    # the collective timeout, a grace of 0.25 s for the peers to report, and 1 s for 2 busy cores
     assert timeout - 0.5 <= waited < 1.2 * timeout + 1, waited
