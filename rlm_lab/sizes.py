@@ -71,7 +71,7 @@ REGISTRY: dict[str, Size] = {
                          ("cp", _frozen(model="nano", world=2, steps=1, batch=2, seq=32)),
                          ("ep", _frozen(model="nano-moe", world=2, steps=1, batch=2, seq=16))),
         placement_steps=3,
-        long_tail=_frozen(model="nano", task="chain:steps=5", pool=64, n=4, n_prime=6, op_steps=2, batch=4,
+        long_tail=_frozen(model="nano", task="chain:steps=4", pool=64, n=4, n_prime=6, op_steps=2, batch=4,
                           rounds_n=16, tail_fraction=0.25, workers=2, dispatch_n=6, pack_n=8, micro=4, groups=6,
                           group_size=4, fusion_n=6, reps=1),
     ),
