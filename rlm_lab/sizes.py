@@ -43,6 +43,7 @@ class Size:
     parallel_layouts: tuple     # ch. 4: ((world, ((degrees, run kwargs), ...)), ...); gpu: from the GPUs seen
     parallel_sweeps: tuple      # ch. 4: PP/CP/EP measurements ((kind, kwargs), ...) (rlm_lab.parallel.bench.sweeps)
     placement_steps: int        # ch. 5: RL steps of each placement run (rlm_lab.placement.experiment)
+    reshard_model: str          # ch. 5: the model the hybrid engine's reshard is measured on
     long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.longtail.run)
 
 
@@ -71,6 +72,7 @@ REGISTRY: dict[str, Size] = {
                          ("cp", _frozen(model="nano", world=2, steps=1, batch=2, seq=32)),
                          ("ep", _frozen(model="nano-moe", world=2, steps=1, batch=2, seq=16))),
         placement_steps=3,
+        reshard_model="nano",
         long_tail=_frozen(model="nano", task="chain:steps=4", pool=64, n=4, n_prime=6, op_steps=2, batch=4,
                           rounds_n=16, tail_fraction=0.25, workers=2, dispatch_n=6, pack_n=8, micro=4, groups=6,
                           group_size=4, fusion_n=6, reps=1),
@@ -110,6 +112,7 @@ REGISTRY: dict[str, Size] = {
                          ("ep", _frozen(model="micro-moe", world=2, steps=5, batch=4, seq=64)),
                          ("ep", _frozen(model="micro-moe", world=4, steps=3, batch=4, seq=64))),
         placement_steps=40,
+        reshard_model="micro",
         long_tail=_frozen(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=8, batch=16,
                           rounds_n=128, tail_fraction=0.25, workers=4, dispatch_n=64, pack_n=64, micro=8, groups=32,
                           group_size=8, fusion_n=32, reps=3),
@@ -133,6 +136,7 @@ REGISTRY: dict[str, Size] = {
         parallel_layouts=(),  # from torch.cuda.device_count() at run time (rlm_lab.parallel.bench.suite.suite)
         parallel_sweeps=(),
         placement_steps=40,
+        reshard_model="small",
         long_tail=_frozen(model="small", task="chain:steps=12", pool=8192, n=64, n_prime=96, op_steps=16,
                           batch=64, rounds_n=1024, tail_fraction=0.25, workers=8, dispatch_n=512, pack_n=256,
                           micro=16, groups=128, group_size=8, fusion_n=128, reps=3),
