@@ -110,7 +110,7 @@ def _make_ep_experts(experts, group):
             dist.all_to_all_single(out, x, out_splits, in_splits, group=self.group)
             row = x[0].numel() * x.element_size() if x.dim() > 1 else x.element_size()
             self.stats[key] += row * (sum(in_splits) - in_splits[self.rank])
-            if key != "meta":  # the all-to-all's message (incl. the part kept on-rank), as E1's CommCounter sees it
+            if key != "meta":  # the all-to-all's message (incl. the part kept on-rank), as CommCounter sees it
                 self.stats["message_bytes"] += row * max(sum(in_splits), sum(out_splits))
                 self.stats["calls"] += 1
             return out

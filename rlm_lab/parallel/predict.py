@@ -61,7 +61,7 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
 
 
 def _predicted_pp_cp(layout: Layout, spec, psi: int, batch: int, seq: int) -> dict:
-    """Rank 0's point-to-point traffic (PP: first stage; CP: one ring member), from E2's formulas."""
+    """Rank 0's point-to-point traffic (PP: first stage; CP: one ring member), from the pipeline and context-parallel modules' formulas."""
     if layout.pp > 1:
         if layout.pp != 2:
             raise RlmLabError("rank-0 PP prediction here covers pp=2 (first stage sends and receives once per micro-batch)")
