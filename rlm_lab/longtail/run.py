@@ -78,6 +78,11 @@ def overprovision(p, pr, model, tok, task, rows, seed):
          "kept_mean": statistics.mean(kept), "pool_mean": statistics.mean(lengths),
          "resumed": [st["resumed"] for st in steps], "recycled": [st["recycled"] for st in steps]}
     m["speedup"] = statistics.mean(full_s) / statistics.mean(m["early_s"])
+    # throughput of responses trained on: the baseline keeps all it generates; over-provisioning keeps the n
+    # done per step (tokens of resumed rows made in an earlier step count when kept; the carried-over ones do not)
+    m["tokens_per_s_full"] = sum(sum(lengths[i] for i in range(s * p["n"], (s + 1) * p["n"]))
+                                 for s in range(p["op_steps"])) / sum(full_s)
+    m["tokens_per_s_early"] = sum(kept) / sum(m["early_s"])
     m["speedup_steps"] = statistics.mean(full_steps) / statistics.mean(m["early_steps"])
     m["short_bias_first"] = m["first_kept_mean"] / m["pool_mean"] - 1
     m["short_bias_all"] = m["kept_mean"] / m["pool_mean"] - 1
@@ -102,7 +107,9 @@ def tail_batching(p, pr, model, tok, task, rows, seed):
 
     out = _alternating({k: run(k) for k in ("mixed", "tail_batched")}, p["reps"])
     return {"predicted": pred, "measured": {"mixed_s": out["mixed"], "tail_batched_s": out["tail_batched"],
-                                            "speedup": out["mixed"] / out["tail_batched"]}}
+                                            "speedup": out["mixed"] / out["tail_batched"],
+                                            "tokens_per_s_mixed": sum(lengths) / out["mixed"],
+                                            "tokens_per_s_tail_batched": sum(lengths) / out["tail_batched"]}}
 
 
 def dispatch(p, pr, model, tok, task, rows, seed):
