@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="root folder of the records (default: runs_root(size))")
     p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else local)")
     p.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the size's)")
+    p.add_argument("--reshard", action="store_true",
+                   help="instead: measure the hybrid engine's FSDP2 -> replicated reshard on 2 gloo ranks")
     p.set_defaults(func=main)
 
 
@@ -48,6 +50,16 @@ def main(args) -> int:
     from .runtime import RaySession, check_placement
 
     size = check_size(args.size)
+    if args.reshard:
+        from .experiment import measure_reshard
+
+        rec = measure_reshard(size, args.out or runs_root(size))
+        r = rec.results
+        print(f"reshard {r['model']} on {r['world']} ranks: all-gather {r['allgather'].get('bytes', 0):,} B message, "
+              f"received per device {r['measured_received_per_device']:,.0f} B (formula "
+              f"{r['formula_received_per_device']:,.0f}); peak RSS train {r['train_peak_bytes'] / 2**20:.0f} MiB, "
+              f"generate {r['generate_peak_bytes'] / 2**20:.0f} MiB -> {rec.dir}")
+        return 0
     if args.steps is not None and args.steps < 1:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
     keys = tuple(args.placement or KEYS)

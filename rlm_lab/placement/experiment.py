@@ -232,3 +232,23 @@ def ranking(rows: list[dict]) -> dict:
             "measured_order": [r["placement"] for r in sorted(rows, key=lambda r: r["measured_s"])],
             "first_pick": pick["placement"], "best_measured": best["placement"],
             "regret": pick["measured_s"] / best["measured_s"]}
+
+
+RESHARD_MODEL = {"smoke": "nano", "cpu": "micro", "gpu": "small"}
+
+
+def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
+    """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
+    folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
+    import os
+
+    from ..record import RunRecord
+    from .reshard import measure as reshard
+
+    folder = Path(root) / "ch05_hybrid_reshard" / _now()
+    model = RESHARD_MODEL[size]
+    with RunRecord(folder, {"model": model, "world": world, "gen_tp": 1, "zero": 3, "size": size}, command) as rec:
+        rec.update(load_average_start=[round(x, 2) for x in os.getloadavg()])
+        res = reshard(model, world)
+        rec.update(**res, load_average_end=[round(x, 2) for x in os.getloadavg()])
+    return RunRecord.load(folder)
