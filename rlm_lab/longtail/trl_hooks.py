@@ -39,7 +39,8 @@ class FusedRollout:
     def _score(self, prompt: str, text: str) -> float:
         return float(self.reward([text], prompt=[prompt], prompts=[prompt])[0])
 
-    def __call__(self, prompts, trainer) -> dict:
+    def _generate_scored(self, prompts, trainer) -> dict:
+        """One generate call over ``prompts``, each completion scored on a scorer thread as it finishes."""
         tok = trainer.processing_class
         prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         width = max(len(p) for p in prompt_ids)
@@ -72,10 +73,69 @@ class FusedRollout:
         for i, r in enumerate(rewards):  # rows cut by max_completion_length: scored once generation ends
             if r is None:
                 score(i, gen.new_tokens[i])
-        self.last = {"prompts": list(prompts), "gen_s": gen.seconds, "gen_end_s": gen_end, "scored_at": scored_at, "finish_s": gen.finish_s}
+        self.last = {"prompts": list(prompts), "gen_s": gen.seconds, "gen_end_s": gen_end, "scored_at": scored_at,
+                     "finish_s": gen.finish_s}
         self.lengths.append([len(c) for c in gen.new_tokens])  # the generated length distribution, per call
-        return {"prompt_ids": prompt_ids, "completion_ids": gen.new_tokens,
-                "logprobs": [[0.0] * len(c) for c in gen.new_tokens], FIELD: rewards}
+        return {"prompt_ids": prompt_ids, "completion_ids": gen.new_tokens, FIELD: rewards}
+
+    def __call__(self, prompts, trainer) -> dict:
+        out = self._generate_scored(prompts, trainer)
+        return {**out, "logprobs": [[0.0] * len(c) for c in out["completion_ids"]]}
+
+
+class DynamicSamplingRollout(FusedRollout):
+    """DAPO's dynamic sampling (arXiv 2503.14476) inside TRL's GRPOTrainer, as a ``rollout_func``: every group
+    (TRL's sampler repeats each prompt ``num_generations`` times in a row) whose rewards are all equal is
+    replaced by a group of a prompt drawn from ``pool`` (prompt strings), generated and scored again, until no
+    group is all-equal or ``max_rounds`` rounds were made (the all-equal groups left are then kept and counted).
+
+    The trainer trains on the prompt ids and rewards returned here, so a replaced group is consistent in
+    itself; TRL's own reward functions and logs still see the sampler's prompt text, so use
+    :func:`fused_reward` as the only reward function. ``groups_generated`` / ``groups_returned`` is the
+    measured generation inflation."""
+
+    def __init__(self, reward_func, pool, seed: int = 0, force_length=None, max_rounds: int = 8):
+        super().__init__(reward_func, seed, force_length)
+        if not pool:
+            from ..errors import RlmLabError
+
+            raise RlmLabError("dynamic sampling needs a pool of prompts to draw replacements from (empty)")
+        import random
+
+        self.pool, self.max_rounds, self.rng = list(pool), max_rounds, random.Random(seed)
+        self.groups_generated = self.groups_returned = self.all_equal_left = 0
+
+    def __call__(self, prompts, trainer) -> dict:
+        g = trainer.num_generations
+        if g < 2:
+            from ..errors import RlmLabError
+
+            raise RlmLabError("group size 1: every group's rewards are all equal, so dynamic sampling never "
+                              "fills a batch; use num_generations >= 2")
+        prompts = list(prompts)
+        out = self._generate_scored(prompts, trainer)
+        ids, comps, rewards = out["prompt_ids"], out["completion_ids"], out[FIELD]
+        n_groups = len(prompts) // g
+        self.groups_generated += n_groups
+        for _ in range(self.max_rounds):
+            flat = [k for k in range(n_groups) if len(set(rewards[k * g:(k + 1) * g])) == 1]
+            if not flat:
+                break
+            drawn = [self.rng.choice(self.pool) for _ in flat]
+            new_prompts = [p for p in drawn for _ in range(g)]  # TRL's layout: each prompt g times in a row
+            again = self._generate_scored(new_prompts, trainer)
+            self.groups_generated += len(flat)
+            for j, k in enumerate(flat):
+                for m in range(g):
+                    prompts[k * g + m] = new_prompts[j * g + m]
+                    ids[k * g + m] = again["prompt_ids"][j * g + m]
+                    comps[k * g + m] = again["completion_ids"][j * g + m]
+                    rewards[k * g + m] = again[FIELD][j * g + m]
+        self.all_equal_left += sum(1 for k in range(n_groups) if len(set(rewards[k * g:(k + 1) * g])) == 1)
+        self.groups_returned += n_groups
+        self.last["prompts"] = prompts
+        return {"prompt_ids": ids, "completion_ids": comps, "logprobs": [[0.0] * len(c) for c in comps],
+                FIELD: rewards}
 
 
 def fused_reward(completions, **columns) -> list[float]:

@@ -241,3 +241,39 @@ def test_fused_rollout_inside_trl_grpo_trainer(tmp_path, nano):
     assert fused.last["scored_at"][first] < fused.last["gen_end_s"]  # scored while the others still decoded
     with pytest.raises(RlmLabError, match="pass rollout_func=FusedRollout"):
         fused_reward(["a"])
+
+
+def test_dynamic_sampling_rollout_inside_trl_grpo_trainer(tmp_path):
+    """One GRPOTrainer step with rollout_func=DynamicSamplingRollout: TRL's own metric of groups whose rewards
+    have zero spread is 0, while the first draw had all-equal groups (which were replaced and counted)."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlm_lab.longtail.trl_hooks import DynamicSamplingRollout, fused_reward
+    from rlm_lab.models import build_model
+    from rlm_lab.tasks.chain import predicted_length
+
+    model, tok = build_model("nano", seed=0)
+    rows, _ = Chain(steps=4).split(16, 1, seed=2)
+    pool = [r["prompt"] for r in rows]
+
+    # one-operation prompts ("3+4=") always score 0: their groups are all-equal; longer ones score the parity of
+    # the completion's first character, so their groups of 2 are all-equal about half the time
+    def mixed_reward(completions, prompt=None, **kw):
+        return [float(len(p) > 4) * float(len(c) > 0 and ord(c[0]) % 2 == 0) for p, c in zip(prompt, completions)]
+
+    ds = DynamicSamplingRollout(mixed_reward, pool, seed=0, force_length=predicted_length, max_rounds=20)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=2, max_steps=1,
+                      max_completion_length=32, report_to=[], use_cpu=True, save_strategy="no", beta=0.0, seed=0,
+                      disable_tqdm=True, logging_steps=1)
+    trainer = GRPOTrainer(model=model, reward_funcs=[fused_reward], args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=tok, rollout_func=ds)
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "frac_reward_zero_std" in h]
+    assert ds.groups_generated > ds.groups_returned == 4  # some groups were all-equal and drawn again
+    assert ds.all_equal_left == 0 and logs[0]["frac_reward_zero_std"] == 0.0
+    with pytest.raises(RlmLabError, match="pool of prompts"):
+        DynamicSamplingRollout(mixed_reward, [])
