@@ -234,9 +234,6 @@ def ranking(rows: list[dict]) -> dict:
             "regret": pick["measured_s"] / best["measured_s"]}
 
 
-RESHARD_MODEL = {"smoke": "nano", "cpu": "micro", "gpu": "small"}
-
-
 def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
     folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
@@ -246,7 +243,7 @@ def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     from .reshard import measure as reshard
 
     folder = Path(root) / "ch05_hybrid_reshard" / _now()
-    model = RESHARD_MODEL[size]
+    model = get(size).reshard_model  # the size registry
     with RunRecord(folder, {"model": model, "world": world, "gen_tp": 1, "zero": 3, "size": size}, command) as rec:
         rec.update(load_average_start=[round(x, 2) for x in os.getloadavg()])
         res = reshard(model, world)
