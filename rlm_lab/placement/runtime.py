@@ -242,6 +242,9 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
     """Validate ``placement`` for ``cfg`` on this machine's CPUs (or ``cpus``); one RlmLabError line."""
     if cfg.algo != "grpo":
         raise RlmLabError(f"the placement runtime runs GRPO; got algo={cfg.algo!r}")
+    if cfg.size == "gpu" or cfg.bf16:
+        raise RlmLabError("the placement runtime runs on CPU cores only (no num_gpus per actor, no NCCL sync yet); "
+                          "use --size smoke or cpu")
     try:
         return placement.validate(algo_roles(cfg), Cluster(cpus or local_cpus(), "cpu"))
     except PlacementError as e:
