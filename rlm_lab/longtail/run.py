@@ -40,8 +40,9 @@ def _setup(p, seed):
     model.eval()
     task = parse_task(p["task"])
     rows, _ = task.split(p["pool"], 1, seed)
-    for b in (1, 2):  # warm-up: the first calls of a shape allocate and dispatch lazily
-        engine.generate(model, engine.encode(tok, [rows[0]["prompt"]] * b), [4] * b, seed=seed)
+    # warm-up: the first calls of a shape allocate and dispatch lazily; cover every batch size used below
+    for b in sorted({1, 2, p["n"], p["n_prime"], p["batch"], p["fusion_n"]}):
+        engine.generate(model, engine.encode(tok, [rows[0]["prompt"]] * b), [8] * b, seed=seed)
     return model, tok, task, rows
 
 
@@ -64,14 +65,21 @@ def overprovision(p, pr, model, tok, task, rows, seed):
     lengths = [answer_length(r) for r in rows]
     prompts = engine.encode(tok, [r["prompt"] for r in rows])
     pred = pr.overprovision(_width(prompts), lengths, p["n"], p["n_prime"])  # before the run
-    full_s, full_steps = [], []
-    for s in range(p["op_steps"]):  # the baseline: n fresh prompts per step, wait for all
-        idx = list(range(s * p["n"], (s + 1) * p["n"]))
-        g = engine.generate(model, [prompts[i] for i in idx], [lengths[i] for i in idx], seed=seed + s)
-        full_s.append(g.seconds)
-        full_steps.append(max(lengths[i] for i in idx))
+    full_s, full_steps, steps = [], [], []
     op = T.OverProvisioner(prompts, lengths, p["n"], p["n_prime"])
-    steps = [op.step(model, seed + s) for s in range(p["op_steps"])]
+
+    def baseline(s):  # n fresh prompts per step, wait for all
+        idx = list(range(s * p["n"], (s + 1) * p["n"]))
+        full_s.append(engine.generate(model, [prompts[i] for i in idx], [lengths[i] for i in idx], seed=seed + s).seconds)
+        full_steps.append(max(lengths[i] for i in idx))
+
+    for s in range(p["op_steps"]):  # baseline and over-provisioned steps in turn, the order alternating
+        if s % 2 == 0:
+            baseline(s)
+            steps.append(op.step(model, seed + s))
+        else:
+            steps.append(op.step(model, seed + s))
+            baseline(s)
     kept = [x for st in steps for x in st["kept_lengths"]]
     m = {"full_s": full_s, "early_s": [st["seconds"] for st in steps], "full_steps": full_steps,
          "early_steps": [st["steps"] for st in steps], "first_kept_mean": statistics.mean(steps[0]["kept_lengths"]),
@@ -218,6 +226,7 @@ def fusion(p, pr, model, tok, task, rows, seed):
             ref(ids.unsqueeze(0)).logits.log_softmax(-1)
         reward([tok.decode(ids.tolist(), skip_special_tokens=True)], answer=[sub[0]["answer"]])
 
+    score(torch.tensor(prompts[0] + [engine.EOS]))  # warm-up: the reference model's first forward allocates
     runs = {"after": [], "fused": []}
 
     def run(fused):
