@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="root folder of the records (default: runs_root(size))")
     p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else local)")
     p.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the size's)")
+    p.add_argument("--lora-accuracy", action="store_true",
+                   help="instead: full fine-tuning vs LoRA (disaggregated, the size's full run), held-out accuracy")
     p.add_argument("--reshard", action="store_true",
                    help="instead: measure the hybrid engine's FSDP2 -> replicated reshard on 2 gloo ranks")
     p.set_defaults(func=main)
@@ -50,6 +52,13 @@ def main(args) -> int:
     from .runtime import RaySession, check_placement
 
     size = check_size(args.size)
+    if args.lora_accuracy:
+        from .experiment import measure_lora_accuracy
+
+        for key, r in measure_lora_accuracy(size, args.out or runs_root(size)).items():
+            print(f"{key}: accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f}, step "
+                  f"{r['step_seconds_median']:.4f} s, sync {r['sync']['bytes_per_sync']:,} B -> {r['dir']}")
+        return 0
     if args.reshard:
         from .experiment import measure_reshard
 

@@ -252,3 +252,43 @@ def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
         res = reshard(model, world)
         rec.update(**res, load_average_end=[round(x, 2) for x in os.getloadavg()])
     return RunRecord.load(folder)
+
+
+LORA_LR = 1e-3  # adapters train at a higher learning rate than full fine-tuning (1e-4); the usual PEFT practice
+
+
+def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
+    """Full fine-tuning against LoRA, both disaggregated, the size's full GRPO run (``rl_steps`` of the preset),
+    greedy held-out accuracy after training; records in ``<root>/ch05_accuracy_{full,lora}/<UTC time>``.
+    The accuracy before RL (the shared SFT start) is evaluated here and stored in both records."""
+    from ..models import load
+    from ..tasks import parse_task
+    from ..train.evaluate import evaluate, test_rows
+    from .runtime import RaySession, _sft_checkpoint, run_placement
+
+    base = run_config(size, rl_steps=run_config_preset_steps(size))
+    runs = {"full": (base, placements(base)["disaggregated"]),
+            "lora": (base.replace(rl_lr=LORA_LR), placements(base)["disaggregated_lora"])}
+    model, tok = load(str(_sft_checkpoint(base)))
+    task = parse_task(base.task)
+    before = evaluate(model, tok, task, test_rows(task, base.eval_problems), base.eval_max_new_tokens,
+                      base.eval_batch_size)["accuracy"]
+    own = session is None
+    session = session or RaySession(num_cpus=2)
+    out = {}
+    try:
+        for key, (cfg, p) in runs.items():
+            folder = Path(root) / f"ch05_accuracy_{key}" / _now()
+            res = run_placement(p, cfg, folder, session=session, prediction=predict(p, cfg), evaluate=True,
+                                extra_results={"accuracy_before": before})
+            out[key] = {**res, "dir": str(folder)}
+    finally:
+        if own:
+            session.close()
+    return out
+
+
+def run_config_preset_steps(size: str) -> int:
+    from ..train.presets import preset
+
+    return preset("grpo", size)["rl_steps"]

@@ -294,7 +294,8 @@ def _loadavg():
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  return_weights: bool = False, command=None, startup_timeout_s: float = 300.0) -> dict:
+                  return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
+                  evaluate: bool = False, extra_results: dict | None = None) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
@@ -310,7 +311,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
     record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
                                  "timeout_s": timeout_s, "bucket_bytes": bucket_bytes}, command, cfg.seed)
-    record.update(prediction=prediction, load_average_start=_loadavg())
+    record.update(prediction=prediction, load_average_start=_loadavg(), **(extra_results or {}))
     try:
         model_path = _sft_checkpoint(cfg)
     except BaseException as e:
@@ -367,7 +368,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
                "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
-               "lora": lora}
+               "lora": lora, "evaluate": evaluate}
         ref = trainer.train.remote(job)
         if kill_rollout_after_step is not None and rollouts:
             while not ray.wait([ref], timeout=0.2)[0]:
@@ -392,6 +393,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
         results["load_average_end"] = _loadavg()
         results["prediction"] = prediction
+        results.update(extra_results or {})
         _write_timeline(record.dir, placement, out, spans)
         record.complete(**results)
         if return_weights:
@@ -431,6 +433,8 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "train_seconds": round(out["train_seconds"], 3), "startup_seconds": round(startup_s, 3),
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
+        "trainer_peak_rss_bytes": out.get("peak_rss_bytes"),
+        **{k: out[k] for k in ("accuracy_after", "format_rate_after") if k in out},
         "tracer": summary,
     }
 

@@ -17,6 +17,17 @@ import os
 import time
 
 
+def _peak_rss() -> int:
+    """This process's resident-set high-water mark (VmHWM, Linux)."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _pin(threads: int) -> None:
     import torch
 
@@ -165,6 +176,14 @@ class TrainerWorker:
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
             "parameters": sum(p.numel() for p in model.parameters()),
         }
+        if job.get("evaluate"):  # greedy held-out accuracy after training (rlm_lab.train.evaluate)
+            from ..train.evaluate import evaluate, test_rows
+
+            model.eval()
+            ev = evaluate(model, trainer.processing_class, task, test_rows(task, cfg.eval_problems),
+                          cfg.eval_max_new_tokens, cfg.eval_batch_size)
+            out["accuracy_after"], out["format_rate_after"] = ev["accuracy"], ev["format_rate"]
+        out["peak_rss_bytes"] = _peak_rss()
         if job.get("return_weights"):
             out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
         return out
