@@ -171,7 +171,10 @@ def errors_by_calibration(records: dict, name: str = "cpu-2core-epyc") -> list[d
     for path in calibration_files(name):
         h = headline(records, str(path))
         prof = json.loads(path.read_text())
+        load = prof.get("load") or {}
         rows.append({"calibration": path.stem, "kernels": bool(prof.get("kernels")),
+                     # a calibration made on a busy machine (load per core over its limit) is shown, not hidden
+                     "busy_load_per_core": round(load["before"]["per_core"], 1) if load.get("busy") else None,
                      "step_error": h["step_error"], "stage_error": h["stage_error"],
                      "step_verdict": h["step_verdict"], "stage_verdict": h["stage_verdict"]})
     return rows
