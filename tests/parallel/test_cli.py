@@ -81,3 +81,17 @@ def test_report_exits_1_with_one_line_per_failure_and_keeps_the_record(tmp_path,
 
     rec = RunRecord(tmp_path / "ok", config={"model": "nano"})
     assert _report(result({}, {}), rec) == 0 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("size", ["smoke", "cpu"])
+def test_default_output_is_the_build_tree_never_the_committed_records(size, monkeypatch):
+    # issue 8: `rlm-lab parallel --dp 2 --size cpu` used to write into data/runs/cpu/ch04_dp2 and replace it
+    from rlm_lab.cli import build_parser
+    from rlm_lab.parallel.cli import check_args
+    from rlm_lab.record import REPO_ROOT
+
+    monkeypatch.delenv("RLM_RUNS_DIR", raising=False)
+    args = build_parser("parallel").parse_args(["parallel", "--dp", "2", "--size", size])
+    layout, run_dir = check_args(args)
+    assert run_dir == REPO_ROOT / "_build" / "runs" / size / "ch04_dp2"
+    assert (REPO_ROOT / "data" / "runs") not in run_dir.parents
