@@ -269,6 +269,10 @@ def _sft_checkpoint(cfg) -> Path:
     if (folder / "config.json").exists():
         return folder
     task = parse_task(cfg.task)
+    if cfg.disable_tqdm:  # no "Writing model shards" bar in notebook outputs either
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     model, tokenizer = load(cfg.model, seed=cfg.seed)
     tmp = root / f".{folder.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
