@@ -122,3 +122,20 @@ def test_ranking_tau_and_regret_by_hand():
     assert r["kendall_tau"] == pytest.approx(1 / 3)
     assert r["first_pick"] == "a" and r["best_measured"] == "b" and r["regret"] == pytest.approx(2.0)
     assert ranking(list(reversed(rows)))["kendall_tau"] == pytest.approx(1 / 3)  # order of rows is irrelevant
+
+
+def test_lora_sync_is_the_adapters_by_hand():
+    from peft import LoraConfig, get_peft_model
+
+    from rlm_lab.models import ZOO, build_model
+    from rlm_lab.placement.runtime import LORA
+    from rlm_lab.placement.weights import param_bytes, synced_parameters
+
+    spec = ZOO["nano"]
+    model = get_peft_model(build_model("nano")[0], LoraConfig(**LORA))
+    names = [n for n, _ in synced_parameters(model)]
+    assert names and all("lora_" in n for n in names)
+    # rank r on q_proj (h -> h) and v_proj (h -> kv_heads * head_dim) in every layer: r (d_in + d_out) each
+    r, h, kv = LORA["r"], spec.hidden, spec.kv_heads * spec.head_dim
+    expected = spec.layers * r * ((h + h) + (h + kv)) * 4
+    assert param_bytes(model) == expected
