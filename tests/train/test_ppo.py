@@ -9,17 +9,11 @@ pytest.importorskip("trl")
 from trl.extras import profiling  # noqa: E402
 
 from rlm_lab.errors import RlmLabError  # noqa: E402
-from rlm_lab.models import build_model, load, save  # noqa: E402
+from rlm_lab.models import load  # noqa: E402
 from rlm_lab.tasks import ensure_data, get_task  # noqa: E402
 from rlm_lab.train.ppo import PPOConfig, PPOTrainer  # noqa: E402
 
 TASK = get_task("arithmetic", digits=2)
-
-
-@pytest.fixture(scope="module")
-def nano_path(tmp_path_factory):
-    model, tok = build_model("nano", seed=0)
-    return save(model, tok, tmp_path_factory.mktemp("nano") / "model")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from accelerate.utils import AutocastKwargs  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from rlm_lab.errors import RlmLabError  # noqa: E402
-from rlm_lab.models import build_model, load, save  # noqa: E402
+from rlm_lab.models import load  # noqa: E402
 from rlm_lab.tasks import ensure_data, get_task  # noqa: E402
 from rlm_lab.train.critic import CriticTrainer  # noqa: E402
 from rlm_lab.train.ppo import PPOConfig, PPOTrainer  # noqa: E402
@@ -70,12 +70,6 @@ def run(path, out, ds, scaler=None, spy=None, resume=None, **kw):
         spy(tr)
     tr.train(resume_from_checkpoint=resume)
     return tr, cap
-
-
-@pytest.fixture(scope="module")
-def nano_path(tmp_path_factory):
-    model, tok = build_model("nano", seed=0)
-    return save(model, tok, tmp_path_factory.mktemp("nano") / "model")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ pytest.importorskip("trl")
 from accelerate import Accelerator  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
-from rlm_lab.models import build_model, load, save  # noqa: E402
+from rlm_lab.models import load  # noqa: E402
 from rlm_lab.tasks import ensure_data, get_task  # noqa: E402
 from rlm_lab.train import ppo  # noqa: E402
 from rlm_lab.train.critic import CriticTrainer  # noqa: E402
@@ -37,12 +37,6 @@ from rlm_lab.train.ppo import PPOConfig, PPOTrainer  # noqa: E402
 
 BETA, GAMMA, LAM = 0.2, 0.9, 0.8
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module")
-def nano_path(tmp_path_factory):
-    model, tok = build_model("nano", seed=0)
-    return save(model, tok, tmp_path_factory.mktemp("nano") / "model")
 
 
 @pytest.fixture(scope="module")
