@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -110,14 +109,14 @@ def tracer_overhead(size: str, repeats: int = 3, run_dir: Path | None = None, se
     median step time of each (first ``warmup`` steps left out). Run it on a quiet machine."""
     case = algorithm_cases(size)["grpo"]
     walls = {"traced": [], "plain": []}
-    with tempfile.TemporaryDirectory(prefix="rlm_ch02_overhead_") as tmp:
-        for i in range(repeats):
-            for mode in ("plain", "traced"):
-                rec = run_case(case, size, Path(tmp) / f"{mode}{i}", seed=seed, trace_on=mode == "traced")
-                walls[mode].append(rec.results["step_walls"][case.warmup:])
-    med = {m: statistics.median(w for run in runs for w in run) for m, runs in walls.items()}
     record = RunRecord(run_dir or runs_root(size) / "ch02_tracer_overhead", {"case": asdict(case), "repeats": repeats},
                        command=f"rlm_lab.experiments.anatomy.tracer_overhead(size={size!r})", seed=seed)
+    tmp = record.scratch("overhead_")  # inside the run folder: a killed run's leftovers are cleaned by the next
+    for i in range(repeats):
+        for mode in ("plain", "traced"):
+            rec = run_case(case, size, tmp / f"{mode}{i}", seed=seed, trace_on=mode == "traced")
+            walls[mode].append(rec.results["step_walls"][case.warmup:])
+    med = {m: statistics.median(w for run in runs for w in run) for m, runs in walls.items()}
     record.complete(step_walls=walls, median_step_s=med, overhead=med["traced"] / med["plain"] - 1)
     return record
 
