@@ -113,9 +113,9 @@ REGISTRY: dict[str, Size] = {
                          ("ep", _frozen(model="micro-moe", world=4, steps=3, batch=4, seq=64))),
         placement_steps=40,
         reshard_model="micro",
-        long_tail=_frozen(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=8, batch=16,
+        long_tail=_frozen(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=10, batch=16,
                           rounds_n=128, tail_fraction=0.25, workers=4, dispatch_n=64, pack_n=64, micro=8, groups=32,
-                          group_size=8, fusion_n=32, reps=3),
+                          group_size=8, fusion_n=32, reps=5),
     ),
     "gpu": Size(
         name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",
