@@ -46,15 +46,24 @@ def _setup(p, seed):
     return model, tok, task, rows
 
 
-def _alternating(fns: dict, reps: int) -> dict:
+def _alternating(fns: dict, reps: int, times: dict | None = None) -> dict:
     """Median seconds of each variant, the variants run in turn (A B, B A, A B ...) so that a load change on
-    the shared machine does not fall on one variant only."""
-    times = {k: [] for k in fns}
+    the shared machine does not fall on one variant only. ``times``, when given, receives every repeat's
+    seconds per variant (the spread the chapter reports next to the median)."""
+    times = {} if times is None else times
+    times.update({k: [] for k in fns})
     order = list(fns)
     for r in range(reps):
         for k in (order if r % 2 == 0 else order[::-1]):
             times[k].append(fns[k]())
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _spread(times: dict, base: str, other: str) -> dict:
+    """The gain (base / other seconds) of every repeat, each repeat's pair run back to back: its min and max
+    are the noise band the median gain is read against."""
+    gains = [a / b for a, b in zip(times[base], times[other])]
+    return {"reps": gains, "min": min(gains), "max": max(gains)}
 
 
 def _width(prompts) -> int:
@@ -86,6 +95,7 @@ def overprovision(p, pr, model, tok, task, rows, seed):
          "kept_mean": statistics.mean(kept), "pool_mean": statistics.mean(lengths),
          "resumed": [st["resumed"] for st in steps], "recycled": [st["recycled"] for st in steps]}
     m["speedup"] = statistics.mean(full_s) / statistics.mean(m["early_s"])
+    m["speedup_spread"] = _spread({"full": full_s, "early": m["early_s"]}, "full", "early")  # step by step
     # throughput of responses trained on: the baseline keeps all it generates; over-provisioning keeps the n
     # done per step (tokens of resumed rows made in an earlier step count when kept; the carried-over ones do not)
     m["tokens_per_s_full"] = sum(sum(lengths[i] for i in range(s * p["n"], (s + 1) * p["n"]))
@@ -113,9 +123,11 @@ def tail_batching(p, pr, model, tok, task, rows, seed):
         return lambda: sum(engine.generate(model, [prompts[i] for i in r], [lengths[i] for i in r],
                                            seed=seed).seconds for r in plan[name])
 
-    out = _alternating({k: run(k) for k in ("mixed", "tail_batched")}, p["reps"])
+    times: dict = {}
+    out = _alternating({k: run(k) for k in ("mixed", "tail_batched")}, p["reps"], times)
     return {"predicted": pred, "measured": {"mixed_s": out["mixed"], "tail_batched_s": out["tail_batched"],
-                                            "speedup": out["mixed"] / out["tail_batched"],
+                                            "speedup": out["mixed"] / out["tail_batched"], "times": times,
+                                            "speedup_spread": _spread(times, "mixed", "tail_batched"),
                                             "tokens_per_s_mixed": sum(lengths) / out["mixed"],
                                             "tokens_per_s_tail_batched": sum(lengths) / out["tail_batched"]}}
 
@@ -143,9 +155,11 @@ def dispatch(p, pr, model, tok, task, rows, seed):
             return max(t)
         return go
 
-    out = _alternating({pol: run(pol) for pol in shares}, p["reps"])
+    times: dict = {}
+    out = _alternating({pol: run(pol) for pol in shares}, p["reps"], times)
     return {"predicted": pred,
-            "measured": {"makespan_s": out, "worker_s": worker_s, "speedup": out["round_robin"] / out["lpt"]},
+            "measured": {"makespan_s": out, "worker_s": worker_s, "speedup": out["round_robin"] / out["lpt"],
+                         "times": times, "speedup_spread": _spread(times, "round_robin", "lpt")},
             "simulated": "sequential: workers run one after another on this machine"}
 
 
@@ -170,14 +184,17 @@ def packing(p, pr, model, tok, task, rows, seed):
     try:
         for how in ("padded", "packed"):  # warm-up: the first backward allocates its buffers
             T.train_forward_backward(model, chunks[0], how)
+        every: dict = {}
         times = _alternating({k: (lambda bs=bs, how=how: sum(T.train_forward_backward(model, b, how) for b in bs))
-                              for k, (bs, how) in batches.items()}, p["reps"])
+                              for k, (bs, how) in batches.items()}, p["reps"], every)
     finally:
         model.eval()
         model.zero_grad(set_to_none=True)
     return {"predicted": pred,
             "measured": {**{f"{k}_s": v for k, v in times.items()}, "speedup": times["padded"] / times["packed"],
-                         "token_budget_speedup": times["padded"] / times["token_budget"]}}
+                         "token_budget_speedup": times["padded"] / times["token_budget"], "times": every,
+                         "speedup_spread": _spread(every, "padded", "packed"),
+                         "token_budget_speedup_spread": _spread(every, "padded", "token_budget")}}
 
 
 def _simulated_policy(task, seed):
@@ -236,11 +253,13 @@ def fusion(p, pr, model, tok, task, rows, seed):
             return r["wall_s"]
         return go
 
-    out = _alternating({"after": run(False), "fused": run(True)}, max(2, p["reps"]))
+    times: dict = {}
+    out = _alternating({"after": run(False), "fused": run(True)}, max(2, p["reps"]), times)
     after = runs["after"][0]
     return {"predicted": pred,
             "measured": {"after_s": out["after"], "fused_s": out["fused"], "gen_s": after["gen_s"],
-                         "score_s": statistics.median(after["score_s"]), "speedup": out["after"] / out["fused"]}}
+                         "score_s": statistics.median(after["score_s"]), "speedup": out["after"] / out["fused"],
+                         "times": times, "speedup_spread": _spread(times, "after", "fused")}}
 
 
 def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, force: bool = False
