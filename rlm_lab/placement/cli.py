@@ -44,6 +44,25 @@ def check_address(address: str | None) -> None:
         raise RlmLabError(f"Ray could not start: no Ray cluster answers at {address} ({e})") from None
 
 
+def check_modes(args) -> None:
+    """--lora-accuracy and --reshard are whole experiments of their own: no flag they would ignore silently,
+    and an --out that is a file is refused before Ray or a model starts."""
+    from pathlib import Path
+
+    from ..errors import RlmLabError
+
+    modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--reshard", args.reshard)) if on]
+    if len(modes) > 1:
+        raise RlmLabError(f"{' and '.join(modes)} are separate experiments; give one of them")
+    if modes:
+        ignored = [f for f, v in (("--placement", args.placement), ("--steps", args.steps),
+                                  ("--address", args.address)) if v is not None]
+        if ignored:
+            raise RlmLabError(f"{modes[0]} runs its own fixed experiment; it takes no {', '.join(ignored)}")
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise RlmLabError(f"--out {args.out} is a file, not a folder for run records")
+
+
 def main(args) -> int:
     from ..errors import RlmLabError
     from ..record import runs_root
@@ -52,6 +71,7 @@ def main(args) -> int:
     from .runtime import RaySession, check_placement
 
     size = check_size(args.size)
+    check_modes(args)
     if args.lora_accuracy:
         from .experiment import measure_lora_accuracy
 
