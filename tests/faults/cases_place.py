@@ -1,0 +1,119 @@
+"""`rlm-lab place` (the Ray placement runtime): bad flags, sizes, addresses and placements the machine cannot
+hold. Every row is refused before Ray starts or a model loads, so none of them costs a Ray start."""
+
+from fault_matrix import Case
+
+CASES = []
+
+
+def add(id, what, argv, message, **kw):
+    CASES.append(Case(id, what, argv=["place", *argv], message=message, **kw))
+
+
+for id, argv, msg in [
+    ("placement-unknown", ["--placement", "split-brain"], r"argument --placement: invalid choice: 'split-brain'"),
+    ("placement-empty", ["--placement", ""], r"argument --placement: invalid choice: ''"),
+    ("size-unknown", ["--size", "huge"], r"unknown size 'huge'; choose one of: cpu, gpu, smoke"),
+    ("steps-zero", ["--steps", "0"], r"--steps must be >= 1, got 0"),
+    ("steps-negative", ["--steps", "-3"], r"--steps must be >= 1, got -3"),
+    ("steps-word", ["--steps", "few"], r"argument --steps: invalid int value: 'few'"),
+    ("address-refused", ["--address", "127.0.0.1:1"], r"Ray could not start: no Ray cluster answers at 127.0.0.1:1"),
+    ("address-port-word", ["--address", "localhost:ray"],
+     r"Ray could not start: no Ray cluster answers at localhost:ray"),
+    ("lora-and-reshard", ["--lora-accuracy", "--reshard"],
+     r"--lora-accuracy and --reshard are separate experiments; give one of them"),
+    ("reshard-with-steps", ["--reshard", "--steps", "3"], r"--reshard runs its own fixed experiment; it takes no --steps"),
+    ("lora-accuracy-with-placement", ["--lora-accuracy", "--placement", "colocated"],
+     r"--lora-accuracy runs its own fixed experiment; it takes no --placement"),
+    ("out-is-a-file", ["--out", "{tmp}/record.json"], r"--out .*record.json is a file, not a folder for run records"),
+]:
+    add(id, "place " + " ".join(a if a else "''" for a in argv), argv, msg,
+        setup=(lambda tmp: (tmp / "record.json").write_text("{}\n")) if id == "out-is-a-file" else None)
+
+CASES.append(Case("ray-address-env-refused", "RAY_ADDRESS names a port where no Ray cluster listens",
+                  argv=["place", "--placement", "colocated"], env={"RAY_ADDRESS": "127.0.0.1:1"},
+                  message=r"Ray could not start: no Ray cluster answers at 127.0.0.1:1"))
+
+
+def _cfg(**kw):
+    from rlm_lab.placement.experiment import run_config
+
+    return run_config("smoke", **kw)
+
+
+def too_many_cpus(tmp):
+    """run_placement(colocated on 64 CPUs) on this machine"""
+    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.placement.runtime import algo_roles, run_placement
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = run_config("smoke")
+    p = get_placement("colocated", Cluster(64, "cpu"), algo_roles(cfg))
+    run_placement(p, cfg, tmp / "run")  # must refuse before the record folder or Ray exist
+
+
+def too_many_rollout_cpus(tmp):
+    """check_placement(disaggregated, 63 rollout + 1 trainer CPUs) on this machine"""
+    from rlm_lab.placement.runtime import algo_roles, check_placement
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = _cfg()
+    check_placement(get_placement("disaggregated", Cluster(64, "cpu"), algo_roles(cfg), rollout_devices=63,
+                                  sync="collective"), cfg)
+
+
+def gpu_set_on_cpu(tmp):
+    """check_placement(colocated on 1 GPU) on a CPU-only Ray"""
+    from rlm_lab.placement.runtime import algo_roles, check_placement
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = _cfg()
+    check_placement(get_placement("colocated", Cluster(1, "gpu"), algo_roles(cfg)), cfg)
+
+
+def critic_for_grpo(tmp):
+    """check_placement(split: a critic and a reward set) for a GRPO run"""
+    from rlm_lab.placement.runtime import check_placement
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    check_placement(get_placement("split", Cluster(2, "cpu"), "ppo"), _cfg())
+
+
+def rollout_without_sync(tmp):
+    """Placement(rollout on its own set, sync='none')"""
+    from rlm_lab.placement.runtime import algo_roles
+    from rlm_lab.placement.spec import Cluster, Placement, ResourceSet
+
+    Placement("x", (ResourceSet("train", 1), ResourceSet("gen", 1)),
+              {"actor": "train", "rollout": "gen"}, sync="none").validate(algo_roles(_cfg()), Cluster(2, "cpu"))
+
+
+def bad_layout(tmp):
+    """ResourceSet('train', devices=2, dp=3)"""
+    from rlm_lab.placement.spec import ResourceSet
+
+    ResourceSet("train", 2, dp=3)
+
+
+def unknown_key(tmp):
+    """experiment.measure(keys=['hybrid_gpu'])"""
+    from rlm_lab.placement.experiment import measure
+
+    measure("smoke", tmp / "runs", keys=["hybrid_gpu"])
+
+
+CASES += [
+    Case("too-many-cpus", "a placement asking for 64 CPU cores on this machine (before any record or Ray)",
+         call=too_many_cpus, message=r"asks for 64 cpu devices"),
+    Case("too-many-rollout-cpus", "63 rollout cores + 1 trainer core on this machine", call=too_many_rollout_cpus,
+         message=r"asks for 64 cpu devices"),
+    Case("gpu-set-on-cpu", "a GPU resource set handed to the CPU runtime", call=gpu_set_on_cpu,
+         message=r"asks for gpu devices but the cluster has cpu"),
+    Case("critic-for-grpo", "PPO's split placement (critic, reward) for a GRPO run", call=critic_for_grpo,
+         message=r"grpo has no reference, critic, reward model; drop it"),
+    Case("rollout-without-sync", "rollout on its own set with no weight sync", call=rollout_without_sync,
+         message=r"rollout is on another set than the actor, so sync must be"),
+    Case("layout-mismatch", "a set of 2 devices laid out dp=3", call=bad_layout, message=r"layout dp=3 x tp=1 = 3"),
+    Case("measure-unknown-key", "the experiment API with a placement key it does not know", call=unknown_key,
+         message=r"unknown placement\(s\) hybrid_gpu; choose from colocated"),
+]
