@@ -94,8 +94,9 @@ def task_rewards(task, format_weight: float, reward_funcs=None) -> list:
 
 
 def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir: str | Path,
-                 callbacks=(), reward_funcs=None):
-    """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``."""
+                 callbacks=(), reward_funcs=None, rollout_func=None):
+    """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``.
+    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only)."""
     import torch
 
     from ..models import load
@@ -110,4 +111,5 @@ def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir
         train_dataset=rl_dataset(rows),
         processing_class=tokenizer,
         callbacks=list(callbacks),
+        **({"rollout_func": rollout_func} if rollout_func is not None else {}),
     )

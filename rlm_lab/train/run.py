@@ -163,16 +163,17 @@ class _Tee:
 
 
 def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = False,
-        resume: bool = False) -> RunRecord:
+        resume: bool = False, rollout_func=None) -> RunRecord:
     """Run ``cfg`` (SFT -> eval -> RL -> eval) and return its completed RunRecord. ``callbacks`` are extra
-    ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's.
+    ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's;
+    ``rollout_func``: TRL's GRPOTrainer hook that replaces its generation (e.g. ``rlm_lab.longtail.trl_hooks``).
     ``force``: replace a run already in ``cfg.run_dir`` (moved aside, and said). ``resume``: continue the
     unfinished run in ``cfg.run_dir`` from its last checkpoint."""
     # The folder first (lock, no-overwrite check): a refused run costs no import and no work.
     record = RunRecord.reopen(cfg.run_dir) if resume else \
         RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed, force=force)
     try:
-        _run(record, cfg, callbacks, reward_funcs, resume)
+        _run(record, cfg, callbacks, reward_funcs, resume, rollout_func)
     except KeyboardInterrupt:
         record.interrupt()
         raise
@@ -220,7 +221,7 @@ def _prepare_resume(record: RunRecord, cfg) -> tuple[Path | None, bool]:
     return ckpt, any(r.get("phase") == "sft" for r in keep)
 
 
-def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool) -> None:
+def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_func=None) -> None:
     import torch
 
     from ..models import load
@@ -271,7 +272,8 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool) -> None:
 
     offset = cfg.sft_steps
     cb = _record_callback(record, cfg.algo, evaluator, cfg.eval_every, step_offset=offset)
-    trainer = make_trainer(cfg, sft_path, train_rows, task, record.dir / CHECKPOINTS, [cb, *callbacks], reward_funcs)
+    trainer = make_trainer(cfg, sft_path, train_rows, task, record.dir / CHECKPOINTS, [cb, *callbacks], reward_funcs,
+                           rollout_func=rollout_func)
     _checkpointing(trainer, cfg)
     cb.trainer = trainer
     quiet_progress(trainer)
