@@ -149,8 +149,15 @@ class TrainerWorker:
                     append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
 
         with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch:
-            glue = RolloutGlue(None, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
-                               seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"])
+            glue_cls = RolloutGlue
+            if job.get("glue"):  # another rollout_func glue, "module:Class" (rlm_lab.asynchrony): same arguments + its own
+                import importlib
+
+                module, name = job["glue"].split(":")
+                glue_cls = getattr(importlib.import_module(module), name)
+            glue = glue_cls(None, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
+                            seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"],
+                            **job.get("glue_kwargs", {}))
             trainer = build_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()], glue, job.get("lora"))
             quiet_progress(trainer)
             from ..train.tracer import trace
@@ -183,6 +190,8 @@ class TrainerWorker:
             ev = evaluate(model, trainer.processing_class, task, test_rows(task, cfg.eval_problems),
                           cfg.eval_max_new_tokens, cfg.eval_batch_size)
             out["accuracy_after"], out["format_rate_after"] = ev["accuracy"], ev["format_rate"]
+        if hasattr(glue, "record"):  # what that glue measured (staleness, versions...) for the run record
+            out["glue_record"] = glue.record()
         out["peak_rss_bytes"] = _peak_rss()
         if job.get("return_weights"):
             out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
