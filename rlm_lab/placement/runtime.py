@@ -96,12 +96,15 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
                   return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
-                  evaluate: bool = False, extra_results: dict | None = None) -> dict:
+                  evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
+                  glue_kwargs: dict | None = None) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
     ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
-    has logged that many steps. Returns the record's results (plus ``weights`` if asked).
+    has logged that many steps. ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
+    :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
+    Returns the record's results (plus ``weights`` if asked).
     """
     from ..record import RunRecord, read_jsonl
     from .weights import DEFAULT_BUCKET_BYTES, free_port
@@ -169,7 +172,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
                "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
-               "lora": lora, "evaluate": evaluate}
+               "lora": lora, "evaluate": evaluate, "glue": glue, "glue_kwargs": glue_kwargs or {}}
         ref = trainer.train.remote(job)
         if kill_rollout_after_step is not None and rollouts:
             while not ray.wait([ref], timeout=0.2)[0]:
@@ -192,6 +195,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         for i, r in enumerate(rollouts):
             spans[f"rollout{i}"] = ray.get(r.spans.remote(), timeout=timeout_s)
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
+        if "glue_record" in out:
+            results["glue"] = out["glue_record"]
         results["load_average_end"] = _loadavg()
         results["prediction"] = prediction
         results.update(extra_results or {})
