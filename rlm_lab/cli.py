@@ -28,6 +28,7 @@ COMMANDS = {
     "longtail": "rlm_lab.longtail.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
+    "validate": "rlm_lab.validate",
 }
 
 
