@@ -116,7 +116,6 @@ def load_suite(size: str, root: Path | None = None):
     (``data/runs/<size>``) when the suite is there, else this build's own (``_build/runs/<size>``)."""
     from .record import RecordError, load_record, reference_root, runs_root
 
-    cases = workloads(size)
     if root is None:
         root = reference_root(size) if (reference_root(size) / SUITE).exists() else runs_root(size)
     root = Path(root)
@@ -124,6 +123,8 @@ def load_suite(size: str, root: Path | None = None):
         raise RlmLabError(f"no validation records in {root}; run `rlm-lab validate --size {size} --run`")
     try:
         suite = load_record(root / SUITE, require=("baseline_rss_bytes",))
+        # the workloads the suite record lists (all of the size's, unless it was run with --only)
+        cases = [Case(**c) for c in suite.config["workloads"]]
         recs = {c.name: load_record(run_dir(root, c), require=("trace",)) for c in cases}
     except RecordError as e:
         raise RlmLabError(str(e)) from None
