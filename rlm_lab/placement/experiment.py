@@ -24,12 +24,12 @@ PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
 
 
-def run_config(size: str, **overrides):
+def run_config(size: str, algo: str = "grpo", **overrides):
     from ..train.config import make_config
 
     fields = dict(rl_steps=get(size).placement_steps, disable_tqdm=True, eval_every=0)
     fields.update(overrides)
-    return make_config("grpo", size, **fields)
+    return make_config(algo, size, **fields)
 
 
 def cluster(devices: int = 2) -> Cluster:

@@ -32,13 +32,17 @@ def algo_roles(cfg):
     import types
 
     models = ("actor", "verifier") if cfg.beta == 0 else ("actor", "reference", "verifier")
+    if cfg.algo == "ppo":  # PPO adds its critic; its reward is the rule-based verifier (no reward-model role)
+        models = models[:-1] + ("critic", "verifier")
     return types.SimpleNamespace(name=cfg.algo, models=models)
 
 
 def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Placement:
     """Validate ``placement`` for ``cfg`` on this machine's CPUs (or ``cpus``); one RlmLabError line."""
-    if cfg.algo != "grpo":
-        raise RlmLabError(f"the placement runtime runs GRPO; got algo={cfg.algo!r}")
+    if cfg.algo not in ("grpo", "ppo"):
+        raise RlmLabError(f"the placement runtime runs GRPO and PPO; got algo={cfg.algo!r}")
+    if cfg.algo == "ppo" and placement.rollout_separate:
+        raise RlmLabError("PPO generates with TRL's own generate on the actor's set; place rollout with the actor")
     if cfg.size == "gpu" or cfg.bf16:
         raise RlmLabError("the placement runtime runs on CPU cores only (no num_gpus per actor, no NCCL sync yet); "
                           "use --size smoke or cpu")
@@ -155,6 +159,13 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             per = max(1, rset.devices // rset.dp)
             rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path), lora) for _ in range(rset.dp)]
         trainer = on(train_set.name, TrainerWorker, train_set.devices, train_set.devices)
+        critic = None
+        if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
+            from .critic_role import CriticWorker
+
+            cset = placement.set_of("critic")
+            # PPOConfig.critic_learning_rate defaults to the actor's (rl_args does not set it)
+            critic = on(cset.name, CriticWorker, cset.devices, cset.devices, str(model_path), cfg.rl_lr)
         try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
             pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
             if placement.sync == "collective" and rollouts:
@@ -172,7 +183,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
                "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
-               "lora": lora, "evaluate": evaluate, "glue": glue, "glue_kwargs": glue_kwargs or {}}
+               "lora": lora, "evaluate": evaluate, "glue": glue, "glue_kwargs": glue_kwargs or {}, "critic": critic}
         ref = trainer.train.remote(job)
         if kill_rollout_after_step is not None and rollouts:
             while not ray.wait([ref], timeout=0.2)[0]:
@@ -194,6 +205,9 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         spans = {"trainer": out["trainer_spans"]}
         for i, r in enumerate(rollouts):
             spans[f"rollout{i}"] = ray.get(r.spans.remote(), timeout=timeout_s)
+        if critic is not None:
+            spans["critic"] = ray.get(critic.spans.remote(), timeout=timeout_s)
+            out["critic_peak_rss_bytes"] = ray.get(critic.peak_rss.remote(), timeout=timeout_s)
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
         if "glue_record" in out:
             results["glue"] = out["glue_record"]
@@ -204,6 +218,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         record.complete(**results)
         if return_weights:
             results["weights"] = out["weights"]
+            if "critic_weights" in out:
+                results["critic_weights"] = out["critic_weights"]
         return results
     except BaseException as e:
         record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
@@ -239,7 +255,7 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "train_seconds": round(out["train_seconds"], 3), "startup_seconds": round(startup_s, 3),
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
-        "trainer_peak_rss_bytes": out.get("peak_rss_bytes"),
+        "trainer_peak_rss_bytes": out.get("peak_rss_bytes"), "critic_peak_rss_bytes": out.get("critic_peak_rss_bytes"),
         **{k: out[k] for k in ("accuracy_after", "format_rate_after") if k in out},
         "tracer": summary,
     }

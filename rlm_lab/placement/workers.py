@@ -158,7 +158,16 @@ class TrainerWorker:
             glue = glue_cls(None, job["rollouts"], self.group, sync=job["sync"], chunks=job["chunks"],
                             seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"],
                             **job.get("glue_kwargs", {}))
-            trainer = build_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()], glue, job.get("lora"))
+            critic = job.get("critic")  # split placement: PPO's critic in its own actor (critic_role)
+            # PPO generates with TRL's own generate on the policy set (our PPOTrainer takes no rollout_func)
+            trainer = build_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
+                                    glue if cfg.algo != "ppo" else None, job.get("lora"), split=critic is not None)
+            if critic is not None:
+                import ray
+
+                from .critic_role import RemoteCritic
+
+                trainer.use_remote_critic(RemoteCritic(critic, ray.get, job["timeout_s"]))
             quiet_progress(trainer)
             from ..train.tracer import trace
 
@@ -195,25 +204,39 @@ class TrainerWorker:
         out["peak_rss_bytes"] = _peak_rss()
         if job.get("return_weights"):
             out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+            if cfg.algo == "ppo":
+                if critic is not None:
+                    import ray
+
+                    out["critic_weights"] = ray.get(critic.state_dict.remote(), timeout=job["timeout_s"])
+                else:
+                    cm = trainer.accelerator.unwrap_model(trainer.critic_trainer.model)
+                    out["critic_weights"] = {k: v.detach().clone() for k, v in cm.state_dict().items()}
         return out
 
 
-def build_trainer(cfg, model_path, rows, task, output_dir, callbacks, rollout_func, lora: dict | None = None):
-    """TRL's ``GRPOTrainer`` as ``rlm_lab.train.rl.make_trainer`` builds it (same args, rewards, dataset),
-    plus TRL's own ``rollout_func=`` and, for LoRA, ``peft_config=peft.LoraConfig(**lora)``."""
+def build_trainer(cfg, model_path, rows, task, output_dir, callbacks, rollout_func, lora: dict | None = None,
+                  split: bool = False):
+    """TRL's ``GRPOTrainer`` (or our PPO subclass) as ``rlm_lab.train.rl.make_trainer`` builds it (same args,
+    rewards, dataset), plus TRL's own ``rollout_func=`` (GRPO) and, for LoRA,
+    ``peft_config=peft.LoraConfig(**lora)``; ``split``: PPO with its critic in another actor
+    (:func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
     import torch
 
     from ..models import load
     from ..train.rl import rl_args, rl_dataset, task_rewards, trainer_classes
 
     trainer_cls, config_cls = trainer_classes(cfg.algo)
+    if split:
+        from .critic_role import split_trainer_class
+
+        trainer_cls = split_trainer_class()
     model, tokenizer = load(str(model_path))
-    kw = {}
+    kw = {} if rollout_func is None else {"rollout_func": rollout_func}
     if lora:
         from peft import LoraConfig
 
         kw["peft_config"] = LoraConfig(**lora)
     return trainer_cls(model=model, reward_funcs=task_rewards(task, cfg.format_weight),
                        args=rl_args(cfg, config_cls, output_dir, on_cuda=torch.cuda.is_available()),
-                       train_dataset=rl_dataset(rows), processing_class=tokenizer, callbacks=list(callbacks),
-                       rollout_func=rollout_func, **kw)
+                       train_dataset=rl_dataset(rows), processing_class=tokenizer, callbacks=list(callbacks), **kw)
