@@ -1,0 +1,83 @@
+"""rlm-lab validate: the suite is disjoint from chapter 2's cases, the summary is right on hand-made rows,
+bad input is one line, and one smoke workload runs end to end and is compared with its own record."""
+
+import math
+
+import pytest
+
+from rlm_lab import validate as V
+from rlm_lab.cli import main
+from rlm_lab.experiments.anatomy import algorithm_cases, sweep_cases
+from rlm_lab.experiments.compare import OTHER, STEP
+
+
+def _shape(c):
+    return (c.model, c.batch, c.group, c.length)
+
+
+def test_suite_is_kept_apart_from_what_chapter_2_fitted():
+    for size in V.WORKLOADS:
+        used = {_shape(c) for c in {**algorithm_cases(size), **sweep_cases(size)}.values()}
+        suite = V.workloads(size)
+        assert not used & {_shape(c) for c in suite}
+        assert len({c.name for c in suite}) == len(suite)
+        assert all(c.batch // c.group >= 8 for c in suite)  # >= 8 prompts: the 6-token prompt the model assumes
+    cpu = V.workloads("cpu")
+    assert {"nano-moe", "micro-moe"} <= {c.model for c in cpu}
+    assert {"ppo", "grpo"} <= {c.algo for c in cpu} and any(c.beta == 0 for c in cpu)
+
+
+def _row(run, stage, p, m, step_m):
+    return {"run": run, "stage": stage, "predicted": p, "measured": m, "rel_error": (p - m) / m,
+            "share": m / step_m}
+
+
+def test_summary_by_hand():
+    rows = [_row("a", "generate", 0.8, 1.0, 2.0), _row("a", "advantage", 0.001, 0.02, 2.0),  # 1 %: not judged
+            _row("a", "actor_backward", 0.55, 0.5, 2.0), _row("a", STEP, 1.6, 2.0, 2.0),
+            {"run": "a", "stage": OTHER, "predicted": 0.0, "measured": 0.3, "rel_error": float("nan"), "share": 0.15},
+            _row("b", "generate", 1.0, 1.0, 1.0), _row("b", STEP, 1.05, 1.0, 1.0)]
+    s = V.summary(rows)
+    assert s["runs"] == 2 and s["stages_judged"] == 3
+    assert s["step_median"] == pytest.approx(0.125)       # |-20 %| and |+5 %|
+    assert s["step_worst"] == pytest.approx(0.2) and s["bias"] == pytest.approx(-0.075)
+    assert s["under_predicted"] == 1
+    assert s["stage_median"] == pytest.approx(0.1) and s["stage_worst"] == pytest.approx(0.2)
+    assert s["worst_stage"] == "a:generate"
+    assert s["per_stage"]["generate"]["bias"] == pytest.approx(-0.1)
+    assert s["verdicts"]["step_median"].startswith("met") and s["verdicts"]["bias"].startswith("met")
+    assert s["verdicts"]["stage_worst"].startswith("met")
+    rows[0] = _row("a", "generate", 0.7, 1.0, 2.0)         # -30 %: the stage bar is missed
+    assert V.summary(rows)["verdicts"]["stage_worst"] == "not met (30.0% > 25%)"
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["validate", "--size", "gpu"], "no validation suite at size 'gpu'"),
+    (["validate", "--size", "huge"], "unknown size"),
+    (["validate", "--only", "x"], "--only needs --run"),
+    (["validate", "--size", "smoke", "--profile", "nope"], "unknown hardware profile"),
+])
+def test_bad_input_is_one_line(argv, msg, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlm-lab: error:") and msg in err and err.count("\n") == 1
+
+
+def test_one_smoke_workload_end_to_end(tmp_path, capsys):
+    name = "nano_dapo_B16_G2_R4"
+    assert main(["validate", "--size", "smoke", "--run", "--only", name, "--out", str(tmp_path)]) == 0
+    suite, recs = V.load_suite("smoke", tmp_path)
+    assert list(recs) == [name]
+    base = suite.results["baseline_rss_bytes"][name]
+    assert 50 * 2**20 < base < 8 * 2**30                # a python + torch process, not a unit mix-up
+    rep = V.report("smoke", tmp_path)
+    trace = recs[name].results["trace"]
+    step = next(r for r in rep["rows"] if r["stage"] == STEP)
+    assert step["measured"] == trace["step_wall_s"]["median"]
+    gen = next(r for r in rep["rows"] if r["stage"] == "generate")
+    assert gen["peak_measured"] == trace["stages"]["generate"]["peak_bytes"] >= base
+    assert gen["transient_measured"] == gen["peak_measured"] - base
+    assert math.isfinite(rep["summary"]["step_median"])
+    assert main(["validate", "--size", "smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "whole step: median |error|" in out and ("step_median: met" in out or "step_median: not met" in out)
