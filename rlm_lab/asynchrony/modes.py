@@ -1,0 +1,56 @@
+"""The execution modes of chapter 6 as one switch on the chapter-5 runtime: a disaggregated placement (rollout
+workers on their own cores, TRL's ``GRPOTrainer`` on the others) whose rollout_func is
+:class:`rlm_lab.asynchrony.glue.AsyncGlue` with a staleness bound eta.
+
+    sync          eta = 0   generation waits for the latest weights (chapter 5's disaggregated step)
+    one_step_off  eta = 1   batch k+1 is generated while the trainer trains on batch k
+    eta<k>        eta = k   up to k batches generated ahead; weights pushed after each update
+    async         eta = inf unbounded (``ahead`` batches queued at most)
+
+Interruptible rollouts (a weight update applied between decode steps of a running generation) and partial
+rollouts are not built: a push waits in the worker's queue until the generation request in flight ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import RlmLabError
+
+GLUE = "rlm_lab.asynchrony.glue:AsyncGlue"
+NAMED = {"sync": 0, "one_step_off": 1, "async": None}
+
+
+def mode_eta(mode: str):
+    """``"sync"`` -> 0, ``"one_step_off"`` -> 1, ``"eta4"`` -> 4, ``"async"`` -> None; one error line otherwise."""
+    if mode in NAMED:
+        return NAMED[mode]
+    if mode.startswith("eta") and mode[3:].isdigit():
+        return int(mode[3:])
+    raise RlmLabError(f"unknown execution mode {mode!r}; choose sync, one_step_off, async or eta<k> (e.g. eta4)")
+
+
+def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_devices: int = 1):
+    from ..placement.runtime import algo_roles
+    from ..placement.spec import Cluster, get_placement
+
+    return get_placement("disaggregated", Cluster(devices, "cpu"), algo_roles(cfg),
+                         rollout_devices=rollout_devices, sync=sync)
+
+
+def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | None = None, devices: int = 2,
+             ahead: int | None = None, prediction: dict | None = None, **kw) -> dict:
+    """Run GRPO ``cfg`` in execution ``mode``; the record (``run_dir``) holds ``results['glue']``: the bound,
+    the staleness of every sample trained on, per-step versions and rollout-worker deaths.
+
+    ``sync``: how weights reach the workers; default ``collective`` for ``sync`` (exactly chapter 5's
+    disaggregated run) and ``object_store`` for the others (a push that does not wait for the generation in
+    flight; a broadcast would)."""
+    eta = mode_eta(mode)
+    sync = sync or ("collective" if eta == 0 else "object_store")
+    placement = mode_placement(cfg, devices, sync)
+    from ..placement.runtime import run_placement
+
+    return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
+                         glue_kwargs={"eta": eta, "ahead": ahead},
+                         extra_results={"mode": mode, "eta": "inf" if eta is None else eta}, **kw)
