@@ -15,10 +15,11 @@ import socket
 
 
 def register(sub) -> None:
-    from .experiment import KEYS
+    from .experiment import ALL_KEYS
 
-    p = sub.add_parser("place", help="run GRPO under placements on Ray (colocated, disaggregated), predicted first")
-    p.add_argument("--placement", action="append", choices=KEYS, help="placement(s) to run (default: all)")
+    p = sub.add_parser("place", help="run GRPO and PPO under placements on Ray (colocated, disaggregated, split), "
+                                     "predicted first")
+    p.add_argument("--placement", action="append", choices=ALL_KEYS, help="placement(s) to run (default: all)")
     p.add_argument("--size", default="smoke", help="smoke | cpu | gpu (default smoke)")
     p.add_argument("--out", default=None, help="root folder of the records (default: runs_root(size))")
     p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else local)")
@@ -67,7 +68,7 @@ def main(args) -> int:
     from ..errors import RlmLabError
     from ..record import runs_root
     from ..sizes import check_size
-    from .experiment import KEYS, measure, placements, run_config
+    from .experiment import ALL_KEYS, configs, measure
     from .runtime import RaySession, check_placement
 
     size = check_size(args.size)
@@ -91,13 +92,12 @@ def main(args) -> int:
         return 0
     if args.steps is not None and args.steps < 1:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
-    keys = tuple(args.placement or KEYS)
+    keys = tuple(args.placement or ALL_KEYS)
     overrides = {"rl_steps": args.steps} if args.steps else {}
-    cfg = run_config(size, **overrides)
+    cfgs, chosen = configs(size, keys, **overrides)
     address = args.address or os.environ.get("RAY_ADDRESS")
-    chosen = placements(cfg)
     for key in keys:  # bad input is an error before Ray starts
-        check_placement(chosen[key], cfg)
+        check_placement(chosen[key], cfgs[key])
     check_address(address)
     root = args.out or runs_root(size)
     with RaySession(num_cpus=max(chosen[k].devices for k in keys), address=address) as session:

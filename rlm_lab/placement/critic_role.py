@@ -10,8 +10,11 @@ model lives in a Ray actor on the value set; the trainer (our ``PPOTrainer``, a 
 - :class:`RemoteCritic` -- what the trainer holds in place of its ``critic_trainer``: same methods
   (``values``, ``make_scheduler``, ``save``/``load``), each a blocking call to the worker, whose time the
   trainer's ``values``/``critic_update`` spans include (the exposed cost of the split on a synchronous step).
-- :func:`split_trainer_class` -- ``PPOTrainer`` with ``_critic_step`` sending the micro-batch to the worker.
-  The update is written by hand because it is the one piece TRL has no hook for: PPO is our subclass.
+- :func:`split_trainer_class` -- ``PPOTrainer`` with ``_critic_step`` submitting the micro-batch's update to
+  the worker without waiting, and ``training_step`` waiting for it after the actor's backward: the critic's
+  update runs beside the actor's (the split's one overlap here; the critic's values forward still waits,
+  since it needs the completions TRL produces inside ``_generate_and_score_completions``). Written by hand
+  because it is the one piece TRL has no hook for: PPO is our subclass.
 
 The trainer still builds its local critic in ``__init__`` (and then drops it): ``build_critic`` draws from
 torch's global RNG (``from_config`` initialises before the policy's weights are copied in), so building it keeps
@@ -108,10 +111,19 @@ class RemoteCritic:
         self.scheduler = None  # the worker holds the real one
 
     def _call(self, method: str, *args):
+        return self.wait(getattr(self.handle, method).remote(*args), method)
+
+    def submit_update(self, *args):
+        """The value-loss update of one micro-batch, not waited for: it runs on the value set while the
+        trainer runs the actor's backward (the worker runs its calls in submission order, so the next
+        ``values`` sees the updated critic)."""
+        return self.handle.update.remote(*args)
+
+    def wait(self, ref, method: str = "update"):
         from .glue import PlacementRunError
 
         try:
-            return self._get_fn(getattr(self.handle, method).remote(*args), timeout=self.timeout_s)
+            return self._get_fn(ref, timeout=self.timeout_s)
         except Exception as e:  # noqa: BLE001 - Ray's GetTimeoutError / RayActorError: one line
             name = type(e).__name__
             if name in ("GetTimeoutError", "RayActorError", "ActorDiedError", "ActorUnavailableError"):
@@ -124,9 +136,6 @@ class RemoteCritic:
 
     def values(self, input_ids, attention_mask, logits_to_keep: int, batch_size: int):
         return self._call("values", input_ids, attention_mask, logits_to_keep, batch_size)
-
-    def update(self, *args):
-        return self._call("update", *args)
 
     def save(self, checkpoint_dir: str, with_optimizer: bool = True) -> None:
         self._call("save", checkpoint_dir, with_optimizer)
@@ -159,14 +168,33 @@ def split_trainer_class():
         def critic(self):
             return None
 
+        _pending: list = []
+
         def _critic_step(self, input_ids, attention_mask, logits_to_keep, inputs, normalizer):
+            # submitted, not waited for: the critic's update on the value set overlaps the actor's backward
             with profiling_context(self, "critic_update"):
-                vf_loss, vf_clipfrac = self.critic_trainer.update(
+                self._pending = [*self._pending, self.critic_trainer.submit_update(
                     input_ids, attention_mask, logits_to_keep, inputs["values"], inputs["returns"],
                     inputs["value_mask"].float(), self.args.cliprange_value, self.args.vf_coef, normalizer,
-                    bool(self.accelerator.sync_gradients), self.args.max_grad_norm)
+                    bool(self.accelerator.sync_gradients), self.args.max_grad_norm)]
+
+        def _drain(self):
+            """Wait for the submitted critic updates; their value-loss metrics go to this step's log."""
+            pending, self._pending = self._pending, []
             m, reduce = self._metrics["train"], self.accelerator.gather
-            m["value_loss"].append(reduce(vf_loss).mean().item())
-            m["ppo/value_clipfrac"].append(reduce(vf_clipfrac).mean().item())
+            for ref in pending:
+                vf_loss, vf_clipfrac = self.critic_trainer.wait(ref)
+                m["value_loss"].append(reduce(vf_loss).mean().item())
+                m["ppo/value_clipfrac"].append(reduce(vf_clipfrac).mean().item())
+
+        def training_step(self, *args, **kwargs):
+            loss = super().training_step(*args, **kwargs)  # the actor's backward ran beside the critic's update
+            with profiling_context(self, "critic_update"):
+                self._drain()
+            return loss
+
+        def log(self, *args, **kwargs):
+            self._drain()
+            return super().log(*args, **kwargs)
 
     return SplitPPOTrainer

@@ -22,6 +22,8 @@ from .spec import Cluster, get_placement
 
 PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
+PPO_KEYS = ("ppo_colocated", "ppo_split")  # PPO (our TRL subclass): critic beside the actor, or on its own core
+ALL_KEYS = KEYS + PPO_KEYS
 
 
 def run_config(size: str, algo: str = "grpo", **overrides):
@@ -53,6 +55,29 @@ def placements(cfg, devices: int = 2) -> dict:
     }
 
 
+def ppo_placements(cfg, devices: int = 2) -> dict:
+    """key -> Placement for :data:`PPO_KEYS`: PPO colocated on every core, and ``split`` (NeMo-Aligner style):
+    actor + reference (+ TRL's generation) on ``devices - 1`` cores, the critic on one (the reward is the
+    rule-based verifier, no model, so the value set holds the critic alone)."""
+    from .runtime import algo_roles
+
+    algo = algo_roles(cfg)
+    c = cluster(devices)
+    return {"ppo_colocated": get_placement("colocated", c, algo),
+            "ppo_split": get_placement("split", c, algo, value_devices=1)}
+
+
+def configs(size: str, keys, **overrides) -> tuple[dict, dict]:
+    """(key -> RunConfig, key -> Placement) for ``keys`` (GRPO's and PPO's); an unknown key is one error."""
+    unknown_keys = [k for k in keys if k not in ALL_KEYS]
+    if unknown_keys:
+        raise RlmLabError(f"unknown placement(s) {', '.join(unknown_keys)}; choose from {', '.join(ALL_KEYS)}")
+    grpo = run_config(size, **overrides)
+    ppo = run_config(size, "ppo", **overrides) if any(k in PPO_KEYS for k in keys) else None
+    chosen = {**placements(grpo), **(ppo_placements(ppo) if ppo is not None else {})}
+    return ({k: ppo if k in PPO_KEYS else grpo for k in keys}, {k: chosen[k] for k in keys})
+
+
 def workload(cfg):
     """The cost model's workload for ``cfg``. Prediction made before the run, so the response length is
     not known: it is taken as ``max_completion_length`` (TRL's static ``generate`` runs until the longest
@@ -74,7 +99,12 @@ def predict(placement, cfg, profile: str = PROFILE) -> dict:
     from .runtime import LORA
 
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if placement.lora else None
-    pp = predict_placement(placement, cfg.model, algorithm("grpo", cfg.beta), workload(cfg), profile,
+    import dataclasses
+
+    alg = algorithm(cfg.algo, cfg.beta)
+    if cfg.algo == "ppo":  # the runtime's PPO scores with the rule-based verifier: no reward model to price
+        alg = dataclasses.replace(alg, models=tuple(m for m in alg.models if m != "reward"))
+    pp = predict_placement(placement, cfg.model, alg, workload(cfg), profile,
                            cluster(placement.devices), lora=lora)
     return {"profile": profile, "step_s": pp.step_s, "sync_s": pp.sync_s, "sync_bytes": pp.sync_bytes,
             "reshard_bytes": pp.reshard_bytes, "phases": {k: v[0] for k, v in pp.phases.items()},
@@ -91,19 +121,15 @@ def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -
     """Predict, then run, each placement of ``keys``; one new record folder per run. Returns key -> results."""
     from .runtime import RaySession, run_placement
 
-    cfg = run_config(size, **overrides)
-    chosen = placements(cfg)
-    unknown_keys = [k for k in keys if k not in chosen]
-    if unknown_keys:
-        raise RlmLabError(f"unknown placement(s) {', '.join(unknown_keys)}; choose from {', '.join(KEYS)}")
+    cfgs, chosen = configs(size, keys, **overrides)
     own = session is None
     session = session or RaySession(num_cpus=max(p.devices for p in chosen.values()))
     out = {}
     try:
         for key in keys:
-            prediction = predict(chosen[key], cfg)  # before the run
+            prediction = predict(chosen[key], cfgs[key])  # before the run
             folder = Path(root) / f"ch05_{key}" / _now()
-            out[key] = run_placement(chosen[key], cfg, folder, session=session, prediction=prediction)
+            out[key] = run_placement(chosen[key], cfgs[key], folder, session=session, prediction=prediction)
             out[key]["dir"] = str(folder)
     finally:
         if own:
