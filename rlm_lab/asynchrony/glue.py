@@ -46,8 +46,9 @@ from .buffer import StalenessBuffer, check_eta
 
 class AsyncGlue(RolloutGlue):
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
-                 bucket_bytes: int, eta: int | None = 0, ahead: int | None = None):
+                 bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True):
         super().__init__(trainer, rollouts, group, sync, chunks, seed, timeout_s, bucket_bytes)
+        self.importance = importance
         if not self.rollouts:
             raise PlacementRunError("the asynchronous modes need rollout workers (a disaggregated placement)")
         self.eta = check_eta(eta)
@@ -207,14 +208,59 @@ class AsyncGlue(RolloutGlue):
             raise PlacementRunError(f"generation call {b}: the buffer could not hand out its {n} samples within "
                                     f"eta={self.eta} (evicted {len(self.buffer.evicted)})")
         samples.sort(key=lambda s: s.payload[1])
-        self.steps.append({"call": b, "version": version, "wait_s": round(time.perf_counter() - t0, 6),
-                           "staleness": sorted({version - s.version for s in samples}),
-                           "workers_alive": len(self.alive)})
-        return {"prompt_ids": self._prompt_ids.pop(b), "completion_ids": [s.payload[2] for s in samples],
-                "logprobs": [s.payload[3] for s in samples]}
+        out = {"prompt_ids": self._prompt_ids.pop(b), "completion_ids": [s.payload[2] for s in samples],
+               "logprobs": [s.payload[3] for s in samples]}
+        step = {"call": b, "version": version, "wait_s": round(time.perf_counter() - t0, 6),
+                "staleness": sorted({version - s.version for s in samples}), "workers_alive": len(self.alive),
+                "behaviour_logprob_sum": sum(sum(lp) for lp in out["logprobs"])}
+        if self.importance:
+            t1 = time.perf_counter()
+            step.update(importance_weights(self.trainer, out["prompt_ids"], out["completion_ids"], out["logprobs"]))
+            step["importance_seconds"] = round(time.perf_counter() - t1, 6)
+        self.steps.append(step)
+        return out
 
     def record(self) -> dict:
         """For the run record: the bound, the per-sample staleness distribution, per-step versions, deaths."""
         return {"eta": "inf" if self.eta is None else self.eta, "ahead": self.ahead, "buffer": self.buffer.stats(),
                 "steps": self.steps, "worker_deaths": self.deaths, "workers_alive_end": len(self.alive),
                 "workers": len(self.rollouts), "push": self.sync if self.eta != 0 else f"{self.sync} (blocking)"}
+
+
+def importance_weights(trainer, prompt_ids, completion_ids, behaviour_logprobs) -> dict:
+    """Per-token importance weights pi_train / pi_behaviour of the samples about to be trained on, for the
+    record only (nothing corrects the loss): the trainer's log-probs under its current weights (one extra
+    no-grad forward, logits / temperature as TRL scores them) minus the log-probs the rollout returned.
+    Returns the mean, min and max per-token weight and the mean |log weight| per sequence."""
+    import torch
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    pad = trainer.processing_class.pad_token_id or 0
+    seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+    width = max(len(x) for x in seqs)
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, x in enumerate(seqs):  # right padding: positions of the real tokens start at 0
+        ids[i, :len(x)] = torch.tensor(x)
+        mask[i, :len(x)] = 1
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits.float() / float(trainer.temperature)
+    finally:
+        model.train(was)
+    logp = logits.log_softmax(-1)
+    log_w, per_seq = [], []
+    for i, (p, c, lb) in enumerate(zip(prompt_ids, completion_ids, behaviour_logprobs)):
+        if not c:
+            continue
+        pos = torch.arange(len(p) - 1, len(p) - 1 + len(c))
+        lt = logp[i, pos, torch.tensor(c)]
+        d = lt - torch.tensor(lb, dtype=lt.dtype)
+        log_w.append(d)
+        per_seq.append(d.abs().mean().item())
+    flat = torch.cat(log_w) if log_w else torch.zeros(1)
+    w = flat.exp()
+    return {"is_weight_mean": w.mean().item(), "is_weight_min": w.min().item(), "is_weight_max": w.max().item(),
+            "is_abs_log_weight_mean": sum(per_seq) / max(1, len(per_seq))}
