@@ -152,6 +152,8 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     if kv_append:
         compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
     over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
+    if kv_append:  # the HF generation loop as TRL drives it (loop_benchmarks.py); 0 in profiles without the terms
+        over += profile.call_overhead("generate_loop_base_s") + batch * profile.call_overhead("generate_loop_row_s")
     return _combine(profile, compute, over)
 
 
