@@ -231,9 +231,26 @@ def report(size: str, root: Path | None = None, profile: str | None = None) -> d
             "load": suite.results["loadavg_before"]}
 
 
+def loop_terms_effect(size: str, loop_record, root: Path | None = None, profile: str | None = None) -> dict:
+    """Issue 12, item 3: the suite's summary without and with the generation-loop terms fitted by
+    ``rlm_lab.cost.loop_benchmarks`` (``loop_record``: its run folder); a term is adopted only if
+    the validation error improves. ``{"before", "after", "fit", "improves"}``."""
+    from .cost.loop_benchmarks import with_loop_terms
+    from .experiments.anatomy import CPU_PROFILE
+    from .record import load_record
+
+    fit = load_record(loop_record, require=("generate_loop_base_s",)).results
+    before = report(size, root, profile)
+    after = report(size, root, with_loop_terms(profile or CPU_PROFILE, fit))
+    b, a = before["summary"], after["summary"]
+    improves = a["step_median"] < b["step_median"] and a["stage_median"] <= b["stage_median"]
+    return {"before": before, "after": after, "fit": fit, "improves": improves}
+
+
 def _print(rep: dict) -> None:
     s = rep["summary"]
-    print(f"validation suite: {s['runs']} runs in {rep['root']}, profile {rep['profile']}")
+    name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name", "?") + " (+ terms)"
+    print(f"validation suite: {s['runs']} runs in {rep['root']}, profile {name}")
     print(f"{'run':28} {'stage':15} {'pred s':>9} {'meas s':>9} {'error':>8} {'share':>6} {'peak err':>9}")
     for r in table(rep["rows"]):
         print(f"{r['run']:28} {r['stage']:15} {r['predicted_s']:9.4f} {r['measured_s']:9.4f} {r['error']:+8.1%} "
