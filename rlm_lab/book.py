@@ -41,6 +41,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch03_work_depth", "ch03_work_depth"),
     ("ch04_intra_model", "ch04_parallelism"),
     ("ch05_placement", "ch05_placement"),
+    ("ch06_async", "ch06_async"),
     ("ch07_long_tail", "ch07_long_tail"),
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
