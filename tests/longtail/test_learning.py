@@ -1,0 +1,50 @@
+"""Chapter 7's learning arms: over-provisioning's group selection inside a GRPO rollout_func, checked against
+the lengths forced on each prompt (the kept groups are the ones whose longest member is shortest, computed
+here from the prompts alone), the recycling of the others, and its bad input."""
+
+import types
+
+import pytest
+
+from rlm_lab.errors import RlmLabError
+from rlm_lab.longtail.learning import OverProvisionRollout
+from rlm_lab.longtail.trl_hooks import FIELD
+from rlm_lab.tasks import Chain
+from rlm_lab.tasks.chain import predicted_length
+
+
+def test_overprovision_rollout_keeps_the_groups_that_finish_first_and_recycles_the_rest():
+    from rlm_lab.models import build_model
+
+    model, tok = build_model("nano", seed=0)
+    rows, _ = Chain(steps=6).split(64, 1, seed=3)
+    prompts = [r["prompt"] for r in rows]
+    g, n = 2, 4
+    trainer = types.SimpleNamespace(num_generations=g, processing_class=tok, model=model,
+                                    args=types.SimpleNamespace(max_completion_length=64))
+    # the reward: the parity of the prompt's length, so the returned rewards can be matched to their rows
+    roll = OverProvisionRollout(lambda c, prompt=None, **kw: [float(len(x) % 2) for x in prompt], prompts[n:],
+                                ratio=2.0, seed=0, force_length=predicted_length)
+    batch = [p for p in prompts[:n] for _ in range(g)]
+    out = roll(batch, trainer)
+    drawn = roll.last["prompts"]
+    assert len(out["completion_ids"]) == n * g == len(out[FIELD])
+    # independent: every prompt's group finishes at its forced length; the kept n are the shortest of 2n
+    candidates = [roll.last["prompts"][k * g] for k in range(n)] + roll.recycled
+    assert len(candidates) == 2 * n and len(roll.recycled) == n
+    kept_len = sorted(predicted_length(p) for p in drawn[::g])
+    assert max(kept_len) <= min(predicted_length(p) for p in roll.recycled)
+    assert [len(c) for c in out["completion_ids"]] == [min(predicted_length(p), 64) for p in drawn]
+    assert out[FIELD] == [float(len(p) % 2) for p in drawn]
+    # the next call starts with the recycled prompts before drawing fresh ones
+    first_recycled = list(roll.recycled)
+    roll(batch, trainer)
+    assert not set(first_recycled) - set(roll.last["prompts"]) - set(roll.recycled)
+    assert sum(roll.kept[0]) < sum(roll.generated[0]) and len(roll.generated[0]) == 2 * n * g
+
+
+def test_overprovision_rollout_bad_input():
+    with pytest.raises(RlmLabError, match="pool of prompts"):
+        OverProvisionRollout(lambda c, **kw: [0.0] * len(c), [])
+    with pytest.raises(RlmLabError, match="n' >= n"):
+        OverProvisionRollout(lambda c, **kw: [0.0] * len(c), ["1+2="], ratio=0.5)
