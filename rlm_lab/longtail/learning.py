@@ -32,7 +32,7 @@ from .trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
 # the run's length per size: the cpu preset's model and SFT, a short GRPO run; answers up to 8 steps
 SETTINGS = {"smoke": {"rl_steps": 4, "max_completion_length": 40, "eval_problems": 32, "ratio": 1.5},
-            "cpu": {"rl_steps": 120, "max_completion_length": 72, "eval_problems": 500, "ratio": 1.5}}
+            "cpu": {"rl_steps": 100, "max_completion_length": 72, "eval_problems": 500, "ratio": 1.5}}
 
 
 class OverProvisionRollout(FusedRollout):
