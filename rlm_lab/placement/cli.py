@@ -26,6 +26,8 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the size's)")
     p.add_argument("--lora-accuracy", action="store_true",
                    help="instead: full fine-tuning vs LoRA (disaggregated, the size's full run), held-out accuracy")
+    p.add_argument("--lora-memory", action="store_true",
+                   help="instead: memory with beta > 0, full fine-tuning (a reference copy) vs LoRA (none), colocated")
     p.add_argument("--reshard", action="store_true",
                    help="instead: measure the hybrid engine's FSDP2 -> replicated reshard on 2 gloo ranks")
     p.set_defaults(func=main)
@@ -52,7 +54,8 @@ def check_modes(args) -> None:
 
     from ..errors import RlmLabError
 
-    modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--reshard", args.reshard)) if on]
+    modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--lora-memory", args.lora_memory),
+                             ("--reshard", args.reshard)) if on]
     if len(modes) > 1:
         raise RlmLabError(f"{' and '.join(modes)} are separate experiments; give one of them")
     if modes:
@@ -79,6 +82,15 @@ def main(args) -> int:
         for key, r in measure_lora_accuracy(size, args.out or runs_root(size)).items():
             print(f"{key}: accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f}, step "
                   f"{r['step_seconds_median']:.4f} s, sync {r['sync']['bytes_per_sync']:,} B -> {r['dir']}")
+        return 0
+    if args.lora_memory:
+        from .experiment import measure_lora_memory
+
+        for key, r in measure_lora_memory(size, args.out or runs_root(size)).items():
+            sb = r["state_bytes"]
+            print(f"{key}: trainer peak RSS {r['trainer_peak_rss_bytes'] / 2**20:.0f} MiB; reference "
+                  f"{sb['reference_parameters']:,} B, trainable {sb['actor_trainable']:,} B, AdamW state "
+                  f"{sb['optimizer_state']:,} B -> {r['dir']}")
         return 0
     if args.reshard:
         from .experiment import measure_reshard

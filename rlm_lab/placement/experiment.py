@@ -318,3 +318,31 @@ def run_config_preset_steps(size: str) -> int:
     from ..train.presets import preset
 
     return preset("grpo", size)["rl_steps"]
+
+
+def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps: int = 3, beta: float = 0.04,
+                        session=None) -> dict:
+    """Memory with a KL term (``beta > 0``): full fine-tuning holds a separate reference model, LoRA none (the
+    reference is the base with its adapter disabled: TRL's GRPOTrainer with ``peft_config``). Both colocated
+    on every core, a larger zoo model (``model``) so that the model states stand out of the runtime's RSS,
+    no SFT warm start (memory does not depend on the weights' values), ``steps`` steps. Records in
+    ``<root>/ch05_memory_{full,lora}/<UTC time>``: the trainer's peak RSS, the tracer's per-stage peaks and
+    the state counted from the live objects (:func:`rlm_lab.placement.workers.state_bytes`)."""
+    from .runtime import RaySession, algo_roles, run_placement
+
+    cfg = run_config(size, model=model, sft_steps=0, beta=beta, rl_steps=steps)
+    algo = algo_roles(cfg)  # the reference role stays on the actor's set; with LoRA it is the adapter-less base
+    runs = {"full": get_placement("colocated", cluster(), algo),
+            "lora": get_placement("colocated", cluster(), algo, lora=True)}
+    own = session is None
+    session = session or RaySession(num_cpus=2)
+    out = {}
+    try:
+        for key, p in runs.items():
+            folder = Path(root) / f"ch05_memory_{key}" / _now()
+            c = cfg.replace(rl_lr=LORA_LR) if p.lora else cfg
+            out[key] = {**run_placement(p, c, folder, session=session, prediction=predict(p, c)), "dir": str(folder)}
+    finally:
+        if own:
+            session.close()
+    return out

@@ -256,6 +256,7 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
         "trainer_peak_rss_bytes": out.get("peak_rss_bytes"), "critic_peak_rss_bytes": out.get("critic_peak_rss_bytes"),
+        "state_bytes": out.get("state_bytes"),
         **{k: out[k] for k in ("accuracy_after", "format_rate_after") if k in out},
         "tracer": summary,
     }

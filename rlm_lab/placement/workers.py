@@ -202,6 +202,7 @@ class TrainerWorker:
         if hasattr(glue, "record"):  # what that glue measured (staleness, versions...) for the run record
             out["glue_record"] = glue.record()
         out["peak_rss_bytes"] = _peak_rss()
+        out["state_bytes"] = state_bytes(trainer)
         if job.get("return_weights"):
             out["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
             if cfg.algo == "ppo":
@@ -213,6 +214,25 @@ class TrainerWorker:
                     cm = trainer.accelerator.unwrap_model(trainer.critic_trainer.model)
                     out["critic_weights"] = {k: v.detach().clone() for k, v in cm.state_dict().items()}
         return out
+
+
+def state_bytes(trainer) -> dict:
+    """The training state the trainer holds, counted from the live objects after training: the actor's
+    parameters (with LoRA: the frozen base and the adapters), the reference model's (TRL builds none with
+    beta = 0 or with PEFT, where the reference is the actor with its adapter disabled), the gradients still
+    allocated and AdamW's state (only for what is trained)."""
+    import torch
+
+    def nbytes(tensors):
+        return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    ref = getattr(trainer, "ref_model", None)
+    opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate's wrapper
+    return {"actor_parameters": nbytes(model.parameters()),
+            "actor_trainable": nbytes(p for p in model.parameters() if p.requires_grad),
+            "reference_parameters": nbytes(ref.parameters()) if ref is not None else 0,
+            "optimizer_state": nbytes(v for st in opt.state.values() for v in st.values()) if opt is not None else 0}
 
 
 def build_trainer(cfg, model_path, rows, task, output_dir, callbacks, rollout_func, lora: dict | None = None,
