@@ -25,6 +25,8 @@ for id, argv, msg in [
     ("reshard-with-steps", ["--reshard", "--steps", "3"], r"--reshard runs its own fixed experiment; it takes no --steps"),
     ("lora-accuracy-with-placement", ["--lora-accuracy", "--placement", "colocated"],
      r"--lora-accuracy runs its own fixed experiment; it takes no --placement"),
+    ("lora-memory-with-address", ["--lora-memory", "--address", "127.0.0.1:1"],
+     r"--lora-memory runs its own fixed experiment; it takes no --address"),
     ("out-is-a-file", ["--out", "{tmp}/record.json"], r"--out .*record.json is a file, not a folder for run records"),
 ]:
     add(id, "place " + " ".join(a if a else "''" for a in argv), argv, msg,
@@ -35,10 +37,10 @@ CASES.append(Case("ray-address-env-refused", "RAY_ADDRESS names a port where no 
                   message=r"Ray could not start: no Ray cluster answers at 127.0.0.1:1"))
 
 
-def _cfg(**kw):
+def _cfg(algo="grpo", **kw):
     from rlm_lab.placement.experiment import run_config
 
-    return run_config("smoke", **kw)
+    return run_config("smoke", algo, **kw)
 
 
 def too_many_cpus(tmp):
@@ -88,6 +90,16 @@ def rollout_without_sync(tmp):
               {"actor": "train", "rollout": "gen"}, sync="none").validate(algo_roles(_cfg()), Cluster(2, "cpu"))
 
 
+def ppo_rollout_apart(tmp):
+    """check_placement(PPO disaggregated: rollout on its own core)"""
+    from rlm_lab.placement.runtime import algo_roles, check_placement
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = _cfg(algo="ppo")
+    check_placement(get_placement("disaggregated", Cluster(2, "cpu"), algo_roles(cfg), rollout_devices=1,
+                                  sync="collective"), cfg)
+
+
 def bad_layout(tmp):
     """ResourceSet('train', devices=2, dp=3)"""
     from rlm_lab.placement.spec import ResourceSet
@@ -113,6 +125,8 @@ CASES += [
          message=r"grpo has no reference, critic, reward model; drop it"),
     Case("rollout-without-sync", "rollout on its own set with no weight sync", call=rollout_without_sync,
          message=r"rollout is on another set than the actor, so sync must be"),
+    Case("ppo-rollout-apart", "PPO with its generation on another core (it generates with TRL's own generate)",
+         call=ppo_rollout_apart, message=r"PPO generates with TRL's own generate on the actor's set"),
     Case("layout-mismatch", "a set of 2 devices laid out dp=3", call=bad_layout, message=r"layout dp=3 x tp=1 = 3"),
     Case("measure-unknown-key", "the experiment API with a placement key it does not know", call=unknown_key,
          message=r"unknown placement\(s\) hybrid_gpu; choose from colocated"),
