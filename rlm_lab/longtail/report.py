@@ -13,7 +13,7 @@ from ..sizes import check_size
 from .run import TECHNIQUES, measure
 
 COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.longtail --size {size} --out data/runs/{size}"
-TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "rel. error", "verdict")
+TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "repeats min-max", "rel. error", "verdict")
 
 # what each record's "gain" is: the ratio (baseline / technique) of time, or of work for dynamic sampling
 GAIN = {
@@ -50,13 +50,17 @@ def gain_row(technique: str, record) -> dict:
     """predicted and measured gain of one technique, the relative error and the verdict (25 % bar)."""
     key, meaning = GAIN[technique]
     if record is None:
-        return {"technique": technique, "predicted gain": None, "measured gain": None, "rel. error": None,
-                "verdict": "not measured yet", "meaning": meaning}
+        return {"technique": technique, "predicted gain": None, "measured gain": None, "repeats min-max": None,
+                "rel. error": None, "verdict": "not measured yet", "meaning": meaning, "outside noise": None}
     res = record.results
     pred, meas = res["predicted"][key], res["measured"][key]
     err = relative_error(pred, meas)
-    return {"technique": technique, "predicted gain": pred, "measured gain": meas, "rel. error": err,
-            "verdict": verdict(abs(err)), "meaning": meaning}
+    spread = res["measured"].get(f"{key}_spread")  # every repeat's gain, its pair run back to back
+    band = f"{spread['min']:.2f}-{spread['max']:.2f}" if spread else "one run"
+    # a gain is outside the noise band when every repeat's pair agrees on its side of 1
+    outside = None if not spread else (spread["min"] > 1 or spread["max"] < 1)
+    return {"technique": technique, "predicted gain": pred, "measured gain": meas, "repeats min-max": band,
+            "rel. error": err, "verdict": verdict(abs(err)), "meaning": meaning, "outside noise": outside}
 
 
 def ranking(runs: dict) -> list[dict]:
@@ -70,3 +74,28 @@ def ranking(runs: dict) -> list[dict]:
 
     done = sorted((r for r in rows if r["measured gain"] is not None), key=benefit, reverse=True)
     return done + [r for r in rows if r["measured gain"] is None]
+
+
+LEARN_ARMS = ("baseline", "overprovision", "dynamic_sampling")
+
+
+def load_learning(size: str = "cpu") -> dict:
+    """``{arm: (record, learning.json dict) or None}``: the committed learning runs ``data/runs/<size>/
+    ch07_learn_<arm>`` (:mod:`rlm_lab.longtail.learning`); None: not run yet."""
+    import json
+
+    size = check_size(size)
+    out = {}
+    for arm in LEARN_ARMS:
+        d = reference_root(size) / f"ch07_learn_{arm}"
+        out[arm] = (load_record(d), json.loads((d / "learning.json").read_text())) if d.exists() else None
+    return out
+
+
+def accuracy_difference(acc_a: float, acc_b: float, n: int) -> dict:
+    """Difference of two held-out accuracies on the same ``n`` problems and the bar it is read against,
+    fixed before the runs: 2 standard errors of a difference of two independent binomial proportions,
+    2 * sqrt((a(1-a) + b(1-b)) / n). One seed per arm: seed-to-seed spread is not in it."""
+    diff = acc_a - acc_b
+    bar = 2 * ((acc_a * (1 - acc_a) + acc_b * (1 - acc_b)) / n) ** 0.5
+    return {"difference": diff, "bar": bar, "effect": abs(diff) > bar}

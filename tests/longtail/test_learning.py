@@ -48,3 +48,24 @@ def test_overprovision_rollout_bad_input():
         OverProvisionRollout(lambda c, **kw: [0.0] * len(c), [])
     with pytest.raises(RlmLabError, match="n' >= n"):
         OverProvisionRollout(lambda c, **kw: [0.0] * len(c), ["1+2="], ratio=0.5)
+
+
+def test_gain_spread_outside_noise_and_accuracy_bar():
+    from rlm_lab.longtail import report
+    from rlm_lab.longtail.run import _spread
+
+    # per-repeat gains from paired times, by hand: 2/1, 3/2, 1/2
+    sp = _spread({"a": [2.0, 3.0, 1.0], "b": [1.0, 2.0, 2.0]}, "a", "b")
+    assert sp["reps"] == [2.0, 1.5, 0.5] and (sp["min"], sp["max"]) == (0.5, 2.0)
+
+    class Rec:
+        def __init__(self, spread):
+            self.results = {"predicted": {"speedup": 1.5}, "measured": {"speedup": 1.5, "speedup_spread": spread}}
+
+    assert report.gain_row("packing", Rec(sp))["outside noise"] is False  # repeats on both sides of 1
+    row = report.gain_row("packing", Rec({"min": 1.1, "max": 1.9}))
+    assert row["outside noise"] is True and row["repeats min-max"] == "1.10-1.90"
+    # 2 standard errors of a difference of proportions, by hand: 0.5 and 0.4 on 100 problems
+    d = report.accuracy_difference(0.5, 0.4, 100)
+    assert d["bar"] == pytest.approx(2 * (0.49 / 100) ** 0.5) and d["effect"] is False
+    assert report.accuracy_difference(0.7, 0.4, 100)["effect"] is True
