@@ -34,16 +34,26 @@ def run_config(size: str, algo: str = "grpo", **overrides):
     return make_config(algo, size, **fields)
 
 
-def cluster(devices: int = 2) -> Cluster:
-    return Cluster(devices, "cpu")
+def cluster(devices: int = 2, kind: str = "cpu") -> Cluster:
+    return Cluster(devices, kind)
 
 
-def placements(cfg, devices: int = 2) -> dict:
-    """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores."""
+def size_cluster(cfg) -> Cluster:
+    """The cluster a size's placements are laid on: the 2 cores of this machine at smoke and cpu size; at
+    gpu size the GPUs torch sees (at least 2, so that a disaggregated placement exists to ask for)."""
+    if cfg.size != "gpu":
+        return cluster()
+    from .resources import local_gpus
+
+    return cluster(max(2, local_gpus()), "gpu")
+
+
+def placements(cfg, devices: int | None = None) -> dict:
+    """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores (default: :func:`size_cluster`)."""
     from .runtime import algo_roles
 
     algo = algo_roles(cfg)
-    c = cluster(devices)
+    c = cluster(devices) if devices else size_cluster(cfg)
     return {
         "colocated": get_placement("colocated", c, algo),
         "disaggregated": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective"),
@@ -55,14 +65,14 @@ def placements(cfg, devices: int = 2) -> dict:
     }
 
 
-def ppo_placements(cfg, devices: int = 2) -> dict:
+def ppo_placements(cfg, devices: int | None = None) -> dict:
     """key -> Placement for :data:`PPO_KEYS`: PPO colocated on every core, and ``split`` (NeMo-Aligner style):
     actor + reference (+ TRL's generation) on ``devices - 1`` cores, the critic on one (the reward is the
     rule-based verifier, no model, so the value set holds the critic alone)."""
     from .runtime import algo_roles
 
     algo = algo_roles(cfg)
-    c = cluster(devices)
+    c = cluster(devices) if devices else size_cluster(cfg)
     return {"ppo_colocated": get_placement("colocated", c, algo),
             "ppo_split": get_placement("split", c, algo, value_devices=1)}
 
@@ -91,8 +101,12 @@ def workload(cfg):
                     engine="static", logits="completion", weight_sync="none")
 
 
-def predict(placement, cfg, profile: str = PROFILE) -> dict:
+GPU_PROFILE = "h100-sxm"  # gpu size until the lent GPU has a calibrated profile of its own
+
+
+def predict(placement, cfg, profile: str | None = None) -> dict:
     """The placement predictor's numbers for ``placement`` (plain JSON, stored in the run record)."""
+    profile = profile or (PROFILE if placement.sets[0].kind == "cpu" else GPU_PROFILE)
     from ..cost.placement import predict_placement
     from ..cost.workload import algorithm
 
@@ -105,7 +119,7 @@ def predict(placement, cfg, profile: str = PROFILE) -> dict:
     if cfg.algo == "ppo":  # the runtime's PPO scores with the rule-based verifier: no reward model to price
         alg = dataclasses.replace(alg, models=tuple(m for m in alg.models if m != "reward"))
     pp = predict_placement(placement, cfg.model, alg, workload(cfg), profile,
-                           cluster(placement.devices), lora=lora)
+                           cluster(placement.devices, placement.sets[0].kind), lora=lora)
     return {"profile": profile, "step_s": pp.step_s, "sync_s": pp.sync_s, "sync_bytes": pp.sync_bytes,
             "reshard_bytes": pp.reshard_bytes, "phases": {k: v[0] for k, v in pp.phases.items()},
             "sets": {s.name: {"busy_s": s.busy_s, "stages": {str(k): v for k, v in s.stages.items()}}

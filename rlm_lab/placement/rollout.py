@@ -72,9 +72,12 @@ class RolloutEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
+            device = next(self.model.parameters()).device  # cuda on a GPU set
+            # the seed reaches the CUDA generator too: fork (and restore) it as well on a GPU
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
                 torch.manual_seed(seed)
-                out = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=self.gen,
+                out = self.model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                                          generation_config=self.gen,
                                           output_scores=True, return_dict_in_generate=True)
         finally:
             self.model.train(was_training)
@@ -87,7 +90,7 @@ class RolloutEngine:
             cut = next((j + 1 for j, tok in enumerate(row) if tok in self.eos), len(row))
             completion_ids.append(row[:cut])
             if scores is not None:
-                lp = scores[i, torch.arange(cut), completion[i, :cut]]
+                lp = scores[i, torch.arange(cut, device=scores.device), completion[i, :cut]]
                 logprobs.append(lp.tolist())
             else:
                 logprobs.append([0.0] * cut)

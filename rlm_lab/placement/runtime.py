@@ -43,10 +43,15 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
         raise RlmLabError(f"the placement runtime runs GRPO and PPO; got algo={cfg.algo!r}")
     if cfg.algo == "ppo" and placement.rollout_separate:
         raise RlmLabError("PPO generates with TRL's own generate on the actor's set; place rollout with the actor")
-    if cfg.size == "gpu" or cfg.bf16:
-        raise RlmLabError("the placement runtime runs on CPU cores only (no num_gpus per actor, no NCCL sync yet); "
-                          "use --size smoke or cpu")
+    from .resources import check_devices, local_gpus
+
+    kind = placement.sets[0].kind if placement.sets else "cpu"
+    if kind == "cpu" and cfg.size == "gpu":
+        raise RlmLabError("size gpu places its roles on GPU sets; use --size smoke or cpu for cores")
     try:
+        if kind == "gpu":  # the gpu size: a set per role group of GPUs, NCCL sync (rlm_lab.placement.resources)
+            check_devices(placement, cpus or local_cpus(), local_gpus())
+            return placement.validate(algo_roles(cfg), Cluster(local_gpus(), "gpu"))
         return placement.validate(algo_roles(cfg), Cluster(cpus or local_cpus(), "cpu"))
     except PlacementError as e:
         raise RlmLabError(str(e)) from None
@@ -131,22 +136,24 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+    from .resources import actor_options, bundle, sync_backend, threads
     from .workers import RolloutWorker, TrainerWorker
 
     pg, actors, t_start = None, [], time.perf_counter()
     try:
-        if session.cpus() < placement.devices:
+        if placement.sets[0].kind == "cpu" and session.cpus() < placement.devices:
             raise RlmLabError(f"placement {placement.name!r} asks for {placement.devices} CPUs, Ray has {session.cpus()}")
-        pg = placement_group([{"CPU": s.devices} for s in placement.sets], strategy="PACK")
+        pg = placement_group([bundle(s) for s in placement.sets], strategy="PACK")
         try:
             ray.get(pg.ready(), timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise RlmLabError(f"Ray could not reserve {placement.describe()} within {startup_timeout_s:g} s") from None
         index = {s.name: i for i, s in enumerate(placement.sets)}
 
-        def on(set_name, cls, cpus, *args):
-            opts = dict(num_cpus=cpus, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=index[set_name]))
+        def on(set_name, cls, share, *args):
+            opts = dict(**actor_options(placement.set(set_name), share),
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(
+                            pg, placement_group_bundle_index=index[set_name]))
             a = ray.remote(cls).options(**opts).remote(*args)
             actors.append(a)
             return a
@@ -157,21 +164,23 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         if placement.rollout_separate:
             rset = placement.set_of("rollout")
             per = max(1, rset.devices // rset.dp)
-            rollouts = [on(rset.name, RolloutWorker, per, per, str(model_path), lora) for _ in range(rset.dp)]
-        trainer = on(train_set.name, TrainerWorker, train_set.devices, train_set.devices)
+            rollouts = [on(rset.name, RolloutWorker, per, threads(rset, per), str(model_path), lora)
+                        for _ in range(rset.dp)]
+        trainer = on(train_set.name, TrainerWorker, train_set.devices, threads(train_set, train_set.devices))
         critic = None
         if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
             from .critic_role import CriticWorker
 
             cset = placement.set_of("critic")
             # PPOConfig.critic_learning_rate defaults to the actor's (rl_args does not set it)
-            critic = on(cset.name, CriticWorker, cset.devices, cset.devices, str(model_path), cfg.rl_lr)
+            critic = on(cset.name, CriticWorker, cset.devices, threads(cset, cset.devices), str(model_path), cfg.rl_lr)
         try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
             pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
             if placement.sync == "collective" and rollouts:
                 port, world = free_port(), 1 + len(rollouts)
-                refs = [trainer.join_group.remote(port, world, timeout_s)] + \
-                    [r.join_group.remote(port, i + 1, world, timeout_s) for i, r in enumerate(rollouts)]
+                backend = sync_backend(placement)  # gloo between cores, NCCL between GPUs
+                refs = [trainer.join_group.remote(port, world, timeout_s, backend)] + \
+                    [r.join_group.remote(port, i + 1, world, timeout_s, backend) for i, r in enumerate(rollouts)]
                 ray.get(refs, timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise PlacementRunError(f"the actors of {placement.name!r} did not start within "

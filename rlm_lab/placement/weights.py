@@ -113,7 +113,7 @@ def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BU
     with torch.no_grad():
         for bucket in buckets(synced_parameters(model), bucket_bytes):
             flat = torch.cat([p.detach().reshape(-1) for _, p in bucket]) if group.rank() == src else \
-                torch.empty(sum(p.numel() for _, p in bucket), dtype=bucket[0][1].dtype)
+                torch.empty(sum(p.numel() for _, p in bucket), dtype=bucket[0][1].dtype, device=bucket[0][1].device)
             group.broadcast([flat], opts).wait()
             if group.rank() != src:
                 off = 0

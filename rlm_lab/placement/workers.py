@@ -46,7 +46,10 @@ class RolloutWorker:
         hf_logging.disable_progress_bar()
         from ..models import load
 
+        from ..device import pick_device
+
         model, _ = load(model_path)
+        model.to(pick_device())  # the GPU Ray gave this actor (CUDA_VISIBLE_DEVICES), else the CPU
         if lora:
             from peft import LoraConfig, get_peft_model
 
@@ -65,10 +68,10 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, rank: int, world: int, timeout_s: float) -> int:
+    def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, rank, world, timeout_s)
+        self.group = make_group("127.0.0.1", port, rank, world, timeout_s, backend)
         return rank
 
     def receive_weights(self, bucket_bytes: int) -> dict:
@@ -114,10 +117,10 @@ class TrainerWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, world: int, timeout_s: float) -> int:
+    def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, 0, world, timeout_s)
+        self.group = make_group("127.0.0.1", port, 0, world, timeout_s, backend)
         return 0
 
     def close(self) -> None:

@@ -65,7 +65,7 @@ def too_many_rollout_cpus(tmp):
 
 
 def gpu_set_on_cpu(tmp):
-    """check_placement(colocated on 1 GPU) on a CPU-only Ray"""
+    """check_placement(colocated on 1 GPU) on this machine"""
     from rlm_lab.placement.runtime import algo_roles, check_placement
     from rlm_lab.placement.spec import Cluster, get_placement
 
@@ -119,8 +119,10 @@ CASES += [
          call=too_many_cpus, message=r"asks for 64 cpu devices"),
     Case("too-many-rollout-cpus", "63 rollout cores + 1 trainer core on this machine", call=too_many_rollout_cpus,
          message=r"asks for 64 cpu devices"),
-    Case("gpu-set-on-cpu", "a GPU resource set handed to the CPU runtime", call=gpu_set_on_cpu,
-         message=r"asks for gpu devices but the cluster has cpu"),
+    Case("gpu-set-on-cpu", "a GPU resource set on a machine with no GPU", call=gpu_set_on_cpu,
+         message=r"asks for 1 GPU\(s\), this machine has none"),
+    Case("size-gpu-no-gpu", "--size gpu on a machine with no GPU (its placements are GPU sets)",
+         argv=["place", "--size", "gpu"], message=r"asks for 2 GPU\(s\), this machine has none"),
     Case("critic-for-grpo", "PPO's split placement (critic, reward) for a GRPO run", call=critic_for_grpo,
          message=r"grpo has no reference, critic, reward model; drop it"),
     Case("rollout-without-sync", "rollout on its own set with no weight sync", call=rollout_without_sync,
