@@ -5,7 +5,7 @@ model lives in a Ray actor on the value set; the trainer (our ``PPOTrainer``, a 
 - :class:`CriticWorker` -- the Ray actor (a plain class here; ``runtime`` makes it one): a
   :class:`rlm_lab.train.critic.CriticTrainer` built exactly as the colocated trainer builds it
   (``build_critic`` from the SFT policy: backbone copied, score head zero), on its own
-  ``accelerate.Accelerator(cpu=True)``; its forward is :meth:`CriticTrainer.values`, its update the same
+  ``accelerate.Accelerator`` (its cores, or its GPU on a GPU set); its forward is :meth:`CriticTrainer.values`, its update the same
   clipped value loss (``rlm_lab.train.advantages.clipped_value_loss``) and :meth:`CriticTrainer.step`.
 - :class:`RemoteCritic` -- what the trainer holds in place of its ``critic_trainer``: same methods
   (``values``, ``make_scheduler``, ``save``/``load``), each a blocking call to the worker, whose time the
@@ -42,7 +42,10 @@ class CriticWorker:
 
         hf_logging.disable_progress_bar()
         policy, _ = load(model_path)
-        self.ct = CriticTrainer(Accelerator(cpu=True), build_critic(policy), learning_rate, adam_epsilon)
+        from ..device import pick_device
+
+        accelerator = Accelerator(cpu=pick_device() == "cpu")  # the GPU Ray gave this actor, if any
+        self.ct = CriticTrainer(accelerator, build_critic(policy), learning_rate, adam_epsilon)
         del policy
         self.threads, self.span_list = threads, []
 
