@@ -5,6 +5,9 @@
 - :func:`placements` -- the placements measured: ``colocated`` (one set of all cores),
   ``disaggregated`` (1 core rollout, the rest training; weights by a gloo broadcast) and
   ``disaggregated`` with the naive object-store sync (``ray.put`` of the weights), the baseline.
+- :func:`ppo_placements` -- PPO colocated and ``split`` (critic on its own core), keys :data:`PPO_KEYS`;
+  :func:`configs` pairs every key with its run config (GRPO's or PPO's);
+- :func:`measure_lora_memory` -- full fine-tuning against LoRA with a reference model (beta > 0): memory;
 - :func:`predict` -- ``rlm_lab.cost.placement.predict_placement`` with the committed CPU profile, made
   *before* the run and stored in its record.
 - :func:`measure` -- one run per placement into a new folder ``<root>/ch05_<key>/<UTC time>``.
