@@ -27,11 +27,13 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import RlmLabError
+
 INF = None  # eta = None: no staleness bound
 ETAS = (0, 1, 2, 4, 8, INF)  # the bounds chapter 6 measures
 
 
-class BufferError(ValueError):
+class BufferError(RlmLabError, ValueError):
     """Misuse of the buffer (a negative bound, a sample from a future version, a timed-out take)."""
 
 
