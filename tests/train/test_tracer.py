@@ -183,7 +183,9 @@ HOOKS = ("_open_profiled", "_open", "_close", "on_step_begin", "on_pre_optimizer
 
 def _time_hooks(tracer, clock):
     """Wrap the tracer's entry points on the instance: seconds spent inside them (outermost call only,
-    so a hook calling another is not counted twice), per optimizer step, and calls per hook."""
+    so a hook calling another is not counted twice), per optimizer step, and calls per hook. The seconds are
+    this thread's CPU time: on 2 shared cores the wall time inside a hook also counts the other jobs that
+    pre-empted it, which is the machine's load, not the tracer's cost."""
     clock.update(per_step=[], calls=Counter(), spent=0.0, depth=0)
     for name in HOOKS:
         orig = getattr(tracer, name)
@@ -193,11 +195,11 @@ def _time_hooks(tracer, clock):
             if clock["depth"]:
                 return _orig(*args, **kwargs)
             clock["depth"] += 1
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 return _orig(*args, **kwargs)
             finally:
-                clock["spent"] += time.perf_counter() - t0
+                clock["spent"] += time.thread_time() - t0
                 clock["depth"] -= 1
                 if _name == "on_step_end":
                     clock["per_step"].append(clock["spent"])
@@ -248,7 +250,11 @@ def test_spans_cover_each_stage_in_order_and_sum_to_the_step(runs):
         assert all(s["self_s"] == s["dur_s"] for s in counted)  # GRPO nests no stage in another
         # the counted stages fit in the step ("other" = the rest is never clamped at 0)
         assert sum(v for k, v in r["stages"].items() if k != OTHER) <= r["wall_s"]
-        assert r["stages"][OTHER] < 0.25 * r["wall_s"] or r["step"] == 1  # stages explain the step
+        # stages explain the step: a missing stage would leave its time in "other". A step without generation
+        # lasts ~10 ms at this size, of which the Trainer's own per-step work (data loading, logging, callbacks)
+        # is several ms on a loaded machine, so it gets half; the forward+backward it would lose is more.
+        share = 0.25 if r in gen_steps else 0.5
+        assert r["stages"][OTHER] < share * r["wall_s"] or r["step"] == 1, (r["step"], r["stages"], r["wall_s"])
         assert all(s["peak_bytes"] > 0 for s in counted)
 
 
