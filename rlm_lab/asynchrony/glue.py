@@ -192,7 +192,8 @@ class AsyncGlue(RolloutGlue):
                                     "the asynchronous glue cannot know the next batches")
         with profiling_context(trainer, "sync_weights"):
             self._push(version)
-        while self.submitted <= b + self.ahead:  # keep `ahead` batches queued beyond the one trained now
+        last = self._last_call(trainer)
+        while self.submitted <= min(b + self.ahead, last):  # `ahead` batches queued beyond the one trained now
             self._submit(self.submitted)
             self.submitted += 1
         t0 = time.perf_counter()
@@ -219,6 +220,17 @@ class AsyncGlue(RolloutGlue):
             step["importance_seconds"] = round(time.perf_counter() - t1, 6)
         self.steps.append(step)
         return out
+
+    @staticmethod
+    def _last_call(trainer) -> int:
+        """The last generation call of the run (no batch is generated that nothing will train on): one call
+        per optimizer step when TRL generates once per step (num_iterations = 1, steps_per_generation =
+        gradient_accumulation_steps); otherwise unknown, no limit."""
+        a = trainer.args
+        if getattr(a, "num_iterations", 1) == 1 and a.steps_per_generation == a.gradient_accumulation_steps \
+                and trainer.state.max_steps:
+            return int(trainer.state.max_steps) - 1
+        return 1 << 62
 
     def record(self) -> dict:
         """For the run record: the bound, the per-sample staleness distribution, per-step versions, deaths."""
