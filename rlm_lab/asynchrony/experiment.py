@@ -56,7 +56,7 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 
 
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
-            session=None, command=None) -> dict:
+            session=None, command=None, importance: bool = True) -> dict:
     from ..placement.experiment import run_config
     from ..placement.runtime import RaySession
     from .modes import mode_eta, run_mode
@@ -77,7 +77,8 @@ def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int 
             prediction = predict_from_sync(m, out["sync"]) if m != "sync" else \
                 {"mode": "sync", "note": "the baseline: measured, not predicted"}
             folder = Path(root) / f"ch06_{m}" / _now()
-            out[m] = run_mode(m, cfg, folder, session=session, prediction=prediction, command=command)
+            out[m] = run_mode(m, cfg, folder, session=session, prediction=prediction, command=command,
+                              importance=importance)
             out[m]["dir"] = str(folder)
     finally:
         if own:
@@ -122,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--no-importance", action="store_true",
+                    help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
     try:
         from ..record import REPO_ROOT
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
 
         check_size(a.size)
         out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),
-                      a.seed, a.steps, command=sys.argv)
+                      a.seed, a.steps, command=sys.argv, importance=not a.no_importance)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2

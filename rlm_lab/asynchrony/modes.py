@@ -39,18 +39,19 @@ def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_de
 
 
 def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | None = None, devices: int = 2,
-             ahead: int | None = None, prediction: dict | None = None, **kw) -> dict:
+             ahead: int | None = None, importance: bool = True, prediction: dict | None = None, **kw) -> dict:
     """Run GRPO ``cfg`` in execution ``mode``; the record (``run_dir``) holds ``results['glue']``: the bound,
     the staleness of every sample trained on, per-step versions and rollout-worker deaths.
 
     ``sync``: how weights reach the workers; default ``collective`` for ``sync`` (exactly chapter 5's
     disaggregated run) and ``object_store`` for the others (a push that does not wait for the generation in
-    flight; a broadcast would)."""
+    flight; a broadcast would). ``importance``: re-score every batch on the trainer to record the importance
+    weights (one extra no-grad forward per step, its seconds in the record; off for pure speed runs)."""
     eta = mode_eta(mode)
     sync = sync or ("collective" if eta == 0 else "object_store")
     placement = mode_placement(cfg, devices, sync)
     from ..placement.runtime import run_placement
 
     return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
-                         glue_kwargs={"eta": eta, "ahead": ahead},
+                         glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance},
                          extra_results={"mode": mode, "eta": "inf" if eta is None else eta}, **kw)
