@@ -75,3 +75,37 @@ def test_misuse_is_one_clear_error():
     buf2 = StalenessBuffer(0)
     with pytest.raises(BufferError, match="after 0.05 s"):
         buf2.take(1, 0, timeout_s=0.05)
+
+
+def test_threads_putting_while_the_trainer_takes():
+    """Two producer threads put 200 samples each, tagged with the trainer's version when they generated;
+    the trainer takes batches of 8 and updates: every sample handed out is within eta, none twice."""
+    import threading
+    import time
+
+    buf = StalenessBuffer(2)
+    version = [0]
+
+    def produce():
+        for _ in range(200):
+            buf.put(version[0])
+
+    threads = [threading.Thread(target=produce) for _ in range(2)]
+    for t in threads:
+        t.start()
+    taken = []
+    while True:
+        live = any(t.is_alive() for t in threads)
+        got = buf.try_take(8, version[0])
+        if got is None:
+            if not live:
+                break
+            time.sleep(0.001)
+            continue
+        assert all(version[0] - s.version <= 2 for s in got)
+        taken += [s.uid for s in got]
+        version[0] += 1
+    for t in threads:
+        t.join()
+    assert len(set(taken)) == len(taken)
+    assert len(taken) + len(buf.evicted) + len(buf) == 400
