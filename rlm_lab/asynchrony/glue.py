@@ -120,6 +120,10 @@ class AsyncGlue(RolloutGlue):
                 ray.get(ref)
             except ray.exceptions.RayActorError:
                 self._dead(w, "weight load")
+            except ray.exceptions.RayTaskError as e:  # the load itself failed: one line, the run stops
+                lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+                raise PlacementRunError(f"rollout worker {w} could not load the pushed weights: "
+                                        f"{lines[-1][:160] if lines else type(e).__name__}") from None
 
     # ---- generation requests
     def _submit(self, b: int, chunk_ids=None) -> None:
