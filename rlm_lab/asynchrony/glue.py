@@ -24,8 +24,9 @@ submission order, so a worker's version at a generation request is the last vers
 trainer at version v takes only samples with v - version <= eta, and the record keeps the staleness of every
 sample trained on.
 
-A rollout worker that dies: its requests are resubmitted to the remaining workers (same seeds; the sample's
-version is that worker's) and the record lists the death; with no worker left the run stops with one
+A rollout worker that dies (object-store push, eta >= 1): its requests are resubmitted to the remaining
+workers (same seeds; the sample's version is that worker's) and the record lists the death; with no worker
+left, or with a blocking push (eta = 0, or a broadcast, which every worker must join), the run stops with one
 :class:`PlacementRunError` line. Nothing waits longer than ``timeout_s``.
 
 Off-policy correction: TRL's truncated importance sampling (``vllm_importance_sampling_correction``) is
