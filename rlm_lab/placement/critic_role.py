@@ -31,7 +31,7 @@ class CriticWorker:
     """The value model on its own cores (``num_cpus`` from Ray, ``torch.set_num_threads`` to match)."""
 
     def __init__(self, threads: int, model_path: str, learning_rate: float, adam_epsilon: float = 1e-8):
-        from .workers import _pin
+        from .proc import pin as _pin
 
         _pin(threads)
         from accelerate import Accelerator
@@ -92,7 +92,7 @@ class CriticWorker:
         return list(self.span_list)
 
     def peak_rss(self) -> int:
-        from .workers import _peak_rss
+        from .proc import peak_rss as _peak_rss
 
         return _peak_rss()
 

@@ -57,13 +57,10 @@ def local_gpus() -> int:
 
 def check_devices(placement, cpus: int, gpus: int) -> None:
     """One error line when the machine (or Ray cluster) lacks what ``placement`` asks for."""
-    need = {"cpu": 0, "gpu": 0}
-    for s in placement.sets:
-        need[s.kind] += s.devices
-        if s.kind == "gpu":
-            need["cpu"] += s.devices
-    if need["gpu"] > gpus:
+    need_gpus = sum(s.devices for s in placement.sets if s.kind == "gpu")
+    need_cpus = sum(s.devices for s in placement.sets)  # a CPU set's cores; a GPU set's one core per GPU
+    if need_gpus > gpus:
         have = "this machine has none (torch sees no CUDA device)" if gpus == 0 else f"there are {gpus}"
-        raise RlmLabError(f"placement {placement.name!r} asks for {need['gpu']} GPU(s), {have}")
-    if need["cpu"] > cpus:
-        raise RlmLabError(f"placement {placement.name!r} asks for {need['cpu']} CPUs, there are {cpus}")
+        raise RlmLabError(f"placement {placement.name!r} asks for {need_gpus} GPU(s), {have}")
+    if need_cpus > cpus:
+        raise RlmLabError(f"placement {placement.name!r} asks for {need_cpus} CPUs, there are {cpus}")

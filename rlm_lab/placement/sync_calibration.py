@@ -22,7 +22,7 @@ class _Side:
     """One end of the sync (a Ray actor): a one-parameter module of ``nbytes`` and a gloo group."""
 
     def __init__(self, threads: int):
-        from .workers import _pin
+        from .proc import pin as _pin
 
         _pin(threads)
         self.group, self.model = None, None

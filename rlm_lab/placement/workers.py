@@ -16,23 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-
-def _peak_rss() -> int:
-    """This process's resident-set high-water mark (VmHWM, Linux)."""
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _pin(threads: int) -> None:
-    import torch
-
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func's "experimental" warning
-    torch.set_num_threads(max(1, int(threads)))
+from .proc import peak_rss as _peak_rss, pin as _pin  # noqa: F401 - the names this module always used
 
 
 class RolloutWorker:
