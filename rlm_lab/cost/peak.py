@@ -26,8 +26,10 @@ RSS just before the run starts (``baseline``), and added. :func:`peak_rows` ther
 comparisons: the whole peak (baseline + predicted) against the measured peak, and the part above the
 baseline alone, which is the honest test of the terms above (the runtime dominates tiny models' RSS).
 
-Ignores: allocator fragmentation and the memory glibc keeps after a free (the measured part above
-the baseline is an upper bound of what a stage itself needs), Python objects of the batch, CUDA context.
+Ignores: allocator fragmentation and the memory glibc keeps after a free, Python objects of the batch,
+CUDA context. The kept memory cuts both ways in a measurement: a stage's first allocations raise the
+RSS above what it holds at once, and memory an earlier run in the same process freed is reused
+without raising it (so it hides in the baseline): compare in a fresh process per run where it matters.
 """
 
 from __future__ import annotations
