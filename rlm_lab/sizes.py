@@ -45,6 +45,8 @@ class Size:
     placement_steps: int        # ch. 5: RL steps of each placement run (rlm_lab.placement.experiment)
     reshard_model: str          # ch. 5: the model the hybrid engine's reshard is measured on
     long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.longtail.run)
+    # rlm-lab validate: the out-of-sample suite, (name, algo, beta, model, batch, group, length, steps, warmup) each
+    validation: tuple = ()
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -76,6 +78,8 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="nano", task="chain:steps=4", pool=64, n=4, n_prime=6, op_steps=2, batch=4,
                           rounds_n=16, tail_fraction=0.25, workers=2, dispatch_n=6, pack_n=8, micro=4, groups=6,
                           group_size=4, fusion_n=6, reps=1),
+        validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
+                    ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
     ),
     "cpu": Size(
         name="cpu", for_="a laptop or CI machine with 2+ CPU cores (the committed reference runs)",
@@ -116,6 +120,13 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=10, batch=16,
                           rounds_n=128, tail_fraction=0.25, workers=4, dispatch_n=64, pack_n=64, micro=8, groups=32,
                           group_size=8, fusion_n=32, reps=5),
+        validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
+                    ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
+                    ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),
+                    ("nano-moe_dapo_B128_G16_R8", "grpo", 0.0, "nano-moe", 128, 16, 8, 8, 3),
+                    ("micro_ppo_B32_G4_R24", "ppo", 0.04, "micro", 32, 4, 24, 8, 3),
+                    ("mini_dapo_B64_G8_R8", "grpo", 0.0, "mini", 64, 8, 8, 8, 3),
+                    ("micro_grpo_B128_G16_R6", "grpo", 0.04, "micro", 128, 16, 6, 8, 3)),
     ),
     "gpu": Size(
         name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",
