@@ -1,0 +1,76 @@
+"""``rlm-lab validate``: print the suite's comparison, or run the suite first (see :mod:`rlm_lab.validate`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .compare import STATISTICS, report, table
+from .suite import SHARE_MIN, SUITE, run_dir, run_suite, workloads
+
+
+def _print(rep: dict) -> None:
+    s = rep["summary"]
+    name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name", "?") + " (+ terms)"
+    print(f"validation suite: {s['runs']} runs in {rep['root']}, profile {name}, measured {rep['statistic']} "
+          "over the traced steps")
+    print(f"{'run':28} {'stage':15} {'pred s':>9} {'meas s':>9} {'error':>8} {'share':>6} {'peak err':>9}")
+    for r in table(rep["rows"]):
+        print(f"{r['run']:28} {r['stage']:15} {r['predicted_s']:9.4f} {r['measured_s']:9.4f} {r['error']:+8.1%} "
+              f"{r['share']:6.0%} {r['peak_error']:+9.1%}")
+    print(f"whole step: median |error| {s['step_median']:.1%}, worst {s['step_worst']:.1%}, bias {s['bias']:+.1%} "
+          f"({s['under_predicted']} of {s['runs']} under-predicted)")
+    print(f"stages >= {SHARE_MIN:.0%} of a step: median |error| {s['stage_median']:.1%}, worst {s['stage_worst']:.1%} "
+          f"({s['worst_stage']})")
+    if "peak_median" in s:
+        print(f"peak memory per stage: median |error| {s['peak_median']:.1%}, worst {s['peak_worst']:.1%}; "
+              f"the part above the runtime baseline: median |error| {s['transient_median']:.1%}")
+    for k, v in s["verdicts"].items():
+        print(f"  {k}: {v}")
+    c = rep.get("contention", {})
+    if c:
+        print(f"slowest / fastest traced step per run: {min(c.values()):.1f}x to {max(c.values()):.1f}x "
+              "(about 1x on a quiet machine)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="the cost model against the validation suite (never fitted on)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="cpu", help="suite size (smoke, cpu; default cpu)")
+    p.add_argument("--run", action="store_true", help="run the suite now (else read its records)")
+    p.add_argument("--out", help="records folder: where --run writes (default _build/runs/<size>) and what is "
+                                 "read (default: the committed data/runs/<size>, else _build/runs/<size>)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="with --run: only these workloads")
+    p.add_argument("--profile", help="hardware profile name or path (default: the chapters' cpu profile)")
+    p.add_argument("--statistic", default="median", choices=STATISTICS,
+                   help="per stage and step over the traced steps: median (default) or min (least disturbed)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    import json
+
+    from ..cost import load_profile
+    from ..record import runs_root
+
+    cases = workloads(args.size)  # an unknown size: one clear error
+    if args.only and not args.run:
+        raise RlmLabError("--only needs --run")
+    if args.profile:
+        load_profile(args.profile)
+    root = Path(args.out) if args.out else None
+    if args.run:
+        root = root or runs_root(args.size)
+        for d in [root / SUITE] + [run_dir(root, c) for c in cases]:
+            if d.is_dir() and any(d.iterdir()) and not str(d.resolve()).startswith(str(runs_root(args.size).resolve())):
+                raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
+        run_suite(args.size, root, args.only)
+        if args.only:
+            return 0
+    rep = report(args.size, root, args.profile, args.statistic)
+    if args.json:
+        print(json.dumps({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1, default=str))
+    else:
+        _print(rep)
+    return 0
