@@ -96,11 +96,21 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
 
     s = SETTINGS["cpu" if size != "smoke" else "smoke"]
     model = "nano" if size == "smoke" else "micro"
-    return make_config("grpo", size=size if size != "gpu" else "cpu", task=params(size)["task"], model=model,
-                       rl_steps=steps or s["rl_steps"], max_completion_length=s["max_completion_length"],
-                       eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
-                       eval_every=0, trace=False, seed=seed, name=f"ch07_learn_{arm}",
-                       out=str(root / f"ch07_learn_{arm}"))
+    name = f"ch07_learn_{arm}" + (f"_seed{seed}" if seed else "")
+    cfg = make_config("grpo", size=size if size != "gpu" else "cpu", task=params(size)["task"], model=model,
+                      rl_steps=steps or s["rl_steps"], max_completion_length=s["max_completion_length"],
+                      eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
+                      eval_every=0, trace=False, seed=0, name=name, out=str(root / name))
+    if seed:  # other seeds: the same SFT warm start as seed 0 (its cached checkpoint), the RL phase reseeded
+        from ..tasks import data_paths, parse_task
+        from ..train.run import cache_root
+        from ..train.sft import sft_cache_key
+
+        sft = cache_root() / "sft" / sft_cache_key(cfg, data_paths(parse_task(cfg.task))["train"])
+        if not (sft / "config.json").is_file():
+            raise RlmLabError(f"seed {seed} starts from seed 0's SFT model, not cached yet: run seed 0 first")
+        cfg = cfg.replace(seed=seed, sft_checkpoint=str(sft))
+    return cfg
 
 
 def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = None, force: bool = False) -> dict:
