@@ -56,7 +56,7 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 
 
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
-            session=None, command=None, importance: bool = True) -> dict:
+            session=None, command=None, importance: bool = True, evaluate: bool = False) -> dict:
     from ..placement.experiment import run_config
     from ..placement.runtime import RaySession
     from .modes import mode_eta, run_mode
@@ -78,7 +78,7 @@ def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int 
                 {"mode": "sync", "note": "the baseline: measured, not predicted"}
             folder = Path(root) / f"ch06_{m}" / _now()
             out[m] = run_mode(m, cfg, folder, session=session, prediction=prediction, command=command,
-                              importance=importance)
+                              importance=importance, evaluate=evaluate)
             out[m]["dir"] = str(folder)
     finally:
         if own:
@@ -99,7 +99,7 @@ def comparison(records: dict) -> list[dict]:
                      "staleness": r["glue"]["buffer"]["staleness_hist"],
                      "is_abs_log_weight_mean": statistics.mean(s.get("is_abs_log_weight_mean", 0.0)
                                                                for s in r["glue"]["steps"]),
-                     "load_average": r.get("load_average_start")})
+                     "accuracy_after": r.get("accuracy_after"), "load_average": r.get("load_average_start")})
     return rows
 
 
@@ -123,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--evaluate", action="store_true",
+                    help="greedy held-out accuracy after training in each record (accuracy_after)")
     ap.add_argument("--no-importance", action="store_true",
                     help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
@@ -132,7 +134,8 @@ def main(argv=None) -> int:
 
         check_size(a.size)
         out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),
-                      a.seed, a.steps, command=sys.argv, importance=not a.no_importance)
+                      a.seed, a.steps, command=sys.argv, importance=not a.no_importance,
+                      evaluate=a.evaluate)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
