@@ -79,16 +79,20 @@ def ranking(runs: dict) -> list[dict]:
 LEARN_ARMS = ("baseline", "overprovision", "dynamic_sampling")
 
 
-def load_learning(size: str = "cpu") -> dict:
-    """``{arm: (record, learning.json dict) or None}``: the committed learning runs ``data/runs/<size>/
-    ch07_learn_<arm>`` (:mod:`rlm_lab.longtail.learning`); None: not run yet."""
+def load_learning(size: str = "cpu", seeds: int = 3) -> dict:
+    """``{arm: [(record, learning.json dict), ...]}``, one pair per seed present (seed 0 first):
+    the committed learning runs ``data/runs/<size>/ch07_learn_<arm>[_seed<k>]`` (:mod:`rlm_lab.longtail.
+    learning`); an empty list: not run yet."""
     import json
 
     size = check_size(size)
     out = {}
     for arm in LEARN_ARMS:
-        d = reference_root(size) / f"ch07_learn_{arm}"
-        out[arm] = (load_record(d), json.loads((d / "learning.json").read_text())) if d.exists() else None
+        out[arm] = []
+        for k in range(seeds):
+            d = reference_root(size) / (f"ch07_learn_{arm}" + (f"_seed{k}" if k else ""))
+            if (d / "learning.json").exists():
+                out[arm].append((load_record(d), json.loads((d / "learning.json").read_text())))
     return out
 
 
@@ -99,3 +103,15 @@ def accuracy_difference(acc_a: float, acc_b: float, n: int) -> dict:
     diff = acc_a - acc_b
     bar = 2 * ((acc_a * (1 - acc_a) + acc_b * (1 - acc_b)) / n) ** 0.5
     return {"difference": diff, "bar": bar, "effect": abs(diff) > bar}
+
+
+def seeds_effect(arm_acc: list, base_acc: list, n: int) -> dict:
+    """Several seeds (arm and baseline paired by seed): the mean difference, the 2-standard-error bar of a
+    mean of ``k`` paired differences of binomial proportions on ``n`` problems, and "effect" only when the
+    mean clears it *and* every seed's difference has the same sign."""
+    k = min(len(arm_acc), len(base_acc))
+    diffs = [a - b for a, b in zip(arm_acc, base_acc)]
+    a, b = sum(arm_acc[:k]) / k, sum(base_acc[:k]) / k
+    bar = 2 * ((a * (1 - a) + b * (1 - b)) / (k * n)) ** 0.5
+    same = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
+    return {"difference": a - b, "bar": bar, "seeds": k, "diffs": diffs, "effect": abs(a - b) > bar and same}

@@ -69,3 +69,13 @@ def test_gain_spread_outside_noise_and_accuracy_bar():
     d = report.accuracy_difference(0.5, 0.4, 100)
     assert d["bar"] == pytest.approx(2 * (0.49 / 100) ** 0.5) and d["effect"] is False
     assert report.accuracy_difference(0.7, 0.4, 100)["effect"] is True
+
+
+def test_seeds_effect_needs_the_bar_and_one_sign():
+    from rlm_lab.longtail.report import seeds_effect
+
+    e = seeds_effect([0.7, 0.72, 0.69], [0.6, 0.61, 0.62], 500)
+    assert e["difference"] == pytest.approx(0.0933, abs=1e-3) and e["effect"] is True
+    assert e["bar"] == pytest.approx(2 * ((0.7033 * 0.2967 + 0.61 * 0.39) / 1500) ** 0.5, rel=1e-3)
+    assert seeds_effect([0.9, 0.55, 0.9], [0.6, 0.61, 0.6], 500)["effect"] is False  # one seed disagrees
+    assert seeds_effect([0.62], [0.6], 500)["effect"] is False  # under the bar
