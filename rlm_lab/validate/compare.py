@@ -97,7 +97,7 @@ def summary(rows: list[dict]) -> dict:
         out["peak_median"], out["peak_worst"] = statistics.median(peaks), max(peaks)
         inc = [abs(r["transient_rel_error"]) for r in rows if fin(r.get("transient_rel_error", float("nan")))]
         out["transient_median"] = statistics.median(inc) if inc else float("nan")
-        out["verdicts"]["peak_worst"] = _verdict(out["peak_worst"], 0.15)
+        out["verdicts"]["peak_worst"] = _verdict(out["peak_worst"], BARS["peak_worst"])
     return out
 
 

@@ -16,7 +16,7 @@ from ..experiments.anatomy import Case
 WARMUP_CASE = Case("warmup", "grpo", 0.04, "nano", 16, 2, 4, steps=2, warmup=1)  # not measured: see run_suite
 SUITE = "validation_suite"   # the suite's own record: workloads, baseline RSS per case, load
 SHARE_MIN = 0.05             # stages below 5 % of the measured step are not judged
-BARS = {"step_median": 0.15, "stage_worst": 0.25, "bias": 0.10}  # issue 12, fixed before the runs
+BARS = {"step_median": 0.15, "stage_worst": 0.25, "bias": 0.10, "peak_worst": 0.15}  # issue 12, fixed before the runs
 
 
 def workloads(size: str) -> tuple[Case, ...]:
