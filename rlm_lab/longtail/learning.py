@@ -97,7 +97,7 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
     s = SETTINGS["cpu" if size != "smoke" else "smoke"]
     model = "nano" if size == "smoke" else "micro"
     name = f"ch07_learn_{arm}" + (f"_seed{seed}" if seed else "")
-    cfg = make_config("grpo", size=size if size != "gpu" else "cpu", task=params(size)["task"], model=model,
+    cfg = make_config("grpo", size=size, task=params(size)["task"], model=model,
                       rl_steps=steps or s["rl_steps"], max_completion_length=s["max_completion_length"],
                       eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
                       eval_every=0, trace=False, seed=0, name=name, out=str(root / name))
@@ -127,6 +127,8 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
     from .trl_hooks import fused_reward
 
     size = check_size(size)
+    if size == "gpu":  # the rollouts generate with CPU tensors only (rlm_lab.longtail.engine), so far
+        raise RlmLabError("chapter 7's learning runs are CPU only so far; use --size smoke or --size cpu")
     bad = [a for a in arms if a not in ARMS]
     if bad:
         raise RlmLabError(f"unknown arm {bad[0]!r}; choose from: {', '.join(ARMS)}")
