@@ -80,3 +80,23 @@ def test_seeds_effect_needs_the_bar_and_one_sign():
     assert e["bar"] == pytest.approx(2 * ((0.7033 * 0.2967 + 0.61 * 0.39) / 1500) ** 0.5, rel=1e-3)
     assert seeds_effect([0.9, 0.55, 0.9], [0.6, 0.61, 0.6], 500)["effect"] is False  # one seed disagrees
     assert seeds_effect([0.62], [0.6], 500)["effect"] is False  # under the bar
+
+
+def test_make_trainer_hands_the_rollout_func_to_grpo(tmp_path):
+    """rlm_lab.train.run's trainer gets the rollout_func (the learning arms' only difference), and without one
+    TRL's own generation stays in place."""
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from rlm_lab.models import build_model, save
+    from rlm_lab.tasks import parse_task
+    from rlm_lab.train.config import make_config
+    from rlm_lab.train.rl import make_trainer
+
+    path = save(*build_model("nano", seed=0), tmp_path / "model")
+    cfg = make_config("grpo", size="smoke", task="chain:steps=3", out=str(tmp_path / "run"))
+    task = parse_task(cfg.task)
+    rows, _ = task.split(8, 1, seed=0)
+    roll = OverProvisionRollout(lambda c, **kw: [0.0] * len(c), [r["prompt"] for r in rows])
+    assert make_trainer(cfg, path, rows, task, tmp_path / "a", rollout_func=roll).rollout_func is roll
+    assert make_trainer(cfg, path, rows, task, tmp_path / "b").rollout_func is None
