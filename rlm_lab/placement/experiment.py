@@ -363,3 +363,24 @@ def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps
         if own:
             session.close()
     return out
+
+
+def predicted_memory(record, profile: str | None = None) -> dict:
+    """The cost model's memory per device of the record's (single-set) placement, from its config alone:
+    set name -> ``MemoryBreakdown.to_dict()`` (weights, gradients, optimizer, ...)."""
+    import dataclasses
+
+    from ..cost.placement import predict_placement
+    from ..cost.workload import algorithm
+    from ..train.config import from_dict
+    from .runtime import LORA
+    from .spec import placement_from_dict
+
+    cfg = from_dict(record.config["run"])
+    p = placement_from_dict(record.config["placement"])
+    alg = algorithm(cfg.algo, cfg.beta)
+    if cfg.algo == "ppo":
+        alg = dataclasses.replace(alg, models=tuple(m for m in alg.models if m != "reward"))
+    lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if p.lora else None
+    pp = predict_placement(p, cfg.model, alg, workload(cfg), profile or PROFILE, cluster(p.devices), lora=lora)
+    return {s.name: s.memory.to_dict() for s in pp.sets}
