@@ -71,8 +71,6 @@ def fit(samples: list[tuple[int, float]]) -> dict:
 
 def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None, command=None):
     """Record ``<root>/ch05_sync_calibration/<UTC time>``: every (bytes, seconds) sample and the fit."""
-    import ray
-
     from ..record import RunRecord
     from .experiment import _now
     from .runtime import RaySession
@@ -82,7 +80,8 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
     folder = Path(root) / "ch05_sync_calibration" / _now()
     with RunRecord(folder, {"sizes": list(SIZES), "repeats": repeats, "bucket_bytes": bucket_bytes}, command) as rec:
         rec.update(load_average_start=[round(x, 2) for x in os.getloadavg()])
-        with RaySession(num_cpus=2) as session:
+        with RaySession(num_cpus=2) as session:  # before Ray is imported: it sets Ray's token first
+            ray = session.ray
             a, b = (ray.remote(_Side).options(num_cpus=1).remote(1) for _ in range(2))
             try:
                 port = free_port()
