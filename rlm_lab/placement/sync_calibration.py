@@ -42,7 +42,7 @@ class _Side:
     def receive(self, bucket_bytes: int) -> dict:
         from .weights import broadcast_weights
 
-        return broadcast_weights(self.model, self.group, src=1, bucket_bytes=bucket_bytes)
+        return broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
 
     def send(self, peer, bucket_bytes: int) -> float:
         """What the trainer's glue does per sync: ask the worker to receive, broadcast, wait for it."""
