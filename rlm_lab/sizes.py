@@ -13,7 +13,7 @@ Standard library only (imports nothing else of ``rlm_lab`` but its errors): ever
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .errors import unknown
@@ -47,6 +47,8 @@ class Size:
     long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.longtail.run)
     # rlm-lab validate: the out-of-sample suite, (name, algo, beta, model, batch, group, length, steps, warmup) each
     validation: tuple = ()
+    # ch. 7: the learning runs of the techniques that change what is trained on (rlm_lab.longtail.learning)
+    long_tail_learning: MappingProxyType = field(default_factory=_frozen)
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -78,6 +80,7 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="nano", task="chain:steps=4", pool=64, n=4, n_prime=6, op_steps=2, batch=4,
                           rounds_n=16, tail_fraction=0.25, workers=2, dispatch_n=6, pack_n=8, micro=4, groups=6,
                           group_size=4, fusion_n=6, reps=1),
+        long_tail_learning=_frozen(model="nano", rl_steps=4, max_completion_length=40, eval_problems=32, ratio=1.5),
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
     ),
@@ -120,6 +123,7 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="micro", task="chain:steps=8", pool=1024, n=16, n_prime=24, op_steps=10, batch=16,
                           rounds_n=128, tail_fraction=0.25, workers=4, dispatch_n=64, pack_n=64, micro=8, groups=32,
                           group_size=8, fusion_n=32, reps=5),
+        long_tail_learning=_frozen(model="micro", rl_steps=100, max_completion_length=72, eval_problems=500, ratio=1.5),
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
                     ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),

@@ -30,9 +30,17 @@ from ..errors import RlmLabError
 from .trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
 
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
-# the run's length per size: the cpu preset's model and SFT, a short GRPO run; answers up to 8 steps
-SETTINGS = {"smoke": {"rl_steps": 4, "max_completion_length": 40, "eval_problems": 32, "ratio": 1.5},
-            "cpu": {"rl_steps": 100, "max_completion_length": 72, "eval_problems": 500, "ratio": 1.5}}
+
+
+def _settings(size: str):
+    """The learning runs' knobs at ``size`` (``rlm_lab.sizes``: the cpu preset's model and SFT, a short GRPO
+    run; answers up to 8 steps); a size without them is one clear error."""
+    from ..sizes import get
+
+    s = get(size).long_tail_learning
+    if not s:
+        raise RlmLabError(f"no long-tail learning runs are defined at size {size!r} (smoke and cpu are)")
+    return s
 
 
 class OverProvisionRollout(FusedRollout):
@@ -94,8 +102,8 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
     from ..train.config import make_config
     from .params import params
 
-    s = SETTINGS["cpu" if size != "smoke" else "smoke"]
-    model = "nano" if size == "smoke" else "micro"
+    s = _settings(size)
+    model = s["model"]
     name = f"ch07_learn_{arm}" + (f"_seed{seed}" if seed else "")
     cfg = make_config("grpo", size=size, task=params(size)["task"], model=model,
                       rl_steps=steps or s["rl_steps"], max_completion_length=s["max_completion_length"],
@@ -141,8 +149,7 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
     for arm in arms:
         cfg = cfgs[arm]
         roll = {"baseline": lambda: FusedRollout(reward, seed=seed),
-                "overprovision": lambda: OverProvisionRollout(reward, pool, SETTINGS.get(size, SETTINGS["cpu"])
-                                                              ["ratio"], seed=seed),
+                "overprovision": lambda: OverProvisionRollout(reward, pool, _settings(size)["ratio"], seed=seed),
                 "dynamic_sampling": lambda: DynamicSamplingRollout(reward, pool, seed=seed)}[arm]()
         log = LengthLog()
         load_before = list(os.getloadavg())
