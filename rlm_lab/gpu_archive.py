@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import RlmLabError
+from .gpu_archive_steps import SKIP_EXIT  # a step's process that cannot run on this machine exits with it
 
 REPO = Path(__file__).resolve().parent.parent
 RESERVE_S = 5.0  # kept back from the budget for the summary
@@ -66,6 +67,7 @@ PLAN: tuple[Step, ...] = (
     Step("ch03_decode_knee", 3, "decode_knee", 0.12, 30),
     Step("ch03_long_tail", 3, "long_tail", 0.10, 25),
     Step("ch04_single", 4, "parallel_single", 0.08, 20),
+    Step("ch05_placement", 5, "placement", 0.08, 20),
 )
 
 
@@ -111,6 +113,9 @@ def run_step(step: Step, out: Path, size: str, device: str, limit_s: float) -> d
            "log": str(log.relative_to(out))}
     if rc is None:
         return row | {"status": f"failed: over its {limit_s:.0f} s limit (killed)"}
+    if rc == SKIP_EXIT:
+        said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("rlm-lab: skip:")]
+        return row | {"status": "skipped: " + (said[0].split(":", 2)[2].strip() if said else "cannot run here")}
     if rc != 0 or not result.exists():
         lines = log.read_text(errors="replace").strip().splitlines()
         said = [ln for ln in lines if ln.startswith("rlm-lab: error:")]  # the one-line error, else the last line

@@ -170,8 +170,40 @@ def run_parallel_single(step, out, size, device) -> dict:
             "compare": compare("one-device training step (median)", "s", {}, statistics.median(steps[1:]))}
 
 
+class StepSkipped(Exception):
+    """A step that cannot run on this machine, said why (not a failure of the archive)."""
+
+
+SKIP_EXIT = 3  # the exit status a skipped step's process ends with
+
+
+def run_placement(step, out, size, device) -> dict:
+    """Chapter 5 on one device: the colocated placement through ``rlm-lab place`` (Ray), which predicts the step
+    itself before it runs and keeps that prediction in its record."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise StepSkipped("ray is not installed here (a lent GPU's image has none, and its wheel is larger than "
+                          "the device tool carries)")
+    from .cli import main
+    from .record import RunRecord
+
+    root = _runs(out, size) / step["name"]
+    if main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
+        raise RlmLabError("rlm-lab place --placement colocated failed")
+    run_dir = sorted(root.glob("ch05_colocated/*/record.json"))[-1].parent
+    res = RunRecord.load(run_dir).results
+    made = datetime.strptime(res["prediction"]["made"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    pred = {"made": made.isoformat(), "source": f"{run_dir}: made by rlm-lab place before its run",
+            "reference_profile": res["prediction"].get("profile"), "reference": res["prediction"]["step_s"],
+            "calibrated_profile": None, "calibrated": None}
+    atomic_write_text(out / "predictions" / f"{step['name']}.json", json.dumps(pred, indent=1) + "\n")
+    return {"record": str(run_dir.relative_to(out)),
+            "compare": compare("colocated GRPO step on Ray (median)", "s", pred, res["step_seconds_median"])}
+
+
 RUNNERS = {"calibrate": run_calibrate, "train": run_train, "anatomy": run_anatomy, "decode_knee": run_decode_knee,
-           "long_tail": run_long_tail, "parallel_single": run_parallel_single}
+           "long_tail": run_long_tail, "parallel_single": run_parallel_single, "placement": run_placement}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     step, out = spec["step"], Path(spec["out"])
     try:
         row = RUNNERS[step["kind"]](step, out, spec["size"], spec["device"])
+    except StepSkipped as e:
+        print(f"rlm-lab: skip: {e}", file=sys.stderr)
+        return SKIP_EXIT
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 1

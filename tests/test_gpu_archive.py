@@ -143,3 +143,17 @@ def test_gpu_section_lists_the_chapters_gpu_records(tmp_path):
     assert "| ch01_grpo | NVIDIA H200 | 2026-12-01 | completed | s/RL step 0.042 |" in text
     assert "| ch01_ppo | NVIDIA H100 |" in text and "accuracy after 0.900" in text
     assert "ch02_grpo" not in text and "ch01_empty" not in text and "No GPU run" not in text
+
+
+def test_a_step_that_cannot_run_here_is_skipped_with_its_reason(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from rlm_lab import gpu_archive_steps as steps
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    spec = {"step": {"name": "ch05_placement", "chapter": 5, "kind": "placement", "share": 0.1, "min_s": 0,
+                     "args": {}}, "out": str(tmp_path), "size": "smoke", "device": "cpu"}
+    assert steps.main([json.dumps(spec)]) == ga.SKIP_EXIT
+    assert "rlm-lab: skip: ray is not installed" in capsys.readouterr().err
+    assert not (tmp_path / "steps" / "ch05_placement.json").exists()
