@@ -15,59 +15,41 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-STEPS = 2
-
 
 @pytest.fixture(scope="module")
-def session():
-    from rlm_lab.placement.runtime import RaySession
-
-    s = RaySession(num_cpus=2)
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    from rlm_lab.placement.experiment import run_config
-
-    return run_config("smoke", rl_steps=STEPS, seed=3)
-
-
-@pytest.fixture(scope="module")
-def runs(session, cfg, tmp_path_factory):
+def runs(ray_session, place_cfg, tmp_path_factory):
     from rlm_lab.asynchrony.modes import mode_placement, run_mode
     from rlm_lab.placement.runtime import run_placement
 
     root = tmp_path_factory.mktemp("modes")
-    out = {"ch05": run_placement(mode_placement(cfg, sync="collective"), cfg, root / "ch05", session=session,
+    out = {"ch05": run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, root / "ch05", session=ray_session,
                                  return_weights=True, timeout_s=60)}
     for mode in ("sync", "one_step_off"):
-        out[mode] = run_mode(mode, cfg, root / mode, session=session, return_weights=True, timeout_s=60)
+        out[mode] = run_mode(mode, place_cfg, root / mode, session=ray_session, return_weights=True, timeout_s=60)
     return out
 
 
-def test_eta_0_reproduces_the_synchronous_disaggregated_run(runs, cfg):
+def test_eta_0_reproduces_the_synchronous_disaggregated_run(runs, place_cfg):
     from rlm_lab.models import load
     from rlm_lab.placement.runtime import _sft_checkpoint
 
     a, b = runs["ch05"], runs["sync"]
-    assert len(a["rewards"]) == STEPS and a["rewards"] == b["rewards"]
-    start = dict(load(str(_sft_checkpoint(cfg)))[0].named_parameters())
+    assert len(a["rewards"]) == place_cfg.rl_steps and a["rewards"] == b["rewards"]
+    start = dict(load(str(_sft_checkpoint(place_cfg)))[0].named_parameters())
     moved = max((a["weights"][k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-5, "GRPO did not move the weights: equality would be vacuous"
     assert max((a["weights"][k] - b["weights"][k]).abs().max().item() for k in start) <= 1e-6
     g = b["glue"]
-    n = cfg.batch_size  # samples per step
-    assert g["buffer"]["staleness_hist"] == {"0": STEPS * n} and g["buffer"]["evicted"] == 0
+    n = place_cfg.batch_size  # samples per step
+    assert g["buffer"]["staleness_hist"] == {"0": place_cfg.rl_steps * n} and g["buffer"]["evicted"] == 0
     assert all(abs(s["is_weight_mean"] - 1) < 1e-3 for s in g["steps"])
 
 
-def test_one_step_off_trains_on_samples_one_update_old(runs, cfg):
+def test_one_step_off_trains_on_samples_one_update_old(runs, place_cfg):
     sync, osf = runs["sync"]["glue"], runs["one_step_off"]["glue"]
-    n = cfg.batch_size
-    assert osf["buffer"]["staleness_hist"] == {"0": n, "1": (STEPS - 1) * n}
-    assert [s["staleness"] for s in osf["steps"]] == [[0]] + [[1]] * (STEPS - 1)
+    n = place_cfg.batch_size
+    assert osf["buffer"]["staleness_hist"] == {"0": n, "1": (place_cfg.rl_steps - 1) * n}
+    assert [s["staleness"] for s in osf["steps"]] == [[0]] + [[1]] * (place_cfg.rl_steps - 1)
     lp_sync = [s["behaviour_logprob_sum"] for s in sync["steps"]]
     lp_osf = [s["behaviour_logprob_sum"] for s in osf["steps"]]
     assert lp_osf[0] == lp_sync[0]  # batch 0: same weights, same seed
@@ -75,13 +57,13 @@ def test_one_step_off_trains_on_samples_one_update_old(runs, cfg):
     assert osf["steps"][1]["is_abs_log_weight_mean"] > 10 * max(1e-7, sync["steps"][1]["is_abs_log_weight_mean"])
 
 
-def test_dead_only_rollout_worker_stops_cleanly(session, cfg, tmp_path):
+def test_dead_only_rollout_worker_stops_cleanly(ray_session, place_cfg, tmp_path):
     from rlm_lab.asynchrony.modes import run_mode
     from rlm_lab.errors import RlmLabError
     from rlm_lab.record import RunRecord, read_jsonl
 
     with pytest.raises(RlmLabError, match="no rollout worker left") as err:
-        run_mode("one_step_off", cfg.replace(rl_steps=50), tmp_path / "run", session=session, timeout_s=20,
+        run_mode("one_step_off", place_cfg.replace(rl_steps=50), tmp_path / "run", session=ray_session, timeout_s=20,
                  kill_rollout_after_step=1)
     assert "\n" not in str(err.value)
     rec = RunRecord.load(tmp_path / "run", strict=False)

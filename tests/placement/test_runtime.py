@@ -15,47 +15,29 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-STEPS = 2
-
 
 @pytest.fixture(scope="module")
-def session():
-    from rlm_lab.placement.runtime import RaySession
-
-    s = RaySession(num_cpus=2)
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    from rlm_lab.placement.experiment import run_config
-
-    return run_config("smoke", rl_steps=STEPS, seed=3)
-
-
-@pytest.fixture(scope="module")
-def two_runs(session, cfg, tmp_path_factory):
+def two_runs(ray_session, place_cfg, tmp_path_factory):
     from rlm_lab.placement.runtime import algo_roles, run_placement
     from rlm_lab.placement.spec import Cluster, get_placement
 
-    algo = algo_roles(cfg)
+    algo = algo_roles(place_cfg)
     root = tmp_path_factory.mktemp("place")
     runs = {}
     for name, c in (("colocated", Cluster(1)), ("disaggregated", Cluster(2))):
         p = get_placement(name, c, algo)
-        runs[name] = run_placement(p, cfg, root / name, session=session, return_weights=True, timeout_s=60)
+        runs[name] = run_placement(p, place_cfg, root / name, session=ray_session, return_weights=True, timeout_s=60)
     return runs
 
 
-def test_same_seed_same_learning(two_runs, cfg):
+def test_same_seed_same_learning(two_runs, place_cfg):
     from rlm_lab.models import load
     from rlm_lab.placement.runtime import _sft_checkpoint
 
     a, b = two_runs["colocated"], two_runs["disaggregated"]
-    assert len(a["rewards"]) == STEPS
+    assert len(a["rewards"]) == place_cfg.rl_steps
     assert a["rewards"] == b["rewards"]
-    start = dict(load(str(_sft_checkpoint(cfg)))[0].named_parameters())
+    start = dict(load(str(_sft_checkpoint(place_cfg)))[0].named_parameters())
     wa, wb = a["weights"], b["weights"]
     assert set(wa) == set(wb) == set(start)
     moved = max((wa[k] - start[k]).abs().max().item() for k in wa)
@@ -64,28 +46,28 @@ def test_same_seed_same_learning(two_runs, cfg):
     assert diff <= 1e-6
 
 
-def test_sync_bytes_are_the_parameter_bytes(two_runs, cfg):
+def test_sync_bytes_are_the_parameter_bytes(two_runs, place_cfg):
     from rlm_lab.models import load
     from rlm_lab.placement.runtime import _sft_checkpoint
 
-    model = load(str(_sft_checkpoint(cfg)))[0]
+    model = load(str(_sft_checkpoint(place_cfg)))[0]
     expected = sum(p.numel() * 4 for p in model.parameters())  # fp32: 4 bytes per parameter
     sync = two_runs["disaggregated"]["sync"]
-    assert sync["syncs"] == STEPS  # one sync per generation, before it
+    assert sync["syncs"] == place_cfg.rl_steps  # one sync per generation, before it
     assert sync["counted_bytes_per_sync"] == expected  # what the dispatcher saw go through the collective
     assert sync["bytes_per_sync"] == expected
     assert two_runs["colocated"]["sync"]["syncs"] == 0
 
 
-def test_killed_rollout_worker_fails_the_run_cleanly(session, cfg, tmp_path):
+def test_killed_rollout_worker_fails_the_run_cleanly(ray_session, place_cfg, tmp_path):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.runtime import algo_roles, run_placement
     from rlm_lab.placement.spec import Cluster, get_placement
     from rlm_lab.record import RunRecord, read_jsonl
 
-    p = get_placement("disaggregated", Cluster(2), algo_roles(cfg))
+    p = get_placement("disaggregated", Cluster(2), algo_roles(place_cfg))
     with pytest.raises(RlmLabError, match="rollout worker died") as err:
-        run_placement(p, cfg.replace(rl_steps=50), tmp_path / "run", session=session, timeout_s=20,
+        run_placement(p, place_cfg.replace(rl_steps=50), tmp_path / "run", session=ray_session, timeout_s=20,
                       kill_rollout_after_step=1)
     assert "\n" not in str(err.value)
     rec = RunRecord.load(tmp_path / "run", strict=False)
@@ -96,7 +78,7 @@ def test_killed_rollout_worker_fails_the_run_cleanly(session, cfg, tmp_path):
     assert 1 <= sum(1 for r in rows if "reward" in r) < 50
     # the run's actors are gone (the session's raylet/GCS stay until it closes)
     time.sleep(1.0)
-    assert not [pid for pid in session.processes() if _is_role(pid)]
+    assert not [pid for pid in ray_session.processes() if _is_role(pid)]
 
 
 def _is_role(pid):
@@ -107,14 +89,14 @@ def _is_role(pid):
     return b"TrainerWorker" in cmd or b"RolloutWorker" in cmd
 
 
-def test_more_cpus_than_exist_is_one_error_before_anything(cfg, tmp_path):
+def test_more_cpus_than_exist_is_one_error_before_anything(place_cfg, tmp_path):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.runtime import algo_roles, local_cpus, run_placement
     from rlm_lab.placement.spec import Cluster, get_placement
 
-    p = get_placement("disaggregated", Cluster(local_cpus() + 2), algo_roles(cfg))
+    p = get_placement("disaggregated", Cluster(local_cpus() + 2), algo_roles(place_cfg))
     with pytest.raises(RlmLabError, match=r"asks for \d+ cpu devices .* the cluster has"):
-        run_placement(p, cfg, tmp_path / "run")
+        run_placement(p, place_cfg, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
@@ -129,8 +111,8 @@ def test_unreachable_ray_address_is_one_error(tmp_path):
     assert time.perf_counter() - t0 < 10
 
 
-def test_zz_no_ray_process_left_after_the_session(session, two_runs):
-    names = {open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].rsplit(b"/", 1)[-1] for p in session.processes()}
+def test_zz_no_ray_process_left_after_the_session(ray_session, two_runs):
+    names = {open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].rsplit(b"/", 1)[-1] for p in ray_session.processes()}
     assert b"gcs_server" in names and b"raylet" in names  # the scan does see the session's processes
-    session.close()
-    assert session.leftover(wait_s=60) == []  # returns as soon as all are gone
+    ray_session.close()
+    assert ray_session.leftover(wait_s=60) == []  # returns as soon as all are gone
