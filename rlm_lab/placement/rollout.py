@@ -41,6 +41,39 @@ def chunks(n: int, parts: int, group: int) -> list[tuple[int, int]]:
     return out
 
 
+def left_pad(prompt_ids: list[list[int]], pad: int):
+    """``(input_ids, attention_mask)``: the prompts left-padded to one width, as TRL's transformers path."""
+    import torch
+
+    tensors = [torch.tensor(ids) for ids in prompt_ids]
+    width = max(len(t) for t in tensors)
+    input_ids = torch.full((len(tensors), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(tensors), width), dtype=torch.long)
+    for i, t in enumerate(tensors):
+        input_ids[i, width - len(t):] = t
+        mask[i, width - len(t):] = 1
+    return input_ids, mask
+
+
+def cut_completions(completion, scores, eos) -> tuple[list[list[int]], list[list[float]]]:
+    """Per row: the generated ids up to and including the first EOS (TRL's completion mask) and each kept
+    token's log-prob under the processed scores ``generate`` sampled from (one tensor per decode step)."""
+    import torch
+
+    completion_ids, logprobs = [], []
+    scores = torch.stack(scores, dim=1).float().log_softmax(-1) if scores else None
+    for i in range(completion.size(0)):
+        row = completion[i].tolist()
+        cut = next((j + 1 for j, tok in enumerate(row) if tok in eos), len(row))
+        completion_ids.append(row[:cut])
+        if scores is not None:
+            lp = scores[i, torch.arange(cut, device=scores.device), completion[i, :cut]]
+            logprobs.append(lp.tolist())
+        else:
+            logprobs.append([0.0] * cut)
+    return completion_ids, logprobs
+
+
 class RolloutEngine:
     """Generates completions with ``model`` (a transformers causal LM) under TRL's generation settings.
 
@@ -62,13 +95,8 @@ class RolloutEngine:
         import torch
 
         t0 = time.perf_counter()
-        tensors = [torch.tensor(ids) for ids in prompt_ids]
-        width = max(len(t) for t in tensors)
-        input_ids = torch.full((len(tensors), width), self.pad, dtype=torch.long)
-        mask = torch.zeros((len(tensors), width), dtype=torch.long)
-        for i, t in enumerate(tensors):  # left padding, as TRL's transformers path
-            input_ids[i, width - len(t):] = t
-            mask[i, width - len(t):] = 1
+        input_ids, mask = left_pad(prompt_ids, self.pad)
+        width = input_ids.size(1)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -81,19 +109,7 @@ class RolloutEngine:
                                           output_scores=True, return_dict_in_generate=True)
         finally:
             self.model.train(was_training)
-        completion = out.sequences[:, width:]
-        # keep everything up to and including the first EOS (TRL's completion mask)
-        completion_ids, logprobs = [], []
-        scores = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
-        for i in range(completion.size(0)):
-            row = completion[i].tolist()
-            cut = next((j + 1 for j, tok in enumerate(row) if tok in self.eos), len(row))
-            completion_ids.append(row[:cut])
-            if scores is not None:
-                lp = scores[i, torch.arange(cut, device=scores.device), completion[i, :cut]]
-                logprobs.append(lp.tolist())
-            else:
-                logprobs.append([0.0] * cut)
+        completion_ids, logprobs = cut_completions(out.sequences[:, width:], out.scores, self.eos)
         t1 = time.perf_counter()
         self.spans.append({"name": "generate", "stage": "generate", "start": t0, "end": t1})
         return {"completion_ids": completion_ids, "logprobs": logprobs}
