@@ -155,6 +155,8 @@ class TrainerWorker:
                 from .critic_role import RemoteCritic
 
                 trainer.use_remote_critic(RemoteCritic(critic, ray.get, job["timeout_s"]))
+            if hasattr(glue, "attach"):  # a glue's own trainer set-up (ch. 6: off-policy correction, eval curve)
+                glue.attach(trainer)
             quiet_progress(trainer)
             from ..train.tracer import trace
 
