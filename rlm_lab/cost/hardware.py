@@ -29,6 +29,10 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                                  TRL's fused log-prob head beyond its matrix product
                     weight_stream {bandwidth, cache_bytes}  weight reads of products whose model does
                                  not fit in the last-level cache
+    distributed     optional (dist_benchmarks.py): {threads: {"1": {matmul_curve, matmul_flops, overhead, kernels}}}
+                    the rates at the thread count a rank of a multi-process run uses, and {framework: {family:
+                    {base_s, unit_s, unit}}} the cost per step of DDP's reducer, FSDP2, DTensor, the pipeline
+                    schedule, the ring and the expert all-to-all beyond the alpha-beta time of their messages
 
 The roofline time of one operator is max(FLOPs / (eta_F F), bytes / (eta_B BW)) (Williams,
 Waterman & Patterson, CACM 2009, doi 10.1145/1498765.1498785), with F read from ``matmul_curve`` when the
@@ -72,6 +76,7 @@ class HardwareProfile:
     kernels: dict = field(default_factory=dict)
     spread: dict = field(default_factory=dict)
     load: dict = field(default_factory=dict)
+    distributed: dict = field(default_factory=dict)
 
     # ---- rates ------------------------------------------------------------------------------
     def peak_flops(self, dtype: str = "bf16") -> float:
