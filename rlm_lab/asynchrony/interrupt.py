@@ -79,9 +79,10 @@ class PendingUpdate:
     a scheduled update when the request's token count reaches its step (tests and measurements: the same path
     as an update arriving from another thread)."""
 
-    def __init__(self, engine: "InterruptibleEngine", produced: int, width: int, max_new: int, schedule: dict):
+    def __init__(self, engine: "InterruptibleEngine", produced: int, width: int, max_new: int, schedule: dict,
+                 prompt_width: int):
         self.engine, self.produced, self.width, self.max_new, self.schedule = engine, produced, width, max_new, schedule
-        self.fired = False
+        self.prompt_width, self.fired = prompt_width, False
 
     def __call__(self, input_ids, scores, **kwargs):
         import torch
@@ -91,6 +92,9 @@ class PendingUpdate:
         if n in self.schedule:
             self.engine.offer(*self.schedule.pop(n))
         stop = self.engine.interruptible and n < self.max_new and self.engine.has_pending()
+        if stop:  # not when every row has ended: the request is over anyway (the update follows it at once)
+            eos = torch.tensor(self.engine.eos, device=input_ids.device)
+            stop = not bool(torch.isin(input_ids[:, self.prompt_width:], eos).any(1).all())
         self.fired = self.fired or stop
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -193,13 +197,15 @@ class InterruptibleEngine(RolloutEngine):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
                 torch.manual_seed(seed)
                 while True:
-                    crit = PendingUpdate(self, produced, seqs.size(1), max_new, schedule)
+                    crit = PendingUpdate(self, produced, seqs.size(1), max_new, schedule, width)
                     extra = [crit]
                     if produced:  # a resumed call: rows that already ended stay ended
                         done = torch.isin(seqs[:, width:], torch.tensor(self.eos, device=device)).any(1)
                         extra.append(_Finished(done))
                     cfg = copy.deepcopy(self.gen)  # the same settings, for the tokens still to come
                     cfg.update(max_new_tokens=max_new - produced, output_scores=True, return_dict_in_generate=True)
+                    if self.gen.min_new_tokens:  # a lower bound counts the tokens of the whole request too
+                        cfg.update(min_new_tokens=max(0, self.gen.min_new_tokens - produced))
                     kw = {"cache": cache} if cache is not None else {}
                     out = self.model.generate(input_ids=seqs, attention_mask=mask, generation_config=cfg,
                                               stopping_criteria=_criteria(*extra), **kw)
