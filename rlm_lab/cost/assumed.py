@@ -14,11 +14,27 @@ from typing import Callable
 
 from .hardware import HardwareProfile, load_profile
 
+# TRL's per-optimizer-step bookkeeping between the stages (step_benchmarks.py: padding, decoding, gathering,
+# clipping, logging, dataloader): host-side Python, so a GPU host pays about what a CPU host does. A datasheet
+# profile has no measurement of it: these round figures (of the order step_benchmarks measured on the 2-core CPU
+# machine, rlm_lab/cost/step_benchmarks.py) are ASSUMED; calibrated profiles carry their own measured terms.
+ASSUMED_TRL_STEP = {"trl_step_base_s": 5e-3, "trl_step_row_s": 5e-5, "trl_step_tensor_s": 5e-5}
+
+
+def trl_step_terms(prof: HardwareProfile) -> tuple[float, float, float]:
+    """(base, per row, per tensor) seconds of TRL's bookkeeping per optimizer step: the profile's measured
+    ``overhead`` keys; for a datasheet profile without them the assumed :data:`ASSUMED_TRL_STEP`; else 0
+    (a calibrated profile made before the benchmark existed)."""
+    src = ASSUMED_TRL_STEP if prof.kind == "datasheet" and "trl_step_base_s" not in prof.overhead else prof.overhead
+    return tuple(float(src.get(k, 0.0)) for k in ASSUMED_TRL_STEP)
+
+
 OVERHEAD_GROUPS = {
     "decode-step overheads": ("decode_step_base_s", "decode_step_layer_s", "generate_base_s"),
     "forward/backward call overheads": ("forward_base_s", "forward_layer_s", "forward_grad_base_s",
                                         "forward_grad_layer_s", "backward_base_s", "backward_layer_s"),
     "optimizer and op overheads": ("optimizer_base_s", "optimizer_tensor_s", "op_s"),
+    "TRL per-step bookkeeping": tuple(ASSUMED_TRL_STEP),
 }
 
 
@@ -54,6 +70,11 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
                 vals = ", ".join(f"{k}={_fmt_s(v)}" for k, v in present.items())
                 zeroed = prof.overhead | {k: 0.0 for k in present}
                 lines.append(f"assumed: {group} {vals} (round figures, not measured){moved(_variant(prof, overhead=zeroed))}")
+        if "trl_step_base_s" not in prof.overhead:
+            vals = ", ".join(f"{k}={_fmt_s(v)}" for k, v in ASSUMED_TRL_STEP.items())
+            zeroed = prof.overhead | {k: 0.0 for k in ASSUMED_TRL_STEP}
+            lines.append(f"assumed: TRL per-step bookkeeping {vals} (round figures of a CPU host, not measured on "
+                         f"this device){moved(_variant(prof, overhead=zeroed))}")
         eff = prof.efficiency
         if eff.get("matmul", 1.0) != 1.0 or eff.get("memory", 1.0) != 1.0:
             lines.append(f"assumed: efficiencies eta_F={eff.get('matmul', 1.0):g}, eta_B={eff.get('memory', 1.0):g} "

@@ -14,6 +14,9 @@ Measured, each as the median of repeated timings:
   element, forward / with autograd / backward), the attention kernel (torch SDPA with a causal mask:
   FLOP/s vs size, forward and backward) and TRL's fused log-prob head (beyond its matrix product:
   base + per row + per logit);
+* TRL's per-step bookkeeping (not with ``--quick``, CPU only): a real GRPOTrainer on hidden-16 models traced
+  by the stage tracer, ``other`` = step - stages at 2 batches x 2 depths, fitted as base + per row + per
+  parameter tensor (``step_benchmarks.py``; overhead keys ``trl_step_*``);
 * collectives (gloo on CPU, NCCL on CUDA with >= 2 GPUs), 2 processes: time vs message size,
   least-squares fit of t = alpha + beta * bytes_per_rank (comm.py) per op.
 
@@ -187,6 +190,11 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     curve = {dt: bench_matmul(device, dt, quick, op_s, budget) for dt in dtypes}
     bw = bench_bandwidth(device, quick, budget)
     overhead = bench_overheads(device, quick, budget)
+    if device == "cpu" and not quick:  # TRL's per-step bookkeeping on a real GRPOTrainer (~30 s; step_benchmarks.py)
+        from .step_benchmarks import KEYS, bench_trl_step
+
+        trl = bench_trl_step(device)
+        overhead.update({k: trl[k] for k in KEYS})
     kb = 0.4 * budget  # many shapes: a shorter budget each keeps the whole calibration within minutes
     kernels = {"elementwise": bench_elementwise(device, quick, kb),
                "attention": bench_attention(device, quick, op_s, kb),

@@ -11,7 +11,11 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
     overhead        {op_s, forward_base_s, forward_layer_s, decode_step_base_s, decode_step_layer_s,
                      backward_layer_s, optimizer_tensor_s}   per-call costs (launch / Python dispatch);
                     optional: backward_base_s, optimizer_base_s, generate_base_s (setup of one generate call),
-                    forward_grad_base_s, forward_grad_layer_s (a forward with autograd recording)
+                    forward_grad_base_s, forward_grad_layer_s (a forward with autograd recording);
+                    trl_step_base_s, trl_step_row_s, trl_step_tensor_s: TRL's bookkeeping per optimizer step
+                    between the stages (the tracer's ``other``) = base + rows x row + parameter tensors x
+                    tensor, measured on a real GRPOTrainer (step_benchmarks.py); absent: 0 for calibrated
+                    profiles, the ASSUMED figures of ``assumed.ASSUMED_TRL_STEP`` for datasheet profiles
     overlap_overhead                 true when launches overlap compute (asynchronous CUDA streams)
     link_bandwidth                   bytes/s between devices (weight sync, p2p)
     collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}

@@ -23,8 +23,13 @@ Seconds are per device (wall clock) with ``workload.devices`` data-parallel repl
 bytes are totals over all devices. Work per stage = device-seconds; depth per stage = the part
 no number of devices can split (one sequence's chain; E*M sequential optimizer steps).
 
-Ignores: overlap between stages (synchronous iteration), host<->device copies, tokenization,
-Python work outside the model calls (TRL bookkeeping), dataloader, logging.
+* TRL's bookkeeping between the stages (the tracer's ``other``: padding, decoding, gathering, clipping,
+  logging, dataloader): per optimizer step base + rows x per-row + parameter tensors x per-tensor, measured on
+  a real GRPOTrainer by ``step_benchmarks.bench_trl_step`` (profile ``overhead`` keys ``trl_step_*``);
+  datasheet profiles without them use the assumed figures ``assumed.ASSUMED_TRL_STEP``. It is
+  ``Prediction.bookkeeping_s``, part of ``total_time`` but of no stage row.
+
+Ignores: overlap between stages (synchronous iteration), host<->device copies.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class Prediction:
     persistent: M.MemoryBreakdown = field(default_factory=M.MemoryBreakdown)  # held all iteration, one device
     shape: dict = field(default_factory=dict)   # rows per forward call (m), per generate call (g), padded seq
     lora: Lora | None = None
+    bookkeeping_s: float = 0.0    # TRL's per-step bookkeeping between the stages (the tracer's "other")
 
     # ---- memory ----------------------------------------------------------------------------
     @property
@@ -104,7 +110,7 @@ class Prediction:
     def total_time(self) -> float:
         """Predicted seconds of one synchronous iteration (raises if it does not fit in memory)."""
         self.check_fits()
-        return sum(r.seconds for r in self.rows)
+        return sum(r.seconds for r in self.rows) + self.bookkeeping_s
 
     def seconds(self, stage: Stage | str) -> float:
         """Seconds of a stage; ``generate`` = prefill + decode (the tracer measures it as one span)."""
@@ -147,7 +153,7 @@ class Prediction:
         d = {"model": self.spec.to_dict(), "algorithm": self.algo.name, "workload": self.workload.to_dict(),
              "profile": self.profile.name, "profile_kind": self.profile.kind, "fits": self.fits,
              "memory": self.memory.to_dict(), "capacity_bytes": self.capacity, "stages": self.table(),
-             "work_s": self.work, "depth_s": self.depth, "graph": self.graph()}
+             "work_s": self.work, "depth_s": self.depth, "graph": self.graph(), "bookkeeping_s": self.bookkeeping_s}
         if self.fits:
             d["total_s"] = self.total_time
         return d
@@ -297,7 +303,17 @@ class _Assembler:
         assert mem.total == peak.memory
         shape = {"m": self.m, "g": self.g, "seq": self.seq, "n_dev": self.n_dev, "r_gen": self.r_gen}
         return Prediction(self.spec, self.alg, self.wl, self.prof, self.rows, mem, dag, self.persistent, shape,
-                          self.lora)
+                          self.lora, self.bookkeeping())
+
+    def bookkeeping(self) -> float:
+        """TRL's bookkeeping of one iteration: per optimizer step, base + rows x row + trainable tensors x tensor
+        (``step_benchmarks``); the profile's measured terms, else (datasheet) the assumed ones."""
+        from .assumed import trl_step_terms
+
+        base, row, tensor = trl_step_terms(self.prof)
+        steps = self.wl.epochs * self.wl.minibatches
+        tensors = lora_tensors(self.spec, self.lora) if self.lora else self.spec.param_tensors
+        return steps * (base + self.n_dev / self.wl.minibatches * row + tensors * tensor)
 
     def _track(self, transient: M.MemoryBreakdown):
         if transient.total > self._peak_transient.total:

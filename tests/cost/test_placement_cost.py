@@ -59,7 +59,9 @@ def test_split_ppo_takes_the_max_of_concurrent_sets(h100):
     pp = predict_placement(get_placement("split", c, "ppo", value_devices=2), "small", "ppo", WL, h100, c)
     base = predict("small", "ppo", Workload(**WL, devices=2), h100)     # both sets have 2 devices
     prep = max(_secs(base, (S.OLD_LOGPROB, S.REF_LOGPROB)), _secs(base, (S.VALUES, S.REWARD)))
-    train = max(_secs(base, (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER)), _secs(base, (S.CRITIC_UPDATE,)))
+    # TRL's per-step bookkeeping (an assumed figure on a datasheet profile) runs with the actor's trainer
+    actor = _secs(base, (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER)) + base.bookkeeping_s
+    train = max(actor, _secs(base, (S.CRITIC_UPDATE,)))
     expected = _secs(base, (S.PREFILL, S.DECODE)) + prep + _secs(base, (S.ADVANTAGE,)) + train
     assert pp.step_s == pytest.approx(expected, rel=1e-9)
     assert pp.step_s < base.total_time      # the overlap is the point of splitting
