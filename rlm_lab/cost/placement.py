@@ -312,6 +312,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
             if hybrid_gen:
                 tr = replace(tr, weights=int(gathered))   # the generation layout's weights beyond the training shard
             transients.append(tr)
+        if role == "actor":  # TRL's per-step bookkeeping (predict.py, bookkeeping_s) runs in the trainer's process
+            stages[S.OPTIMIZER] = stages.get(S.OPTIMIZER, 0.0) + base.bookkeeping_s
     peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
     return SetCost(rset.name, rset.devices, tuple(roles), stages, persistent + peak, capacity), reshard_s, reshard_bytes
 
