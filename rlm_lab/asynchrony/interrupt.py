@@ -44,7 +44,7 @@ compute-bound ``generate``. The worker is therefore a threaded actor with a seco
 (https://docs.ray.io/en/latest/ray-core/actors/concurrency_group_api.html, "work with both asyncio and threaded
 actors"): ``generate`` stays in the default group (one at a time, in submission order, as chapter 5 relies on)
 and ``offer_state`` runs in the ``weights`` group's own thread, where it only stages the update; the generating
-thread applies it. :func:`actor_options` gives the extra option; chapter 5's :class:`RolloutWorker` is unchanged.
+thread applies it. :func:`remote_worker` makes that actor class; chapter 5's :class:`RolloutWorker` is unchanged.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ class InterruptibleEngine(RolloutEngine):
 
 
 class InterruptibleRolloutWorker(RolloutWorker):
-    """Chapter 5's rollout worker with an :class:`InterruptibleEngine`; create it with :func:`actor_options` and
+    """Chapter 5's rollout worker with an :class:`InterruptibleEngine`; create it with :func:`remote_worker` and
     send updates with ``worker.offer_state.options(concurrency_group=WEIGHTS_GROUP).remote(state, version)``."""
 
     def configure(self, gen: dict, pad_token_id: int, eos_token_ids, policy: str = "reprefill",
@@ -256,9 +256,11 @@ class InterruptibleRolloutWorker(RolloutWorker):
         return list(self.engine.updates)
 
 
-def actor_options(**options) -> dict:
-    """Ray actor options for :class:`InterruptibleRolloutWorker`: one extra thread for ``offer_state``."""
-    return {**options, "concurrency_groups": {WEIGHTS_GROUP: 1}}
+def remote_worker(ray):
+    """:class:`InterruptibleRolloutWorker` as a Ray actor class with one extra thread, the ``weights`` concurrency
+    group, for ``offer_state`` (Ray takes ``concurrency_groups`` in ``ray.remote``, not in ``.options()``); place
+    it with ``.options(num_cpus=..., scheduling_strategy=...)`` as chapter 5's workers."""
+    return ray.remote(concurrency_groups={WEIGHTS_GROUP: 1})(InterruptibleRolloutWorker)
 
 
 if __name__ == "__main__":
