@@ -1,0 +1,121 @@
+"""The reader's calibration, made once per machine and cached (``_build/your_machine/<key>/``).
+
+:func:`machine_key` says what a calibration is valid for (host, CPU model, cores, torch version, torch's
+thread count); the cache folder is named from it, and its ``meta.json`` holds the key again with the
+profile's hash, so a folder made for another key, or a profile changed since, is not reused. A calibration
+made on a busy machine is reused only while the machine is still busy: the first quiet build replaces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import socket
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from ...record import REPO_ROOT, atomic_write_json
+
+CACHE = REPO_ROOT / "_build" / "your_machine"
+CAL_REPEATS = 3      # repeats of the calibration: the median and the interquartile range need 3
+
+
+def now() -> str:
+    """UTC time to the microsecond: the order of a prediction and its measurement must show."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+# ---- the calibration, cached per machine ---------------------------------------------------------------
+
+def machine_key(**override) -> dict:
+    """What a calibration is valid for: host, CPU model, cores, torch version, torch's thread count."""
+    import torch
+
+    from ...cost.calibrate import cpu_name
+
+    key = {"host": socket.gethostname(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
+           "torch": torch.__version__, "threads": torch.get_num_threads()}
+    return key | override
+
+
+def key_slug(key: dict) -> str:
+    """A folder name for ``key``: readable host and thread count, then a hash of every field."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    host = re.sub(r"[^A-Za-z0-9]+", "-", str(key.get("host", "host"))).strip("-")[:24] or "host"
+    return f"{host}-t{key.get('threads')}-{digest}"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cached(folder: Path, key: dict, busy_now: bool) -> dict | None:
+    """The folder's calibration if it was made for ``key``, is intact, and is not a busy machine's
+    calibration while the machine is quiet now; else None."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        ok = meta.get("machine_key") == key and _sha(folder / meta["profile"]) == meta["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return meta if ok and (busy_now or not meta.get("busy")) else None
+
+
+def _busy_now(max_load: float, loadavg: Callable) -> bool:
+    from ...cost.calibrate import machine_load
+
+    return machine_load(None, loadavg)["per_core"] > max_load
+
+
+def ensure_calibration(key: dict | None = None, root: Path | None = None, calibrate_fn: Callable | None = None,
+                       repeats: int = CAL_REPEATS, loadavg: Callable = os.getloadavg) -> dict:
+    """This machine's calibration: the cached one made for ``key`` (:func:`_cached`), else a new one,
+    ``rlm-lab calibrate`` without collectives, ``repeats`` times (about a minute and a half on 2 quiet cores).
+
+    Returns its meta: ``profile`` (path), ``sha256``, ``made``, ``seconds``, ``machine_key``, ``busy``, the
+    calibration's warnings (busy machine, noisy quantities) and ``reused``."""
+    from ...cost.calibrate import MAX_LOAD_PER_CORE, calibrate
+
+    key = key or machine_key()
+    folder = Path(root or CACHE) / key_slug(key)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".calibration.lock", "w") as lock:  # a second build waits for the first's calibration
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        meta = _cached(folder, key, _busy_now(MAX_LOAD_PER_CORE, loadavg))
+        if meta is not None:
+            return meta | {"profile": str(folder / meta["profile"]), "reused": True}
+        t0, err = time.perf_counter(), io.StringIO()
+        with contextlib.redirect_stderr(err):  # its warnings are kept in the meta and shown by the book
+            path = Path((calibrate_fn or calibrate)(
+                out=folder / "calibration.json", quick=False, device="cpu", collectives=False,
+                name=f"your-machine-{key_slug(key)}", repeats=repeats, allow_busy=True, force=True))
+        prof = json.loads(path.read_text())
+        meta = {"machine_key": key, "profile": path.name, "sha256": _sha(path), "made": now(),
+                "seconds": round(time.perf_counter() - t0, 1), "repeats": repeats,
+                "busy": bool((prof.get("load") or {}).get("busy")),
+                "warnings": [w.removeprefix("rlm-lab: WARNING: ") for w in err.getvalue().splitlines() if w.strip()]}
+        atomic_write_json(folder / "meta.json", meta)
+        return meta | {"profile": str(path), "reused": False}
+
+
+def calibration_facts(meta: dict) -> dict:
+    """What the book says about a calibration: busy or not, load per core before it, the spread."""
+    from ...cost.spread import HEADLINES as QUANTITIES
+    from ...cost.spread import spread_summary
+
+    prof = json.loads(Path(meta["profile"]).read_text())
+    load = prof.get("load") or {}
+    spread = spread_summary(prof)
+    widest = max(spread.items(), key=lambda kv: kv[1]["rel_iqr"], default=(None, None))
+    return {"busy": bool(load.get("busy")), "load_per_core": (load.get("before") or {}).get("per_core"),
+            "repeats": (prof.get("spread") or {}).get("repeats"), "noisy": (prof.get("spread") or {}).get("noisy", []),
+            "median_rel_iqr": statistics.median(v["rel_iqr"] for v in spread.values()) if spread else None,
+            "widest": QUANTITIES.get(widest[0]) if widest[0] else None,
+            "widest_rel_iqr": widest[1]["rel_iqr"] if widest[1] else None}
