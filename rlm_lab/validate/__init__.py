@@ -17,15 +17,17 @@ number.
 
 Peak memory (item 2) is compared per stage by :mod:`rlm_lab.cost.peak` against the tracer's per-stage
 peak RSS; the runtime's own RSS (interpreter, torch, transformers, TRL, allocator caches) is measured as
-the RSS just before each case starts and recorded in the suite record (``validation_suite``).
+the RSS just before each case starts and recorded in the suite record (``validation_suite``). Each case runs
+in its own fresh process (spawned, after a warm-up run there), so that no other workload's freed-but-kept
+memory hides in, or inflates, its peak: the part above the baseline is the workload's own (item 5).
 """
 
 from .cli import register
 from .compare import (STATISTICS, compare, least_disturbed, loop_terms_effect, report, summary,
-                      table)
+                      table, trl_step_terms_effect)
 from .suite import (BARS, SHARE_MIN, SUITE, WARMUP_CASE, load_suite, reward_s_per_sample, run_dir,
                     run_suite, workloads)
 
 __all__ = ["BARS", "SHARE_MIN", "STATISTICS", "SUITE", "WARMUP_CASE", "compare", "least_disturbed",
            "load_suite", "loop_terms_effect", "register", "report", "reward_s_per_sample", "run_dir", "run_suite",
-           "summary", "table", "workloads"]
+           "summary", "table", "trl_step_terms_effect", "workloads"]

@@ -166,3 +166,20 @@ def loop_terms_effect(size: str, loop_record, root: Path | None = None, profile:
     b, a = before["summary"], after["summary"]
     improves = a["step_median"] < b["step_median"] and a["stage_median"] <= b["stage_median"]
     return {"before": before, "after": after, "fit": fit, "improves": improves}
+
+
+def trl_step_terms_effect(size: str, step_record, root: Path | None = None, profile: str | None = None,
+                          statistic: str = "median") -> dict:
+    """Issue 12, item 3: the suite's summary without and with TRL's per-step bookkeeping terms fitted by
+    ``rlm_lab.cost.step_benchmarks`` (``step_record``: its run folder); the term is kept only if the
+    whole-step error improves and no stage gets worse. ``{"before", "after", "fit", "improves"}``."""
+    from ..cost.step_benchmarks import KEYS, with_trl_step_terms
+    from ..experiments.anatomy import CPU_PROFILE
+    from ..record import load_record
+
+    fit = {k: load_record(step_record, require=KEYS).results[k] for k in KEYS}
+    before = report(size, root, profile, statistic)
+    after = report(size, root, with_trl_step_terms(profile or CPU_PROFILE, fit), statistic)
+    b, a = before["summary"], after["summary"]
+    improves = a["step_median"] < b["step_median"] and a["stage_median"] <= b["stage_median"]
+    return {"before": before, "after": after, "fit": fit, "improves": improves}
