@@ -2,6 +2,7 @@
 
     rlm-lab place --size cpu --out data/runs/cpu              # every placement of chapter 5
     rlm-lab place --placement disaggregated --size smoke      # one, into _build/runs/smoke
+    rlm-lab place --hybrid --size cpu                         # the hybrid engine: GRPO under DeepSpeed ZeRO-3
     RAY_ADDRESS=host:6379 rlm-lab place ...                   # join an existing Ray cluster
 
 Records go to ``<out>/ch05_<placement>/<UTC time>/`` (never an existing folder); the default ``--out`` is
@@ -30,6 +31,9 @@ def register(sub) -> None:
                    help="instead: memory with beta > 0, full fine-tuning (a reference copy) vs LoRA (none), colocated")
     p.add_argument("--reshard", action="store_true",
                    help="instead: measure the hybrid engine's FSDP2 -> replicated reshard on 2 gloo ranks")
+    p.add_argument("--hybrid", action="store_true",
+                   help="instead: GRPO in the hybrid-engine placement (one actor, DeepSpeed ZeRO-3 over 2 ranks, "
+                        "gathered for TRL's generation; needs deepspeed), predicted first")
     p.set_defaults(func=main)
 
 
@@ -55,12 +59,13 @@ def check_modes(args) -> None:
     from ..errors import RlmLabError
 
     modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--lora-memory", args.lora_memory),
-                             ("--reshard", args.reshard)) if on]
+                             ("--reshard", args.reshard), ("--hybrid", args.hybrid)) if on]
     if len(modes) > 1:
         raise RlmLabError(f"{' and '.join(modes)} are separate experiments; give one of them")
     if modes:
+        takes = ("--steps", "--address") if modes[0] == "--hybrid" else ()  # the hybrid run takes these two
         ignored = [f for f, v in (("--placement", args.placement), ("--steps", args.steps),
-                                  ("--address", args.address)) if v is not None]
+                                  ("--address", args.address)) if v is not None and f not in takes]
         if ignored:
             raise RlmLabError(f"{modes[0]} runs its own fixed experiment; it takes no {', '.join(ignored)}")
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
@@ -104,6 +109,8 @@ def main(args) -> int:
         return 0
     if args.steps is not None and args.steps < 1:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
+    if args.hybrid:
+        return _hybrid(args, size)
     keys = tuple(args.placement or ALL_KEYS)
     overrides = {"rl_steps": args.steps} if args.steps else {}
     cfgs, chosen = configs(size, keys, **overrides)
@@ -118,4 +125,31 @@ def main(args) -> int:
         pred = res.get("prediction") or {}
         print(f"{key:28s} step {res['step_seconds_median']:.4f} s (predicted {pred.get('step_s', float('nan')):.4f} s)"
               f"  sync {res['sync'].get('bytes_per_sync', 0)} B/step  -> {res['dir']}")
+    return 0
+
+
+def _hybrid(args, size: str) -> int:
+    """``--hybrid``: predicted, then run; bad input (no deepspeed, a world that does not split the batch, an
+    unreachable --address) is refused before Ray starts."""
+    import sys
+
+    from ..record import runs_root
+    from .experiment import cluster, run_config
+    from .hybrid import check_hybrid, measure_hybrid
+    from .runtime import RaySession, algo_roles, check_placement
+    from .spec import get_placement
+
+    cfg = run_config(size, **({"rl_steps": args.steps} if args.steps else {}))
+    p = get_placement("hybrid", cluster(2), algo_roles(cfg))
+    check_placement(p, cfg)
+    check_hybrid(p, cfg)
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    check_address(address)
+    with RaySession(num_cpus=p.devices, address=address) as session:
+        r = measure_hybrid(size, args.out or runs_root(size), args.steps, session=session, command=sys.argv)
+    rs, pred = r["reshard"], r.get("prediction") or {}
+    print(f"hybrid {r['describe']}: step {r['step_seconds_median']:.4f} s (predicted {pred.get('step_s', float('nan')):.4f} s);"
+          f" reshard received per device {rs['measured_received_per_device']:,.0f} B (formula "
+          f"{rs['formula_received_per_device']:,.0f}); peak RSS generate {r['generate_peak_rss_bytes'] / 2**20:.0f} MiB,"
+          f" train {r['train_peak_rss_bytes'] / 2**20:.0f} MiB -> {r['dir']}")
     return 0

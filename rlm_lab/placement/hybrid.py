@@ -1,0 +1,379 @@
+"""The hybrid engine as a placement: GRPO through TRL with one copy of the actor, trained ZeRO-3-sharded over the
+set's ranks and gathered into a replicated generation layout (t_g = 1) for every generation, released after.
+
+HybridFlow's 3D-HybridEngine (arXiv 2409.19256, Sec. 5.4): from a training layout sharded over s devices to a
+generation layout of tensor-parallel size t_g, each device receives M (s - t_g) / (t_g s) bytes (M: the model's
+parameter bytes); going back frees the gathered copy and sends nothing. Here the reshard is done by TRL and
+DeepSpeed, not by us: ``GRPOConfig(deepspeed=configs/deepspeed/zero3.json, ds3_gather_for_generation=True)``
+makes TRL's generation path (``trl.models.utils.unwrap_model_for_generation``) enter
+``deepspeed.zero.GatheredParameters`` around ``generate`` (https://deepspeed.readthedocs.io/en/latest/zero3.html).
+Why DeepSpeed and not the Trainer's FSDP: on CPU the HF Trainer turns FSDP into plain DDP
+(:mod:`rlm_lab.parallel.bench.e2e` refuses that mislabel); DeepSpeed ZeRO-3 really shards on CPU (gloo).
+
+The runtime: one placement group, one bundle of the set's cores; one Ray actor per rank (``num_cpus=1``,
+``torch.set_num_threads(1)``), the actors forming one torch.distributed world (RANK / WORLD_SIZE / MASTER_ADDR =
+127.0.0.1 / MASTER_PORT set in each actor before accelerate builds its state), each running the same
+``GRPOTrainer`` (:func:`rlm_lab.placement.workers.build_trainer`) with TRL's own generation (no rollout_func).
+Per-device batch = the run's batch / s, so one step sees the same number of completions as the colocated run.
+
+Measured per rank: the reshard's collectives (:class:`rlm_lab.parallel.comm_counter.CommCounter`, active only
+while TRL's context gathers and releases: DeepSpeed's torch backend calls ``torch.distributed``, whose ops pass
+the dispatcher the counter watches), the bytes received per device (all-gather message x (s-1)/s), the
+gather's and release's time, and the stage tracer's peaks (VmHWM) in the generation layout (TRL's generate
+span holds the gather) and in the training layout (forward, backward, optimizer).
+
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab place --hybrid --size cpu --out data/runs/cpu
+
+Ignores: tensor-parallel generation layouts (t_g > 1: TRL's generation path only gathers, it never
+re-partitions), GPU memory (on CPU the RSS is what there is), fault injection (chapter 5's faults are
+the rollout and critic workers').
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .proc import peak_rss, pin
+
+ZERO3_CONFIG = "configs/deepspeed/zero3.json"
+TRAIN_STAGES = ("actor_forward", "actor_backward", "optimizer")
+
+
+def check_hybrid(placement, cfg) -> int:
+    """The world size (ranks) of a runnable hybrid placement for ``cfg``, else one RlmLabError line."""
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is None:
+        raise RlmLabError("the hybrid placement trains with DeepSpeed ZeRO-3, which is not installed: "
+                          ".venv/bin/pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8")
+    if not placement.reshard or len(placement.sets) != 1:
+        raise RlmLabError(f"placement {placement.name!r} is no hybrid engine (one set, reshard=True)")
+    rset = placement.sets[0]
+    if rset.kind != "cpu" or rset.generation_tp != 1:
+        raise RlmLabError("the hybrid run here is CPU ranks with a replicated generation layout (gen_tp=1)")
+    world = rset.devices
+    if world < 2:
+        raise RlmLabError(f"the hybrid engine shards the actor over >= 2 ranks; the set has {world}")
+    per = cfg.batch_size // world
+    if cfg.batch_size % world or (per * world) % cfg.num_generations:
+        raise RlmLabError(f"batch {cfg.batch_size} does not split over {world} ranks into whole groups of "
+                          f"{cfg.num_generations} completions; use a world size that divides it")
+    return world
+
+
+def rank_config(cfg, world: int, timeout_s: float):
+    """``cfg`` for one rank: ZeRO-3 through TRL, the gather for generation on, per-device batch = batch / s,
+    the process group's timeout (``ddp_timeout``: a dead peer fails the collective instead of waiting 30 min)."""
+    from ..record import REPO_ROOT
+
+    extra = {"deepspeed": str(REPO_ROOT / ZERO3_CONFIG), "ds3_gather_for_generation": True,
+             "ddp_timeout": int(max(10, timeout_s))}
+    return cfg.replace(batch_size=cfg.batch_size // world, extra={**cfg.extra, **extra})
+
+
+class _Reshard:
+    """Counts TRL's gather for generation and its release: wraps the generation context of TRL's GRPO module
+    (looked up at call time) so that a :class:`CommCounter` is active only while the context is entered and
+    exited, not during ``generate`` (a dispatch mode would slow every op of the generation)."""
+
+    def __init__(self):
+        from ..parallel.comm_counter import CommCounter
+
+        self.counter, self.spans, self.gathers, self.per_gather = CommCounter(), [], 0, []
+        import trl.trainer.grpo_trainer as grpo
+
+        self._orig, self._module = grpo.unwrap_model_for_generation, grpo
+        grpo.unwrap_model_for_generation = self._counted
+
+    @contextlib.contextmanager
+    def _counted(self, *args, **kwargs):
+        cm = self._orig(*args, **kwargs)
+        t0, before = time.perf_counter(), len(self.counter.events)
+        with self.counter.phase("gather"), self.counter:
+            model = cm.__enter__()
+        t1 = time.perf_counter()
+        self.per_gather.append(sum(e[2] for e in self.counter.events[before:] if e[1] == "all_gather"))
+        self.spans.append({"name": "gather (ZeRO-3 -> replicated)", "stage": "reshard", "start": t0, "end": t1})
+        self.gathers += 1
+        try:
+            yield model
+        except BaseException as e:
+            if not cm.__exit__(type(e), e, e.__traceback__):
+                raise
+        else:
+            t2 = time.perf_counter()
+            with self.counter.phase("release"), self.counter:
+                cm.__exit__(None, None, None)
+            self.spans.append({"name": "release (-> ZeRO-3)", "stage": "reshard", "start": t2,
+                               "end": time.perf_counter()})
+
+    def close(self):
+        self._module.unwrap_model_for_generation = self._orig
+
+    def record(self) -> dict:
+        gather = self.counter.summary("gather")
+        ag = gather.get("all_gather", {})
+        n = max(1, self.gathers)
+        dur = [s["end"] - s["start"] for s in self.spans]
+        return {"gathers": self.gathers, "collectives": gather, "release": self.counter.summary("release"),
+                "allgather_message_bytes_per_gather": ag.get("bytes", 0) / n,
+                "allgather_calls_per_gather": ag.get("calls", 0) / n, "allgather_bytes_each_gather": self.per_gather,
+                "gather_seconds_mean": sum(d for s, d in zip(self.spans, dur) if s["name"].startswith("gather")) / n,
+                "release_seconds_mean": sum(d for s, d in zip(self.spans, dur) if s["name"].startswith("release")) / n}
+
+
+def _no_shm_comm() -> None:
+    """DeepSpeed's torch backend JIT-compiles a shared-memory C++ op on CPU at start (~55 s the first time, and
+    it probes every op's compiler). The op serves only ``inference_all_reduce`` (DeepSpeed's AutoTP inference),
+    which ZeRO-3 training never calls, so the backend is told there is none: every collective then goes
+    through ``torch.distributed`` (gloo), which is also what the counter sees."""
+    import importlib
+
+    # by sys.modules' name: the package attribute ``deepspeed.comm.torch`` is the torch library itself
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+
+
+def train_rank(job: dict) -> dict:
+    """One rank of the hybrid run (the body of :class:`HybridWorker`; plain, so tests can run it without Ray).
+    ``job``: cfg (the rank's RunConfig dict), model_path, metrics_path (rank 0 writes it), world."""
+    import tempfile
+
+    import torch
+    from transformers import TrainerCallback
+    from transformers.utils import logging as hf_logging
+
+    from ..record import append_jsonl
+    from ..tasks import ensure_data, parse_task
+    from ..train.callbacks import quiet_progress
+    from ..train.config import from_dict
+    from ..train.tracer import trace
+    from .workers import build_trainer
+
+    hf_logging.disable_progress_bar()
+    _no_shm_comm()
+    cfg = from_dict(job["cfg"])
+    task = parse_task(cfg.task)
+    rank = int(os.environ["RANK"])
+    metrics_path = job.get("metrics_path") if rank == 0 else None
+
+    class Metrics(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if metrics_path and logs:
+                append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
+
+    reshard = _Reshard()
+    try:
+        with tempfile.TemporaryDirectory(prefix="rlm_hybrid_") as scratch:
+            trainer = build_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch, [Metrics()], None)
+            quiet_progress(trainer)
+            from ..parallel.bench.e2e import require
+
+            parallelism = require(trainer, "zero3")  # refuse a run that is not really ZeRO-3
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            t0 = time.perf_counter()
+            trainer.train()
+            seconds = time.perf_counter() - t0
+            parallelism = require(trainer, "zero3")
+    finally:
+        reshard.close()
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    params = list(model.parameters())
+    full = sum(p.ds_numel * p.element_size() for p in params)
+    sharded = [p for p in params if not getattr(p, "ds_persist", False)]
+    logs = [r for r in trainer.state.log_history if "reward" in r]
+    summary = tracer.summary()
+    stages = summary.get("stages", {})
+    out = {
+        "rank": rank, "pid": os.getpid(), "threads": torch.get_num_threads(), "parallelism": parallelism,
+        "rewards": [r["reward"] for r in logs], "losses": [r.get("loss") for r in logs],
+        "steps": trainer.state.global_step, "train_seconds": seconds,
+        "tracer_steps": tracer.steps, "tracer_summary": summary, "tracer_t0": getattr(tracer, "_t0", t0),
+        "reshard": reshard.record(), "reshard_spans": reshard.spans,
+        "param_bytes": full, "partitioned_param_bytes": sum(p.ds_numel * p.element_size() for p in sharded),
+        "persistent_param_bytes": full - sum(p.ds_numel * p.element_size() for p in sharded),
+        "shard_bytes": sum(p.ds_tensor.numel() * p.ds_tensor.element_size() for p in sharded),
+        "parameters": sum(p.ds_numel for p in params),
+        "trainable_parameters": sum(p.ds_numel for p in params if p.requires_grad),
+        "generate_peak_rss_bytes": (stages.get("generate") or {}).get("peak_bytes"),
+        "train_peak_rss_bytes": max([(stages.get(k) or {}).get("peak_bytes") or 0 for k in TRAIN_STAGES]) or None,
+        "peak_rss_bytes": peak_rss(),
+    }
+    return out
+
+
+class HybridWorker:
+    """One rank as a Ray actor: pins its threads, sets the torch.distributed environment, runs :func:`train_rank`."""
+
+    def __init__(self, threads: int, rank: int, world: int, port: int):
+        pin(threads)
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def train(self, job: dict) -> dict:
+        return train_rank(job)
+
+
+def formula_received_per_device(param_bytes: float, s: int, t_g: int = 1) -> float:
+    """HybridFlow Sec. 5.4: bytes one device receives going from s training shards to a t_g generation layout."""
+    return param_bytes * (s - t_g) / (t_g * s)
+
+
+def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None = None, timeout_s: float = 120.0,
+               command=None, startup_timeout_s: float = 300.0) -> dict:
+    """GRPO (``cfg``) under the hybrid ``placement`` on Ray; writes ``run_dir``'s record, metrics and merged
+    timeline like :func:`rlm_lab.placement.runtime.run_placement`. ``prediction`` (made before) is stored
+    first. Returns the record's results."""
+    from ..record import RunRecord
+    from .runtime import RaySession, _loadavg, _results, _sft_checkpoint, check_placement
+    from .weights import free_port
+
+    check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
+    world = check_hybrid(placement, cfg)
+    rcfg = rank_config(cfg, world, timeout_s)
+    record = RunRecord(Path(run_dir), {"run": cfg.to_dict(), "rank_run": rcfg.to_dict(), "placement": placement.to_dict(),
+                                       "world": world, "timeout_s": timeout_s}, command, cfg.seed)
+    record.update(prediction=prediction, load_average_start=_loadavg())
+    try:
+        model_path = _sft_checkpoint(cfg)  # the same SFT start as the other placements of this config
+    except BaseException as e:
+        record.fail(e)
+        raise
+    own = session is None
+    session = session or RaySession(num_cpus=placement.devices)
+    ray = session.ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from .glue import PlacementRunError
+    from .resources import actor_options, bundle
+
+    rset = placement.sets[0]
+    pg, actors, t_start = None, [], time.perf_counter()
+    try:
+        if session.cpus() < placement.devices:
+            raise RlmLabError(f"placement {placement.name!r} asks for {placement.devices} CPUs, Ray has {session.cpus()}")
+        pg = placement_group([bundle(rset)], strategy="PACK")
+        try:
+            ray.get(pg.ready(), timeout=startup_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise RlmLabError(f"Ray could not reserve {placement.describe()} within {startup_timeout_s:g} s") from None
+        opts = dict(**actor_options(rset, 1), scheduling_strategy=PlacementGroupSchedulingStrategy(
+            pg, placement_group_bundle_index=0))
+        port = free_port()
+        actors = [ray.remote(HybridWorker).options(**opts).remote(1, r, world, port) for r in range(world)]
+        try:
+            pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as e:
+            raise PlacementRunError(f"the ranks of {placement.name!r} did not start: {type(e).__name__}") from None
+        t_ready = time.perf_counter()
+        job = {"cfg": rcfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path)}
+        refs = [a.train.remote(job) for a in actors]
+        try:
+            outs = ray.get(refs, timeout=timeout_s * max(1, cfg.rl_steps) + startup_timeout_s)
+        except ray.exceptions.RayTaskError as e:
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            raise PlacementRunError(f"a rank failed: {lines[-1][:200] if lines else type(e).__name__}") from None
+        except ray.exceptions.RayActorError as e:
+            raise PlacementRunError(f"a rank's actor died: {type(e).__name__}") from None
+        except ray.exceptions.GetTimeoutError:
+            raise PlacementRunError(f"the ranks did not finish within {timeout_s * max(1, cfg.rl_steps):g} s") from None
+        results = hybrid_results(outs, placement, pids, t_ready - t_start, cfg, _results)
+        results.update(load_average_end=_loadavg(), prediction=prediction)
+        _timeline(record.dir, placement, outs)
+        record.complete(**results)
+        return results
+    except BaseException as e:
+        record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
+                      seconds_to_failure=round(time.perf_counter() - t_start, 3))
+        record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
+        raise
+    finally:
+        for a in actors:
+            with contextlib.suppress(Exception):
+                ray.kill(a, no_restart=True)
+        if pg is not None:
+            with contextlib.suppress(Exception):
+                remove_placement_group(pg)
+        if own:
+            session.close()
+
+
+def hybrid_results(outs: list[dict], placement, pids, startup_s: float, cfg, base) -> dict:
+    """The record's results: rank 0's run (as every placement's, ``base`` = runtime._results) plus the reshard
+    per rank against HybridFlow's formula and the peaks of both layouts."""
+    r0 = outs[0]
+    out = {**r0, "trainer_spans": [], "sync": {"syncs": 0, "bytes_per_sync": 0}, "state_bytes": None}
+    res = base(out, placement, {}, pids, startup_s, cfg)
+    s = len(outs)
+    m = r0["param_bytes"]
+    per_rank = []
+    for o in outs:
+        msg = o["reshard"]["allgather_message_bytes_per_gather"]
+        per_rank.append({"rank": o["rank"], "gathers": o["reshard"]["gathers"], "allgather_message_bytes": msg,
+                         "received_bytes": msg * (s - 1) / s, "release_bytes": sum(
+                             v["bytes"] for v in o["reshard"]["release"].values()),
+                         "gather_seconds_mean": o["reshard"]["gather_seconds_mean"],
+                         "release_seconds_mean": o["reshard"]["release_seconds_mean"],
+                         "allgather_bytes_each_gather": o["reshard"]["allgather_bytes_each_gather"],
+                         "shard_bytes": o["shard_bytes"], "threads": o["threads"],
+                         "generate_peak_rss_bytes": o["generate_peak_rss_bytes"],
+                         "train_peak_rss_bytes": o["train_peak_rss_bytes"], "peak_rss_bytes": o["peak_rss_bytes"],
+                         "rewards": o["rewards"]})
+    res.update(world=s, parallelism=r0["parallelism"], losses=r0["losses"], reshard={
+        "per_rank": per_rank, "param_bytes": m, "partitioned_param_bytes": r0["partitioned_param_bytes"],
+        "persistent_param_bytes": r0["persistent_param_bytes"],
+        "formula_received_per_device": formula_received_per_device(m, s),
+        "formula_received_per_device_partitioned": formula_received_per_device(r0["partitioned_param_bytes"], s),
+        # steady state: the gathers after the first (the first also fetches the small parameters DeepSpeed then
+        # keeps replicated, ``ds_persist``: at most stage3_param_persistence_threshold elements each)
+        "measured_received_per_device": _steady(per_rank[0]["allgather_bytes_each_gather"]) * (s - 1) / s,
+        "first_gather_received_per_device": per_rank[0]["allgather_bytes_each_gather"][0] * (s - 1) / s,
+        "collectives": r0["reshard"]["collectives"], "gather_seconds_mean": r0["reshard"]["gather_seconds_mean"],
+        "release_seconds_mean": r0["reshard"]["release_seconds_mean"]},
+        generate_peak_rss_bytes=r0["generate_peak_rss_bytes"], train_peak_rss_bytes=r0["train_peak_rss_bytes"])
+    return res
+
+
+def _steady(each: list) -> float:
+    later = each[1:] or each
+    return sum(later) / len(later)
+
+
+def _timeline(folder: Path, placement, outs: list[dict]) -> None:
+    """trace.json (a process per rank: its stage tracer's steps plus its gather/release spans) and timeline.png."""
+    from ..record import atomic_write_json
+    from ..trace_merge import gantt, merge
+
+    t0 = outs[0]["tracer_t0"]
+    processes = {f"rank{o['rank']}": {"steps": o["tracer_steps"], "t0": o["tracer_t0"], "spans": o["reshard_spans"]}
+                 for o in outs}
+    trace = merge(processes, t0=t0)
+    atomic_write_json(folder / "trace.json", trace)
+    gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")
+
+
+def measure_hybrid(size: str, root, steps: int | None = None, session=None, command=None, timeout_s: float = 120.0):
+    """Predict, then run, the hybrid placement of the size's GRPO run (chapter 5's config, its SFT start)
+    into a new folder ``<root>/ch05_hybrid/<UTC time>``; bad input is one error before Ray starts.
+    Returns the results (plus ``dir``)."""
+    from .experiment import _now, cluster, predict, run_config
+    from .runtime import algo_roles, check_placement
+    from .spec import get_placement
+
+    cfg = run_config(size, **({"rl_steps": steps} if steps else {}))
+    if cfg.size == "gpu":
+        raise RlmLabError("the hybrid run is measured on CPU ranks (gloo); use --size smoke or cpu")
+    p = get_placement("hybrid", cluster(2), algo_roles(cfg))
+    check_placement(p, cfg)
+    check_hybrid(p, cfg)
+    prediction = predict(p, cfg)  # before the run
+    folder = Path(root) / "ch05_hybrid" / _now()
+    res = run_hybrid(p, cfg, folder, session=session, prediction=prediction, command=command, timeout_s=timeout_s)
+    return {**res, "dir": str(folder)}
