@@ -129,9 +129,38 @@ def _gather(par, which: str) -> dict:
     return out
 
 
+class _NoCounter:
+    """Stands in for :class:`CommCounter` when collectives are not counted (``run_layout(count=False)``):
+    the framework-cost calibration times the step with and without the counter's dispatch mode."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def reset(self):
+        pass
+
+    def phase(self, name):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def summary(self):
+        return {}
+
+    def by_phase(self):
+        return {}
+
+
 def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int = 8, seq: int = 16,
-               lr: float = 1e-3, seed: int = 0, reference: bool = True, device: str | None = None) -> dict:
-    """Build, parallelize and train ``model`` under ``layout`` for ``steps`` steps; measure (see module doc)."""
+               lr: float = 1e-3, seed: int = 0, reference: bool = True, device: str | None = None,
+               count: bool = True) -> dict:
+    """Build, parallelize and train ``model`` under ``layout`` for ``steps`` steps; measure (see module doc).
+
+    ``model``: a zoo name or a ``ZooSpec`` (the calibration's hidden-16 models); ``count=False``: no
+    :class:`CommCounter` (its dispatch mode costs time per op; ``comm`` is then empty)."""
     import torch
     import torch.distributed as dist
 
@@ -150,7 +179,7 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
     xd, yd = x.to(device), y.to(device)
 
     losses, times, grads0 = [], [], None
-    counter = CommCounter()
+    counter = CommCounter() if count else _NoCounter()
     for i in range(steps):
         counter.reset()
         dist.barrier()

@@ -6,16 +6,12 @@
   labelled so) share another.
 * :func:`run_suite` runs them and writes one run record per layout (``ch04_<layout>``, with
   ``-oversubscribed`` when there are more processes than cores).
-* :func:`predicted_step_time` — the time side of the prediction: the cost model's forward, backward
-  and AdamW times (``rlm_lab.cost.timing``, calibrated profile) split by the layout, plus the alpha-beta
-  time (``rlm_lab.cost.comm.collective_time``) of every predicted collective.
+* :func:`predicted_step_time` — the time side of the prediction, from the profile alone for every layout
+  (DP, ZeRO, TP, PP, CP, EP): ``rlm_lab.parallel.bench.step_time``.
 * :func:`compare` — one row per record: measured vs predicted bytes and time, and the errors.
 
-The time prediction per rank (ring collectives, Thakur et al. 2005), for local batch b = B/(dp·ep):
-    T = [T_fwd(b) + T_bwd(b)]_matmul / tp + overheads + T_adamw / shard + Σ_collectives (α + β·wire bytes)
-shard = dp for ZeRO ≥ 1 (each rank updates 1/d of the parameters), tp for TP; nothing overlaps (gloo
-on CPU does not overlap communication with compute). Ignores: DTensor dispatch overhead (large at this
-size), FSDP2's copy-in/out, pipeline/ring schedules (PP/CP/EP have their own predictions in their modules).
+The time prediction per rank: ``step_time``'s module docstring (compute at the rank's thread count,
+optimizer, alpha-beta messages, calibrated framework cost, oversubscription).
 """
 
 from __future__ import annotations
@@ -52,43 +48,20 @@ def suite(size: str) -> dict:
 
 
 def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None,
-                        cores: int | None = None) -> dict:
-    """Seconds of one training step of ``layout`` per rank: compute, optimizer, communication, total.
+                        cores: int | None = None, threads: int = 1, harness: bool = False) -> dict:
+    """Seconds of one training step of ``layout`` per rank from the profile alone: compute at the rank's
+    ``threads``, optimizer, messages, framework cost, oversubscription (``rlm_lab.parallel.bench.step_time``).
 
     ``cores``: CPU cores the ranks share (CPU only): with more ranks than cores each rank computes at
-    cores/world of a core, so compute and optimizer stretch by world/cores (oversubscription).
-    ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: predicted_comm;
+    cores/world of a core, so compute, optimizer and framework stretch by world/cores (oversubscription).
+    ``comm``: the step's collectives ``{kind: {"calls", "bytes", "groups"}}`` (default: the formulas;
     :func:`compare` passes the counted ones, which equal the prediction wherever one exists, so the
-    time is judged on the same collectives that ran).
+    time is judged on the same collectives that ran). ``harness``: the step was timed under
+    ``CommCounter`` (``run_layout``): add the counter's calibrated cost.
     """
-    from ...cost.comm import collective_time
-    from ...cost.hardware import load_profile
-    from ...cost.spec import model_spec
-    from ...cost.timing import backward_time, forward_time, optimizer_time
-    from ..predict import predicted_comm
+    from .step_time import predicted_step_time as predict
 
-    prof, spec = load_profile(profile), model_spec(model)
-    b = batch // layout.data_ranks
-    kw = dict(dtype="fp32", dtype_bytes=4)
-    mm = forward_time(spec, prof, b, seq, overhead=False, **kw)
-    full = forward_time(spec, prof, b, seq, **kw) + backward_time(spec, prof, b, seq, **kw)
-    compute = full - 3 * mm + 3 * mm / layout.tp  # backward = 2x the forward's products
-    shard = layout.dp if layout.zero >= 1 else layout.tp
-    opt = optimizer_time(spec, prof) / shard
-    comm = comm if comm is not None else predicted_comm(layout, model, batch, seq)
-    comm_s = 0.0
-    for kind, v in comm.items():
-        calls = v.get("calls") or 1
-        d = max(v.get("groups") or [layout.world]) if isinstance(v.get("groups"), list) else _group_of(layout)
-        op = {"send": "send_recv", "recv": None}.get(kind, kind)
-        if op is None:
-            continue
-        comm_s += calls * collective_time(op, v["bytes"] / calls, d, prof)
-    on_cpu = prof.collectives.get("backend") == "gloo"  # a CPU profile (its collectives were fitted on gloo)
-    stretch = max(1.0, layout.world / cores) if cores and on_cpu else 1.0
-    compute, opt = compute * stretch, opt * stretch
-    return {"compute_s": compute, "optimizer_s": opt, "comm_s": comm_s, "total_s": compute + opt + comm_s,
-            "oversubscription": stretch, "profile": prof.name}
+    return predict(layout, model, batch, seq, profile, comm=comm, cores=cores, threads=threads, harness=harness)
 
 
 def _group_of(layout: Layout) -> int:
@@ -148,10 +121,16 @@ def compare(records, profile=None) -> list[dict]:
             row["bytes_equal"] = not comm_mismatches(pred, r["comm"])
         except RlmLabError:
             pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
-        if profile is not None and lay.pp == lay.cp == lay.ep == 1:  # PP/CP/EP: their modules predict time
-            cores = rec.data["provenance"]["hardware"].get("cpu_count")
-            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"], cores=cores)
+        if profile is not None:
+            hw = rec.data["provenance"]["hardware"]
+            # spawned ranks run 1 torch thread each (launch.spawn); the one-process layout the CLI's threads
+            threads = 1 if r["world"] > 1 else hw.get("torch_threads")
+            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
+                                    cores=hw.get("cpu_count"), threads=threads, harness=True)
             row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
+                    "predicted_framework_ms": None if t["framework_s"] is None else 1000 * t["framework_s"],
+                    "predicted_compute_ms": 1000 * (t["compute_s"] + t["optimizer_s"]),
+                    "rank_threads": threads, "rates_threads": t["rates_threads"],
                     "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
         rows.append(row)
     return rows
