@@ -224,6 +224,73 @@ def summary(rows: list[dict], pred: dict) -> dict:
             "comparison": errors, "goal": GOAL}
 
 
+def latest(root: str | Path):
+    """The newest completed record under ``<root>/ch06_interrupt/`` (None if there is none)."""
+    from ..record import RunRecord
+
+    base = Path(root) / "ch06_interrupt"
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
+        try:
+            return RunRecord.load(d)
+        except RlmLabError:
+            continue
+    return None
+
+
+def report(rec) -> dict:
+    """The record's headline numbers for the book (seconds; ``met`` from the live numbers against the goal):
+    per policy the generation time, the paired extra over the lighter run with its prediction, the update's wait
+    today and interruptible, and where a miss comes from: the measured decode step and the prefill implied by
+    the two resumed steps (reprefill's resume - keep's resume + one measured decode step) against the cost
+    model's t_step and t_prefill."""
+    r = rec.results
+    pred, pair, c = r["prediction"], r["paired"], r["comparison"]
+    step = r["decode_step_s"]["median"]
+    rows = {}
+    by = {}
+    for row in rec.metrics():
+        by.setdefault(row["kind"], []).append(row)
+    resume = {k: statistics.median(x["resume_s"] for x in by[k] if x.get("resume_s") is not None)
+              for k in ("keep", "reprefill")}
+    rows.update(
+        batch=pred["batch"], prompt_len=pred["prompt_len"], tokens=pred["tokens"], at_token=pred["at_token"],
+        repeats=rec.config["repeats"], goal=r["goal"], load=r.get("load_average_start"),
+        none_s=r["seconds"]["none"]["median"], keep_s=r["seconds"]["keep"]["median"],
+        reprefill_s=r["seconds"]["reprefill"]["median"],
+        reprefill_extra_s=pair["reprefill_extra_s"]["median"], reprefill_extra_iqr=(
+            pair["reprefill_extra_s"]["q1"], pair["reprefill_extra_s"]["q3"]),
+        reprefill_extra_pred_s=pred["reprefill_extra_s"], reprefill_error=c["reprefill_extra_s"]["error"],
+        reprefill_met=c["reprefill_extra_s"]["met"],
+        keep_extra_s=pair["keep_extra_s"]["median"], keep_extra_iqr=(pair["keep_extra_s"]["q1"], pair["keep_extra_s"]["q3"]),
+        keep_extra_pred_s=pred["keep_extra_s"], keep_error=c["keep_extra_s"]["error"], keep_met=c["keep_extra_s"]["met"],
+        wait_today_s=r["wait"]["wait_today"]["median"], wait_interruptible_s=r["wait"]["wait_interruptible"]["median"],
+        wait_interruptible_max_s=r["wait"]["wait_interruptible"]["max"], wait_today_max_s=r["wait"]["wait_today"]["max"],
+        decode_step_s=step, decode_step_max_s=r["decode_step_s"]["max"], t_step_pred_s=pred["t_step_s"],
+        t_prefill_pred_s=pred["t_prefill_s"], prefill_implied_s=resume["reprefill"] - resume["keep"] + step)
+    return rows
+
+
+def plot(rec):
+    """Left: generation time per run (median, quartiles); right: how long an update waits, today and interruptible,
+    against one measured decode step."""
+    import matplotlib.pyplot as plt
+
+    r = rec.results
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for a, kinds, src, title in ((axes[0], ("none", "keep", "reprefill"), r["seconds"], "generation of one batch"),
+                                 (axes[1], ("wait_today", "wait_interruptible"), r["wait"], "an update's wait")):
+        med = [src[k]["median"] * 1e3 for k in kinds]
+        err = [[m - src[k]["q1"] * 1e3 for m, k in zip(med, kinds)], [src[k]["q3"] * 1e3 - m for m, k in zip(med, kinds)]]
+        a.bar(range(len(kinds)), med, yerr=err, capsize=4, color=["#888", "#4c72b0", "#dd8452"][:len(kinds)])
+        a.set_xticks(range(len(kinds)), [k.replace("wait_", "") for k in kinds])
+        a.set_ylabel("ms (median, quartiles)")
+        a.set_title(title)
+    axes[1].axhline(r["decode_step_s"]["median"] * 1e3, color="k", ls=":", label="one decode step (median)")
+    axes[1].legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.interrupt",
                                  description="chapter 6: the cost and the benefit of interruptible rollouts")
