@@ -104,9 +104,14 @@ def comparison(records: dict) -> list[dict]:
 
 
 def latest(root: str | Path, mode: str):
+    return latest_in(Path(root) / f"ch06_{mode}")
+
+
+def latest_in(base: str | Path):
+    """The newest loadable record among the timestamped run folders under ``base`` (None if none)."""
     from ..record import RunRecord
 
-    base = Path(root) / f"ch06_{mode}"
+    base = Path(base)
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
         try:
             return RunRecord.load(d)

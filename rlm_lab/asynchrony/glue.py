@@ -29,12 +29,14 @@ workers (same seeds; the sample's version is that worker's) and the record lists
 left, or with a blocking push (eta = 0, or a broadcast, which every worker must join), the run stops with one
 :class:`PlacementRunError` line. Nothing waits longer than ``timeout_s``.
 
-Off-policy correction: TRL's truncated importance sampling (``vllm_importance_sampling_correction``) is
-inline code in ``GRPOTrainer._generate_and_score_completions`` guarded by ``self.use_vllm``; with
-``use_vllm=True`` TRL also builds a vLLM client at start and calls ``self.vllm_generation.sync_weights()``
-before every ``rollout_func`` call (trl 1.16, grpo_trainer.py ``_generate``), so it cannot be switched on
-without vLLM, and it is not a function that could be called on its own. This glue runs without correction
-and records the behaviour log-probs' staleness.
+Off-policy correction (``correction=``, e.g. ``"token_truncate"``): TRL's own truncated / masked importance
+sampling against the behaviour log-probs this glue returns, switched on by
+:func:`rlm_lab.asynchrony.correction.enable` in :meth:`AsyncGlue.attach` (TRL ties it to vLLM; the adapter and
+why it is safe are there). TRL then logs ``sampling/importance_sampling_ratio/*`` per step; the record keeps
+them. Without correction, ``importance=True`` re-scores each batch here for the record only.
+
+``curve=`` (task, every, problems, max_new_tokens): a held-out greedy accuracy curve
+(:mod:`rlm_lab.asynchrony.curves`), kept in the record.
 """
 
 from __future__ import annotations
@@ -47,9 +49,15 @@ from .buffer import StalenessBuffer, check_eta
 
 class AsyncGlue(RolloutGlue):
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
-                 bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True):
+                 bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True,
+                 correction: str | None = None, curve: dict | None = None):
+        from .correction import check_correction
+
         super().__init__(trainer, rollouts, group, sync, chunks, seed, timeout_s, bucket_bytes)
-        self.importance = importance
+        self.correction = check_correction(correction)
+        self.importance = importance and self.correction is None  # with correction TRL computes the ratio
+        self.curve_spec = curve
+        self._curve = None
         if not self.rollouts:
             raise PlacementRunError("the asynchronous modes need rollout workers (a disaggregated placement)")
         self.eta = check_eta(eta)
@@ -67,6 +75,21 @@ class AsyncGlue(RolloutGlue):
         self._loads: list = []               # pending object-store loads (checked, never waited on blindly)
         self._prompt_ids: dict[int, list] = {}
         self.submitted = 0                   # the next batch to request
+
+    # ---- the trainer this glue feeds
+    def attach(self, trainer) -> None:
+        """Called once the trainer exists (before training): TRL's correction on, the accuracy curve."""
+        from . import correction
+
+        self.trainer = trainer
+        if self.correction:
+            correction.enable(trainer, self.correction)
+        if self.curve_spec:
+            from .curves import make_eval_curve
+
+            self._curve = make_eval_curve(**self.curve_spec)
+            self._curve.trainer = trainer
+            trainer.add_callback(self._curve)
 
     # ---- which prompts come next
     def _prompt_batches(self, trainer):
@@ -241,7 +264,25 @@ class AsyncGlue(RolloutGlue):
         """For the run record: the bound, the per-sample staleness distribution, per-step versions, deaths."""
         return {"eta": "inf" if self.eta is None else self.eta, "ahead": self.ahead, "buffer": self.buffer.stats(),
                 "steps": self.steps, "worker_deaths": self.deaths, "workers_alive_end": len(self.alive),
-                "workers": len(self.rollouts), "push": self.sync if self.eta != 0 else f"{self.sync} (blocking)"}
+                "workers": len(self.rollouts), "push": self.sync if self.eta != 0 else f"{self.sync} (blocking)",
+                "correction": self.correction, "is_ratio": self._is_ratio(), "curve": self._curve_record(),
+                "num_tokens": self._num_tokens()}
+
+    def _is_ratio(self) -> list:
+        from .correction import is_ratio_steps
+
+        return is_ratio_steps(self.trainer.state.log_history) if self.trainer is not None else []
+
+    def _curve_record(self):
+        from .curves import curve_record
+
+        if self._curve is None:
+            return None
+        return curve_record(self._curve, self.curve_spec["every"], self.curve_spec["problems"])
+
+    def _num_tokens(self):
+        rows = [r["num_tokens"] for r in self.trainer.state.log_history if "num_tokens" in r] if self.trainer else []
+        return rows[-1] if rows else None
 
 
 def importance_weights(trainer, prompt_ids, completion_ids, behaviour_logprobs) -> dict:

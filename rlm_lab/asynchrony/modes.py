@@ -7,8 +7,8 @@ workers on their own cores, TRL's ``GRPOTrainer`` on the others) whose rollout_f
     eta<k>        eta = k   up to k batches generated ahead; weights pushed after each update
     async         eta = inf unbounded (``ahead`` batches queued at most)
 
-Interruptible rollouts (a weight update applied between decode steps of a running generation) and partial
-rollouts are not built: a push waits in the worker's queue until the generation request in flight ends.
+Each mode runs with or without off-policy correction (TRL's truncated / masked importance sampling,
+:mod:`rlm_lab.asynchrony.correction`).
 """
 
 from __future__ import annotations
@@ -39,19 +39,28 @@ def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_de
 
 
 def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | None = None, devices: int = 2,
-             ahead: int | None = None, importance: bool = True, prediction: dict | None = None, **kw) -> dict:
+             ahead: int | None = None, importance: bool = True, prediction: dict | None = None,
+             correction: str | None = None, curve: dict | None = None, **kw) -> dict:
     """Run GRPO ``cfg`` in execution ``mode``; the record (``run_dir``) holds ``results['glue']``: the bound,
     the staleness of every sample trained on, per-step versions and rollout-worker deaths.
 
     ``sync``: how weights reach the workers; default ``collective`` for ``sync`` (exactly chapter 5's
     disaggregated run) and ``object_store`` for the others (a push that does not wait for the generation in
     flight; a broadcast would). ``importance``: re-score every batch on the trainer to record the importance
-    weights (one extra no-grad forward per step, its seconds in the record; off for pure speed runs)."""
+    weights (one extra no-grad forward per step, its seconds in the record; off for pure speed runs).
+    ``correction``: None or a TRL importance-sampling mode (``"token_truncate"``...; TRL's own code, switched on
+    by :mod:`rlm_lab.asynchrony.correction`). ``curve``: held-out accuracy curve settings
+    (:func:`rlm_lab.asynchrony.curves.make_eval_curve` arguments)."""
+    from .correction import check_correction
+
+    check_correction(correction)
     eta = mode_eta(mode)
     sync = sync or ("collective" if eta == 0 else "object_store")
     placement = mode_placement(cfg, devices, sync)
     from ..placement.runtime import run_placement
 
     return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
-                         glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance},
-                         extra_results={"mode": mode, "eta": "inf" if eta is None else eta}, **kw)
+                         glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance, "correction": correction,
+                                      "curve": curve},
+                         extra_results={"mode": mode, "eta": "inf" if eta is None else eta,
+                                        "correction": correction}, **kw)
