@@ -90,3 +90,14 @@ def test_one_smoke_workload_end_to_end(tmp_path, capsys):
     assert main(["validate", "--size", "smoke", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "whole step: median |error|" in out and ("step_median: met" in out or "step_median: not met" in out)
+
+
+def test_a_workload_failing_in_its_process_is_one_clear_error(tmp_path):
+    """Each workload runs in a spawned process: an error there comes back as one RlmLabError naming it."""
+    from rlm_lab.errors import RlmLabError
+    from rlm_lab.validate.suite import _run_in_fresh_process
+
+    case = V.workloads("smoke")[0]
+    with pytest.raises(RlmLabError, match=f"{case.name} failed in its process .*size"):
+        _run_in_fresh_process(case, "huge", tmp_path / "run", tmp_path / "warmup", 0)
+    assert not (tmp_path / "run").exists()

@@ -16,6 +16,8 @@ from ..experiments.anatomy import Case
 WARMUP_CASE = Case("warmup", "grpo", 0.04, "nano", 16, 2, 4, steps=2, warmup=1)  # not measured: see run_suite
 SUITE = "validation_suite"   # the suite's own record: workloads, baseline RSS per case, load
 SHARE_MIN = 0.05             # stages below 5 % of the measured step are not judged
+# How the workloads were run (recorded in the suite record): since issue 12 item 5, each in its own process
+PROCESS = "fresh process per workload (spawn), warm-up run, then baseline RSS, then the workload"
 BARS = {"step_median": 0.15, "stage_worst": 0.25, "bias": 0.10, "peak_worst": 0.15}  # issue 12, fixed before the runs
 
 
@@ -43,14 +45,56 @@ def _rss() -> int:
     return 0
 
 
+def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, conn) -> None:
+    """In a fresh (spawned) process: a throwaway warm-up run, then the RSS baseline, then ``case``.
+
+    The warm-up loads the whole runtime (transformers' and TRL's lazily imported modules, the data set,
+    thread pools) so that the baseline holds it; what an earlier workload allocated and freed (and the
+    allocator kept) is not in this process at all, so the peak above the baseline is this workload's own."""
+    try:
+        from ..experiments.anatomy import run_case
+
+        run_case(WARMUP_CASE, size, Path(warmup_dir), seed=seed)
+        gc.collect()
+        baseline, load = _rss(), os.getloadavg()
+        run_case(case, size, Path(out), seed=seed)
+        conn.send(("ok", baseline, load))
+    except BaseException as e:  # sent to the parent, which raises one clear error naming the workload
+        conn.send(("error", f"{type(e).__name__}: {e}", None))
+    finally:
+        conn.close()
+
+
+def _run_in_fresh_process(case: Case, size: str, out: Path, warmup_dir: Path, seed: int) -> tuple:
+    """(baseline RSS bytes, load average before) of ``case`` run by :func:`_fresh_case` in a spawned process."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # not fork: a fork would inherit this process's heap and runtime
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_fresh_case, args=(case, size, str(out), str(warmup_dir), seed, send),
+                       name=f"validate-{case.name}", daemon=True)
+    proc.start()
+    send.close()
+    try:
+        msg = recv.recv()
+    except EOFError:
+        msg = ("error", "the process ended without a result", None)
+    proc.join()
+    if msg[0] != "ok" or proc.exitcode != 0:
+        raise RlmLabError(f"validation workload {case.name} failed in its process (exit code {proc.exitcode}): "
+                          f"{msg[1] if msg[0] != 'ok' else 'no result'}")
+    return msg[1], msg[2]
+
+
 def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print):
     """Run the suite's workloads (all, or ``names``) into ``root`` and write the suite record there.
 
-    Before each case: ``gc.collect()`` and the RSS, the runtime's share of every stage's measured peak.
-    Run it under ``flock -x /tmp/rlm-lab-measure.lock`` when the records are to be committed."""
+    Each workload runs in its own fresh process (issue 12, item 5): a warm-up run there, then the RSS
+    (``baseline_rss_bytes``: the runtime's share of every stage's measured peak), then the workload
+    (:func:`_fresh_case`). Run it under ``flock -x /tmp/rlm-lab-measure.lock`` when the records are to be
+    committed."""
     import time
 
-    from ..experiments.anatomy import run_case
     from ..record import RunRecord
 
     cases = [c for c in workloads(size) if names is None or c.name in names]
@@ -59,19 +103,14 @@ def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print):
         raise RlmLabError(f"unknown validation workload(s) {', '.join(sorted(unknown))}; "
                           f"choose from {', '.join(c.name for c in workloads(size))}")
     suite = RunRecord(Path(root) / SUITE, {"size": size, "workloads": [asdict(c) for c in cases],
-                                           "warmup_case": asdict(WARMUP_CASE)},
+                                           "warmup_case": asdict(WARMUP_CASE), "process": PROCESS},
                       command=f"rlm-lab validate --size {size} --run", seed=seed)
     with suite:
-        # A throwaway run first, so that every case's baseline holds the whole runtime (transformers' and
-        # TRL's lazily imported modules, the data set, thread pools), not only the first case's.
-        run_case(WARMUP_CASE, size, suite.scratch("warmup") / "run", seed=seed)
         baselines, loads = {}, {}
         for case in cases:
-            gc.collect()
-            baselines[case.name] = _rss()
-            loads[case.name] = os.getloadavg()
             t0 = time.perf_counter()
-            run_case(case, size, run_dir(root, case), seed=seed)
+            baselines[case.name], loads[case.name] = _run_in_fresh_process(
+                case, size, run_dir(root, case), suite.scratch(f"warmup_{case.name}") / "run", seed)
             say(f"validated {case.name}: {time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.2f}")
         suite.complete(baseline_rss_bytes=baselines, loadavg_before=loads, loadavg_after=os.getloadavg(),
                        cpu_count=os.cpu_count())
