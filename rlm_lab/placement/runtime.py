@@ -104,14 +104,15 @@ def _loadavg():
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
+                  kill_critic_after_step: int | None = None, return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
                   evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
                   glue_kwargs: dict | None = None) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
     ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
-    has logged that many steps. ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
+    has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split).
+    ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
     :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     Returns the record's results (plus ``weights`` if asked).
     """
@@ -194,11 +195,14 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
                "lora": lora, "evaluate": evaluate, "glue": glue, "glue_kwargs": glue_kwargs or {}, "critic": critic}
         ref = trainer.train.remote(job)
-        if kill_rollout_after_step is not None and rollouts:
+        victim, after = ((rollouts[0], kill_rollout_after_step) if kill_rollout_after_step is not None and rollouts
+                         else (critic, kill_critic_after_step) if kill_critic_after_step is not None and critic is not None
+                         else (None, None))
+        if victim is not None:
             while not ray.wait([ref], timeout=0.2)[0]:
                 rows = read_jsonl(record.metrics_path, torn_tail="drop") if record.metrics_path.exists() else []
-                if sum(1 for r in rows if "reward" in r) >= kill_rollout_after_step:
-                    ray.kill(rollouts[0], no_restart=True)
+                if sum(1 for r in rows if "reward" in r) >= after:
+                    ray.kill(victim, no_restart=True)
                     record.update(fault_injected_at_s=round(time.perf_counter() - t_start, 3))
                     break
         try:
