@@ -1,0 +1,79 @@
+"""Out-of-sample check of the distributed step-time prediction (issue 12, item 3).
+
+The chapter-4 records (``ch04_*``) were used while the distributed model was developed, so they are
+in-sample for it. These cases use models, batches and sequence lengths that no ``ch04_*`` record used
+(the chapter trains ``micro``/``micro-moe``); they are run once, under the exclusive measurement lock, into
+``data/runs/cpu/validation_dist_*`` and predicted from the profile alone (``step_time``). The RL
+validation suite (``rlm_lab.validate``, ``sizes.validation``) describes RL workloads (algorithm, G, R);
+a training step of a layout does not fit its shape, hence this parallel list.
+
+Bar, fixed before the runs: median |error| of the whole step <= 25 % (:data:`BAR`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+from ..mesh import Layout
+
+BAR = 0.25
+PREFIX = "validation_dist_"
+# (layout, run_layout kwargs): 2 processes, 1 thread each; none of these models/batches is a ch04 record's
+CASES = (
+    (Layout(dp=2, zero=2), {"model": "nano", "batch": 16, "seq": 32}),
+    (Layout(tp=2), {"model": "mini", "batch": 4, "seq": 32}),
+    (Layout(pp=2, schedule="1f1b", microbatches=4), {"model": "mini", "batch": 8, "seq": 32}),
+    (Layout(cp=2), {"model": "nano", "batch": 4, "seq": 64}),
+)
+STEPS = 8
+
+
+def case_name(layout: Layout, kw: dict) -> str:
+    return f"{PREFIX}{layout.name()}-{kw['model']}-B{kw['batch']}-s{kw['seq']}"
+
+
+def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
+    """Run every case in one set of 2 processes and write one record each (refuses existing ones)."""
+    from ...errors import RlmLabError
+    from .measure import spawn_layouts, write_record
+
+    root = Path(root)
+    for lay, kw in CASES:
+        if (root / case_name(lay, kw)).exists():
+            raise RlmLabError(f"{root / case_name(lay, kw)} exists; remove it or write elsewhere")
+    res = spawn_layouts([(lay, kw | {"steps": steps}) for lay, kw in CASES], world=2, timeout_s=300)
+    dirs = []
+    for (lay, kw), r in zip(CASES, res):
+        d = write_record(root / case_name(lay, kw), r, {"validation": "distributed, out of sample",
+                                                          "rank_threads": 1, "load_before": list(os.getloadavg())})
+        say(f"{d.name}: {1000 * statistics.median(r['step_s'][1:]):.1f} ms/step")
+        dirs.append(d)
+    return dirs
+
+
+def rows(root: str | Path, profile) -> list[dict]:
+    """Measured vs predicted (``suite.compare``) for the validation records under ``root``."""
+    from .report import load_records
+    from .suite import compare
+
+    return compare(load_records(root, PREFIX), profile)
+
+
+def summary(rs: list[dict]) -> dict:
+    """Median and worst |error|, signed bias, and the verdict against :data:`BAR`."""
+    errs = [r["time_rel_err"] for r in rs if r.get("time_rel_err") is not None]
+    if not errs:
+        return {"n": 0, "median_abs": None, "worst_abs": None, "bias": None, "met": None}
+    med = statistics.median(abs(e) for e in errs)
+    return {"n": len(errs), "median_abs": med, "worst_abs": max(abs(e) for e in errs),
+            "bias": statistics.median(errs), "bar": BAR, "met": med <= BAR}
+
+
+if __name__ == "__main__":
+    import sys
+
+    from ...record import REPO_ROOT
+
+    run(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "data" / "runs" / "cpu")
