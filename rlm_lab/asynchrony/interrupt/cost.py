@@ -36,11 +36,11 @@ import sys
 import threading
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ...errors import RlmLabError
 
 PROFILE = "cpu-2core-epyc"
 GOAL = 0.25  # error bar on the predicted extra seconds, fixed before measuring
-REPEATS = {"smoke": 3, "cpu": 30, "gpu": 30}
+REPEATS = 30  # requests of each kind (a request takes milliseconds to tens of milliseconds here)
 RUNS = ("none", "keep", "reprefill", "wait_today", "wait_interruptible")
 PERTURB = 1e-3
 
@@ -67,10 +67,10 @@ def trl_generation(cfg, tokenizer) -> dict:
 def workload(size: str):
     """(cfg, model, tokenizer, prompt_ids): the chapter's SFT-warm-started policy and one generation call's
     prompt entries (the first batch_size / G training prompts, each G times, as TRL's RepeatSampler orders them)."""
-    from ..models import load
-    from ..placement.experiment import run_config
-    from ..placement.runtime import _sft_checkpoint
-    from ..tasks import ensure_data, parse_task
+    from ...models import load
+    from ...placement.experiment import run_config
+    from ...placement.runtime import _sft_checkpoint
+    from ...tasks import ensure_data, parse_task
 
     cfg = run_config(size)
     model, tok = load(str(_sft_checkpoint(cfg)))
@@ -84,7 +84,7 @@ def predict(cfg, prompt_ids, params_bytes: int, steps: int) -> dict:
     """The cost model's seconds, made before measuring, for an update at the middle decode step k = steps // 2
     of a request of ``steps`` decode steps (the warm-up request's: the SFT policy answers in fewer tokens than
     ``max_completion_length``)."""
-    from ..cost import decode_step_time, forward_time, generate_time, load_profile, model_spec
+    from ...cost import decode_step_time, forward_time, generate_time, load_profile, model_spec
 
     prof, spec = load_profile(PROFILE), model_spec(cfg.model)
     b, p, r = len(prompt_ids), max(len(x) for x in prompt_ids), steps
@@ -107,7 +107,7 @@ def perturbed(model, scale: float = PERTURB, seed: int = 1234) -> dict:
     """A stand-in update: every synced parameter moved by ``scale`` times its RMS, Gaussian, fixed seed."""
     import torch
 
-    from ..placement.weights import state_for_object_store
+    from ...placement.weights import state_for_object_store
 
     gen = torch.Generator().manual_seed(seed)
     out = {}
@@ -119,7 +119,7 @@ def perturbed(model, scale: float = PERTURB, seed: int = 1234) -> dict:
 
 def _one(engine, prompt_ids, seed, kind, new, k, arrive_s):
     """One timed request of kind ``kind``; returns its row for metrics.jsonl."""
-    from ..placement.weights import load_synced, state_for_object_store
+    from ...placement.weights import load_synced, state_for_object_store
 
     old = state_for_object_store(engine.model)
     engine.updates.clear()
@@ -153,11 +153,11 @@ def _one(engine, prompt_ids, seed, kind, new, k, arrive_s):
 def measure(size: str, run_dir, repeats: int | None = None, command=None) -> dict:
     import torch
 
-    from ..placement.rollout import chunk_seed
-    from ..record import RunRecord
-    from .interrupt import InterruptibleEngine
+    from ...placement.rollout import chunk_seed
+    from ...record import RunRecord
+    from . import InterruptibleEngine
 
-    repeats = repeats or REPEATS[size]
+    repeats = repeats or REPEATS
     if repeats < 1:
         raise RlmLabError(f"--repeats must be >= 1, got {repeats}")
     torch.set_num_threads(1)  # one core, as a rollout worker (rlm_lab.placement.proc.pin)
@@ -226,7 +226,7 @@ def summary(rows: list[dict], pred: dict) -> dict:
 
 def latest(root: str | Path):
     """The newest completed record under ``<root>/ch06_interrupt/`` (None if there is none)."""
-    from ..record import RunRecord
+    from ...record import RunRecord
 
     base = Path(root) / "ch06_interrupt"
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
@@ -261,10 +261,13 @@ def report(rec) -> dict:
             pair["reprefill_extra_s"]["q1"], pair["reprefill_extra_s"]["q3"]),
         reprefill_extra_pred_s=pred["reprefill_extra_s"], reprefill_error=c["reprefill_extra_s"]["error"],
         reprefill_met=c["reprefill_extra_s"]["met"],
-        keep_extra_s=pair["keep_extra_s"]["median"], keep_extra_iqr=(pair["keep_extra_s"]["q1"], pair["keep_extra_s"]["q3"]),
-        keep_extra_pred_s=pred["keep_extra_s"], keep_error=c["keep_extra_s"]["error"], keep_met=c["keep_extra_s"]["met"],
-        wait_today_s=r["wait"]["wait_today"]["median"], wait_interruptible_s=r["wait"]["wait_interruptible"]["median"],
-        wait_interruptible_max_s=r["wait"]["wait_interruptible"]["max"], wait_today_max_s=r["wait"]["wait_today"]["max"],
+        keep_extra_s=pair["keep_extra_s"]["median"],
+        keep_extra_iqr=(pair["keep_extra_s"]["q1"], pair["keep_extra_s"]["q3"]),
+        keep_extra_pred_s=pred["keep_extra_s"], keep_error=c["keep_extra_s"]["error"],
+        keep_met=c["keep_extra_s"]["met"],
+        wait_today_s=r["wait"]["wait_today"]["median"], wait_today_max_s=r["wait"]["wait_today"]["max"],
+        wait_interruptible_s=r["wait"]["wait_interruptible"]["median"],
+        wait_interruptible_max_s=r["wait"]["wait_interruptible"]["max"],
         decode_step_s=step, decode_step_max_s=r["decode_step_s"]["max"], t_step_pred_s=pred["t_step_s"],
         t_prefill_pred_s=pred["t_prefill_s"], prefill_implied_s=resume["reprefill"] - resume["keep"] + step)
     return rows
@@ -280,7 +283,8 @@ def plot(rec):
     for a, kinds, src, title in ((axes[0], ("none", "keep", "reprefill"), r["seconds"], "generation of one batch"),
                                  (axes[1], ("wait_today", "wait_interruptible"), r["wait"], "an update's wait")):
         med = [src[k]["median"] * 1e3 for k in kinds]
-        err = [[m - src[k]["q1"] * 1e3 for m, k in zip(med, kinds)], [src[k]["q3"] * 1e3 - m for m, k in zip(med, kinds)]]
+        err = [[m - src[k]["q1"] * 1e3 for m, k in zip(med, kinds)],
+               [src[k]["q3"] * 1e3 - m for m, k in zip(med, kinds)]]
         a.bar(range(len(kinds)), med, yerr=err, capsize=4, color=["#888", "#4c72b0", "#dd8452"][:len(kinds)])
         a.set_xticks(range(len(kinds)), [k.replace("wait_", "") for k in kinds])
         a.set_ylabel("ms (median, quartiles)")
@@ -300,8 +304,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None)
     a = ap.parse_args(argv)
     try:
-        from ..record import runs_root
-        from ..sizes import check_size
+        from ...record import runs_root
+        from ...sizes import check_size
 
         check_size(a.size)
         if a.repeats is not None and a.repeats < 1:

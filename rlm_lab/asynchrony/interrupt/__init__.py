@@ -55,9 +55,9 @@ import copy
 import threading
 import time
 
-from ..errors import RlmLabError
-from ..placement.rollout import RolloutEngine, cut_completions, left_pad
-from ..placement.workers import RolloutWorker
+from ...errors import RlmLabError
+from ...placement.rollout import RolloutEngine, cut_completions, left_pad
+from ...placement.workers import RolloutWorker
 
 POLICIES = ("keep", "reprefill")
 WEIGHTS_GROUP = "weights"
@@ -156,7 +156,7 @@ class InterruptibleEngine(RolloutEngine):
             return self._pending is not None
 
     def _apply(self, pending, where: str, at_token: int | None = None) -> None:
-        from ..placement.weights import load_synced
+        from ...placement.weights import load_synced
 
         state, version, offered = pending
         t0 = time.perf_counter()
@@ -263,9 +263,3 @@ def remote_worker(ray):
     group, for ``offer_state`` (Ray takes ``concurrency_groups`` in ``ray.remote``, not in ``.options()``); place
     it with ``.options(num_cpus=..., scheduling_strategy=...)`` as chapter 5's workers."""
     return ray.remote(concurrency_groups={WEIGHTS_GROUP: 1})(InterruptibleRolloutWorker)
-
-
-if __name__ == "__main__":
-    from .interrupt_cost import main
-
-    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m rlm_lab.asynchrony.interrupt --size cpu --out DIR``: the measurement of :mod:`.cost`."""
+
+from .cost import main
+
+raise SystemExit(main())
