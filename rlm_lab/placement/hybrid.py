@@ -47,9 +47,6 @@ def check_hybrid(placement, cfg) -> int:
     """The world size (ranks) of a runnable hybrid placement for ``cfg``, else one RlmLabError line."""
     import importlib.util
 
-    if importlib.util.find_spec("deepspeed") is None:
-        raise RlmLabError("the hybrid placement trains with DeepSpeed ZeRO-3, which is not installed: "
-                          ".venv/bin/pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8")
     if not placement.reshard or len(placement.sets) != 1:
         raise RlmLabError(f"placement {placement.name!r} is no hybrid engine (one set, reshard=True)")
     rset = placement.sets[0]
@@ -62,6 +59,9 @@ def check_hybrid(placement, cfg) -> int:
     if cfg.batch_size % world or (per * world) % cfg.num_generations:
         raise RlmLabError(f"batch {cfg.batch_size} does not split over {world} ranks into whole groups of "
                           f"{cfg.num_generations} completions; use a world size that divides it")
+    if importlib.util.find_spec("deepspeed") is None:
+        raise RlmLabError("the hybrid placement trains with DeepSpeed ZeRO-3, which is not installed: "
+                          ".venv/bin/pip install --no-build-isolation -c constraints.txt deepspeed==0.19.8")
     return world
 
 

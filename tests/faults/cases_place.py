@@ -133,3 +133,58 @@ CASES += [
     Case("measure-unknown-key", "the experiment API with a placement key it does not know", call=unknown_key,
          message=r"unknown placement\(s\) hybrid_gpu; choose from colocated"),
 ]
+
+
+def critic_dead(tmp):
+    """RemoteCritic(handle of a dead critic actor).values(...)"""
+    import types
+
+    from rlm_lab.placement.critic_role import RemoteCritic
+
+    class ActorDiedError(Exception):  # what ray.get raises for a killed actor (ray.exceptions.ActorDiedError)
+        pass
+
+    def get(ref, timeout=None):
+        raise ActorDiedError("The actor died unexpectedly before finishing this task.")
+
+    handle = types.SimpleNamespace(values=types.SimpleNamespace(remote=lambda *a: "ref"))
+    RemoteCritic(handle, get, 20).values(None, None, 4, 8)
+
+
+def hybrid_no_deepspeed(tmp):
+    """check_hybrid(hybrid placement) where deepspeed cannot be imported"""
+    import importlib.util
+    from unittest import mock
+
+    from rlm_lab.placement.hybrid import check_hybrid
+    from rlm_lab.placement.runtime import algo_roles
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = _cfg()
+    p = get_placement("hybrid", Cluster(2, "cpu"), algo_roles(cfg))
+    real = importlib.util.find_spec
+    with mock.patch("importlib.util.find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a)):
+        check_hybrid(p, cfg)
+
+
+def hybrid_world_3(tmp):
+    """check_hybrid(hybrid on 3 ranks) for a batch of 16 completions"""
+    from rlm_lab.placement.hybrid import check_hybrid
+    from rlm_lab.placement.runtime import algo_roles
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    cfg = _cfg()
+    check_hybrid(get_placement("hybrid", Cluster(3, "cpu"), algo_roles(cfg)), cfg)
+
+
+CASES += [
+    Case("critic-worker-dead", "PPO's critic actor (split placement) dead when the trainer asks it for values",
+         call=critic_dead, message=r"^rlm-lab: error: critic worker failed during values: ActorDiedError$"),
+    Case("hybrid-no-deepspeed", "the hybrid placement without DeepSpeed installed", call=hybrid_no_deepspeed,
+         message=r"the hybrid placement trains with DeepSpeed ZeRO-3, which is not installed: .*pip install"),
+    Case("hybrid-world-odd", "the hybrid placement on 3 ranks for a batch of 16 completions", call=hybrid_world_3,
+         message=r"batch 16 does not split over 3 ranks"),
+    Case("hybrid-with-placement", "place --hybrid --placement colocated (the hybrid run is its own experiment)",
+         argv=["place", "--hybrid", "--placement", "colocated"],
+         message=r"--hybrid runs its own fixed experiment; it takes no --placement"),
+]
