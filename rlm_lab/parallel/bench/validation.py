@@ -43,11 +43,12 @@ def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
     for lay, kw in CASES:
         if (root / case_name(lay, kw)).exists():
             raise RlmLabError(f"{root / case_name(lay, kw)} exists; remove it or write elsewhere")
+    load_before = list(os.getloadavg())
     res = spawn_layouts([(lay, kw | {"steps": steps}) for lay, kw in CASES], world=2, timeout_s=300)
     dirs = []
     for (lay, kw), r in zip(CASES, res):
         d = write_record(root / case_name(lay, kw), r, {"validation": "distributed, out of sample",
-                                                          "rank_threads": 1, "load_before": list(os.getloadavg())})
+                                                          "rank_threads": 1, "load_before": load_before})
         say(f"{d.name}: {1000 * statistics.median(r['step_s'][1:]):.1f} ms/step")
         dirs.append(d)
     return dirs
