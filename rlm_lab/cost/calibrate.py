@@ -17,6 +17,9 @@ Measured, each as the median of repeated timings:
 * TRL's per-step bookkeeping (not with ``--quick``, CPU only): a real GRPOTrainer on hidden-16 models traced
   by the stage tracer, ``other`` = step - stages at 2 batches x 2 depths, fitted as base + per row + per
   parameter tensor (``step_benchmarks.py``; overhead keys ``trl_step_*``);
+* TRL's defaults (not with ``--quick``): on CPU the products and attention under bf16 autocast, forward and
+  backward (``matmul_curve`` ``bf16``/``bf16_backward``, ``kernels.attention_bf16``), and gradient
+  checkpointing's per-layer overhead (``checkpoint_*``) (``autocast_benchmarks.py``);
 * collectives (gloo on CPU, NCCL on CUDA with >= 2 GPUs), 2 processes: time vs message size,
   least-squares fit of t = alpha + beta * bytes_per_rank (comm.py) per op.
 
@@ -195,6 +198,12 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
 
         trl = bench_trl_step(device)
         overhead.update({k: trl[k] for k in KEYS})
+    autocast = None
+    if not quick:  # bf16 autocast (CPU) and gradient checkpointing, TRL's defaults (autocast_benchmarks.py)
+        from .autocast_benchmarks import bench_autocast_and_checkpoint
+
+        autocast = bench_autocast_and_checkpoint(device, quick, op_s, budget)
+        overhead.update(autocast["checkpoint"])
     kb = 0.4 * budget  # many shapes: a shorter budget each keeps the whole calibration within minutes
     kernels = {"elementwise": bench_elementwise(device, quick, kb),
                "attention": bench_attention(device, quick, op_s, kb),
@@ -205,6 +214,9 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     else:
         coll = {"backend": "gloo" if device == "cpu" else "nccl", "world": 2, "ops": {}, "points": {},
                 "note": "not measured (needs 2 devices or --collectives)"}
+    if autocast and "matmul" in autocast:
+        curve.update({"bf16": autocast["matmul"]["forward"], "bf16_backward": autocast["matmul"]["backward"]})
+        kernels["attention_bf16"] = autocast["attention"]
     p2p = coll["ops"].get("send_recv", {}).get("beta_s_per_byte")
     return {"matmul_flops": {dt: max(r for _, r in pts) for dt, pts in curve.items()}, "matmul_curve": curve,
             "memory_bandwidth": bw, "overhead": overhead, "kernels": kernels,

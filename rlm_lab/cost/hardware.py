@@ -33,6 +33,10 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                                  TRL's fused log-prob head beyond its matrix product
                     weight_stream {bandwidth, cache_bytes}  weight reads of products whose model does
                                  not fit in the last-level cache
+                    attention_bf16 {curve, backward_curve}  (CPU) the SDPA kernel under bf16 autocast
+    bf16 autocast on CPU (autocast_benchmarks.py): ``matmul_curve``/``matmul_flops`` ``bf16`` = F.linear of fp32
+                    tensors under torch.autocast(cpu, bfloat16), ``bf16_backward`` its backward's rate;
+                    overhead ``checkpoint_base_s``, ``checkpoint_layer_s``: gradient checkpointing's per-call work
     distributed     optional (dist_benchmarks.py): {threads: {"1": {matmul_curve, matmul_flops, overhead, kernels}}}
                     the rates at the thread count a rank of a multi-process run uses, and {framework: {family:
                     {base_s, unit_s, unit}}} the cost per step of DDP's reducer, FSDP2, DTensor, the pipeline
@@ -133,7 +137,7 @@ class HardwareProfile:
         Measured: kernel_benchmarks.bench_attention (log-log interpolation). ASSUMED without it: the matrix
         product rate at half the size (QK^T and AV are two batched products), the same for backward.
         """
-        att = self.kernels.get("attention", {})
+        att = self.kernels.get(f"attention_{dtype}") or self.kernels.get("attention", {})
         curve = att.get("backward_curve" if backward else "curve")
         if not curve:
             return self.matmul_rate(flops / 2, dtype)

@@ -107,17 +107,25 @@ def bench_weight_stream(device, quick, budget) -> dict:
     return {"bandwidth": statistics.median(rates), "cache_bytes": llc, "points": rates}
 
 
-def bench_attention(device, quick, op_s, budget) -> dict:
-    """Achieved rate of torch SDPA with a boolean causal mask (as transformers calls it with padding).
+def bench_attention(device, quick, op_s, budget, autocast: bool = False) -> dict:
+    """Achieved rate of torch SDPA with a boolean causal mask (as transformers calls it with padding);
+    ``autocast``: fp32 inputs inside ``torch.autocast(device, bfloat16)`` (autocast_benchmarks.py).
 
     FLOPs counted as the time model counts them (4 b a q k d_h, QK^T + AV, mask ignored); prefill
     (q = k) and decode (q = 1) shapes. Returns ``{"curve": [[flops, FLOP/s], ...], "backward_curve":
     [[flops, FLOP/s], ...]}``: the backward's rate is its forward FLOPs over its own seconds (prefill shapes).
     """
+    import contextlib
+
     import torch
     import torch.nn.functional as Fn
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def sdpa(q, k, v, mask):
+        with torch.autocast(device_type=device, dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            return Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
     shapes = ([(4, 2, 16, 16, 16), (16, 4, 64, 64, 16), (64, 2, 1, 64, 32)] if quick else
               [(1, 2, 16, 16, 16), (8, 2, 32, 32, 16), (64, 2, 24, 24, 16), (16, 4, 64, 64, 16), (32, 4, 128, 128, 32),
                (8, 8, 256, 256, 32), (1, 2, 1, 32, 16), (64, 2, 1, 64, 16), (256, 4, 1, 128, 32), (64, 8, 1, 512, 32)])
@@ -128,14 +136,13 @@ def bench_attention(device, quick, op_s, budget) -> dict:
         mask = torch.ones(b, 1, sq, sk, dtype=torch.bool, device=device).tril(sk - sq)
         flops = 4.0 * b * a * sq * sk * d
         with torch.no_grad():
-            t = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask), budget, sync)
+            t = _timeit(lambda: sdpa(q, k, v, mask), budget, sync)
         points.setdefault(flops, []).append(flops / max(t - op_s, 0.1 * t))
         if sq > 1:
             for t_ in (q, k, v):
                 t_.requires_grad_(True)
-            t_g = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask), budget, sync)
-            t_fb = _timeit(lambda: Fn.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward(),
-                           budget, sync)
+            t_g = _timeit(lambda: sdpa(q, k, v, mask), budget, sync)
+            t_fb = _timeit(lambda: sdpa(q, k, v, mask).float().sum().backward(), budget, sync)
             t_b = max(t_fb - t_g, 0.1 * t_fb)
             back.setdefault(flops, []).append(flops / t_b)
     return {"curve": [[f, statistics.median(r)] for f, r in sorted(points.items())],

@@ -16,6 +16,10 @@ Stage costs (FLOPs: Kaplan et al., arXiv 2001.08361; memory: ZeRO, arXiv 1910.02
 * ZeRO over ``devices`` ranks (arXiv 1910.02054): the actor's and the critic's training state sharded alike;
   each rank steps 1/d of the optimizer (FLOPs, bytes, time); ZeRO-3 gathers the whole actor for generation
   (memory and all-gather time, once per generate call) and for each old-log-prob forward.
+* bf16 autocast (``Workload.autocast``, TRL's default bf16=True on CPU): products and attention at the
+  profile's measured bf16-autocast rates, their backward at its own (autocast_benchmarks.py); gradient
+  checkpointing (``Workload.gradient_checkpointing``): the layers' forward again in the backward plus the
+  measured per-layer checkpoint overhead (timing.backward_time), activations as Korthikanti et al.'s full recompute.
 * LoRA (lora.py): frozen base, adapter gradients and optimizer state, input-gradient-only backward of the
   frozen products, the reference is the actor with the adapter disabled (no second copy).
 
@@ -278,6 +282,8 @@ class _Assembler:
 
     def _transient_forward(self, spec, lt: int, grad: bool) -> M.MemoryBreakdown:
         acts = M.activation_bytes(spec, self.m, self.seq, self.db)
+        if grad and self.wl.gradient_checkpointing:  # each layer's input kept + one layer recomputed (peak.py)
+            acts = M.activation_bytes(spec, self.m, self.seq, self.db, recompute="full") + acts // spec.layers
         logits = M.logits_bytes(spec, self.m * lt) * (2 if grad else 1)  # + log-softmax output with autograd
         if not grad:  # without autograd only about one layer's activations are alive
             return M.MemoryBreakdown(activations=acts // spec.layers + logits)
@@ -439,10 +445,12 @@ class _Assembler:
             t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
             lr = self._logprob_rows(spec, self.seq)
+            rc = wl.gradient_checkpointing
             t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db, self.m * lr,
-                                       weight_grads=wg)
+                                       weight_grads=wg, recompute=rc)
             if rem:
-                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr, weight_grads=wg)
+                t_b += backward_time(spec, prof, rem, self.seq, rem * lt, self.dt, self.db, rem * lr, weight_grads=wg,
+                                     recompute=rc)
             grad_bytes = trainable * M.PRECISIONS[wl.precision][1]
             comm = self._grad_comm(grad_bytes, spec)
             shards = self.opt_shards
@@ -455,7 +463,7 @@ class _Assembler:
             d_f = steps * forward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, grad=True,
                                        logprob_rows=lr_max)
             d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max,
-                                         weight_grads=wg) + comm)
+                                         weight_grads=wg, recompute=rc) + comm)
             w_bytes = spec.params * self.db
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
             if lora:  # adapters' forward; backward = input gradient of every product + 2x attention + 2x adapters

@@ -114,16 +114,30 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
 
 
 def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
-                  dtype: str = "bf16", dtype_bytes: int = 2, logprob_rows: int = 0, weight_grads: bool = True) -> float:
+                  dtype: str = "bf16", dtype_bytes: int = 2, logprob_rows: int = 0, weight_grads: bool = True,
+                  recompute: bool = False) -> float:
     """Backward of :func:`forward_time`: twice its products, the attention and elementwise backward at
     their measured rates, the log-prob head's backward, plus per-layer backward overhead.
-    ``weight_grads=False`` (frozen weights, e.g. under LoRA): once its products (input gradient only)."""
+    ``weight_grads=False`` (frozen weights, e.g. under LoRA): once its products (input gradient only).
+
+    The products' backward runs at the profile's ``<dtype>_backward`` curve when it has one (bf16 autocast on
+    CPU: its backward kernels have their own, measured rate, autocast_benchmarks.py), else at the forward's.
+    ``recompute`` (gradient checkpointing of every decoder layer, as transformers does it): the layers'
+    forward runs again inside the backward (products without the head, attention, elementwise with
+    autograd; flops.train_flops(recompute=True)), plus the measured per-layer checkpoint overhead
+    (``checkpoint_base_s + L * checkpoint_layer_s``)."""
     tokens = batch * seq_len
-    compute = (2 if weight_grads else 1) * matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
+    bdt = f"{dtype}_backward" if f"{dtype}_backward" in profile.matmul_curve else dtype
+    compute = (2 if weight_grads else 1) * matmul_time(spec, profile, tokens, logits_tokens, bdt, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes, backward=True)
     compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes)
     compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
     over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
+    if recompute:
+        compute += matmul_time(spec, profile, tokens, 0, dtype, dtype_bytes)  # logits_tokens 0: the head is not redone
+        compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
+        compute += elementwise_time(spec, profile, tokens, "forward_grad", dtype_bytes)
+        over += profile.call_overhead("checkpoint_base_s") + spec.layers * profile.call_overhead("checkpoint_layer_s")
     return _combine(profile, compute, over)
 
 

@@ -143,7 +143,11 @@ class Workload:
     keep computing until the longest ends) or "continuous" (vLLM-style: only active rows);
     logits: "completion" (TRL keeps logits of the completion only) or "all";
     dynamic_sampling_p: with DAPO-style dynamic sampling, generation (and reward) repeats until the
-    batch holds n useful sequences: expected inflation 1 / (1 - p^G - (1-p)^G) (workdepth.py).
+    batch holds n useful sequences: expected inflation 1 / (1 - p^G - (1-p)^G) (workdepth.py);
+    autocast: the products and attention run in bf16 under ``torch.autocast`` while weights, gradients and
+    optimizer state keep ``precision`` (what TRL's default ``bf16=True`` means on CPU: accelerate wraps the
+    forward in ``torch.autocast("cpu", torch.bfloat16)``; autocast_benchmarks.py);
+    gradient_checkpointing: TRL's default: each decoder layer's forward runs again in the backward.
     """
 
     prompts: int = 8
@@ -165,6 +169,8 @@ class Workload:
     zero_stage: int = 0
     devices: int = 1            # data-parallel replicas of every model
     dynamic_sampling_p: float | None = None  # DAPO dynamic sampling: per-prompt success probability
+    autocast: bool = False      # bf16 autocast around fp32 weights (TRL's bf16=True on CPU, via accelerate)
+    gradient_checkpointing: bool = False  # every decoder layer recomputed in backward (TRL's default True)
 
     def __post_init__(self):
         object.__setattr__(self, "response", response_lengths(self.response))
@@ -192,6 +198,9 @@ class Workload:
         p = self.dynamic_sampling_p
         if p is not None and not 0 <= p < 1:
             raise RlmLabError(f"workload.dynamic_sampling_p must be in [0, 1), got {p!r}")
+        for name in ("autocast", "gradient_checkpointing"):
+            if not isinstance(getattr(self, name), bool):
+                raise RlmLabError(f"workload.{name} must be true or false, got {getattr(self, name)!r}")
         if self.reward_s_per_sample < 0:
             raise RlmLabError("workload.reward_s_per_sample must be >= 0")
 
@@ -201,8 +210,8 @@ class Workload:
 
     @property
     def dtype(self) -> str:
-        """The matmul dtype the profile is asked for."""
-        return "fp32" if self.precision == "fp32" else "bf16"
+        """The matmul dtype the profile is asked for (bf16 under autocast, whatever the weights' precision)."""
+        return "fp32" if self.precision == "fp32" and not self.autocast else "bf16"
 
     @property
     def dtype_bytes(self) -> int:

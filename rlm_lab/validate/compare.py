@@ -57,7 +57,8 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
         if statistic == "min":
             rec = least_disturbed(rec)
         step = rec.results["trace"]["step_wall_s"]["median"]
-        peaks = {r["stage"]: r for r in peak_rows(rec, pred, baselines[name])} if baselines else {}
+        ckpt = getattr(pred.workload, "gradient_checkpointing", False)
+        peaks = {r["stage"]: r for r in peak_rows(rec, pred, baselines[name], ckpt)} if baselines else {}
         for r in _with_bookkeeping(time_table(rec, pred), pred):
             row = {"run": name, **r, "share": r["measured"] / step if step else float("nan")}
             if r["stage"] in peaks:
