@@ -61,7 +61,8 @@ def table(rs, columns=None):
     """A pandas DataFrame of the rows (the notebook displays it)."""
     import pandas as pd
 
-    cols = columns or ["layout", "world", "oversubscribed", "measured_ms", "predicted_ms", "time_rel_err",
+    cols = columns or ["layout", "world", "oversubscribed", "measured_ms", "predicted_ms", "predicted_compute_ms",
+                       "predicted_framework_ms", "predicted_comm_ms", "time_rel_err",
                        "slowdown_measured", "slowdown_predicted", "counted_bytes", "predicted_bytes",
                        "bytes_equal", "check_ok"]
     df = pd.DataFrame(rs)
@@ -103,8 +104,7 @@ def errors(rs, fam: str) -> str:
     """One line per layout: time error and byte equality, for the text under a figure."""
     lines = []
     for r in (r for r in rs if r["family"] == fam):
-        t = ("time predicted by its own measurement (below)" if fam in ("PP", "CP", "EP") else
-             "no time prediction (no calibrated profile)") if r.get("predicted_ms") is None else \
+        t = "no time prediction (no calibrated profile)" if r.get("predicted_ms") is None else \
             f"predicted {r['predicted_ms']:.1f} ms vs measured {r['measured_ms']:.1f} ms ({100 * r['time_rel_err']:+.0f}%)"
         b = "bytes not predicted" if r["bytes_equal"] is None else ("bytes equal" if r["bytes_equal"] else "BYTES DIFFER")
         if r.get("slowdown_predicted") is not None:
@@ -164,19 +164,72 @@ def plot_bubble(root: str | Path, prefix: str = "ch04_e2_pp2-"):
     return fig
 
 
-E2_COLUMNS = ["run", "world", "schedule", "microbatches", "oversubscribed", "step_s", "step_s_predicted",
-              "bubble_measured", "bubble_predicted", "sent_bytes", "predicted_bytes", "bytes_match"]
+E2_COLUMNS = ["run", "world", "schedule", "microbatches", "oversubscribed", "step_s", "step_s_profile",
+              "time_rel_err", "step_s_predicted", "rel_err_baseline_plus_comm", "bubble_measured", "bubble_predicted",
+              "sent_bytes", "predicted_bytes", "bytes_match"]
 
 
-def sweep_table(root: str | Path, kind: str):
+def sweep_table(root: str | Path, kind: str, profile=None):
     """The PP/CP/EP measurement records (``ch04_e2_<kind>*``, written by the modules' own measurement
-    runs) as a DataFrame: measured vs predicted step time, bubble and bytes."""
+    runs) as a DataFrame: measured step time against the prediction from the profile alone
+    (``step_s_profile``, ``step_time.predict_sweep``; needs ``profile``) and against the recorded
+    ``step_s_predicted`` (a one-process step measured in the same run + modelled messages: not a
+    prediction), bubble and bytes."""
     import pandas as pd
 
+    from .step_time import predict_sweep
+
     recs = load_records(root, f"ch04_e2_{kind}")
-    df = pd.DataFrame([{"run": r.dir.name.removeprefix("ch04_e2_")} | r.results for r in recs])
+    rs = []
+    for r in recs:
+        row = {"run": r.dir.name.removeprefix("ch04_e2_")} | r.results
+        if profile is not None:
+            cores = r.data["provenance"]["hardware"].get("cpu_count")
+            row["step_s_profile"] = predict_sweep(r.results, profile, cores)["total_s"]
+        rs.append(row)
+    df = pd.DataFrame(rs)
     if df.empty:
         return df
-    if {"step_s", "step_s_predicted"} <= set(df.columns):
-        df["time_rel_err"] = (df["step_s_predicted"] - df["step_s"]) / df["step_s"]
-    return df[[c for c in E2_COLUMNS + ["time_rel_err"] if c in df.columns]].round(4)
+    if "step_s_profile" in df.columns:
+        df["time_rel_err"] = (df["step_s_profile"] - df["step_s"]) / df["step_s"]
+    if "step_s_predicted" in df.columns:
+        df["rel_err_baseline_plus_comm"] = (df["step_s_predicted"] - df["step_s"]) / df["step_s"]
+    return df[[c for c in E2_COLUMNS if c in df.columns]].round(4)
+
+
+def with_and_without(records, profile, sweeps=()) -> list[dict]:
+    """Per record: measured, predicted with the distributed terms (rank threads, framework, harness) and
+    without them (the profile's own thread count, no framework cost), and both errors. ``sweeps``: the
+    ``ch04_e2_*`` records too (without the terms their compute is the profile's; the recorded
+    baseline-plus-messages number is no prediction and is not used here)."""
+    from ..predict import layout_of
+    from .step_time import predict_sweep, predicted_step_time
+
+    out = []
+    for rec in records:
+        r, hw = rec.results, rec.data["provenance"]["hardware"]
+        lay = layout_of(r)
+        threads = 1 if r["world"] > 1 else hw.get("torch_threads")
+        kw = dict(comm=r["comm"], cores=hw.get("cpu_count"))
+        new = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, threads=threads, harness=True, **kw)
+        old = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, threads=None, framework=False, **kw)
+        out.append({"run": rec.dir.name, "world": r["world"], "measured_ms": 1000 * _step_median(r["step_s"]),
+                    "with_ms": 1000 * new["total_s"], "without_ms": 1000 * old["total_s"]})
+    for rec in sweeps:
+        r = rec.results
+        cores = rec.data["provenance"]["hardware"].get("cpu_count")
+        new = predict_sweep(r, profile, cores)
+        old = predict_sweep(r, profile, cores, threads=None, framework=False)
+        out.append({"run": rec.dir.name, "world": r["world"], "measured_ms": 1000 * r["step_s"],
+                    "with_ms": 1000 * new["total_s"], "without_ms": 1000 * old["total_s"]})
+    for row in out:
+        row["err_with"] = row["with_ms"] / row["measured_ms"] - 1
+        row["err_without"] = row["without_ms"] / row["measured_ms"] - 1
+        row["oversubscribed"] = "oversubscribed" in row["run"]
+    return out
+
+
+def _step_median(xs):
+    import statistics
+
+    return statistics.median(xs[1:] or xs)

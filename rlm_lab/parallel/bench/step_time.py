@@ -190,7 +190,8 @@ def sweep_layout(result: dict) -> tuple[Layout, int]:
     return Layout(ep=w), result["batch_per_rank"] * w
 
 
-def predict_sweep(result: dict, profile, cores: int | None = None) -> dict:
+def predict_sweep(result: dict, profile, cores: int | None = None, threads: int | None = 1,
+                  framework: bool = True) -> dict:
     """:func:`predicted_step_time` of a ``measure_pp/cp/ep`` result from the profile alone (its layers,
     batch and sequence; EP: the busiest rank's routing counts). Those runs are timed without
     ``CommCounter``, with their own instruments (PP: saved-tensor hooks; CP/EP: timers), not modelled."""
@@ -214,7 +215,8 @@ def predict_sweep(result: dict, profile, cores: int | None = None) -> dict:
     elif lay.cp > 1:
         comm = formula_comm(lay, result["model"], batch, result["seq"])
         comm["all_reduce"] = {"calls": 1, "bytes": result["grad_bytes"]}
-    out = predicted_step_time(lay, spec, batch, result["seq"], profile, comm=comm, cores=cores, routing=routing)
+    out = predicted_step_time(lay, spec, batch, result["seq"], profile, comm=comm, cores=cores, routing=routing,
+                              threads=threads, framework=framework)
     # measure_pp/cp/ep time the forward, backward and gradient sync, not the optimizer step
     out["total_s"] -= out["optimizer_s"]
     out["optimizer_s"] = 0.0
