@@ -72,6 +72,8 @@ class RunConfig:
 
     # Infrastructure
     bf16: bool = False                 # only on CUDA; bf16 on CPU is ~6x slower here
+    cpu_bf16: bool = False             # RL on CPU with TRL's default bf16=True kept (accelerate's bf16 autocast)
+    activation_checkpointing: bool = False  # RL with TRL's default gradient checkpointing kept (+15-25 % on CPU)
     threads: int = 0                   # torch intra-op threads (0: leave as is)
     trace: bool = True                 # attach the stage tracer (rlm_lab.train.tracer): per-stage times
     disable_tqdm: bool = False

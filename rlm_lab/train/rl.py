@@ -75,6 +75,10 @@ def rl_args(cfg, config_cls, output_dir: str | Path, on_cuda: bool = False):
         logging_steps=1,
         **trainer_switches(cfg, on_cuda),
     )
+    if cfg.cpu_bf16 and not on_cuda:  # TRL's default kept on CPU: accelerate wraps forward in bf16 autocast
+        kwargs["bf16"] = True
+    if cfg.activation_checkpointing:  # TRL's default kept: every decoder layer recomputed in backward
+        kwargs["activation_checkpointing"] = True
     kwargs = {k: v for k, v in kwargs.items() if k in accepted}
     bad = [k for k in cfg.extra if k not in accepted]
     if bad:
