@@ -55,6 +55,8 @@ class Case:
     length: int = 16         # forced completion length R
     steps: int = 12
     warmup: int = 2          # traced steps left out of the summary (one-time costs)
+    bf16: bool = False       # TRL's default bf16=True kept: bf16 autocast on CPU (accelerate)
+    checkpointing: bool = False  # TRL's default gradient_checkpointing=True kept
 
     @property
     def label(self) -> str:

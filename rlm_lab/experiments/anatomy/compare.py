@@ -24,7 +24,8 @@ def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
                   response=ResponseLengths("fixed", length=case.length), micro_batch=case.batch,
                   gen_batch=case.batch, recompute_old=case.algo == "ppo" and case.beta > 0, precision="fp32",
                   padding="batch", engine="static", logits="completion",
-                  reward_s_per_sample=reward_s_per_sample, weight_sync="none")
+                  reward_s_per_sample=reward_s_per_sample, weight_sync="none",
+                  autocast=case.bf16, gradient_checkpointing=case.checkpointing)
     return predict(case.model, algo, wl, profile)
 
 

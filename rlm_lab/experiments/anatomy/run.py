@@ -28,6 +28,7 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
     cfg = RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
                     batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
                     beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
+                    cpu_bf16=case.bf16, activation_checkpointing=case.checkpointing,  # TRL's defaults, if kept
                     extra={"generation_kwargs": {"min_new_tokens": case.length}})
     task = parse_task(TASK)
     record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
