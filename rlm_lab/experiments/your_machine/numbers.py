@@ -148,7 +148,7 @@ def summary_text(out: dict) -> str:
     return (f"Your machine: {hw.get('cpu_model')} ({hw.get('cpu_count')} cores, {hw.get('torch_threads')} torch "
             f"threads), calibrated {c['made'][:16].replace('T', ' ')} UTC with {c['repeats']} repeats of the "
             f"micro-benchmarks; {spread}.{busy} From that calibration alone, before it ran, the cost model "
-            f"predicted the {first['workload']} at {_ms(first['your_predicted'])} ms (calibration spread: "
+            f"predicted *{first['workload']}* at {_ms(first['your_predicted'])} ms (calibration spread: "
             f"{_ms(first['your_low'])} to {_ms(first['your_high'])} ms); it took {_ms(first['your_measured'])} ms, "
             f"an error of {_pct(first['your_error'])}{ref}. This build spent {spent:.0f} s on it (0 when the "
             f"calibration and the runs were reused from `_build/your_machine/`, which holds their records; "
