@@ -240,3 +240,39 @@ def outlook(sync_results: dict, devices: int = 64, etas=(0, 1, 2, 4, 8, None)) -
             "sync_colocated_step_s": colocated,
             "speedup_by_eta": {k: colocated / v for k, v in sims.items()}, "advice_eta": _label(adv["eta"]),
             "advice_speedup_vs_colocated": colocated / adv["step_s"]}
+
+
+# ---- reading the committed campaign
+def load_campaign(root) -> dict:
+    """``{"cells": {(mode, correction): [run]}, "reference": [run], "sync_none": [results]}`` from the newest
+    record of each campaign folder under ``root``; a run is ``{"results", "trace", "dir", "status"}``.
+    Failed records are listed under ``"failed"`` (kept, not averaged)."""
+    import json
+    from pathlib import Path
+
+    from .campaign import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
+    from .experiment import latest_in
+
+    def one(name):
+        rec = latest_in(Path(root) / name)
+        if rec is None:
+            return None
+        trace_file = Path(rec.dir) / "trace.json"
+        trace = json.loads(trace_file.read_text()) if trace_file.exists() else None
+        return {"results": rec.results, "trace": trace, "dir": str(rec.dir)}
+
+    out = {"cells": {}, "reference": [], "failed": []}
+    for m in MODES:
+        for c in CORRECTIONS:
+            runs = [r for r in (one(cell_name(m, c, s)) for s in SEEDS) if r is not None]
+            if runs:
+                out["cells"][(m, c)] = runs
+    out["reference"] = [r for r in (one(reference_name(s)) for s in SEEDS) if r is not None]
+    base = Path(root)
+    for d in sorted(base.glob("ch06_*_seed*/*")):
+        rec = d / "record.json"
+        if rec.exists():
+            status = json.loads(rec.read_text()).get("status", "")
+            if str(status).startswith("failed"):
+                out["failed"].append({"dir": str(d), "status": status})
+    return out
