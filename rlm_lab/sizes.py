@@ -130,7 +130,10 @@ REGISTRY: dict[str, Size] = {
                     ("nano-moe_dapo_B128_G16_R8", "grpo", 0.0, "nano-moe", 128, 16, 8, 8, 3),
                     ("micro_ppo_B32_G4_R24", "ppo", 0.04, "micro", 32, 4, 24, 8, 3),
                     ("mini_dapo_B64_G8_R8", "grpo", 0.0, "mini", 64, 8, 8, 8, 3),
-                    ("micro_grpo_B128_G16_R6", "grpo", 0.04, "micro", 128, 16, 6, 8, 3)),
+                    ("micro_grpo_B128_G16_R6", "grpo", 0.04, "micro", 128, 16, 6, 8, 3),
+                    # TRL's defaults kept (issue 12 item 3): bf16 autocast on CPU; + gradient checkpointing
+                    ("nano_grpo_B64_G8_R10_bf16", "grpo", 0.04, "nano", 64, 8, 10, 8, 3, True, False),
+                    ("micro_grpo_B32_G4_R10_bf16_ckpt", "grpo", 0.04, "micro", 32, 4, 10, 8, 3, True, True)),
     ),
     "gpu": Size(
         name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",
