@@ -22,6 +22,9 @@ Measured, each as the median of repeated timings:
   checkpointing's per-layer overhead (``checkpoint_*``) (``autocast_benchmarks.py``);
 * collectives (gloo on CPU, NCCL on CUDA with >= 2 GPUs), 2 processes: time vs message size,
   least-squares fit of t = alpha + beta * bytes_per_rank (comm.py) per op.
+* distributed layouts (CPU, not with ``--quick`` or ``--no-collectives``), once after the repeats: the rates
+  at 1 torch thread (what each rank of a multi-process run uses) and the framework cost per layout family
+  on hidden-16 models (``dist_benchmarks.py``; the profile's ``distributed`` section).
 
 Every fitted coefficient is >= 0 by non-negative least squares (``fitting.py``), not by clamping.
 The benchmarks live in ``benchmarks.py`` and ``kernel_benchmarks.py``; this module repeats them,
@@ -258,6 +261,10 @@ def calibrate(out: str | Path | None = None, quick: bool = False, device: str = 
         "provenance": provenance(), "notes": "measured numbers; efficiencies are 1 because rates are achieved rates",
     }
     profile_from_dict(profile, where=name)
+    if device == "cpu" and collectives and not quick:  # once, after the repeats (~2 min; dist_benchmarks.py)
+        from .dist_benchmarks import measure_distributed
+
+        profile["distributed"] = measure_distributed(profile)
     return save_profile(profile, out)
 
 
