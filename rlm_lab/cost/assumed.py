@@ -16,9 +16,10 @@ from .hardware import HardwareProfile, load_profile
 
 # TRL's per-optimizer-step bookkeeping between the stages (step_benchmarks.py: padding, decoding, gathering,
 # clipping, logging, dataloader): host-side Python, so a GPU host pays about what a CPU host does. A datasheet
-# profile has no measurement of it: these round figures (of the order step_benchmarks measured on the 2-core CPU
-# machine, rlm_lab/cost/step_benchmarks.py) are ASSUMED; calibrated profiles carry their own measured terms.
-ASSUMED_TRL_STEP = {"trl_step_base_s": 5e-3, "trl_step_row_s": 5e-5, "trl_step_tensor_s": 5e-5}
+# profile has no measurement of it: these round figures (step_benchmarks measured 3.6 ms + 0.11 ms/row +
+# 0.05 ms/tensor on the 2-core CPU machine, data/runs/cpu/validation_trl_step) are ASSUMED for a GPU host;
+# calibrated profiles carry their own measured terms.
+ASSUMED_TRL_STEP = {"trl_step_base_s": 4e-3, "trl_step_row_s": 1e-4, "trl_step_tensor_s": 5e-5}
 
 
 def trl_step_terms(prof: HardwareProfile) -> tuple[float, float, float]:
