@@ -26,6 +26,10 @@ CASES = (
     (Layout(tp=2), {"model": "mini", "batch": 4, "seq": 32}),
     (Layout(pp=2, schedule="1f1b", microbatches=4), {"model": "mini", "batch": 8, "seq": 32}),
     (Layout(cp=2), {"model": "nano", "batch": 4, "seq": 64}),
+    # added after the first four were recorded (the model unchanged): EP, SP and an oversubscribed layout
+    (Layout(ep=2), {"model": "nano-moe", "batch": 8, "seq": 32}),
+    (Layout(tp=2, sp=True), {"model": "nano", "batch": 8, "seq": 32}),
+    (Layout(dp=4, zero=3), {"model": "nano", "batch": 16, "seq": 32}),
 )
 STEPS = 8
 
@@ -35,22 +39,28 @@ def case_name(layout: Layout, kw: dict) -> str:
 
 
 def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
-    """Run every case in one set of 2 processes and write one record each (refuses existing ones)."""
-    from ...errors import RlmLabError
+    """Run the cases without a record under ``root`` (one set of processes per world size) and write one
+    record each; an existing record is kept, never overwritten (its case is skipped and said so)."""
     from .measure import spawn_layouts, write_record
+    from .suite import oversubscribed
 
     root = Path(root)
+    todo: dict[int, list] = {}
     for lay, kw in CASES:
         if (root / case_name(lay, kw)).exists():
-            raise RlmLabError(f"{root / case_name(lay, kw)} exists; remove it or write elsewhere")
-    load_before = list(os.getloadavg())
-    res = spawn_layouts([(lay, kw | {"steps": steps}) for lay, kw in CASES], world=2, timeout_s=300)
+            say(f"{case_name(lay, kw)}: recorded already, kept")
+        else:
+            todo.setdefault(lay.world, []).append((lay, kw))
     dirs = []
-    for (lay, kw), r in zip(CASES, res):
-        d = write_record(root / case_name(lay, kw), r, {"validation": "distributed, out of sample",
-                                                          "rank_threads": 1, "load_before": load_before})
-        say(f"{d.name}: {1000 * statistics.median(r['step_s'][1:]):.1f} ms/step")
-        dirs.append(d)
+    for world, cases in todo.items():
+        load_before = list(os.getloadavg())
+        res = spawn_layouts([(lay, kw | {"steps": steps}) for lay, kw in cases], world=world, timeout_s=300)
+        for (lay, kw), r in zip(cases, res):
+            d = write_record(root / case_name(lay, kw), r, {"validation": "distributed, out of sample",
+                                                              "rank_threads": 1, "load_before": load_before,
+                                                              "oversubscribed": oversubscribed(world)})
+            say(f"{d.name}: {1000 * statistics.median(r['step_s'][1:]):.1f} ms/step")
+            dirs.append(d)
     return dirs
 
 
