@@ -34,6 +34,8 @@ def register(sub) -> None:
     p.add_argument("--hybrid", action="store_true",
                    help="instead: GRPO in the hybrid-engine placement (one actor, DeepSpeed ZeRO-3 over 2 ranks, "
                         "gathered for TRL's generation; needs deepspeed), predicted first")
+    p.add_argument("--hybrid-memory", action="store_true",
+                   help="instead: the hybrid placement's peak memory in each layout, on the small model, 3 steps")
     p.set_defaults(func=main)
 
 
@@ -59,11 +61,12 @@ def check_modes(args) -> None:
     from ..errors import RlmLabError
 
     modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--lora-memory", args.lora_memory),
-                             ("--reshard", args.reshard), ("--hybrid", args.hybrid)) if on]
+                             ("--reshard", args.reshard), ("--hybrid", args.hybrid),
+                             ("--hybrid-memory", args.hybrid_memory)) if on]
     if len(modes) > 1:
         raise RlmLabError(f"{' and '.join(modes)} are separate experiments; give one of them")
     if modes:
-        takes = ("--steps", "--address") if modes[0] == "--hybrid" else ()  # the hybrid run takes these two
+        takes = ("--steps", "--address") if modes[0].startswith("--hybrid") else ()  # the hybrid runs take these
         ignored = [f for f, v in (("--placement", args.placement), ("--steps", args.steps),
                                   ("--address", args.address)) if v is not None and f not in takes]
         if ignored:
@@ -109,7 +112,7 @@ def main(args) -> int:
         return 0
     if args.steps is not None and args.steps < 1:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
-    if args.hybrid:
+    if args.hybrid or args.hybrid_memory:
         return _hybrid(args, size)
     keys = tuple(args.placement or ALL_KEYS)
     overrides = {"rl_steps": args.steps} if args.steps else {}
@@ -135,18 +138,20 @@ def _hybrid(args, size: str) -> int:
 
     from ..record import runs_root
     from .experiment import cluster, run_config
-    from .hybrid import check_hybrid, measure_hybrid
+    from .hybrid import MEMORY_RUN, check_hybrid, measure_hybrid
     from .runtime import RaySession, algo_roles, check_placement
     from .spec import get_placement
 
-    cfg = run_config(size, **({"rl_steps": args.steps} if args.steps else {}))
+    run = dict(key="hybrid_memory", **MEMORY_RUN) if args.hybrid_memory else {}
+    cfg = run_config(size, **{**{k: v for k, v in run.items() if k != "key"},
+                              **({"rl_steps": args.steps} if args.steps else {})})
     p = get_placement("hybrid", cluster(2), algo_roles(cfg))
     check_placement(p, cfg)
     check_hybrid(p, cfg)
     address = args.address or os.environ.get("RAY_ADDRESS")
     check_address(address)
     with RaySession(num_cpus=p.devices, address=address) as session:
-        r = measure_hybrid(size, args.out or runs_root(size), args.steps, session=session, command=sys.argv)
+        r = measure_hybrid(size, args.out or runs_root(size), args.steps, session=session, command=sys.argv, **run)
     rs, pred = r["reshard"], r.get("prediction") or {}
     print(f"hybrid {r['describe']}: step {r['step_seconds_median']:.4f} s (predicted {pred.get('step_s', float('nan')):.4f} s);"
           f" reshard received per device {rs['measured_received_per_device']:,.0f} B (formula "
