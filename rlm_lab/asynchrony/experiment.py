@@ -56,11 +56,15 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 
 
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
-            session=None, command=None, importance: bool = True, evaluate: bool = False) -> dict:
+            session=None, command=None, importance: bool = True, evaluate: bool = False,
+            correction: str | None = None) -> dict:
     from ..placement.experiment import run_config
     from ..placement.runtime import RaySession
     from .modes import mode_eta, run_mode
 
+    from .correction import check_correction
+
+    check_correction(correction)
     for m in modes:
         mode_eta(m)
     if modes[0] != "sync":
@@ -78,7 +82,7 @@ def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int 
                 {"mode": "sync", "note": "the baseline: measured, not predicted"}
             folder = Path(root) / f"ch06_{m}" / _now()
             out[m] = run_mode(m, cfg, folder, session=session, prediction=prediction, command=command,
-                              importance=importance, evaluate=evaluate)
+                              importance=importance, evaluate=evaluate, correction=correction)
             out[m]["dir"] = str(folder)
     finally:
         if own:
@@ -130,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--evaluate", action="store_true",
                     help="greedy held-out accuracy after training in each record (accuracy_after)")
+    ap.add_argument("--correction", default="none",
+                    help="off-policy correction: none or a TRL importance-sampling mode (token_truncate, token_mask, "
+                         "sequence_truncate, sequence_mask)")
     ap.add_argument("--no-importance", action="store_true",
                     help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
@@ -140,7 +147,7 @@ def main(argv=None) -> int:
         check_size(a.size)
         out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),
                       a.seed, a.steps, command=sys.argv, importance=not a.no_importance,
-                      evaluate=a.evaluate)
+                      evaluate=a.evaluate, correction=None if a.correction == "none" else a.correction)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
