@@ -17,7 +17,10 @@ far below the fp32 rate, so they are measured, not scaled from fp32:
   the forward FLOPs over the backward's own seconds) -> ``matmul_curve["bf16"]`` (CPU) and
   ``matmul_curve["bf16_backward"]``;
 * the attention kernel under autocast (``kernel_benchmarks.bench_attention(autocast=True)``) ->
-  ``kernels["attention_bf16"]``.
+  ``kernels["attention_bf16"]``;
+* the per-call work autocast adds (weights cast once per forward call, dtype dispatch of every op):
+  :func:`bench_autocast_overhead` -> ``overhead`` ``autocast_{forward,backward,decode}_{base,layer}_s``,
+  charged by the time model per call whenever a CPU workload runs under autocast (timing.py).
 
 **Gradient checkpointing.** ``GRPOConfig`` defaults ``gradient_checkpointing=True``; transformers then
 checkpoints every decoder layer (``activation_checkpointing_enable``, ``torch.utils.checkpoint`` non-reentrant):
@@ -92,14 +95,60 @@ def bench_checkpoint(device, budget) -> dict:
     return {"checkpoint_base_s": base, "checkpoint_layer_s": layer}
 
 
+def _autocast_forward(model, device):
+    """Wrap ``model.forward`` in bf16 autocast as accelerate's ``prepare_model`` does (a fresh autocast context
+    per call, so the weights are cast once per forward call, decode steps included)."""
+    import torch
+
+    model.forward = torch.autocast(device_type=device, dtype=torch.bfloat16)(model.forward)
+    return model
+
+
+def bench_autocast_overhead(device, budget) -> dict:
+    """Per-call work that autocast adds (weight casts, dtype dispatch) on hidden-16 models of 1 and
+    :data:`~rlm_lab.cost.benchmarks.LAYERS_HI` layers, whose compute is negligible: forward (no grad),
+    backward (forward + backward minus forward with grad) and one decode step of ``generate``, each with
+    the forward wrapped as accelerate wraps it minus plain, fitted as base + L x layer (NNLS) ->
+    ``autocast_{forward,backward,decode}_{base,layer}_s``."""
+    import torch
+
+    x = torch.randint(2, 50, (1, 4), device=device)
+    gen = dict(do_sample=True, top_k=0, top_p=1.0, temperature=1.0)
+    new = 16
+    res = {}
+    for mode in ("plain", "autocast"):
+        for L in (1, LAYERS_HI):
+            model = _tiny_lm(L, device)
+            model.generation_config.pad_token_id = 0
+            if mode == "autocast":
+                _autocast_forward(model, device)
+
+            def fwd_bwd():
+                model(x, labels=x).loss.backward()
+
+            with torch.no_grad():
+                fwd = _timeit(lambda: model(x), budget)
+                t1 = _timeit(lambda: model.generate(x, max_new_tokens=1, min_new_tokens=1, **gen), budget)
+                tn = _timeit(lambda: model.generate(x, max_new_tokens=new + 1, min_new_tokens=new + 1, **gen), budget)
+            grad = _timeit(lambda: model(x, labels=x), budget)
+            res[(mode, L)] = {"forward": fwd, "backward": _timeit(fwd_bwd, budget) - grad, "decode": (tn - t1) / new}
+    out = {}
+    for kind in ("forward", "backward", "decode"):
+        extra = [res[("autocast", L)][kind] - res[("plain", L)][kind] for L in (1, LAYERS_HI)]
+        base, layer = fit_line((1, LAYERS_HI), extra, relative=False)
+        out[f"autocast_{kind}_base_s"], out[f"autocast_{kind}_layer_s"] = base, layer
+    return out
+
+
 def bench_autocast_and_checkpoint(device, quick, op_s, budget) -> dict:
-    """The three measurements above, as calibrate's ``measure_once`` stores them."""
+    """The measurements above, as calibrate's ``measure_once`` stores them."""
     from .kernel_benchmarks import bench_attention
 
-    out = {"checkpoint": bench_checkpoint(device, budget)}
+    out = {"overhead": bench_checkpoint(device, budget)}
     if device == "cpu":  # on CUDA calibrate measures bf16 products directly (benchmarks.bench_matmul)
         out["matmul"] = bench_matmul_autocast(device, quick, op_s, budget)
         out["attention"] = bench_attention(device, quick, op_s, 0.4 * budget, autocast=True)
+        out["overhead"].update(bench_autocast_overhead(device, budget))  # per-call overheads, with checkpoint's
     return out
 
 
@@ -109,7 +158,7 @@ def with_autocast_terms(profile, measured: dict) -> dict:
     from .hardware import load_profile
 
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
-    d["overhead"] = {**d["overhead"], **measured["checkpoint"]}
+    d["overhead"] = {**d["overhead"], **measured["overhead"]}
     if "matmul" in measured:
         mm = measured["matmul"]
         d["matmul_curve"] = {**d.get("matmul_curve", {}), "bf16": mm["forward"], "bf16_backward": mm["backward"]}

@@ -206,7 +206,7 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
         from .autocast_benchmarks import bench_autocast_and_checkpoint
 
         autocast = bench_autocast_and_checkpoint(device, quick, op_s, budget)
-        overhead.update(autocast["checkpoint"])
+        overhead.update(autocast["overhead"])
     kb = 0.4 * budget  # many shapes: a shorter budget each keeps the whole calibration within minutes
     kernels = {"elementwise": bench_elementwise(device, quick, kb),
                "attention": bench_attention(device, quick, op_s, kb),

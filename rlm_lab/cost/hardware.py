@@ -36,7 +36,9 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                     attention_bf16 {curve, backward_curve}  (CPU) the SDPA kernel under bf16 autocast
     bf16 autocast on CPU (autocast_benchmarks.py): ``matmul_curve``/``matmul_flops`` ``bf16`` = F.linear of fp32
                     tensors under torch.autocast(cpu, bfloat16), ``bf16_backward`` its backward's rate;
-                    overhead ``checkpoint_base_s``, ``checkpoint_layer_s``: gradient checkpointing's per-call work
+                    overhead ``checkpoint_base_s``, ``checkpoint_layer_s``: gradient checkpointing's per-call work;
+                    ``autocast_{forward,backward,decode}_{base,layer}_s``: what autocast adds per call (charged
+                    for bf16 only; timing._autocast_overhead)
     distributed     optional (dist_benchmarks.py): {threads: {"1": {matmul_curve, matmul_flops, overhead, kernels}}}
                     the rates at the thread count a rank of a multi-process run uses, and {framework: {family:
                     {base_s, unit_s, unit}}} the cost per step of DDP's reducer, FSDP2, DTensor, the pipeline

@@ -47,6 +47,14 @@ def _gemm_time(profile, m: int, k: int, n: int, dtype: str, dtype_bytes: int, co
     return count * profile.roofline_time(flops, nbytes, gemm_flops=flops, dtype=dtype)
 
 
+def _autocast_overhead(spec: ModelSpec, profile, kind: str, dtype: str) -> float:
+    """Per-call work bf16 autocast adds to a ``kind`` (forward | backward | decode) call on a CPU profile that
+    measured it (autocast_benchmarks.bench_autocast_overhead: base + L x layer); 0 otherwise (fp32, GPU)."""
+    if dtype != "bf16":
+        return 0.0
+    return profile.call_overhead(f"autocast_{kind}_base_s") + spec.layers * profile.call_overhead(f"autocast_{kind}_layer_s")
+
+
 def _combine(profile, compute: float, overhead: float) -> float:
     return max(compute, overhead) if profile.overlap_overhead else compute + overhead
 
@@ -110,6 +118,7 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
         return compute
     kind = "forward_grad" if grad and "forward_grad_base_s" in profile.overhead else "forward"
     over = profile.call_overhead(f"{kind}_base_s") + spec.layers * profile.call_overhead(f"{kind}_layer_s")
+    over += _autocast_overhead(spec, profile, "forward", dtype)
     return _combine(profile, compute, over)
 
 
@@ -133,11 +142,13 @@ def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tok
     compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes)
     compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
     over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
+    over += _autocast_overhead(spec, profile, "backward", dtype)
     if recompute:
         compute += matmul_time(spec, profile, tokens, 0, dtype, dtype_bytes)  # logits_tokens 0: the head is not redone
         compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
         compute += elementwise_time(spec, profile, tokens, "forward_grad", dtype_bytes)
         over += profile.call_overhead("checkpoint_base_s") + spec.layers * profile.call_overhead("checkpoint_layer_s")
+        over += _autocast_overhead(spec, profile, "forward", dtype)  # the recomputed forward casts the weights again
     return _combine(profile, compute, over)
 
 
@@ -166,6 +177,7 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     if kv_append:
         compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
     over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
+    over += _autocast_overhead(spec, profile, "decode", dtype)
     if kv_append:  # the HF generation loop as TRL drives it (loop_benchmarks.py); 0 in profiles without the terms
         over += profile.call_overhead("generate_loop_base_s") + batch * profile.call_overhead("generate_loop_row_s")
     return _combine(profile, compute, over)

@@ -16,7 +16,7 @@ def _autocast_profile(backward_slowdown: float = 1.0, attention_slowdown: float 
     base = load_profile("cpu-2core-epyc")
     fp32 = base.matmul_curve["fp32"]
     att = base.kernels["attention"]
-    measured = {"checkpoint": {"checkpoint_base_s": 1e-4, "checkpoint_layer_s": layer_s},
+    measured = {"overhead": {"checkpoint_base_s": 1e-4, "checkpoint_layer_s": layer_s},
                 "matmul": {"forward": fp32, "backward": [[f, r / backward_slowdown] for f, r in fp32]},
                 "attention": {"curve": [[f, r / attention_slowdown] for f, r in att["curve"]],
                               "backward_curve": att["backward_curve"]}}
@@ -68,3 +68,21 @@ def test_workload_switches_reach_the_prediction():
         Workload(**wl, gradient_checkpointing="yes")
     with pytest.raises(RlmLabError, match="no matmul rate for dtype 'bf16'"):
         predict("micro", "grpo", Workload(**wl, autocast=True), "cpu-2core-epyc")  # no bf16 measured there
+
+
+def test_autocast_call_overheads_are_charged_per_call_for_bf16_only():
+    from rlm_lab.cost import decode_step_time
+
+    spec, prof = model_spec("micro"), _autocast_profile()
+    d = prof.to_dict()
+    d["overhead"] = {**d["overhead"], **{f"autocast_{k}_{p}_s": v for k in ("forward", "backward", "decode")
+                                         for p, v in (("base", 1e-3), ("layer", 1e-4))}}
+    extra = profile_from_dict(d)
+    add = 1e-3 + spec.layers * 1e-4
+    assert forward_time(spec, extra, 4, 16, 4, "bf16", 4) - forward_time(spec, prof, 4, 16, 4, "bf16", 4) == \
+        pytest.approx(add)
+    assert backward_time(spec, extra, 4, 16, 4, "bf16", 4) - backward_time(spec, prof, 4, 16, 4, "bf16", 4) == \
+        pytest.approx(add)
+    assert decode_step_time(spec, 4, 16, extra, "bf16", 4) - decode_step_time(spec, 4, 16, prof, "bf16", 4) == \
+        pytest.approx(add)
+    assert forward_time(spec, extra, 4, 16, 4, "fp32", 4) == forward_time(spec, prof, 4, 16, 4, "fp32", 4)
