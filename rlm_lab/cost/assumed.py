@@ -30,6 +30,16 @@ def trl_step_terms(prof: HardwareProfile) -> tuple[float, float, float]:
     return tuple(float(src.get(k, 0.0)) for k in ASSUMED_TRL_STEP)
 
 
+# The framework cost of a distributed layout per step (DDP's reducer, FSDP2's hooks, DTensor dispatch, the
+# pipeline schedule, the ring, the expert dispatch; dist_benchmarks.py measures it on a CPU host): a datasheet
+# profile has no measurement of it. ASSUMED round figures of the order of PyTorch's per-module hook and DTensor
+# dispatch cost on a host CPU (tens of microseconds per layer per step); every prediction that adds them says so
+# (``framework_source``).
+ASSUMED_DIST_FRAMEWORK = {fam: {"base_s": 1e-4, "unit_s": 5e-5, "unit": unit} for fam, unit in (
+    ("ddp", "layer"), ("zero1", "layer"), ("fsdp_zero2", "layer"), ("fsdp_zero3", "layer"), ("tp", "layer"),
+    ("tp_sp", "layer"), ("pp", "microbatch"), ("cp", "hop"), ("ep", "layer"), ("harness", "layer"))}
+
+
 OVERHEAD_GROUPS = {
     "decode-step overheads": ("decode_step_base_s", "decode_step_layer_s", "generate_base_s"),
     "forward/backward call overheads": ("forward_base_s", "forward_layer_s", "forward_grad_base_s",
