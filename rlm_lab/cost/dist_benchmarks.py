@@ -19,7 +19,7 @@ file ``data/hardware/distributed/NAME.json`` that :func:`distributed_section` re
   as the one-process step with it minus without it; runs timed under the counter add it.
 
 The hidden-16 models are not any run the predictions are judged against (calibration and validation stay
-apart). Datasheet profiles have no such measurement: :data:`ASSUMED_DIST_FRAMEWORK` (named as assumed).
+apart). Datasheet profiles have no such measurement: ``assumed.ASSUMED_DIST_FRAMEWORK`` (named as assumed).
 Torch is imported inside the functions.
 """
 
@@ -112,7 +112,7 @@ def framework_terms(profile) -> tuple[dict | None, str | None]:
     Calibrated profiles: refitted from the section's measured points against THIS profile (the framework
     cost is what the profile's own prediction misses on the hidden-16 models, so a recalibrated profile
     gets its own residual); None without a distributed calibration. Datasheet profiles:
-    :data:`ASSUMED_DIST_FRAMEWORK`."""
+    ``assumed.ASSUMED_DIST_FRAMEWORK``."""
     prof = load_profile(profile)
     sec, src = distributed_section(prof)
     if sec.get("framework_points"):
@@ -123,19 +123,13 @@ def framework_terms(profile) -> tuple[dict | None, str | None]:
     if sec.get("framework"):
         return sec["framework"], src
     if prof.kind == "datasheet":
-        return ASSUMED_DIST_FRAMEWORK, "ASSUMED (dist_benchmarks.ASSUMED_DIST_FRAMEWORK)"
+        from .assumed import ASSUMED_DIST_FRAMEWORK
+
+        return ASSUMED_DIST_FRAMEWORK, "ASSUMED (assumed.ASSUMED_DIST_FRAMEWORK)"
     return None, None
 
 
 _FITS: dict = {}
-
-# A datasheet (GPU) profile has no measurement of the framework cost: ASSUMED round figures of the order of
-# PyTorch's per-module hook and DTensor dispatch cost on a host CPU (tens of microseconds per layer per step);
-# named wherever a prediction uses them (``framework_source``).
-ASSUMED_DIST_FRAMEWORK = {fam: {"base_s": 1e-4, "unit_s": 5e-5, "unit": unit} for fam, unit in (
-    ("ddp", "layer"), ("zero1", "layer"), ("fsdp_zero2", "layer"), ("fsdp_zero3", "layer"), ("tp", "layer"),
-    ("tp_sp", "layer"), ("pp", "microbatch"), ("cp", "hop"), ("ep", "layer"), ("harness", "layer"))}
-
 
 # ---- measurements -----------------------------------------------------------------------------------
 

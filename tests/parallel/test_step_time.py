@@ -118,3 +118,24 @@ def test_validation_verdict_follows_the_live_numbers():
     s = summary(rows)
     assert s["median_abs"] == pytest.approx(0.2) and s["worst_abs"] == pytest.approx(0.3) and s["met"] is (0.2 <= BAR)
     assert summary([{"time_rel_err": e} for e in (0.3, -0.4, 0.5)])["met"] is False
+
+
+def test_companion_calibration_refuses_to_overwrite_and_bad_profile_is_one_line(tmp_path):
+    """Both refusals come before any benchmark runs: an existing companion without --force, an unknown profile
+    (exit 2, one ``rlm-lab: error:`` line, no traceback)."""
+    import subprocess
+    import sys
+    import time
+
+    from rlm_lab.errors import RlmLabError
+
+    out = tmp_path / "c.json"
+    out.write_text("{}")
+    t = time.perf_counter()
+    with pytest.raises(RlmLabError, match="exists; pass --force"):
+        db.write_companion("cpu-2core-epyc", out)
+    assert time.perf_counter() - t < 2 and out.read_text() == "{}"
+    p = subprocess.run([sys.executable, "-m", "rlm_lab.cost.dist_benchmarks", "--profile", "no-such-profile",
+                        "--out", str(tmp_path / "d.json")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.startswith("rlm-lab: error: unknown hardware profile")
+    assert "Traceback" not in p.stderr and not (tmp_path / "d.json").exists()
