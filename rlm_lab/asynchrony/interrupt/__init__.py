@@ -77,7 +77,7 @@ def sample_version(token_versions: list[int], default: int) -> int:
 
 class PendingUpdate:
     """A ``StoppingCriteria`` that stops the whole batch once the engine has an update pending; it also time-
-    stamps every decode step (``times``: ``time.perf_counter()`` after each step's token was appended) and offers
+    stamps every decode step (``engine.step_times``: ``time.perf_counter()`` after each step's token) and offers
     a scheduled update when the request's token count reaches its step (tests and measurements: the same path
     as an update arriving from another thread)."""
 
