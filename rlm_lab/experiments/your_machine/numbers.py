@@ -144,15 +144,23 @@ def summary_text(out: dict) -> str:
             "own, and a later quiet build calibrates again." if c["busy"] else "")
     ref = (f"; the committed reference, on the `{first['ref_profile']}` profile, was off by {_pct(first['ref_error'])}"
            if first["ref_error"] is not None else "")
-    spent = out["seconds"]["calibration"] + out["seconds"]["workloads"]
+    sec = out["seconds"]
+    if sec["calibration"] + sec["workloads"] == 0:
+        spent = ("Both were reused from an earlier build (`_build/your_machine/` holds their records; delete it "
+                 "to measure again).")
+    else:
+        wait = c.get("waited_for_load_s") or 0.0
+        spent = (f"This build spent {sec['calibration'] + sec['workloads']:.0f} s on it: "
+                 + (f"{sec['calibration']:.0f} s calibrating ({wait:.0f} s of them waiting for the load of "
+                    "earlier work to fall), " if sec["calibration"] else "the calibration was reused, ")
+                 + f"{sec['workloads']:.0f} s running these workloads. Later builds reuse both "
+                 "(`_build/your_machine/`; delete it to measure again).")
     return (f"Your machine: {hw.get('cpu_model')} ({hw.get('cpu_count')} cores, {hw.get('torch_threads')} torch "
             f"threads), calibrated {c['made'][:16].replace('T', ' ')} UTC with {c['repeats']} repeats of the "
             f"micro-benchmarks; {spread}.{busy} From that calibration alone, before it ran, the cost model "
             f"predicted *{first['workload']}* at {_ms(first['your_predicted'])} ms (calibration spread: "
             f"{_ms(first['your_low'])} to {_ms(first['your_high'])} ms); it took {_ms(first['your_measured'])} ms, "
-            f"an error of {_pct(first['your_error'])}{ref}. This build spent {spent:.0f} s on it (0 when the "
-            f"calibration and the runs were reused from `_build/your_machine/`, which holds their records; "
-            f"delete that folder to measure again).")
+            f"an error of {_pct(first['your_error'])}{ref}. {spent}")
 
 
 # ---- rlm-lab your-numbers ----------------------------------------------------------------------------------
