@@ -97,8 +97,9 @@ def at_threads(profile, threads: int | None):
     if not entry:
         return prof, prof.threads
     d = prof.to_dict()
-    d["matmul_curve"] = entry["matmul_curve"]
-    d["matmul_flops"] = entry["matmul_flops"]
+    # the dtypes measured at ``threads`` (fp32 on CPU) replace the profile's; others (bf16 autocast) are kept
+    d["matmul_curve"] = d["matmul_curve"] | entry["matmul_curve"]
+    d["matmul_flops"] = d["matmul_flops"] | entry["matmul_flops"]
     d["overhead"] = d["overhead"] | entry["overhead"]
     d["kernels"] = d["kernels"] | entry.get("kernels", {})
     d["threads"] = threads
