@@ -36,7 +36,8 @@ why it is safe are there). TRL then logs ``sampling/importance_sampling_ratio/*`
 them. Without correction, ``importance=True`` re-scores each batch here for the record only.
 
 ``curve=`` (task, every, problems, max_new_tokens): a held-out greedy accuracy curve
-(:mod:`rlm_lab.asynchrony.curves`), kept in the record.
+(:mod:`rlm_lab.asynchrony.curves`), kept in the record. ``spill=`` / ``checkpoint=``: what survives a
+trainer crash, the buffer's samples and the last checkpoint (:mod:`rlm_lab.asynchrony.durable`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from .buffer import StalenessBuffer, check_eta
 class AsyncGlue(RolloutGlue):
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
                  bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True,
-                 correction: str | None = None, curve: dict | None = None):
+                 correction: str | None = None, curve: dict | None = None, spill: str | None = None,
+                 checkpoint: dict | None = None):
         from .correction import check_correction
 
         super().__init__(trainer, rollouts, group, sync, chunks, seed, timeout_s, bucket_bytes)
@@ -58,6 +60,12 @@ class AsyncGlue(RolloutGlue):
         self.importance = importance and self.correction is None  # with correction TRL computes the ratio
         self.curve_spec = curve
         self._curve = None
+        self.checkpoint = checkpoint  # {"folder", "every"}: the policy saved atomically (durable.py)
+        self.spill = None
+        if spill:  # every sample put and handed out, one JSON line each (survives a trainer crash)
+            from .durable import SampleLog
+
+            self.spill = SampleLog(spill)
         if not self.rollouts:
             raise PlacementRunError("the asynchronous modes need rollout workers (a disaggregated placement)")
         self.eta = check_eta(eta)
@@ -90,6 +98,12 @@ class AsyncGlue(RolloutGlue):
             self._curve = make_eval_curve(**self.curve_spec)
             self._curve.trainer = trainer
             trainer.add_callback(self._curve)
+        if self.checkpoint:
+            from .durable import make_checkpointer
+
+            cb = make_checkpointer(self.checkpoint["folder"], self.checkpoint["every"])
+            cb.trainer = trainer
+            trainer.add_callback(cb)
 
     # ---- which prompts come next
     def _prompt_batches(self, trainer):
@@ -230,12 +244,16 @@ class AsyncGlue(RolloutGlue):
         self._span("wait for rollout", "generate", t0)
         for i, (lo, hi), v, res in parts:
             for j, (c, lp) in enumerate(zip(res["completion_ids"], res["logprobs"])):
-                self.buffer.put(v, (b, lo + j, c, lp))
+                s = self.buffer.put(v, (b, lo + j, c, lp))
+                if self.spill is not None:
+                    self.spill.put(s)
         n = len(self._prompt_ids[b])
         samples = self.buffer.try_take(n, version)
         if samples is None or any(s.payload[0] != b for s in samples):
             raise PlacementRunError(f"generation call {b}: the buffer could not hand out its {n} samples within "
                                     f"eta={self.eta} (evicted {len(self.buffer.evicted)})")
+        if self.spill is not None:
+            self.spill.taken(samples, version)
         samples.sort(key=lambda s: s.payload[1])
         out = {"prompt_ids": self._prompt_ids.pop(b), "completion_ids": [s.payload[2] for s in samples],
                "logprobs": [s.payload[3] for s in samples]}

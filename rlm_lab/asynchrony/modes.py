@@ -40,7 +40,7 @@ def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_de
 
 def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | None = None, devices: int = 2,
              ahead: int | None = None, importance: bool = True, prediction: dict | None = None,
-             correction: str | None = None, curve: dict | None = None, **kw) -> dict:
+             correction: str | None = None, curve: dict | None = None, durable: int = 0, **kw) -> dict:
     """Run GRPO ``cfg`` in execution ``mode``; the record (``run_dir``) holds ``results['glue']``: the bound,
     the staleness of every sample trained on, per-step versions and rollout-worker deaths.
 
@@ -50,7 +50,9 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
     weights (one extra no-grad forward per step, its seconds in the record; off for pure speed runs).
     ``correction``: None or a TRL importance-sampling mode (``"token_truncate"``...; TRL's own code, switched on
     by :mod:`rlm_lab.asynchrony.correction`). ``curve``: held-out accuracy curve settings
-    (:func:`rlm_lab.asynchrony.curves.make_eval_curve` arguments)."""
+    (:func:`rlm_lab.asynchrony.curves.make_eval_curve` arguments). ``durable=k``: every sample to
+    ``<run_dir>/buffer.jsonl`` and the policy to ``<run_dir>/checkpoint`` every k steps, readable after a
+    trainer crash (:mod:`rlm_lab.asynchrony.durable`); 0 (default) off."""
     from .correction import check_correction
 
     check_correction(correction)
@@ -61,6 +63,9 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
 
     return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
                          glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance, "correction": correction,
-                                      "curve": curve},
+                                      "curve": curve,
+                                      "spill": str(Path(run_dir) / "buffer.jsonl") if durable else None,
+                                      "checkpoint": {"folder": str(Path(run_dir) / "checkpoint"), "every": durable}
+                                      if durable else None},
                          extra_results={"mode": mode, "eta": "inf" if eta is None else eta,
                                         "correction": correction}, **kw)
