@@ -25,6 +25,8 @@ def _print(rep: dict) -> None:
     if "peak_median" in s:
         print(f"peak memory per stage: median |error| {s['peak_median']:.1%}, worst {s['peak_worst']:.1%}; "
               f"the part above the runtime baseline: median |error| {s['transient_median']:.1%}")
+    for run, why in s.get("unpredicted", {}).items():
+        print(f"not predicted with this profile (left out of the numbers above): {run}: {why}")
     for k, v in s["verdicts"].items():
         print(f"  {k}: {v}")
     c = rep.get("contention", {})

@@ -52,8 +52,16 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
     rows = []
     if statistic not in STATISTICS:
         raise RlmLabError(f"unknown statistic {statistic!r}; choose {' or '.join(STATISTICS)}")
+    from ..experiments.compare import STEP
+
     for name, rec in recs.items():
-        pred = predict_case(case_of(rec), profile, reward_s)
+        try:
+            pred = predict_case(case_of(rec), profile, reward_s)
+        except RlmLabError as e:  # e.g. a bf16-autocast workload and a profile that never measured bf16
+            step = rec.results["trace"]["step_wall_s"]["median"]
+            rows.append({"run": name, "stage": STEP, "predicted": float("nan"), "measured": step,
+                         "rel_error": float("nan"), "share": 1.0, "unpredicted": str(e)})
+            continue
         if statistic == "min":
             rec = least_disturbed(rec)
         step = rec.results["trace"]["step_wall_s"]["median"]
@@ -108,6 +116,7 @@ def summary(rows: list[dict]) -> dict:
                             "n": len(es)} for s, es in per_stage.items()}
     checks = {"step_median": out["step_median"], "stage_worst": out["stage_worst"], "bias": abs(out["bias"])}
     out["verdicts"] = {k: _verdict(v, BARS[k]) for k, v in checks.items()}
+    out["unpredicted"] = {r["run"]: r["unpredicted"] for r in rows if r.get("unpredicted")}
     peaks = [abs(r["peak_rel_error"]) for r in rows if fin(r.get("peak_rel_error", float("nan")))]
     if peaks:
         out["peak_median"], out["peak_worst"] = statistics.median(peaks), max(peaks)
