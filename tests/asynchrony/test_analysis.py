@@ -8,7 +8,7 @@ from rlm_lab.asynchrony import analysis as A
 def run(step, finals, wall=10.0, tokens=5000, waits=(0.25, 0.25), pred=None, hist=None, evals=(0.0, 0.4, 0.1)):
     pts = [{"step": 20 * i, "accuracy": a, "wall_s": wall * i / (len(finals) - 1), "eval_s": e}
            for i, (a, e) in enumerate(zip(finals, evals))]
-    return {"step_seconds_median": step, "prediction": {"step_s": pred} if pred else None,
+    return {"step_seconds_median": step, "prediction": {"step_s": pred, "inputs": {"step_s": 0.4}} if pred else None,
             "glue": {"curve": {"points": pts}, "num_tokens": tokens, "steps": [{"wait_s": w} for w in waits],
                      "buffer": {"staleness_hist": hist or {"0": 8}}}}
 
@@ -48,10 +48,10 @@ def test_table_speedups_predictions_and_the_goal():
     rows = A.table(cells, ["sync", "eta2"], [None], eta)
     r = rows[1]
     assert r["speedup"] == pytest.approx(0.4 / 0.25)  # 1.6x measured
-    # no prediction stored for sync: the predicted speed-up uses its measured step, 0.4 / 0.21 = 1.905
+    # predicted from a sync step of 0.4 s (the prediction's inputs): 0.4 / 0.21 = 1.905
     assert r["predicted_speedup"] == pytest.approx(0.4 / 0.21)
     assert r["speedup_error"] == pytest.approx((0.4 / 0.21 - 1.6) / 1.6) and r["met"] is True  # +19 %
-    cells[("eta2", None)]["predicted_step_s"] = 0.15  # 2.67x predicted: +67 %, not met
+    cells[("eta2", None)]["predicted_speedup"] = 0.4 / 0.15  # 2.67x predicted: +67 %, not met
     assert A.table(cells, ["sync", "eta2"], [None], eta)[1]["met"] is False
     assert r["degraded"] is True and A.beyond(rows, None) == 0
     assert cells[("eta2", None)]["curve"][-1]["accuracy"] == pytest.approx(0.575)
