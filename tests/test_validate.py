@@ -101,3 +101,15 @@ def test_a_workload_failing_in_its_process_is_one_clear_error(tmp_path):
     with pytest.raises(RlmLabError, match=f"{case.name} failed in its process .*size"):
         _run_in_fresh_process(case, "huge", tmp_path / "run", tmp_path / "warmup", 0)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_workload_the_profile_cannot_predict_is_listed_not_counted(tmp_path):
+    """A bf16-autocast workload against a profile without bf16 rates: its row says why, the numbers leave it out."""
+    class Rec:
+        config = {"case": {"name": "x_bf16", "model": "nano", "batch": 16, "group": 2, "length": 4, "bf16": True}}
+        results = {"trace": {"step_wall_s": {"median": 0.05}, "stages": {}}}
+
+    rows = V.compare({"x_bf16": Rec()}, "cpu-2core-epyc", reward_s=0.0)
+    assert len(rows) == 1 and rows[0]["stage"] == STEP and "no matmul rate for dtype 'bf16'" in rows[0]["unpredicted"]
+    s = V.summary(rows + [_row("a", "generate", 0.8, 1.0, 2.0), _row("a", STEP, 1.6, 2.0, 2.0)])
+    assert s["runs"] == 1 and s["step_median"] == pytest.approx(0.2) and list(s["unpredicted"]) == ["x_bf16"]
