@@ -205,7 +205,7 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     if not quick:  # bf16 autocast (CPU) and gradient checkpointing, TRL's defaults (autocast_benchmarks.py)
         from .autocast_benchmarks import bench_autocast_and_checkpoint
 
-        autocast = bench_autocast_and_checkpoint(device, quick, op_s, budget)
+        autocast = bench_autocast_and_checkpoint(device, quick, op_s, 0.4 * budget)  # ~1 min a repeat
         overhead.update(autocast["overhead"])
     kb = 0.4 * budget  # many shapes: a shorter budget each keeps the whole calibration within minutes
     kernels = {"elementwise": bench_elementwise(device, quick, kb),
