@@ -152,6 +152,9 @@ def register(subparsers) -> None:
     p.add_argument("--response-len", type=int, help="fixed response length")
     p.add_argument("--devices", type=int)
     p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
+    p.add_argument("--trl-defaults", action="store_true",
+                   help="TRL's defaults kept: bf16 autocast (bf16=True; on CPU accelerate's autocast) and gradient "
+                        "checkpointing (workload autocast / gradient_checkpointing)")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank (q_proj, v_proj)")
     p.add_argument("--placement", help="colocated | disaggregated | split | hybrid: predict that placement")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
@@ -172,6 +175,8 @@ def run(args) -> int:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
+    if args.trl_defaults:
+        wl.update(autocast=True, gradient_checkpointing=True)
     cfg["workload"] = wl
     check_inputs(cfg)
     if cfg.get("placement") is not None:
