@@ -86,3 +86,19 @@ def test_autocast_call_overheads_are_charged_per_call_for_bf16_only():
     assert decode_step_time(spec, 4, 16, extra, "bf16", 4) - decode_step_time(spec, 4, 16, prof, "bf16", 4) == \
         pytest.approx(add)
     assert forward_time(spec, extra, 4, 16, 4, "fp32", 4) == forward_time(spec, prof, 4, 16, 4, "fp32", 4)
+
+
+def test_predict_cli_trl_defaults_switch_both_on(capsys):
+    import json
+
+    from rlm_lab.cli import main
+
+    args = ["predict", "--model", "micro", "--algo", "grpo", "--hardware", "h100-sxm", "--prompts", "4", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--trl-defaults"]) == 0
+    trl = json.loads(capsys.readouterr().out)
+    assert trl["workload"]["autocast"] and trl["workload"]["gradient_checkpointing"]
+    assert not plain["workload"]["autocast"] and not plain["workload"]["gradient_checkpointing"]
+    back = {d["stage"]: d["seconds"] for d in trl["stages"]}["actor_backward"]
+    assert back > {d["stage"]: d["seconds"] for d in plain["stages"]}["actor_backward"]  # the recompute
