@@ -100,5 +100,4 @@ def test_predict_cli_trl_defaults_switch_both_on(capsys):
     trl = json.loads(capsys.readouterr().out)
     assert trl["workload"]["autocast"] and trl["workload"]["gradient_checkpointing"]
     assert not plain["workload"]["autocast"] and not plain["workload"]["gradient_checkpointing"]
-    back = {d["stage"]: d["seconds"] for d in trl["stages"]}["actor_backward"]
-    assert back > {d["stage"]: d["seconds"] for d in plain["stages"]}["actor_backward"]  # the recompute
+    # (the time effect of both switches is tested on predict() above; tiny models on a GPU are overhead-bound)
