@@ -4,7 +4,9 @@ Issue 12, item 1. The suite (``rlm_lab.sizes.get(size).validation``) is a commit
 shape combinations none of the chapters used while the cost model was developed: chapter 2 traced
 ``micro`` at B = 16, 64, 256 with G = 8 and R = 4, 16, 64; chapter 4 ran ``micro`` / ``micro-moe``
 layouts without RL. Here: other zoo models (``nano``, ``mini``, the MoE ``nano-moe`` / ``micro-moe``),
-other G, B and R, GRPO, PPO and DAPO-style GRPO (beta = 0). Every run uses chapter 2's experiment code
+other G, B and R, GRPO, PPO and DAPO-style GRPO (beta = 0), and two runs with TRL's defaults kept (bf16
+autocast on CPU; bf16 + gradient checkpointing). A workload the profile cannot predict (bf16 and a profile
+without bf16-autocast rates) is listed with the reason and left out of the numbers. Every run uses chapter 2's experiment code
 (:func:`rlm_lab.experiments.anatomy.run_case` to measure, :func:`~rlm_lab.experiments.anatomy.predict_case`
 to predict, :func:`~rlm_lab.experiments.anatomy.time_table` to join them), so the validation exercises
 exactly the predictor the chapters use, with the committed hardware profile.
