@@ -37,6 +37,7 @@ GROUP = 4
 LENGTH = 4           # forced completion length (chapter 2's generation_kwargs min_new_tokens)
 STEPS, WARMUP = 6, 2
 KEYS = ("trl_step_base_s", "trl_step_row_s", "trl_step_tensor_s")
+TASK = "arithmetic:digits=2"  # the task of the chapters' and the validation suite's runs (rlm_lab.tasks)
 
 
 def _tiny_model_dir(layers: int, folder: Path) -> Path:
@@ -58,9 +59,8 @@ def trl_step_other(layers: int, batch: int, folder: Path, steps: int = STEPS, wa
     """One traced GRPO run of ``steps`` steps on a hidden-16 model: the median per-step ``other`` (step wall
     minus the traced stages), the median step wall and the policy's parameter tensors."""
     import torch
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from ..experiments.anatomy.cases import TASK
-    from ..experiments.anatomy.run import _quiet
     from ..tasks import ensure_data, parse_task
     from ..train.config import RunConfig
     from ..train.rl import make_trainer
@@ -72,7 +72,8 @@ def trl_step_other(layers: int, batch: int, folder: Path, steps: int = STEPS, wa
                     trace=True, disable_tqdm=True, extra={"generation_kwargs": {"min_new_tokens": LENGTH}})
     model_dir = _tiny_model_dir(layers, folder / "model")
     trainer = make_trainer(cfg, model_dir, ensure_data(task)["train"], task, folder / "out")
-    _quiet(trainer)
+    trainer.remove_callback(PrinterCallback)  # no per-step log lines or bars
+    trainer.remove_callback(ProgressCallback)
     tracer = trace(trainer, warmup=warmup, gantt=False)
     trainer.train()
     s = tracer.summary()
