@@ -251,7 +251,7 @@ def load_campaign(root) -> dict:
     import json
     from pathlib import Path
 
-    from .campaign import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
+    from .cells import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
     from .experiment import latest_in
 
     def one(name):

@@ -38,7 +38,7 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
     from ..record import RunRecord
     from ..tasks import ensure_data, parse_task
     from ..train.rl import rl_dataset, task_rewards
-    from .campaign import BUDGET, campaign_config, curve_spec
+    from .cells import budget, campaign_config, curve_spec
     from .curves import curve_record, make_eval_curve
 
     cfg = campaign_config(size, seed, steps)
@@ -78,7 +78,7 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
             "curve": curve_record(curve, spec["every"], spec["problems"]),
             "trl_defaults": {k: getattr(args, k, None) for k in RECORDED_DEFAULTS},
             "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-            "budget": BUDGET[size], "load_average_end": _loadavg(),
+            "budget": budget(size), "load_average_end": _loadavg(),
         }
         record.complete(**results)
         results["dir"] = str(folder)
