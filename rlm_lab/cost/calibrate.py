@@ -54,6 +54,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from .hardware import HARDWARE_DIR, profile_from_dict, save_profile
+from .load import machine_load
 from .spread import HEADLINES, spread_summary
 
 REPO = HARDWARE_DIR.parents[1]
@@ -127,13 +128,6 @@ def combine_repeats(runs: list, path: str = "") -> tuple:
         q1, q2, q3 = _quartiles(vals)
         return q2, [q1, q3], [min(vals), max(vals)]
     return first, None, None
-
-
-def machine_load(cores: int | None = None, loadavg=os.getloadavg) -> dict:
-    """The 1-, 5- and 15-minute load averages and the 1-minute one per core."""
-    cores = cores or os.cpu_count() or 1
-    la = [float(x) for x in loadavg()]
-    return {"loadavg": la, "cores": cores, "per_core": la[0] / cores}
 
 
 def repeated_calibration(measure, repeats: int, loadavg=os.getloadavg, cores: int | None = None,

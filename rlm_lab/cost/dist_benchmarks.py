@@ -31,106 +31,20 @@ import statistics
 from pathlib import Path
 
 from ..errors import RlmLabError
-from .hardware import HARDWARE_DIR, load_profile
+from ..parallel.bench.framework import (BATCH, COMPANION_DIR, DEPTHS, PP_DEPTH, SEQ,  # noqa: F401 (re-exported)
+                                       at_threads, distributed_section, spec_of, tiny)
+from ..parallel.bench.step_time import fit_framework, framework_terms  # noqa: F401 (re-exported)
+from .hardware import load_profile
 
-COMPANION_DIR = HARDWARE_DIR / "distributed"
 THREADS = (1,)
 STEPS = 20
-BATCH, SEQ = 4, 8
 # (layout kwargs, depths or micro-batch counts): one row of the fit each
 WORLD2 = [({"dp": 2}, "ddp"), ({"dp": 2, "zero": 1}, "zero1"), ({"dp": 2, "zero": 2}, "fsdp_zero2"),
           ({"dp": 2, "zero": 3}, "fsdp_zero3"), ({"tp": 2}, "tp"), ({"tp": 2, "sp": True}, "tp_sp"),
           ({"cp": 2}, "cp"), ({"ep": 2}, "ep")]
-DEPTHS = (1, 4)
 PP_CASES = [({"pp": 2, "schedule": s, "microbatches": m}, "pp") for s in ("gpipe", "1f1b") for m in (2, 4)]
-PP_DEPTH = 2
 
 
-def tiny(layers: int, moe: bool = False):
-    """A hidden-16 zoo-shaped model (``ZooSpec``): compute ~0, every framework call still made."""
-    from ..models.zoo import ZooSpec
-
-    if moe:
-        return ZooSpec(16, layers, 2, 2, 32, arch="mixtral", experts=4, top_k=2, max_positions=64)
-    return ZooSpec(16, layers, 2, 2, 32, max_positions=64)
-
-
-def spec_of(zoo_spec):
-    """The cost model's ModelSpec of a ``ZooSpec`` (the zoo's tokenizer vocabulary)."""
-    from ..models.tokenizer import ALPHABET, SPECIALS
-    from .spec import spec_from_dict
-
-    z = zoo_spec
-    cfg = dict(model_type=z.arch, vocab_size=len(SPECIALS) + len(ALPHABET), hidden_size=z.hidden,
-               num_hidden_layers=z.layers, num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
-               intermediate_size=z.intermediate, tie_word_embeddings=False)
-    if z.arch == "mixtral":
-        cfg |= dict(num_local_experts=z.experts, num_experts_per_tok=z.top_k)
-    return spec_from_dict(cfg, f"tiny-{z.arch}-L{z.layers}")
-
-
-# ---- profile side -----------------------------------------------------------------------------------
-
-def distributed_section(profile) -> tuple[dict, str | None]:
-    """(the profile's ``distributed`` section, where it came from): the profile itself, its companion file
-    ``data/hardware/distributed/<name>.json``, or ({}, None)."""
-    prof = load_profile(profile)
-    if prof.distributed:
-        return prof.distributed, f"profile {prof.name}"
-    path = COMPANION_DIR / f"{prof.name}.json"
-    if path.is_file():
-        try:
-            return json.loads(path.read_text())["distributed"], str(path.relative_to(HARDWARE_DIR.parents[1]))
-        except (json.JSONDecodeError, KeyError) as e:
-            raise RlmLabError(f"{path} is not a distributed calibration ({e})") from None
-    return {}, None
-
-
-def at_threads(profile, threads: int | None):
-    """(profile with the rates measured at ``threads`` torch threads, the thread count those rates were
-    measured with). Unchanged when the profile was calibrated with ``threads`` or has no such entry."""
-    prof = load_profile(profile)
-    if threads is None or threads == prof.threads:
-        return prof, prof.threads
-    sec, _ = distributed_section(prof)
-    entry = sec.get("threads", {}).get(str(threads))
-    if not entry:
-        return prof, prof.threads
-    d = prof.to_dict()
-    # the dtypes measured at ``threads`` (fp32 on CPU) replace the profile's; others (bf16 autocast) are kept
-    d["matmul_curve"] = d["matmul_curve"] | entry["matmul_curve"]
-    d["matmul_flops"] = d["matmul_flops"] | entry["matmul_flops"]
-    d["overhead"] = d["overhead"] | entry["overhead"]
-    d["kernels"] = d["kernels"] | entry.get("kernels", {})
-    d["threads"] = threads
-    d["name"] = f"{prof.name}@{threads}thread"
-    return load_profile(d), threads
-
-
-def framework_terms(profile) -> tuple[dict | None, str | None]:
-    """({family: {base_s, unit_s, unit}} or None, source).
-
-    Calibrated profiles: refitted from the section's measured points against THIS profile (the framework
-    cost is what the profile's own prediction misses on the hidden-16 models, so a recalibrated profile
-    gets its own residual); None without a distributed calibration. Datasheet profiles:
-    ``assumed.ASSUMED_DIST_FRAMEWORK``."""
-    prof = load_profile(profile)
-    sec, src = distributed_section(prof)
-    if sec.get("framework_points"):
-        key = (prof.name, json.dumps(prof.provenance, sort_keys=True, default=str), src)
-        if key not in _FITS:
-            _FITS[key] = fit_framework(sec["framework_points"], prof, cores=sec.get("cores", 2))
-        return _FITS[key], src
-    if sec.get("framework"):
-        return sec["framework"], src
-    if prof.kind == "datasheet":
-        from .assumed import ASSUMED_DIST_FRAMEWORK
-
-        return ASSUMED_DIST_FRAMEWORK, "ASSUMED (assumed.ASSUMED_DIST_FRAMEWORK)"
-    return None, None
-
-
-_FITS: dict = {}
 
 # ---- measurements -----------------------------------------------------------------------------------
 
@@ -193,39 +107,11 @@ def bench_framework(steps: int = STEPS) -> list[dict]:
     return pts
 
 
-def fit_framework(points: list[dict], profile, cores: int = 2) -> dict:
-    """{family: {base_s, unit_s, unit, points}}: NNLS fit of measured - predicted (no framework) per family;
-    ``harness``: the counter's cost per step (one process, with minus without), base + per layer."""
-    from ..parallel.bench.step_time import families, predicted_step_time, units
-    from ..parallel.mesh import Layout
-    from .fitting import fit_nonneg
-
-    single = {(p["layers"], p["counted"]): p["step_s"] for p in points if p["family"] == "single"}
-    hs = [(L, single[(L, True)] - single[(L, False)]) for L in DEPTHS]
-    h0, h1 = fit_nonneg([[1.0, L] for L, _ in hs], [y for _, y in hs], relative=False)
-    out = {"harness": {"base_s": h0, "unit_s": h1, "unit": "layer", "points": [list(h) for h in hs]}}
-    rows: dict[str, list] = {}
-    for p in points:
-        if p["family"] == "single":
-            continue
-        lay = Layout(**p["layout"])
-        spec = spec_of(tiny(p["layers"], moe=lay.ep > 1))
-        pred = predicted_step_time(lay, spec, BATCH, SEQ, profile, comm=p["comm"], cores=cores, threads=1,
-                                   framework=False)
-        (fam, unit), = families(lay)
-        resid = p["step_s"] - pred["total_s"] - (h0 + h1 * p["layers"])  # every case ran under the counter
-        rows.setdefault(fam, []).append((units(lay, p["layers"], unit), resid, unit))
-    for fam, rs in rows.items():
-        c0, c1 = fit_nonneg([[1.0, u] for u, _, _ in rs], [y for _, y, _ in rs], relative=False)
-        out[fam] = {"base_s": c0, "unit_s": c1, "unit": rs[0][2], "points": [[u, y] for u, y, _ in rs]}
-    return out
-
-
 def measure_distributed(profile, quick: bool = False) -> dict:
     """The ``distributed`` section for ``profile`` (whose collectives price the messages of the fit)."""
     import torch
 
-    from .calibrate import machine_load
+    from .load import machine_load
 
     before = machine_load()
     thr = {str(n): bench_threads(n, quick=quick) for n in THREADS}
