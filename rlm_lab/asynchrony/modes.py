@@ -9,6 +9,11 @@ workers on their own cores, TRL's ``GRPOTrainer`` on the others) whose rollout_f
 
 Each mode runs with or without off-policy correction (TRL's truncated / masked importance sampling,
 :mod:`rlm_lab.asynchrony.correction`).
+
+In every mode a weight push waits on the worker until the generation request in flight ends. Interruptible
+rollouts (the push applied at the next decode step, with the KV cache kept or re-prefilled) are built and
+measured in one worker (:mod:`rlm_lab.asynchrony.interrupt`), but these modes do not use them yet; partial
+rollouts (a long generation continued across steps) are not built.
 """
 
 from __future__ import annotations
