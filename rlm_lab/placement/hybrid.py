@@ -31,7 +31,6 @@ the rollout and critic workers').
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 
@@ -72,7 +71,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     timeline like :func:`rlm_lab.placement.runtime.run_placement`. ``prediction`` (made before) is stored
     first. Returns the record's results."""
     from ..record import RunRecord
-    from .runtime import RaySession, _loadavg, _results, _sft_checkpoint, check_placement
+    from .runtime import RaySession, _loadavg, _results, _sft_checkpoint, check_placement, fail_record, release
     from .weights import free_port
 
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
@@ -89,7 +88,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     own = session is None
     session = session or RaySession(num_cpus=placement.devices)
     ray = session.ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from .glue import PlacementRunError
@@ -132,19 +131,10 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
         record.complete(**results)
         return results
     except BaseException as e:
-        record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
-                      seconds_to_failure=round(time.perf_counter() - t_start, 3))
-        record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
+        fail_record(record, e, t_start)
         raise
     finally:
-        for a in actors:
-            with contextlib.suppress(Exception):
-                ray.kill(a, no_restart=True)
-        if pg is not None:
-            with contextlib.suppress(Exception):
-                remove_placement_group(pg)
-        if own:
-            session.close()
+        release(ray, actors, pg, session if own else None)
 
 
 def hybrid_results(outs: list[dict], placement, pids, startup_s: float, cfg, base) -> dict:

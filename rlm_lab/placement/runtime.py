@@ -134,7 +134,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     own = session is None
     session = session or RaySession(num_cpus=placement.devices)
     ray = session.ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from .resources import actor_options, bundle, sync_backend, threads
@@ -235,23 +235,35 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                 results["critic_weights"] = out["critic_weights"]
         return results
     except BaseException as e:
-        record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
-                      seconds_to_failure=round(time.perf_counter() - t_start, 3))
-        record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
+        fail_record(record, e, t_start)
         raise
     finally:
-        for a in actors:
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
-                pass
-        if pg is not None:
-            try:
-                remove_placement_group(pg)
-            except Exception:  # noqa: BLE001
-                pass
-        if own:
-            session.close()
+        release(ray, actors, pg, session if own else None)
+
+
+def fail_record(record, e: BaseException, t_start: float) -> None:
+    """Mark ``record`` failed (or interrupted) with the error line, the load and the seconds it ran."""
+    record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
+                  seconds_to_failure=round(time.perf_counter() - t_start, 3))
+    record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
+
+
+def release(ray, actors, pg, session=None) -> None:
+    """Kill the run's actors, remove its placement group and close the session it started (each may be gone)."""
+    from ray.util.placement_group import remove_placement_group
+
+    for a in actors:
+        try:
+            ray.kill(a, no_restart=True)
+        except Exception:  # noqa: BLE001 - already dead
+            pass
+    if pg is not None:
+        try:
+            remove_placement_group(pg)
+        except Exception:  # noqa: BLE001 - already removed
+            pass
+    if session is not None:
+        session.close()
 
 
 def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s: float, cfg) -> dict:

@@ -225,16 +225,10 @@ def summary(rows: list[dict], pred: dict) -> dict:
 
 
 def latest(root: str | Path):
-    """The newest completed record under ``<root>/ch06_interrupt/`` (None if there is none)."""
-    from ...record import RunRecord
+    """The newest loadable record under ``<root>/ch06_interrupt/`` (None if there is none)."""
+    from ..experiment import latest_in
 
-    base = Path(root) / "ch06_interrupt"
-    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
-        try:
-            return RunRecord.load(d)
-        except RlmLabError:
-            continue
-    return None
+    return latest_in(Path(root) / "ch06_interrupt")
 
 
 def report(rec) -> dict:
