@@ -29,6 +29,7 @@ COMMANDS = {
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
     "validate": "rlm_lab.validate",
+    "insitu": "rlm_lab.insitu",
     "your-numbers": "rlm_lab.experiments.your_machine.numbers",
 }
 

@@ -47,6 +47,8 @@ class Size:
     long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.longtail.run)
     # rlm-lab validate: the out-of-sample suite, (name, algo, beta, model, batch, group, length, steps, warmup) each
     validation: tuple = ()
+    # rlm-lab insitu: the in-situ calibration's traced runs (same fields as ``validation``), never one of them
+    calibration: tuple = ()
     # ch. 7: the learning runs of the techniques that change what is trained on (rlm_lab.longtail.learning)
     long_tail_learning: MappingProxyType = field(default_factory=_frozen)
     # ch. 6: the campaign's GRPO steps per run and its held-out curve interval (rlm_lab.asynchrony.campaign)
@@ -86,6 +88,8 @@ REGISTRY: dict[str, Size] = {
         async_campaign=_frozen(steps=4, every=10),
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
+        calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),
+                     ("nano-moe_dapo_B8_G4_R4", "grpo", 0.0, "nano-moe", 8, 4, 4, 3, 1)),
     ),
     "cpu": Size(
         name="cpu", for_="a laptop or CI machine with 2+ CPU cores (the committed reference runs)",
@@ -138,6 +142,18 @@ REGISTRY: dict[str, Size] = {
                     # TRL's defaults kept (issue 12 item 3): bf16 autocast on CPU; + gradient checkpointing
                     ("nano_grpo_B64_G8_R10_bf16", "grpo", 0.04, "nano", 64, 8, 10, 8, 3, True, False),
                     ("micro_grpo_B32_G4_R10_bf16_ckpt", "grpo", 0.04, "micro", 32, 4, 10, 8, 3, True, True)),
+        # the in-situ calibration (rlm_lab.insitu): other shapes than the suite's, L = 2, 4 and 8 layers (small),
+        # dense and MoE, GRPO / DAPO-style / PPO, fp32 and TRL's defaults; chapter 2's base case is the first
+        calibration=(("micro_grpo_B64_G8_R16", "grpo", 0.04, "micro", 64, 8, 16, 8, 3),
+                     ("micro_dapo_B16_G4_R32", "grpo", 0.0, "micro", 16, 4, 32, 8, 3),
+                     ("nano_grpo_B128_G8_R12", "grpo", 0.04, "nano", 128, 8, 12, 8, 3),
+                     ("nano_ppo_B64_G8_R12", "ppo", 0.04, "nano", 64, 8, 12, 8, 3),
+                     ("mini_ppo_B16_G4_R16", "ppo", 0.04, "mini", 16, 4, 16, 8, 3),
+                     ("small_grpo_B16_G4_R8", "grpo", 0.04, "small", 16, 4, 8, 8, 3),
+                     ("nano-moe_grpo_B32_G8_R16", "grpo", 0.04, "nano-moe", 32, 8, 16, 8, 3),
+                     ("micro-moe_dapo_B16_G4_R16", "grpo", 0.0, "micro-moe", 16, 4, 16, 8, 3),
+                     ("micro_grpo_B64_G8_R8_bf16", "grpo", 0.04, "micro", 64, 8, 8, 8, 3, True, False),
+                     ("nano_grpo_B32_G4_R16_bf16_ckpt", "grpo", 0.04, "nano", 32, 4, 16, 8, 3, True, True)),
     ),
     "gpu": Size(
         name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",

@@ -39,6 +39,9 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                     overhead ``checkpoint_base_s``, ``checkpoint_layer_s``: gradient checkpointing's per-call work;
                     ``autocast_{forward,backward,decode}_{base,layer}_s``: what autocast adds per call (charged
                     for bf16 only; timing._autocast_overhead)
+    insitu          optional (rlm_lab.insitu): the per-call overhead terms were refitted on traced TRL runs of the
+                    calibration suite (the records, the base profile, each group's scale and its bootstrap
+                    interval); the ``overhead`` values are then the in-situ ones
     distributed     optional (dist_benchmarks.py): {threads: {"1": {matmul_curve, matmul_flops, overhead, kernels}}}
                     the rates at the thread count a rank of a multi-process run uses, and {framework: {family:
                     {base_s, unit_s, unit}}} the cost per step of DDP's reducer, FSDP2, DTensor, the pipeline
@@ -87,6 +90,7 @@ class HardwareProfile:
     spread: dict = field(default_factory=dict)
     load: dict = field(default_factory=dict)
     distributed: dict = field(default_factory=dict)
+    insitu: dict = field(default_factory=dict)  # per-call terms fitted on traced runs (rlm_lab.insitu)
 
     # ---- rates ------------------------------------------------------------------------------
     def peak_flops(self, dtype: str = "bf16") -> float:

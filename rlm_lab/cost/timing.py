@@ -55,6 +55,19 @@ def _autocast_overhead(spec: ModelSpec, profile, kind: str, dtype: str) -> float
     return profile.call_overhead(f"autocast_{kind}_base_s") + spec.layers * profile.call_overhead(f"autocast_{kind}_layer_s")
 
 
+def expert_overhead(spec: ModelSpec, profile, kind: str, tokens: int) -> float:
+    """Per-call work of the MoE blocks' loop over experts (kind: forward | backward | decode): transformers 5's
+    ``MixtralExperts.forward`` visits, in Python, every expert that received a token (``expert_hit``), ~10 ops
+    each (index, two products, activation, weighting, ``index_add_``), so a call costs MoE layers x experts hit x
+    ``moe_expert_<kind>_s``. Experts hit: min(E, tokens x top_k) (every expert once the batch is large enough;
+    https://github.com/huggingface/transformers, src/transformers/models/mixtral/modeling_mixtral.py).
+    Fitted in situ (rlm_lab.insitu); 0 in profiles without the term and for dense models."""
+    if not spec.experts or not spec.moe_layers:
+        return 0.0
+    hit = min(spec.experts, max(1, tokens) * max(1, spec.top_k))
+    return spec.moe_layers * hit * profile.call_overhead(f"moe_expert_{kind}_s")
+
+
 def _combine(profile, compute: float, overhead: float) -> float:
     return max(compute, overhead) if profile.overlap_overhead else compute + overhead
 
@@ -119,6 +132,7 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
     kind = "forward_grad" if grad and "forward_grad_base_s" in profile.overhead else "forward"
     over = profile.call_overhead(f"{kind}_base_s") + spec.layers * profile.call_overhead(f"{kind}_layer_s")
     over += _autocast_overhead(spec, profile, "forward", dtype)
+    over += expert_overhead(spec, profile, "forward", tokens)
     return _combine(profile, compute, over)
 
 
@@ -143,12 +157,14 @@ def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tok
     compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
     over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
     over += _autocast_overhead(spec, profile, "backward", dtype)
+    over += expert_overhead(spec, profile, "backward", tokens)
     if recompute:
         compute += matmul_time(spec, profile, tokens, 0, dtype, dtype_bytes)  # logits_tokens 0: the head is not redone
         compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
         compute += elementwise_time(spec, profile, tokens, "forward_grad", dtype_bytes)
         over += profile.call_overhead("checkpoint_base_s") + spec.layers * profile.call_overhead("checkpoint_layer_s")
         over += _autocast_overhead(spec, profile, "forward", dtype)  # the recomputed forward casts the weights again
+        over += expert_overhead(spec, profile, "forward", tokens)    # and loops over the experts again
     return _combine(profile, compute, over)
 
 
@@ -178,6 +194,7 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
         compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
     over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
     over += _autocast_overhead(spec, profile, "decode", dtype)
+    over += expert_overhead(spec, profile, "decode", batch)
     if kv_append:  # the HF generation loop as TRL drives it (loop_benchmarks.py); 0 in profiles without the terms
         over += profile.call_overhead("generate_loop_base_s") + batch * profile.call_overhead("generate_loop_row_s")
     return _combine(profile, compute, over)

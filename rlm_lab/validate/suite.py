@@ -32,8 +32,8 @@ def workloads(size: str) -> tuple[Case, ...]:
     return cases
 
 
-def run_dir(root: Path, case: Case) -> Path:
-    return Path(root) / f"validation_{case.name}"
+def run_dir(root: Path, case: Case, prefix: str = "validation_") -> Path:
+    return Path(root) / f"{prefix}{case.name}"
 
 
 def _rss() -> int:
@@ -86,52 +86,56 @@ def _run_in_fresh_process(case: Case, size: str, out: Path, warmup_dir: Path, se
     return msg[1], msg[2]
 
 
-def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print):
+def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print, suite_cases=None, suite_name: str = SUITE,
+              command: str | None = None, prefix: str = "validation_"):
     """Run the suite's workloads (all, or ``names``) into ``root`` and write the suite record there.
 
     Each workload runs in its own fresh process (issue 12, item 5): a warm-up run there, then the RSS
     (``baseline_rss_bytes``: the runtime's share of every stage's measured peak), then the workload
     (:func:`_fresh_case`). Run it under ``flock -x /tmp/rlm-lab-measure.lock`` when the records are to be
-    committed."""
+    committed. ``suite_cases`` / ``suite_name`` / ``command``: another suite run the same way (the in-situ
+    calibration's, :mod:`rlm_lab.insitu`), its run folders ``<root>/<prefix><name>``; default the validation suite."""
     import time
 
     from ..record import RunRecord
 
-    cases = [c for c in workloads(size) if names is None or c.name in names]
+    every = tuple(suite_cases) if suite_cases is not None else workloads(size)
+    cases = [c for c in every if names is None or c.name in names]
     unknown = set(names or ()) - {c.name for c in cases}
     if unknown:
-        raise RlmLabError(f"unknown validation workload(s) {', '.join(sorted(unknown))}; "
-                          f"choose from {', '.join(c.name for c in workloads(size))}")
-    suite = RunRecord(Path(root) / SUITE, {"size": size, "workloads": [asdict(c) for c in cases],
-                                           "warmup_case": asdict(WARMUP_CASE), "process": PROCESS},
-                      command=f"rlm-lab validate --size {size} --run", seed=seed)
+        raise RlmLabError(f"unknown workload(s) {', '.join(sorted(unknown))}; "
+                          f"choose from {', '.join(c.name for c in every)}")
+    suite = RunRecord(Path(root) / suite_name, {"size": size, "workloads": [asdict(c) for c in cases],
+                                                "warmup_case": asdict(WARMUP_CASE), "process": PROCESS},
+                      command=command or f"rlm-lab validate --size {size} --run", seed=seed)
     with suite:
         baselines, loads = {}, {}
         for case in cases:
             t0 = time.perf_counter()
             baselines[case.name], loads[case.name] = _run_in_fresh_process(
-                case, size, run_dir(root, case), suite.scratch(f"warmup_{case.name}") / "run", seed)
-            say(f"validated {case.name}: {time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.2f}")
+                case, size, run_dir(root, case, prefix), suite.scratch(f"warmup_{case.name}") / "run", seed)
+            say(f"ran {case.name}: {time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.2f}")
         suite.complete(baseline_rss_bytes=baselines, loadavg_before=loads, loadavg_after=os.getloadavg(),
                        cpu_count=os.cpu_count())
     return suite
 
 
-def load_suite(size: str, root: Path | None = None):
+def load_suite(size: str, root: Path | None = None, suite_name: str = SUITE, prefix: str = "validation_"):
     """(suite record, {name: case record}) from ``root``; default: the committed records of ``size``
     (``data/runs/<size>``) when the suite is there, else this build's own (``_build/runs/<size>``)."""
     from ..record import RecordError, load_record, reference_root, runs_root
 
     if root is None:
-        root = reference_root(size) if (reference_root(size) / SUITE).exists() else runs_root(size)
+        root = reference_root(size) if (reference_root(size) / suite_name).exists() else runs_root(size)
     root = Path(root)
-    if not (root / SUITE).exists():
-        raise RlmLabError(f"no validation records in {root}; run `rlm-lab validate --size {size} --run`")
+    if not (root / suite_name).exists():
+        raise RlmLabError(f"no {suite_name} records in {root}; run it first "
+                          f"(`rlm-lab validate --size {size} --run`, or `rlm-lab insitu --run`)")
     try:
-        suite = load_record(root / SUITE, require=("baseline_rss_bytes",))
+        suite = load_record(root / suite_name, require=("baseline_rss_bytes",))
         # the workloads the suite record lists (all of the size's, unless it was run with --only)
         cases = [Case(**c) for c in suite.config["workloads"]]
-        recs = {c.name: load_record(run_dir(root, c), require=("trace",)) for c in cases}
+        recs = {c.name: load_record(run_dir(root, c, prefix), require=("trace",)) for c in cases}
     except RecordError as e:
         raise RlmLabError(str(e)) from None
     return suite, recs

@@ -1,0 +1,67 @@
+"""``rlm-lab insitu``: run the calibration suite (``--run``) and fit the profile's per-call terms on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .run import NAME, SUITE
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("insitu", help="fit the per-call terms on traced TRL runs (the calibration suite)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="cpu", help="suite size (smoke, cpu; default cpu)")
+    p.add_argument("--run", action="store_true", help="run the calibration suite now (else read its records)")
+    p.add_argument("--out", help="records folder: where --run writes and what is read (default _build/runs/<size>)")
+    p.add_argument("--base", help="profile whose kernel rates are kept (default: the committed full calibration "
+                                  "of the chapters' machine)")
+    p.add_argument("--write", help=f"fitted profile path (default _build/insitu/{NAME}.json)")
+    p.add_argument("--name", default=NAME, help=f"the fitted profile's name (default {NAME})")
+    p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples for the spread (default 200)")
+    p.add_argument("--max-load", type=float, default=0.5, help="with --run: refuse above this 1-minute load per core")
+    p.add_argument("--allow-busy", action="store_true", help="with --run: measure on a busy machine anyway")
+    p.add_argument("--force", action="store_true", help="replace an existing profile at --write")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from ..cost.hardware import load_profile, save_profile
+    from ..cost.load import machine_load
+    from ..record import REPO_ROOT, runs_root
+    from .run import base_path, calibrate, calibration_cases, run
+
+    cases = calibration_cases(args.size)  # an unknown size: one clear error, before any work
+    load_profile(base_path(args.base))      # an unknown base profile: one clear error
+    if args.bootstrap is not None and args.bootstrap < 0:
+        raise RlmLabError("--bootstrap must be >= 0")
+    out = Path(args.write) if args.write else REPO_ROOT / "_build" / "insitu" / f"{args.name}.json"
+    if out.exists() and not args.force:
+        raise RlmLabError(f"{out} already exists; pass --force to replace it, or --write another path")
+    root = Path(args.out) if args.out else runs_root(args.size)
+    if args.run:
+        load = machine_load()
+        if load["per_core"] > args.max_load and not args.allow_busy:
+            raise RlmLabError(f"the machine is busy: 1-minute load {load['loadavg'][0]:.2f} on {load['cores']} cores "
+                              f"(> {args.max_load} per core); run on a quiet machine or pass --allow-busy")
+        if not str(root.resolve()).startswith(str(runs_root(args.size).resolve())):
+            from ..validate.suite import run_dir
+
+            for d in [root / SUITE] + [run_dir(root, c, "insitu_") for c in cases]:
+                if d.is_dir() and any(d.iterdir()):
+                    raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
+        run(args.size, root)
+    prof = calibrate(args.size, root, args.base, args.name, args.bootstrap)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_profile(prof, out)
+    fit = prof["insitu"]
+    print(f"in-situ fit over {fit['rows']} stage rows of {len(fit['records'])} runs (relative rms {fit['rms_relative']:.1%}) "
+          f"on {fit['base_profile']}:")
+    for g, f in fit["factors"].items():
+        keys = fit["groups"][g]
+        vals = ", ".join(f"{k} {prof['overhead'][k] * 1e3:.4g} ms" for k in keys)
+        print(f"  {g:22} factor {f:7.3f}   {vals}")
+    if fit["unexercised"]:
+        print(f"  not exercised by any calibration run (left at 0): {', '.join(fit['unexercised'])}")
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,212 @@
+"""The in-situ fit: the profile's per-call terms refitted on traced TRL runs (see :mod:`rlm_lab.insitu`).
+
+The time model is linear in its per-call terms on a CPU (``overlap_overhead`` false: compute + overhead,
+:func:`rlm_lab.cost.timing._combine`), so every predicted stage is
+
+    t_stage = fixed_stage + sum_g s_g * f_g,stage
+
+``fixed``: what the microbenchmarked kernel rates give with every fitted term at 0 (products, attention,
+elementwise, the log-prob head, the optimizer's bytes, the verifier); ``f_g``: the seconds group g's terms
+add at their reference values (:func:`features`, read off the predictor itself: the prediction with the
+group at its reference minus the prediction without it). A SCALED group keeps the ratios its
+microbenchmark measured (e.g. a forward's base and per-layer dispatch) and gets one factor; a FREE term
+(a cost no microbenchmark isolates: the MoE blocks' per-expert loop, the generation loop's per-row work) has
+reference :data:`UNIT` seconds, so its factor x UNIT is its fitted value. The factors are the non-negative
+least-squares solution (:func:`rlm_lab.cost.fitting.nnls`) over every (run, stage) of the calibration
+suite that takes >= 5 % of its measured step, plus each run's "other" row (TRL's bookkeeping), with weights
+1 / measured (relative errors, as every other fit of this package).
+
+The spread: the fit repeated on bootstrap resamples of each run's traced steps (Efron & Tibshirani, *An
+Introduction to the Bootstrap*, 1993, ch. 6), the quartiles of each fitted term stored where
+:mod:`rlm_lab.cost.spread` reads a calibration's spread, so ``predict_interval`` gives the interval it implies.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+
+import numpy as np
+
+from ..errors import RlmLabError
+
+UNIT = 1e-4  # s: the reference value of a FREE term (its feature is what 0.1 ms of it would add)
+# group -> overhead keys. SCALED: one factor on the microbenchmarked values (their ratios kept).
+SCALED = {
+    "decode_step": ("decode_step_base_s",),
+    "decode_layer": ("decode_step_layer_s",),
+    "generate_call": ("generate_base_s",),
+    "forward": ("forward_base_s", "forward_layer_s"),
+    "forward_grad": ("forward_grad_base_s", "forward_grad_layer_s"),
+    "backward": ("backward_base_s", "backward_layer_s"),
+    "checkpoint": ("checkpoint_base_s", "checkpoint_layer_s"),
+    "autocast": ("autocast_forward_base_s", "autocast_forward_layer_s", "autocast_backward_base_s",
+                 "autocast_backward_layer_s", "autocast_decode_base_s", "autocast_decode_layer_s"),
+    "optimizer": ("optimizer_base_s", "optimizer_tensor_s"),
+    "trl_step": ("trl_step_base_s", "trl_step_row_s", "trl_step_tensor_s"),
+}
+# FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term)
+FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s")
+GROUPS = tuple(SCALED) + FREE
+SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
+BOOTSTRAP = 200        # resamples for the spread
+SEED = 0
+
+
+def _keys(group: str) -> tuple[str, ...]:
+    return SCALED.get(group, (group,))
+
+
+def _reference(base: dict, group: str) -> dict:
+    """{key: seconds} of ``group`` at its reference: the base profile's values (SCALED) or UNIT (FREE)."""
+    if group in SCALED:
+        return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
+    return {group: UNIT}
+
+
+def _with(base: dict, values: dict) -> dict:
+    """``base`` (a profile dict) with every fitted key set to 0 except ``values``."""
+    d = copy.deepcopy(base)
+    over = dict(d["overhead"])
+    for g in GROUPS:
+        for k in _keys(g):
+            over[k] = 0.0
+    over.update(values)
+    d["overhead"] = over
+    return d
+
+
+def _stage_seconds(rec, profile: dict) -> dict:
+    """{stage: predicted seconds} of ``rec``'s case under ``profile`` (chapter 2's time table; "other" =
+    TRL's predicted bookkeeping, the step = stages + bookkeeping)."""
+    from ..experiments.anatomy import case_of, predict_case, time_table
+    from ..experiments.compare import OTHER, STEP
+    from ..validate.suite import reward_s_per_sample
+
+    pred = predict_case(case_of(rec), profile, reward_s_per_sample())
+    out = {r["stage"]: r["predicted"] for r in time_table(rec, pred)}
+    out[OTHER] = pred.bookkeeping_s
+    out[STEP] = out[STEP] + pred.bookkeeping_s
+    return out
+
+
+def features(rec, base: dict) -> tuple[dict, dict]:
+    """(fixed, {group: {stage: seconds}}) of one record: the prediction with every fitted term at 0, and
+    what each group adds at its reference (:func:`_reference`). Exact because the CPU model is linear in
+    the terms (tests/insitu/test_fit.py checks it against whole predictions)."""
+    fixed = _stage_seconds(rec, _with(base, {}))
+    feats = {}
+    for g in GROUPS:
+        with_g = _stage_seconds(rec, _with(base, _reference(base, g)))
+        feats[g] = {s: with_g[s] - fixed[s] for s in fixed}
+    return fixed, feats
+
+
+def measured(rec, steps: list[dict] | None = None) -> dict:
+    """{stage: measured seconds}: the median over the traced steps after warm-up (``steps``: a resample of
+    them), "other" = the tracer's unmodelled time, "step" = the step wall."""
+    from ..experiments.compare import OTHER, STEP
+    from ..validate.compare import _kept_steps
+
+    steps = _kept_steps(rec) if steps is None else steps
+    names = {n for s in steps for n in s["stages"]}
+    out = {n: statistics.median(s["stages"].get(n, 0.0) for s in steps) for n in names}
+    out[OTHER] = out.pop("other", 0.0)
+    out[STEP] = statistics.median(s["wall_s"] for s in steps)
+    return out
+
+
+def _system(prepared: list, meas: list[dict]):
+    """Weighted rows (A, y) of the fit: every (run, stage) >= SHARE_MIN of its step, and each run's other."""
+    from ..experiments.compare import OTHER, STEP
+
+    a, y = [], []
+    for (fixed, feats), m in zip(prepared, meas):
+        step = m[STEP]
+        for stage, t in m.items():
+            if stage == STEP or stage not in fixed or t <= 0:
+                continue
+            if stage != OTHER and t < SHARE_MIN * step:
+                continue
+            a.append([feats[g][stage] / t for g in GROUPS])
+            y.append((t - fixed[stage]) / t)
+    return np.asarray(a), np.asarray(y)
+
+
+def solve(prepared: list, meas: list[dict]) -> dict:
+    """{group: factor >= 0} minimising the relative squared error of the fitted rows (:func:`_system`)."""
+    from ..cost.fitting import nnls
+
+    a, y = _system(prepared, meas)
+    if not len(y):
+        raise RlmLabError("in-situ fit: no stage of the calibration runs to fit")
+    cols = np.abs(a).sum(axis=0) > 0  # a group no calibration run exercises keeps factor 0 (and says so)
+    x = np.zeros(len(GROUPS))
+    x[cols] = nnls(a[:, cols], y)
+    return {g: float(v) for g, v in zip(GROUPS, x)} | {"_unexercised": [g for g, c in zip(GROUPS, cols) if not c]}
+
+
+def fitted_values(base: dict, factors: dict) -> dict:
+    """{overhead key: in-situ seconds} = factor x reference, for every fitted key."""
+    out = {}
+    for g in GROUPS:
+        for k, v in _reference(base, g).items():
+            out[k] = factors[g] * v
+    return out
+
+
+def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> dict:
+    """The in-situ fit over calibration records ``recs`` ({name: RunRecord}) on ``base_profile``.
+
+    Returns ``{"factors", "values", "quartiles" (per fitted key, over the bootstrap), "rows", "rms"
+    (relative, of the fitted rows), "unexercised"}``."""
+    from ..cost.hardware import load_profile
+    from ..validate.compare import _kept_steps
+
+    base = load_profile(base_profile).to_dict()
+    if base.get("overlap_overhead"):
+        raise RlmLabError("in-situ fit: the profile overlaps overheads with compute (a GPU profile); the fit "
+                          "assumes the CPU's additive model")
+    names = sorted(recs)
+    prepared = [features(recs[n], base) for n in names]
+    meas = [measured(recs[n]) for n in names]
+    factors = solve(prepared, meas)
+    unexercised = factors.pop("_unexercised")
+    a, y = _system(prepared, meas)
+    x = np.array([factors[g] for g in GROUPS])
+    rms = float(np.sqrt(np.mean((a @ x - y) ** 2)))
+    rng = np.random.default_rng(seed)
+    kept = [_kept_steps(recs[n]) for n in names]
+    draws = []
+    for _ in range(bootstrap):
+        resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
+        f = solve(prepared, resampled)
+        f.pop("_unexercised")
+        draws.append(fitted_values(base, f))
+    values = fitted_values(base, factors)
+    quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])] for k in values} if draws else {}
+    return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
+            "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed}
+
+
+def fitted_profile(base_profile, result: dict, name: str, records: list[str]) -> dict:
+    """``base_profile`` as a dict with the in-situ values in ``overhead``, their bootstrap quartiles in
+    ``spread.quartiles.overhead`` and the fit in ``insitu``."""
+    from ..cost.hardware import load_profile
+
+    base = load_profile(base_profile)
+    d = base.to_dict()
+    d["name"] = name
+    d["overhead"] = {**d["overhead"], **result["values"]}
+    spread = copy.deepcopy(d.get("spread") or {})
+    q = spread.setdefault("quartiles", {}).setdefault("overhead", {})
+    q.update(result["quartiles"])
+    spread.setdefault("statistic", f"in-situ terms: quartiles over {result['bootstrap']} bootstrap resamples "
+                                   "of each calibration run's traced steps")
+    d["spread"] = spread
+    d["source"] = f"{base.source or base.name} + rlm-lab insitu"
+    d["insitu"] = {"base_profile": base.name, "records": records, "factors": result["factors"],
+                   "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],
+                   "rms_relative": result["rms"], "unexercised": result["unexercised"],
+                   "share_min": SHARE_MIN, "bootstrap": result["bootstrap"], "seed": result["seed"]}
+    return d
