@@ -93,6 +93,14 @@ class HardwareProfile:
     insitu: dict = field(default_factory=dict)  # per-call terms fitted on traced runs (rlm_lab.insitu)
 
     # ---- rates ------------------------------------------------------------------------------
+    @property
+    def kernel_factor(self) -> float:
+        """How much longer every kernel (products, attention, elementwise, the log-prob head, memory traffic)
+        takes inside a real traced step than in its microbenchmark: ``insitu.kernel_factor``, fitted by
+        rlm_lab.insitu; 1 for a profile that was not fitted in situ. Every rate below is divided by it
+        (every per-element cost multiplied), so a roofline max(FLOPs / F, bytes / BW) scales by exactly it."""
+        return float(self.insitu.get("kernel_factor", 1.0)) if self.insitu else 1.0
+
     def peak_flops(self, dtype: str = "bf16") -> float:
         if dtype not in self.matmul_flops:
             raise RlmLabError(f"profile {self.name!r} has no matmul rate for dtype {dtype!r}; "
@@ -107,12 +115,12 @@ class HardwareProfile:
         """
         curve = self.matmul_curve.get(dtype)
         if not curve:
-            return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype)
-        return _interp(curve, gemm_flops)
+            return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype) / self.kernel_factor
+        return _interp(curve, gemm_flops) / self.kernel_factor
 
     def bandwidth(self) -> float:
         """Achieved memory bandwidth eta_B * BW (bytes/s)."""
-        return self.efficiency.get("memory", 1.0) * float(self.memory_bandwidth)
+        return self.efficiency.get("memory", 1.0) * float(self.memory_bandwidth) / self.kernel_factor
 
     def roofline_time(self, flops: float, nbytes: float, gemm_flops: float | None = None,
                       dtype: str = "bf16") -> float:
@@ -134,7 +142,7 @@ class HardwareProfile:
         """
         term = self.kernels.get("elementwise", {}).get(kind)
         if term:
-            return float(term["s_per_element"])
+            return float(term["s_per_element"]) * self.kernel_factor
         return (2 if kind == "backward" else 1) * 3 * dtype_bytes / self.bandwidth()
 
     def attention_rate(self, flops: float, dtype: str = "bf16", backward: bool = False) -> float:
@@ -147,7 +155,7 @@ class HardwareProfile:
         curve = att.get("backward_curve" if backward else "curve")
         if not curve:
             return self.matmul_rate(flops / 2, dtype)
-        return _interp(curve, flops)
+        return _interp(curve, flops) / self.kernel_factor
 
     def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
         """Seconds of the log-prob head beyond its matrix product: base + s_row * rows + s_el * rows * vocab.
@@ -159,7 +167,8 @@ class HardwareProfile:
             return 0.0
         term = self.kernels.get("logprob_head", {}).get(kind)
         if term:
-            return float(term["base_s"]) + rows * float(term["s_per_row"]) + rows * vocab * float(term["s_per_element"])
+            return (float(term["base_s"]) + rows * float(term["s_per_row"])
+                    + rows * vocab * float(term["s_per_element"])) * self.kernel_factor
         return 3 * rows * vocab * dtype_bytes / self.bandwidth()
 
     def weight_stream_bandwidth(self, model_bytes: float) -> float | None:
@@ -169,7 +178,7 @@ class HardwareProfile:
         ws = self.kernels.get("weight_stream")
         if not ws or model_bytes <= ws.get("cache_bytes", 0):
             return None
-        return float(ws["bandwidth"])
+        return float(ws["bandwidth"]) / self.kernel_factor
 
     def call_overhead(self, key: str) -> float:
         return float(self.overhead.get(key, 0.0))

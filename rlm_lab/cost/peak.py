@@ -26,8 +26,16 @@ RSS just before the run starts (``baseline``), and added. :func:`peak_rows` ther
 comparisons: the whole peak (baseline + predicted) against the measured peak, and the part above the
 baseline alone, which is the honest test of the terms above (the runtime dominates tiny models' RSS).
 
-Ignores: allocator fragmentation and the memory glibc keeps after a free, Python objects of the batch,
-CUDA context. The kept memory cuts both ways in a measurement: a stage's first allocations raise the
+* **retained** (a profile fitted in situ, ``insitu.rss_retained``): the tracer resets the high-water mark at
+  each stage's start (``/proc/self/clear_refs``), but that resets it to the CURRENT resident set, which still
+  holds what glibc's allocator kept of the memory earlier stages freed (it returns small, fragmented chunks
+  to the system only from the top of the heap: mallopt(3), M_TRIM_THRESHOLD and M_MMAP_THRESHOLD,
+  https://man7.org/linux/man-pages/man3/mallopt.3.html). After the first step every stage therefore starts
+  from a floor near the step's largest stage. Predicted as floor = base_bytes + factor x (largest predicted
+  stage), and a stage's peak as max(its own terms, floor); the two coefficients are fitted by
+  rlm_lab.insitu on the calibration runs (never on the validation suite). Without the section the floor is 0.
+
+Ignores: fragmentation beyond that floor, Python objects of the batch, CUDA context. The kept memory cuts both ways in a measurement: a stage's first allocations raise the
 RSS above what it holds at once, and memory an earlier run in the same process freed is reused
 without raising it (so it hides in the baseline): compare in a fresh process per run where it matters.
 """
@@ -108,14 +116,26 @@ def peak_rows(record, pred, baseline: int, checkpointing: bool = False) -> list[
     from ..experiments.compare import relative_error
 
     stages = record.results["trace"]["stages"]
+    peaks = stage_peaks(pred, checkpointing)
+    floor = retained_floor(pred.profile, peaks)
     rows = []
-    for st, terms in stage_peaks(pred, checkpointing).items():
+    for st, terms in peaks.items():
         meas = stages.get(st, {}).get("peak_bytes")
         if not meas:
             continue
-        p = baseline + terms["total"]
+        above = max(terms["total"], floor)
+        p = baseline + above
         rows.append({"stage": st, "peak_predicted": p, "peak_measured": meas,
-                     "peak_rel_error": relative_error(p, meas), "transient_predicted": terms["total"],
+                     "peak_rel_error": relative_error(p, meas), "transient_predicted": above,
                      "transient_measured": meas - baseline,
-                     "transient_rel_error": relative_error(terms["total"], meas - baseline)})
+                     "transient_rel_error": relative_error(above, meas - baseline)})
     return rows
+
+
+def retained_floor(profile, peaks: dict) -> float:
+    """Bytes above the runtime baseline every stage starts from once the allocator has kept what earlier
+    stages freed (module docstring, "retained"): base + factor x the largest stage's total; 0 without a fit."""
+    fit = ((getattr(profile, "insitu", None) or {}).get("rss_retained")) or {}
+    if not fit or not peaks:
+        return 0.0
+    return float(fit.get("base_bytes", 0.0)) + float(fit.get("factor", 0.0)) * max(t["total"] for t in peaks.values())

@@ -21,6 +21,9 @@ def register(subparsers) -> None:
     p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples for the spread (default 200)")
     p.add_argument("--max-load", type=float, default=0.5, help="with --run: refuse above this 1-minute load per core")
     p.add_argument("--allow-busy", action="store_true", help="with --run: measure on a busy machine anyway")
+    p.add_argument("--validation-root", help="the validation suite measured on the same machine in the same "
+                                             "session (a folder with validation_suite/): what `rlm-lab validate` "
+                                             "judges this profile on by default")
     p.add_argument("--force", action="store_true", help="replace an existing profile at --write")
     p.set_defaults(func=_run)
 
@@ -35,10 +38,17 @@ def _run(args) -> int:
     load_profile(base_path(args.base))      # an unknown base profile: one clear error
     if args.bootstrap is not None and args.bootstrap < 0:
         raise RlmLabError("--bootstrap must be >= 0")
+    if not args.max_load >= 0:  # NaN too
+        raise RlmLabError("--max-load must be >= 0")
     out = Path(args.write) if args.write else REPO_ROOT / "_build" / "insitu" / f"{args.name}.json"
     if out.exists() and not args.force:
         raise RlmLabError(f"{out} already exists; pass --force to replace it, or --write another path")
     root = Path(args.out) if args.out else runs_root(args.size)
+    if args.validation_root:
+        from ..validate.suite import SUITE as VAL_SUITE
+
+        if not (Path(args.validation_root) / VAL_SUITE).is_dir():
+            raise RlmLabError(f"--validation-root {args.validation_root} holds no {VAL_SUITE}/")
     if args.run:
         load = machine_load()
         if load["per_core"] > args.max_load and not args.allow_busy:
@@ -52,15 +62,23 @@ def _run(args) -> int:
                     raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
         run(args.size, root)
     prof = calibrate(args.size, root, args.base, args.name, args.bootstrap)
+    if args.validation_root:
+        from .run import _repo_relative
+
+        prof["insitu"]["validation_root"] = _repo_relative(args.validation_root)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_profile(prof, out)
     fit = prof["insitu"]
     print(f"in-situ fit over {fit['rows']} stage rows of {len(fit['records'])} runs (relative rms {fit['rms_relative']:.1%}) "
-          f"on {fit['base_profile']}:")
+          f"on {fit['base_source']}:")
     for g, f in fit["factors"].items():
         keys = fit["groups"][g]
-        vals = ", ".join(f"{k} {prof['overhead'][k] * 1e3:.4g} ms" for k in keys)
+        vals = ", ".join(f"{k} {prof['overhead'][k] * 1e3:.4g} ms" for k in keys) or "every kernel's microbenchmarked time x factor"
         print(f"  {g:22} factor {f:7.3f}   {vals}")
+    ret = fit.get("rss_retained")
+    if ret:
+        print(f"  resident-set floor of every stage: {ret['base_bytes'] / 2**20:.1f} MiB + {ret['factor']:.3f} x the "
+              f"largest predicted stage ({len(ret['points'])} runs)")
     if fit["unexercised"]:
         print(f"  not exercised by any calibration run (left at 0): {', '.join(fit['unexercised'])}")
     print(f"wrote {out}")

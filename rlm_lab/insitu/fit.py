@@ -5,10 +5,13 @@ The time model is linear in its per-call terms on a CPU (``overlap_overhead`` fa
 
     t_stage = fixed_stage + sum_g s_g * f_g,stage
 
-``fixed``: what the microbenchmarked kernel rates give with every fitted term at 0 (products, attention,
-elementwise, the log-prob head, the optimizer's bytes, the verifier); ``f_g``: the seconds group g's terms
-add at their reference values (:func:`features`, read off the predictor itself: the prediction with the
-group at its reference minus the prediction without it). A SCALED group keeps the ratios its
+``fixed``: what no fitted term touches (the verifier's measured seconds per sample); ``f_g``: the seconds
+group g adds at its reference (:func:`features`, read off the predictor itself: the prediction with the
+group at its reference minus the prediction without it). The group ``kernels`` is every kernel the
+microbenchmarks timed (products, attention, elementwise, the log-prob head, memory traffic) at their
+measured rates; its factor is the profile's ``insitu.kernel_factor`` (``HardwareProfile.kernel_factor``
+divides every rate by it, so a roofline max(FLOPs / F, bytes / BW) scales by exactly that factor and the
+model stays linear in it). A SCALED group keeps the ratios its
 microbenchmark measured (e.g. a forward's base and per-layer dispatch) and gets one factor; a FREE term
 (a cost no microbenchmark isolates: the MoE blocks' per-expert loop, the generation loop's per-row work) has
 reference :data:`UNIT` seconds, so its factor x UNIT is its fitted value. The factors are the non-negative
@@ -47,26 +50,32 @@ SCALED = {
 }
 # FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term)
 FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s")
-GROUPS = tuple(SCALED) + FREE
+KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor)
+GROUPS = (KERNELS,) + tuple(SCALED) + FREE
 SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
 BOOTSTRAP = 200        # resamples for the spread
 SEED = 0
 
 
 def _keys(group: str) -> tuple[str, ...]:
+    if group == KERNELS:
+        return ()
     return SCALED.get(group, (group,))
 
 
 def _reference(base: dict, group: str) -> dict:
     """{key: seconds} of ``group`` at its reference: the base profile's values (SCALED) or UNIT (FREE)."""
+    if group == KERNELS:
+        return {}
     if group in SCALED:
         return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
     return {group: UNIT}
 
 
-def _with(base: dict, values: dict) -> dict:
-    """``base`` (a profile dict) with every fitted key set to 0 except ``values``."""
+def _with(base: dict, values: dict, kernel_factor: float = 1.0) -> dict:
+    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``."""
     d = copy.deepcopy(base)
+    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor}
     over = dict(d["overhead"])
     for g in GROUPS:
         for k in _keys(g):
@@ -94,11 +103,13 @@ def features(rec, base: dict) -> tuple[dict, dict]:
     """(fixed, {group: {stage: seconds}}) of one record: the prediction with every fitted term at 0, and
     what each group adds at its reference (:func:`_reference`). Exact because the CPU model is linear in
     the terms (tests/insitu/test_fit.py checks it against whole predictions)."""
-    fixed = _stage_seconds(rec, _with(base, {}))
-    feats = {}
-    for g in GROUPS:
+    kern1 = _stage_seconds(rec, _with(base, {}))
+    kern2 = _stage_seconds(rec, _with(base, {}, 2.0))
+    feats = {KERNELS: {s: kern2[s] - kern1[s] for s in kern1}}
+    fixed = {s: kern1[s] - feats[KERNELS][s] for s in kern1}
+    for g in GROUPS[1:]:
         with_g = _stage_seconds(rec, _with(base, _reference(base, g)))
-        feats[g] = {s: with_g[s] - fixed[s] for s in fixed}
+        feats[g] = {s: with_g[s] - kern1[s] for s in kern1}
     return fixed, feats
 
 
@@ -164,6 +175,9 @@ def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) 
     from ..validate.compare import _kept_steps
 
     base = load_profile(base_profile).to_dict()
+    if (base.get("insitu") or {}).get("kernel_factor", 1.0) != 1.0:
+        raise RlmLabError("in-situ fit: the base profile was itself fitted in situ; fit on a microbenchmark "
+                          "calibration (`rlm-lab calibrate`)")
     if base.get("overlap_overhead"):
         raise RlmLabError("in-situ fit: the profile overlaps overheads with compute (a GPU profile); the fit "
                           "assumes the CPU's additive model")
@@ -182,14 +196,38 @@ def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) 
         resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
         f = solve(prepared, resampled)
         f.pop("_unexercised")
-        draws.append(fitted_values(base, f))
+        draws.append({**fitted_values(base, f), KERNELS: f[KERNELS]})
     values = fitted_values(base, factors)
-    quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])] for k in values} if draws else {}
+    quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])]
+                 for k in [*values, KERNELS]} if draws else {}
     return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
             "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed}
 
 
-def fitted_profile(base_profile, result: dict, name: str, records: list[str]) -> dict:
+def fit_retention(recs: dict, baselines: dict, base_profile) -> dict:
+    """The resident-set floor of :func:`rlm_lab.cost.peak.retained_floor`, fitted on calibration records:
+    per run, the smallest measured stage peak above its baseline (every stage starts from the floor) against
+    the run's largest predicted stage total, floor = base_bytes + factor x largest (NNLS, relative).
+    ``{"base_bytes", "factor", "points": [[largest, floor], ...]}``."""
+    from ..cost.fitting import fit_nonneg
+    from ..cost.peak import stage_peaks
+    from ..experiments.anatomy import case_of, predict_case
+
+    points = []
+    for name in sorted(recs):
+        rec, case = recs[name], case_of(recs[name])
+        pred = predict_case(case, base_profile)
+        largest = max(t["total"] for t in stage_peaks(pred, case.checkpointing).values())
+        measured_peaks = [st["peak_bytes"] for st in rec.results["trace"]["stages"].values() if st.get("peak_bytes")]
+        if measured_peaks and name in baselines:
+            points.append([float(largest), float(min(measured_peaks) - baselines[name])])
+    if len(points) < 2:
+        raise RlmLabError("in-situ fit: fewer than 2 calibration runs with measured peaks and a baseline")
+    c0, c1 = fit_nonneg([[1.0, x] for x, _ in points], [max(y, 0.0) for _, y in points])
+    return {"base_bytes": c0, "factor": c1, "points": points}
+
+
+def fitted_profile(base_profile, result: dict, name: str, records: list[str], retention: dict | None = None) -> dict:
     """``base_profile`` as a dict with the in-situ values in ``overhead``, their bootstrap quartiles in
     ``spread.quartiles.overhead`` and the fit in ``insitu``."""
     from ..cost.hardware import load_profile
@@ -199,14 +237,24 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str]) ->
     d["name"] = name
     d["overhead"] = {**d["overhead"], **result["values"]}
     spread = copy.deepcopy(d.get("spread") or {})
-    q = spread.setdefault("quartiles", {}).setdefault("overhead", {})
-    q.update(result["quartiles"])
+    quart = dict(result["quartiles"])
+    kq = quart.pop(KERNELS, None)
+    spread.setdefault("quartiles", {}).setdefault("overhead", {}).update(quart)
+    if kq:
+        spread["quartiles"]["insitu"] = {"kernel_factor": kq}
     spread.setdefault("statistic", f"in-situ terms: quartiles over {result['bootstrap']} bootstrap resamples "
                                    "of each calibration run's traced steps")
     d["spread"] = spread
     d["source"] = f"{base.source or base.name} + rlm-lab insitu"
-    d["insitu"] = {"base_profile": base.name, "records": records, "factors": result["factors"],
+    from ..records.provenance import provenance, utc_now
+
+    d["provenance"] = provenance("rlm-lab insitu")
+    d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "base_profile": base.name, "fitted": utc_now(),
+                   "base_provenance": base.provenance,
+                   "base_source": str(base_profile), "records": records, "factors": result["factors"],
                    "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],
                    "rms_relative": result["rms"], "unexercised": result["unexercised"],
                    "share_min": SHARE_MIN, "bootstrap": result["bootstrap"], "seed": result["seed"]}
+    if retention:
+        d["insitu"]["rss_retained"] = retention
     return d

@@ -45,21 +45,33 @@ def run(size: str, root: Path, seed: int = 0, say=print):
                      command=f"rlm-lab insitu --size {size} --run", prefix=PREFIX)
 
 
-def load(size: str, root: Path) -> dict:
-    """{name: RunRecord} of a completed calibration suite in ``root``."""
+def load(size: str, root: Path) -> tuple:
+    """(suite record, {name: RunRecord}) of a completed calibration suite in ``root``."""
     from ..validate.suite import load_suite
 
-    return load_suite(size, Path(root), suite_name=SUITE, prefix=PREFIX)[1]
+    return load_suite(size, Path(root), suite_name=SUITE, prefix=PREFIX)
 
 
 def calibrate(size: str, root: Path, base=None, name: str = NAME, bootstrap: int | None = None) -> dict:
     """The fitted profile (a dict) from the calibration records in ``root`` on ``base``."""
-    from .fit import BOOTSTRAP, fit, fitted_profile
+    from .fit import BOOTSTRAP, fit, fit_retention, fitted_profile
 
-    recs = load(size, root)
+    suite, recs = load(size, root)
     result = fit(recs, base_path(base), BOOTSTRAP if bootstrap is None else bootstrap)
-    folders = [str(Path(r.dir).resolve()) for r in recs.values()]
-    return fitted_profile(base_path(base), result, name, folders)
+    retention = fit_retention(recs, suite.results["baseline_rss_bytes"], base_path(base))
+    folders = [_repo_relative(r.dir) for r in recs.values()]
+    return fitted_profile(base_path(base), result, name, folders, retention)
+
+
+def _repo_relative(path) -> str:
+    """``path`` relative to the repository when it is inside it (what a committed profile names), else absolute."""
+    from ..record import REPO_ROOT
+
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(REPO_ROOT.resolve()))
+    except ValueError:
+        return str(p)
 
 
 def predicted_steps(size: str, profile) -> dict:

@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="records folder: where --run writes (default _build/runs/<size>) and what is "
                                  "read (default: the committed data/runs/<size>, else _build/runs/<size>)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="with --run: only these workloads")
-    p.add_argument("--profile", help="hardware profile name or path (default: the chapters' cpu profile)")
+    p.add_argument("--profile", help="hardware profile name or path (default: the in-situ profile of the chapters' "
+                                      "machine, cpu-2core-epyc-insitu; the chapters' own: cpu-2core-epyc)")
     p.add_argument("--statistic", default="median", choices=STATISTICS,
                    help="per stage and step over the traced steps: median (default) or min (least disturbed)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

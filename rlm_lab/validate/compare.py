@@ -145,14 +145,27 @@ def table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def report(size: str, root: Path | None = None, profile: str | None = None, statistic: str = "median") -> dict:
-    """Load the suite's records, compare them with the predictions of ``profile`` (default: the chapters'
-    calibrated CPU profile) and summarise: ``{"root", "profile", "rows", "summary", "load"}``."""
-    from ..cost import load_profile
-    from ..experiments.anatomy import CPU_PROFILE
+def paired_root(profile):
+    """The validation records a profile is judged on by default: those its in-situ fit names
+    (``insitu.validation_root``: the suite measured on the same machine, in the same session, before the
+    fit), else the committed suite (``data/runs/<size>``). A profile describes one machine at one time: this
+    project's machines are re-provisioned between sessions and ran the same suite up to ~2.5x apart."""
+    from ..record import REPO_ROOT
 
-    profile = profile or CPU_PROFILE
-    load_profile(profile)  # an unknown profile is one clear error before any record is read
+    where = (profile.insitu or {}).get("validation_root")
+    return (REPO_ROOT / where) if where else None
+
+
+def report(size: str, root: Path | None = None, profile: str | None = None, statistic: str = "median") -> dict:
+    """Load the suite's records, compare them with the predictions of ``profile`` (default: the machine's
+    in-situ profile, ``INSITU_PROFILE``: rlm_lab.insitu) and summarise: ``{"root", "profile", "rows", "summary",
+    "load"}``."""
+    from ..cost import load_profile
+    from ..experiments.anatomy import INSITU_PROFILE
+
+    profile = profile or INSITU_PROFILE
+    prof = load_profile(profile)  # an unknown profile is one clear error before any record is read
+    root = root if root is not None else paired_root(prof)
     suite, recs = load_suite(size, root)
     rows = compare(recs, profile, baselines=suite.results["baseline_rss_bytes"], statistic=statistic)
     # contention: slowest / fastest traced step of each run (a quiet machine gives ~1; others' jobs spread it)

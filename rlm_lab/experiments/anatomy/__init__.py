@@ -24,13 +24,13 @@ and TRL bookkeeping outside the stages ("other", shown but not predicted).
 
 from ..compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
 from ..memory_probes import Probe, measure_kv_cache, measured_memory
-from .cases import CPU_PROFILE, PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, profile_for, sweep_cases
+from .cases import CPU_PROFILE, INSITU_PROFILE, PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, profile_for, sweep_cases
 from .compare import (ALGORITHMS, MEASURED_STAGES, algorithms_table, case_of, comparison, errors_by_calibration,
                       generation_shares, headline, memory_table, predict_case, share_row, time_table)
 from .run import ensure_runs, load_reference, main, reward_calibration, run_case, tracer_overhead
 
 __all__ = [
-    "ALGORITHMS", "CPU_PROFILE", "MEASURED_STAGES", "OTHER", "PROMPT_LEN", "STEP", "TASK", "Case", "Probe",
+    "ALGORITHMS", "CPU_PROFILE", "INSITU_PROFILE", "MEASURED_STAGES", "OTHER", "PROMPT_LEN", "STEP", "TASK", "Case", "Probe",
     "algorithm_cases", "algorithms_table", "case_dir", "case_of", "comparison", "ensure_runs",
     "errors_by_calibration", "generation_shares", "headline", "load_reference", "main", "measure_kv_cache",
     "measured_memory", "median_abs_error", "memory_table", "predict_case", "profile_for", "reference_dir",

@@ -15,6 +15,10 @@ TASK = "arithmetic:digits=2"
 # The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
 # the notebooks at another one (a name in data/hardware/ or a path) after `rlm-lab calibrate` elsewhere.
 CPU_PROFILE = os.environ.get("RLM_CPU_PROFILE", "cpu-2core-epyc")
+# The same machine's profile with its per-call terms fitted in situ on the calibration suite's traced runs
+# (rlm_lab.insitu; data/hardware/cpu-2core-epyc-insitu.json): what `rlm-lab validate` judges by default.
+# The chapters keep CPU_PROFILE, so that their committed comparisons reproduce as they were made.
+INSITU_PROFILE = os.environ.get("RLM_INSITU_PROFILE", "cpu-2core-epyc-insitu")
 PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
 
 

@@ -1,0 +1,34 @@
+"""``rlm-lab insitu`` (issue 12: the per-call terms fitted on traced runs) given input it cannot use: one line
+each, before any run starts or any profile is written."""
+
+from fault_matrix import Case
+
+
+def _existing_profile(tmp):
+    (tmp / "p.json").write_text("{}")
+
+
+def _empty_validation_root(tmp):
+    (tmp / "val").mkdir()
+
+
+CASES = [
+    Case("size-unknown", "an unknown size", argv=["insitu", "--size", "huge"], message=r"unknown size 'huge'"),
+    Case("size-without-suite", "a size with no calibration suite (gpu)", argv=["insitu", "--size", "gpu"],
+         message=r"no in-situ calibration suite at size 'gpu'"),
+    Case("base-unknown", "a base profile that does not exist", argv=["insitu", "--base", "nope"],
+         message=r"unknown hardware profile 'nope'"),
+    Case("bootstrap-negative", "a negative number of bootstrap resamples", argv=["insitu", "--bootstrap", "-1"],
+         message=r"--bootstrap must be >= 0"),
+    Case("write-exists", "a profile path that already holds a file, without --force", setup=_existing_profile,
+         argv=["insitu", "--write", "{tmp}/p.json", "--out", "{tmp}/runs"],
+         message=r"p\.json already exists; pass --force to replace it"),
+    Case("no-records", "fitting a folder with no calibration records", argv=["insitu", "--out", "{tmp}/runs",
+                                                                             "--write", "{tmp}/p.json"],
+         message=r"no insitu_suite records in .*runs; run it first"),
+    Case("validation-root-empty", "a --validation-root without a validation suite", setup=_empty_validation_root,
+         argv=["insitu", "--validation-root", "{tmp}/val", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
+         message=r"holds no validation_suite/"),
+    Case("max-load-negative", "a negative load limit", argv=["insitu", "--run", "--max-load", "-1"],
+         message=r"--max-load must be >= 0"),
+]

@@ -1,0 +1,180 @@
+"""The in-situ fit: the predictor is linear in the fitted terms (features read off it add up to whole
+predictions), the fit recovers known factors from synthetic runs, the MoE per-expert term by hand, the
+measured medians equal the tracer's own summary, and the repeat check on a hand-made pair of profiles."""
+
+import math
+
+import pytest
+
+from rlm_lab.cost import load_profile
+from rlm_lab.cost.hardware import HARDWARE_DIR
+from rlm_lab.cost.spec import model_spec
+from rlm_lab.cost.timing import decode_step_time, forward_time
+from rlm_lab.experiments.compare import OTHER, STEP
+from rlm_lab.insitu import fit as F
+from rlm_lab.insitu.run import BASE_PROFILE, repeat_agreement, predicted_steps
+from rlm_lab.record import load_record, reference_root
+
+BASE = HARDWARE_DIR / BASE_PROFILE
+# committed traced runs used only as carriers of a workload's shape (their measured times are replaced)
+CARRIERS = ("validation_nano_grpo_B32_G4_R24", "validation_mini_dapo_B64_G8_R8", "validation_micro_ppo_B32_G4_R24",
+            "validation_nano-moe_dapo_B128_G16_R8", "validation_micro-moe_grpo_B64_G8_R12",
+            "validation_nano_grpo_B64_G8_R10_bf16", "validation_micro_grpo_B32_G4_R10_bf16_ckpt",
+            "validation_micro_grpo_B128_G16_R6")
+
+
+def _recs():
+    return {n: load_record(reference_root("cpu") / n) for n in CARRIERS}
+
+
+FACTORS = {"kernels": 1.8, "decode_step": 1.7, "decode_layer": 1.3, "generate_call": 2.0, "forward": 1.5, "forward_grad": 1.2,
+           "backward": 0.8, "checkpoint": 1.1, "autocast": 2.5, "optimizer": 1.4, "trl_step": 0.9,
+           "generate_loop_row_s": 20.0, "moe_expert_forward_s": 1.0, "moe_expert_backward_s": 3.0,
+           "moe_expert_decode_s": 0.5}
+
+
+def _profile_with(factors):
+    base = load_profile(BASE).to_dict()
+    base["overhead"] = {**base["overhead"], **F.fitted_values(base, factors)}
+    base["insitu"] = {"kernel_factor": factors["kernels"]}
+    return base
+
+
+def test_features_add_up_to_whole_predictions():
+    """fixed + sum_g factor_g x feature_g must equal the predictor run on the profile with those terms."""
+    base = load_profile(BASE).to_dict()
+    prof = _profile_with(FACTORS)
+    for name, rec in _recs().items():
+        fixed, feats = F.features(rec, base)
+        direct = F._stage_seconds(rec, prof)
+        for stage, t in direct.items():
+            composed = fixed[stage] + sum(FACTORS[g] * feats[g][stage] for g in F.GROUPS)
+            assert composed == pytest.approx(t, rel=1e-9, abs=1e-12), (name, stage)
+        assert feats["moe_expert_forward_s"][STEP] > 0 if "moe" in name else feats["moe_expert_forward_s"][STEP] == 0
+
+
+def test_fit_recovers_known_factors_from_synthetic_runs():
+    """Runs 'measured' as the predictor under known factors: the fit must give back each stage's time
+    (and the factors of the groups the runs tell apart)."""
+    base = load_profile(BASE).to_dict()
+    truth = _profile_with(FACTORS)
+    recs = _recs()
+    prepared = [F.features(recs[n], base) for n in sorted(recs)]
+    meas = []
+    for n in sorted(recs):
+        m = F._stage_seconds(recs[n], truth)
+        meas.append({s: t for s, t in m.items() if t > 0})
+    got = F.solve(prepared, meas)
+    got.pop("_unexercised")
+    refit = _profile_with(got)
+    for n, m in zip(sorted(recs), meas):
+        again = F._stage_seconds(recs[n], refit)
+        for s, t in m.items():
+            if s != STEP:
+                assert again[s] == pytest.approx(t, rel=1e-6), (n, s)
+    for g in ("kernels", "forward", "forward_grad", "backward", "trl_step", "moe_expert_forward_s", "autocast"):
+        assert got[g] == pytest.approx(FACTORS[g], rel=1e-4), g
+
+
+def test_fit_fails_a_wrong_feature():
+    """A mutant that forgets the per-expert term (features of a dense model for the MoE runs) cannot fit
+    the MoE runs: their stage errors stay large, so the check above can fail."""
+    base = load_profile(BASE).to_dict()
+    truth = _profile_with(FACTORS)
+    recs = _recs()
+    prepared, meas = [], []
+    for n in sorted(recs):
+        fixed, feats = F.features(recs[n], base)
+        for g in ("moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s"):
+            feats[g] = {s: 0.0 for s in feats[g]}
+        prepared.append((fixed, feats))
+        meas.append({s: t for s, t in F._stage_seconds(recs[n], truth).items() if t > 0})
+    got = F.solve(prepared, meas)
+    got.pop("_unexercised")
+    refit = _profile_with(got)
+    moe = "validation_nano-moe_dapo_B128_G16_R8"
+    i = sorted(recs).index(moe)
+    again = F._stage_seconds(recs[moe], refit)
+    assert abs(again["generate"] / meas[i]["generate"] - 1) > 0.02
+
+
+def test_expert_term_by_hand():
+    """nano-moe: 2 MoE layers, 4 experts, top-2. A forward over 1 token hits 2 experts, over 2+ tokens all 4:
+    the term adds 2 layers x hit x c."""
+    spec = model_spec("nano-moe")
+    c = 1e-3
+    p0 = load_profile(BASE).to_dict()
+    p1 = {**p0, "overhead": {**p0["overhead"], "moe_expert_forward_s": c, "moe_expert_decode_s": c}}
+    p0, p1 = load_profile(p0), load_profile(p1)
+    for batch, seq, hit in ((1, 1, 2), (1, 2, 4), (8, 16, 4)):
+        d = forward_time(spec, p1, batch, seq, dtype="fp32", dtype_bytes=4) - forward_time(spec, p0, batch, seq, dtype="fp32", dtype_bytes=4)
+        assert d == pytest.approx(2 * hit * c, rel=1e-9)
+    d = decode_step_time(spec, 1, 10, p1, "fp32") - decode_step_time(spec, 1, 10, p0, "fp32")
+    assert d == pytest.approx(2 * 2 * c, rel=1e-9)
+    dense = model_spec("nano")
+    assert forward_time(dense, p1, 8, 16, dtype="fp32", dtype_bytes=4) == forward_time(dense, p0, 8, 16, dtype="fp32", dtype_bytes=4)
+
+
+def test_measured_equals_the_tracer_summary():
+    """The medians recomputed from spans.jsonl equal what the tracer summarised when the run ended."""
+    for name, rec in _recs().items():
+        m = F.measured(rec)
+        t = rec.results["trace"]
+        for stage, st in t["stages"].items():
+            assert m[OTHER if stage == "other" else stage] == pytest.approx(st["median_s"], rel=1e-12), (name, stage)
+        assert m[STEP] == pytest.approx(t["step_wall_s"]["median"], rel=1e-12)
+
+
+def test_repeat_agreement_by_hand():
+    """Profile b = a with TRL's per-step base cost raised by delta: each workload's a / b - 1 is -delta / (s + delta),
+    s the step under a."""
+    a = load_profile(BASE).to_dict()
+    delta = 0.004
+    b = {**a, "overhead": {**a["overhead"], "trl_step_base_s": a["overhead"]["trl_step_base_s"] + delta}}
+    steps = predicted_steps("cpu", a)
+    rep = repeat_agreement("cpu", a, b)
+    assert set(rep["per_workload"]) == set(steps)
+    for n, s in steps.items():
+        assert rep["per_workload"][n] == pytest.approx(-delta / (s + delta), rel=1e-9)
+    assert rep["worst"] == pytest.approx(max(delta / (s + delta) for s in steps.values()))
+    assert repeat_agreement("cpu", a, a)["worst"] == 0 and repeat_agreement("cpu", a, a)["met"]
+
+
+def test_retained_floor_by_hand():
+    """With a fitted floor every stage's predicted peak above the baseline is max(own terms, base + factor x largest)."""
+    from rlm_lab.cost.peak import peak_rows, stage_peaks
+    from rlm_lab.experiments.anatomy import case_of, predict_case
+
+    rec = load_record(reference_root("cpu") / "validation_micro_ppo_B32_G4_R24")
+    plain = load_profile(BASE).to_dict()
+    fitted = {**plain, "insitu": {"rss_retained": {"base_bytes": 30 * 2**20, "factor": 1.5}}}
+    pred0, pred1 = predict_case(case_of(rec), plain), predict_case(case_of(rec), fitted)
+    totals = {s: t["total"] for s, t in stage_peaks(pred0).items()}
+    floor = 30 * 2**20 + 1.5 * max(totals.values())
+    rows0 = {r["stage"]: r for r in peak_rows(rec, pred0, 0)}
+    rows1 = {r["stage"]: r for r in peak_rows(rec, pred1, 0)}
+    assert rows0 and set(rows0) == set(rows1)
+    for s, r in rows1.items():
+        assert rows0[s]["transient_predicted"] == totals[s]
+        assert r["transient_predicted"] == pytest.approx(max(totals[s], floor))
+    assert any(r["transient_predicted"] > totals[s] for s, r in rows1.items())  # the floor lifts some stage
+
+
+def test_fit_retention_recovers_a_synthetic_floor():
+    """Runs whose smallest stage peak sits at baseline + c0 + c1 x largest predicted stage give back c0, c1."""
+    from types import SimpleNamespace
+
+    from rlm_lab.cost.peak import stage_peaks
+    from rlm_lab.experiments.anatomy import case_of, predict_case
+
+    c0, c1, base_rss = 12 * 2**20, 1.3, 500 * 2**20
+    recs, baselines = {}, {}
+    for name, rec in _recs().items():
+        largest = max(t["total"] for t in stage_peaks(predict_case(case_of(rec), BASE), case_of(rec).checkpointing).values())
+        floor = base_rss + c0 + c1 * largest
+        stages = {"generate": {"peak_bytes": floor + 5 * 2**20}, "reward": {"peak_bytes": floor},
+                  "actor_backward": {"peak_bytes": floor + 9 * 2**20}}
+        recs[name] = SimpleNamespace(config=rec.config, results={"trace": {"stages": stages}})
+        baselines[name] = base_rss
+    got = F.fit_retention(recs, baselines, BASE)
+    assert got["base_bytes"] == pytest.approx(c0, rel=1e-6) and got["factor"] == pytest.approx(c1, rel=1e-6)
