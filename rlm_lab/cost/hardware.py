@@ -101,6 +101,14 @@ class HardwareProfile:
         (every per-element cost multiplied), so a roofline max(FLOPs / F, bytes / BW) scales by exactly it."""
         return float(self.insitu.get("kernel_factor", 1.0)) if self.insitu else 1.0
 
+    def product_factor(self, dtype: str) -> float:
+        """:attr:`kernel_factor` for the products and attention of ``dtype``; bf16 autocast on CPU (``bf16``,
+        ``bf16_backward``) has its own in-situ factor ``insitu.kernel_factor_bf16`` when fitted (its kernels
+        are other code paths than fp32's), else the common one."""
+        if dtype.startswith("bf16") and self.insitu and "kernel_factor_bf16" in self.insitu:
+            return float(self.insitu["kernel_factor_bf16"])
+        return self.kernel_factor
+
     def peak_flops(self, dtype: str = "bf16") -> float:
         if dtype not in self.matmul_flops:
             raise RlmLabError(f"profile {self.name!r} has no matmul rate for dtype {dtype!r}; "
@@ -115,8 +123,8 @@ class HardwareProfile:
         """
         curve = self.matmul_curve.get(dtype)
         if not curve:
-            return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype) / self.kernel_factor
-        return _interp(curve, gemm_flops) / self.kernel_factor
+            return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype) / self.product_factor(dtype)
+        return _interp(curve, gemm_flops) / self.product_factor(dtype)
 
     def bandwidth(self) -> float:
         """Achieved memory bandwidth eta_B * BW (bytes/s)."""
@@ -155,7 +163,7 @@ class HardwareProfile:
         curve = att.get("backward_curve" if backward else "curve")
         if not curve:
             return self.matmul_rate(flops / 2, dtype)
-        return _interp(curve, flops) / self.kernel_factor
+        return _interp(curve, flops) / self.product_factor(dtype)
 
     def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
         """Seconds of the log-prob head beyond its matrix product: base + s_row * rows + s_el * rows * vocab.

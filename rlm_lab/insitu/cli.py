@@ -13,7 +13,8 @@ def register(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="cpu", help="suite size (smoke, cpu; default cpu)")
     p.add_argument("--run", action="store_true", help="run the calibration suite now (else read its records)")
-    p.add_argument("--out", help="records folder: where --run writes and what is read (default _build/runs/<size>)")
+    p.add_argument("--out", nargs="+", help="records folder: where --run writes and what is read (default "
+                                            "_build/runs/<size>); several folders (repeated suites) are fitted pooled")
     p.add_argument("--base", help="profile whose kernel rates are kept (default: the committed full calibration "
                                   "of the chapters' machine)")
     p.add_argument("--write", help=f"fitted profile path (default _build/insitu/{NAME}.json)")
@@ -43,7 +44,10 @@ def _run(args) -> int:
     out = Path(args.write) if args.write else REPO_ROOT / "_build" / "insitu" / f"{args.name}.json"
     if out.exists() and not args.force:
         raise RlmLabError(f"{out} already exists; pass --force to replace it, or --write another path")
-    root = Path(args.out) if args.out else runs_root(args.size)
+    roots = [Path(o) for o in args.out] if args.out else [runs_root(args.size)]
+    if args.run and len(roots) > 1:
+        raise RlmLabError("--run writes one folder: give --out one folder")
+    root = roots[0]
     if args.validation_root:
         from ..validate.suite import SUITE as VAL_SUITE
 
@@ -61,7 +65,7 @@ def _run(args) -> int:
                 if d.is_dir() and any(d.iterdir()):
                     raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
         run(args.size, root)
-    prof = calibrate(args.size, root, args.base, args.name, args.bootstrap)
+    prof = calibrate(args.size, roots, args.base, args.name, args.bootstrap)
     if args.validation_root:
         from .run import _repo_relative
 

@@ -43,39 +43,42 @@ SCALED = {
     "forward_grad": ("forward_grad_base_s", "forward_grad_layer_s"),
     "backward": ("backward_base_s", "backward_layer_s"),
     "checkpoint": ("checkpoint_base_s", "checkpoint_layer_s"),
-    "autocast": ("autocast_forward_base_s", "autocast_forward_layer_s", "autocast_backward_base_s",
-                 "autocast_backward_layer_s", "autocast_decode_base_s", "autocast_decode_layer_s"),
+    "autocast_forward": ("autocast_forward_base_s", "autocast_forward_layer_s"),
+    "autocast_backward": ("autocast_backward_base_s", "autocast_backward_layer_s"),
+    "autocast_decode": ("autocast_decode_base_s", "autocast_decode_layer_s"),
     "optimizer": ("optimizer_base_s", "optimizer_tensor_s"),
     "trl_step": ("trl_step_base_s", "trl_step_row_s", "trl_step_tensor_s"),
 }
 # FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term)
 FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s")
 KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor)
-GROUPS = (KERNELS,) + tuple(SCALED) + FREE
+KERNELS_BF16 = "kernels_bf16"  # bf16 autocast's products and attention (insitu.kernel_factor_bf16)
+GROUPS = (KERNELS, KERNELS_BF16) + tuple(SCALED) + FREE
 SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
 BOOTSTRAP = 200        # resamples for the spread
 SEED = 0
 
 
 def _keys(group: str) -> tuple[str, ...]:
-    if group == KERNELS:
+    if group in (KERNELS, KERNELS_BF16):
         return ()
     return SCALED.get(group, (group,))
 
 
 def _reference(base: dict, group: str) -> dict:
     """{key: seconds} of ``group`` at its reference: the base profile's values (SCALED) or UNIT (FREE)."""
-    if group == KERNELS:
+    if group in (KERNELS, KERNELS_BF16):
         return {}
     if group in SCALED:
         return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
     return {group: UNIT}
 
 
-def _with(base: dict, values: dict, kernel_factor: float = 1.0) -> dict:
-    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``."""
+def _with(base: dict, values: dict, kernel_factor: float = 1.0, bf16_factor: float = 1.0) -> dict:
+    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``
+    (bf16 products and attention at ``bf16_factor``)."""
     d = copy.deepcopy(base)
-    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor}
+    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor, "kernel_factor_bf16": bf16_factor}
     over = dict(d["overhead"])
     for g in GROUPS:
         for k in _keys(g):
@@ -104,10 +107,11 @@ def features(rec, base: dict) -> tuple[dict, dict]:
     what each group adds at its reference (:func:`_reference`). Exact because the CPU model is linear in
     the terms (tests/insitu/test_fit.py checks it against whole predictions)."""
     kern1 = _stage_seconds(rec, _with(base, {}))
-    kern2 = _stage_seconds(rec, _with(base, {}, 2.0))
-    feats = {KERNELS: {s: kern2[s] - kern1[s] for s in kern1}}
-    fixed = {s: kern1[s] - feats[KERNELS][s] for s in kern1}
-    for g in GROUPS[1:]:
+    kern2 = _stage_seconds(rec, _with(base, {}, 2.0, 1.0))
+    bf2 = _stage_seconds(rec, _with(base, {}, 1.0, 2.0))
+    feats = {KERNELS: {s: kern2[s] - kern1[s] for s in kern1}, KERNELS_BF16: {s: bf2[s] - kern1[s] for s in kern1}}
+    fixed = {s: kern1[s] - feats[KERNELS][s] - feats[KERNELS_BF16][s] for s in kern1}
+    for g in GROUPS[2:]:
         with_g = _stage_seconds(rec, _with(base, _reference(base, g)))
         feats[g] = {s: with_g[s] - kern1[s] for s in kern1}
     return fixed, feats
@@ -175,7 +179,7 @@ def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) 
     from ..validate.compare import _kept_steps
 
     base = load_profile(base_profile).to_dict()
-    if (base.get("insitu") or {}).get("kernel_factor", 1.0) != 1.0:
+    if any((base.get("insitu") or {}).get(k, 1.0) != 1.0 for k in ("kernel_factor", "kernel_factor_bf16")):
         raise RlmLabError("in-situ fit: the base profile was itself fitted in situ; fit on a microbenchmark "
                           "calibration (`rlm-lab calibrate`)")
     if base.get("overlap_overhead"):
@@ -196,10 +200,10 @@ def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) 
         resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
         f = solve(prepared, resampled)
         f.pop("_unexercised")
-        draws.append({**fitted_values(base, f), KERNELS: f[KERNELS]})
+        draws.append({**fitted_values(base, f), KERNELS: f[KERNELS], KERNELS_BF16: f[KERNELS_BF16]})
     values = fitted_values(base, factors)
     quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])]
-                 for k in [*values, KERNELS]} if draws else {}
+                 for k in [*values, KERNELS, KERNELS_BF16]} if draws else {}
     return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
             "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed}
 
@@ -238,10 +242,10 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     d["overhead"] = {**d["overhead"], **result["values"]}
     spread = copy.deepcopy(d.get("spread") or {})
     quart = dict(result["quartiles"])
-    kq = quart.pop(KERNELS, None)
+    kq, bq = quart.pop(KERNELS, None), quart.pop(KERNELS_BF16, None)
     spread.setdefault("quartiles", {}).setdefault("overhead", {}).update(quart)
     if kq:
-        spread["quartiles"]["insitu"] = {"kernel_factor": kq}
+        spread["quartiles"]["insitu"] = {"kernel_factor": kq, "kernel_factor_bf16": bq}
     spread.setdefault("statistic", f"in-situ terms: quartiles over {result['bootstrap']} bootstrap resamples "
                                    "of each calibration run's traced steps")
     d["spread"] = spread
@@ -249,7 +253,8 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     from ..records.provenance import provenance, utc_now
 
     d["provenance"] = provenance("rlm-lab insitu")
-    d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "base_profile": base.name, "fitted": utc_now(),
+    d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "kernel_factor_bf16": result["factors"][KERNELS_BF16],
+                   "base_profile": base.name, "fitted": utc_now(),
                    "base_provenance": base.provenance,
                    "base_source": str(base_profile), "records": records, "factors": result["factors"],
                    "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],

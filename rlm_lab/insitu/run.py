@@ -52,13 +52,20 @@ def load(size: str, root: Path) -> tuple:
     return load_suite(size, Path(root), suite_name=SUITE, prefix=PREFIX)
 
 
-def calibrate(size: str, root: Path, base=None, name: str = NAME, bootstrap: int | None = None) -> dict:
-    """The fitted profile (a dict) from the calibration records in ``root`` on ``base``."""
+def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | None = None) -> dict:
+    """The fitted profile (a dict) from the calibration records in ``roots`` (one folder or several: the
+    runs of repeated calibration suites, pooled) on ``base``."""
     from .fit import BOOTSTRAP, fit, fit_retention, fitted_profile
 
-    suite, recs = load(size, root)
+    roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
+    recs, baselines = {}, {}
+    for root in roots:
+        suite, found = load(size, root)
+        tag = f"{Path(root).name}:" if len(roots) > 1 else ""
+        recs.update({tag + n: r for n, r in found.items()})
+        baselines.update({tag + n: b for n, b in suite.results["baseline_rss_bytes"].items()})
     result = fit(recs, base_path(base), BOOTSTRAP if bootstrap is None else bootstrap)
-    retention = fit_retention(recs, suite.results["baseline_rss_bytes"], base_path(base))
+    retention = fit_retention(recs, baselines, base_path(base))
     folders = [_repo_relative(r.dir) for r in recs.values()]
     return fitted_profile(base_path(base), result, name, folders, retention)
 

@@ -32,3 +32,5 @@ CASES = [
     Case("max-load-negative", "a negative load limit", argv=["insitu", "--run", "--max-load", "-1"],
          message=r"--max-load must be >= 0"),
 ]
+CASES.append(Case("run-several-folders", "--run with more than one --out folder",
+                  argv=["insitu", "--run", "--out", "{tmp}/a", "{tmp}/b"], message=r"--run writes one folder"))
