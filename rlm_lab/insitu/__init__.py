@@ -25,8 +25,8 @@ section: the records, the base, each factor; ``spread``: bootstrap quartiles), r
 """
 
 from .cli import register
-from .fit import FREE, GROUPS, SCALED, features, fit, fitted_profile, measured
+from .fit import FREE, GROUPS, SCALED, features, fit_retention, fit_terms, fitted_profile, measured
 from .run import PREFIX, REPEAT_TOL, SUITE, calibrate, calibration_cases, load, repeat_agreement, run
 
 __all__ = ["FREE", "GROUPS", "PREFIX", "REPEAT_TOL", "SCALED", "SUITE", "calibrate", "calibration_cases", "features",
-           "fit", "fitted_profile", "load", "measured", "register", "repeat_agreement", "run"]
+           "fit_retention", "fit_terms", "fitted_profile", "load", "measured", "register", "repeat_agreement", "run"]

@@ -170,7 +170,7 @@ def fitted_values(base: dict, factors: dict) -> dict:
     return out
 
 
-def fit(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> dict:
+def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> dict:
     """The in-situ fit over calibration records ``recs`` ({name: RunRecord}) on ``base_profile``.
 
     Returns ``{"factors", "values", "quartiles" (per fitted key, over the bootstrap), "rows", "rms"

@@ -55,7 +55,7 @@ def load(size: str, root: Path) -> tuple:
 def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | None = None) -> dict:
     """The fitted profile (a dict) from the calibration records in ``roots`` (one folder or several: the
     runs of repeated calibration suites, pooled) on ``base``."""
-    from .fit import BOOTSTRAP, fit, fit_retention, fitted_profile
+    from .fit import BOOTSTRAP, fit_retention, fit_terms, fitted_profile
 
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     recs, baselines = {}, {}
@@ -64,7 +64,7 @@ def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | No
         tag = f"{Path(root).name}:" if len(roots) > 1 else ""
         recs.update({tag + n: r for n, r in found.items()})
         baselines.update({tag + n: b for n, b in suite.results["baseline_rss_bytes"].items()})
-    result = fit(recs, base_path(base), BOOTSTRAP if bootstrap is None else bootstrap)
+    result = fit_terms(recs, base_path(base), BOOTSTRAP if bootstrap is None else bootstrap)
     retention = fit_retention(recs, baselines, base_path(base))
     folders = [_repo_relative(r.dir) for r in recs.values()]
     return fitted_profile(base_path(base), result, name, folders, retention)

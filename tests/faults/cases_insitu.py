@@ -29,8 +29,8 @@ CASES = [
     Case("validation-root-empty", "a --validation-root without a validation suite", setup=_empty_validation_root,
          argv=["insitu", "--validation-root", "{tmp}/val", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
          message=r"holds no validation_suite/"),
-    Case("max-load-negative", "a negative load limit", argv=["insitu", "--run", "--max-load", "-1"],
+    Case("max-load-negative", "a negative load limit", argv=["insitu", "--run", "--max-load", "-1", "--write", "{tmp}/p.json"],
          message=r"--max-load must be >= 0"),
 ]
 CASES.append(Case("run-several-folders", "--run with more than one --out folder",
-                  argv=["insitu", "--run", "--out", "{tmp}/a", "{tmp}/b"], message=r"--run writes one folder"))
+                  argv=["insitu", "--run", "--out", "{tmp}/a", "{tmp}/b", "--write", "{tmp}/p.json"], message=r"--run writes one folder"))
