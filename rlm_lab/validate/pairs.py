@@ -1,7 +1,8 @@
 """Which calibration is judged on which validation records: one machine, one window, each.
 
 This project's machines are re-provisioned between sessions, and the one of 2026-12-01 18:37 UTC ran the
-validation suite about 2.5x slower than the one of that morning (same CPU model string, same torch): a
+validation suite about twice as slow as the one of that morning (same CPU model string, same torch; chapter 2
+prints the ratio): a
 profile predicts the machine it was calibrated on, near the time it was calibrated. So every calibration
 is judged on the suite measured on its own machine in its own session. :data:`PAIRS` is that registry
 (the book's table and ``tests/test_validate_pairs.py`` read it); :func:`pair_rows` summarises each pair.
@@ -20,8 +21,8 @@ MORNING = "data/runs/cpu"  # the committed suite of the morning session (07:27 U
 
 # (key, what the profile is, profile, validation records relative to the repository)
 PAIRS = (
-    ("insitu", "in-situ fit (calibration runs A), this session's machine", "cpu-2core-epyc-insitu", BEFORE),
-    ("insitu_after", "in-situ fit (A), the same machine's suite measured after every calibration",
+    ("insitu", "in-situ fit (calibration suites A+B+C), this session's machine", "cpu-2core-epyc-insitu", BEFORE),
+    ("insitu_after", "the same in-situ fit, that machine's suite measured after every calibration",
      "cpu-2core-epyc-insitu", AFTER),
     ("micro_now", "microbenchmarks only, this session's machine (18:51)", CAL / "cpu-2core-epyc-2026-12-01T18-51.json",
      BEFORE),
