@@ -149,7 +149,7 @@ def paired_root(profile):
     """The validation records a profile is judged on by default: those its in-situ fit names
     (``insitu.validation_root``: the suite measured on the same machine, in the same session, before the
     fit), else the committed suite (``data/runs/<size>``). A profile describes one machine at one time: this
-    project's machines are re-provisioned between sessions and ran the same suite up to ~2.5x apart."""
+    project's machines are re-provisioned between sessions and ran the same suite about twice as fast or slow."""
     from ..record import REPO_ROOT
 
     where = (profile.insitu or {}).get("validation_root")
