@@ -30,13 +30,14 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ..cost.hardware import load_profile, save_profile
+    from ..cost.hardware import save_profile
     from ..cost.load import machine_load
     from ..record import REPO_ROOT, runs_root
+    from .fit import check_base
     from .run import base_path, calibrate, calibration_cases, run
 
     cases = calibration_cases(args.size)  # an unknown size: one clear error, before any work
-    load_profile(base_path(args.base))      # an unknown base profile: one clear error
+    check_base(base_path(args.base))        # an unknown or unusable base profile: one clear error
     if args.bootstrap is not None and args.bootstrap < 0:
         raise RlmLabError("--bootstrap must be >= 0")
     if not args.max_load >= 0:  # NaN too

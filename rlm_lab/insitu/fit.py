@@ -170,21 +170,29 @@ def fitted_values(base: dict, factors: dict) -> dict:
     return out
 
 
+def check_base(base_profile):
+    """The base profile, loaded, if the fit can use it: a microbenchmark calibration of a CPU; one clear error
+    otherwise (called before any run starts)."""
+    from ..cost.hardware import load_profile
+
+    prof = load_profile(base_profile)
+    if prof.insitu:
+        raise RlmLabError("in-situ fit: the base profile was itself fitted in situ; fit on a microbenchmark "
+                          "calibration (`rlm-lab calibrate`)")
+    if prof.overlap_overhead:
+        raise RlmLabError("in-situ fit: the profile overlaps overheads with compute (a GPU profile); the fit "
+                          "assumes the CPU's additive model")
+    return prof
+
+
 def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> dict:
     """The in-situ fit over calibration records ``recs`` ({name: RunRecord}) on ``base_profile``.
 
     Returns ``{"factors", "values", "quartiles" (per fitted key, over the bootstrap), "rows", "rms"
     (relative, of the fitted rows), "unexercised"}``."""
-    from ..cost.hardware import load_profile
     from ..validate.compare import _kept_steps
 
-    base = load_profile(base_profile).to_dict()
-    if any((base.get("insitu") or {}).get(k, 1.0) != 1.0 for k in ("kernel_factor", "kernel_factor_bf16")):
-        raise RlmLabError("in-situ fit: the base profile was itself fitted in situ; fit on a microbenchmark "
-                          "calibration (`rlm-lab calibrate`)")
-    if base.get("overlap_overhead"):
-        raise RlmLabError("in-situ fit: the profile overlaps overheads with compute (a GPU profile); the fit "
-                          "assumes the CPU's additive model")
+    base = check_base(base_profile).to_dict()
     names = sorted(recs)
     prepared = [features(recs[n], base) for n in names]
     meas = [measured(recs[n]) for n in names]

@@ -34,3 +34,9 @@ CASES = [
 ]
 CASES.append(Case("run-several-folders", "--run with more than one --out folder",
                   argv=["insitu", "--run", "--out", "{tmp}/a", "{tmp}/b", "--write", "{tmp}/p.json"], message=r"--run writes one folder"))
+CASES.append(Case("base-fitted", "an in-situ profile as the base (its factors would compound), with --run",
+                  argv=["insitu", "--run", "--base", "cpu-2core-epyc-insitu", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
+                  message=r"the base profile was itself fitted in situ"))
+CASES.append(Case("base-gpu", "a GPU profile as the base (overheads overlap compute there)",
+                  argv=["insitu", "--base", "h100-sxm", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
+                  message=r"overlaps overheads with compute"))
