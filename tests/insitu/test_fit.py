@@ -2,7 +2,6 @@
 predictions), the fit recovers known factors from synthetic runs, the MoE per-expert term by hand, the
 measured medians equal the tracer's own summary, and the repeat check on a hand-made pair of profiles."""
 
-
 import pytest
 
 from rlm_lab.cost import load_profile
