@@ -2,8 +2,8 @@
 
 Issue 12, items 2 and 3. ``rlm-lab calibrate`` times every kernel and every per-call cost in a tight loop
 of a warm process; two such calibrations agree within a few per cent, yet both miss the validation suite
-by about a fifth, in the same direction (the chapters' profile +21 %, the full 2026-12-01 calibration
--21 %). What a loop of one op does not see is what a real step pays around it: a fresh process, the
+by about a fifth, in the same direction (the chapters' profile over-predicts, the full calibration of 2026-12-01
+07:21 under-predicts, each by about a fifth). What a loop of one op does not see is what a real step pays around it: a fresh process, the
 trainer's Python between the ops, a model built once and called in between others. So the per-call terms
 (dispatch of a forward, a forward with autograd, a backward, a decode step, a generate call, the optimizer's
 per-tensor loop, autocast's casts, checkpointing, TRL's bookkeeping) are fitted where they are paid: on
@@ -20,8 +20,11 @@ section: the records, the base, each factor; ``spread``: bootstrap quartiles), r
 
     rlm-lab insitu --run                       # run the calibration suite into _build/runs/cpu, fit, write
                                                # _build/insitu/cpu-2core-epyc-insitu.json
-    flock -x /tmp/rlm-lab-measure.lock rlm-lab insitu --run --out data/runs/cpu/insitu_A \
-        --write data/hardware/calibrations/cpu-2core-epyc-insitu-A.json   # a committed calibration
+    flock -x /tmp/rlm-lab-measure.lock rlm-lab insitu --run --out data/runs/cpu/insitu/A \
+        --base data/hardware/calibrations/<calibration>.json \
+        --write data/hardware/insitu/<name>-A.json --name <name>-A        # a committed calibration suite
+    rlm-lab insitu --out data/runs/cpu/insitu/A data/runs/cpu/insitu/B data/runs/cpu/insitu/C \
+        --base ... --write data/hardware/<name>.json --validation-root <suite>   # pooled, as committed
 """
 
 from .cli import register
