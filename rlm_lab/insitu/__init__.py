@@ -1,10 +1,10 @@
 """``rlm-lab insitu``: the cost model's per-call terms fitted on traced TRL runs, not on microbenchmarks.
 
 Issue 12, items 2 and 3. ``rlm-lab calibrate`` times every kernel and every per-call cost in a tight loop
-of a warm process; two such calibrations agree within a few per cent, yet both miss the validation suite
-by about a fifth, in the same direction (the chapters' profile over-predicts, the full calibration of 2026-12-01
-07:21 under-predicts, each by about a fifth). What a loop of one op does not see is what a real step pays around it: a fresh process, the
-trainer's Python between the ops, a model built once and called in between others. So the per-call terms
+of a warm process; two such calibrations made minutes apart agree within a few per cent, yet both missed the
+validation suite of their machine by about a fifth, in the same direction (and the older chapters' profile
+by about a fifth in the other). What a loop of one op does not see is what a real step pays around it: a fresh
+process, the trainer's Python between the ops, a model built once and called in between others. So the per-call terms
 (dispatch of a forward, a forward with autograd, a backward, a decode step, a generate call, the optimizer's
 per-tensor loop, autocast's casts, checkpointing, TRL's bookkeeping) are fitted where they are paid: on
 traced TRL runs of a CALIBRATION suite (``calibration`` in :mod:`rlm_lab.sizes`), each run in its own fresh
