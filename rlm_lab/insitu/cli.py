@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RlmLabError
-from .run import NAME, SUITE
+from .run import NAME, PREFIX, SUITE
 
 
 def register(subparsers) -> None:
@@ -62,7 +62,7 @@ def _run(args) -> int:
         if not str(root.resolve()).startswith(str(runs_root(args.size).resolve())):
             from ..validate.suite import run_dir
 
-            for d in [root / SUITE] + [run_dir(root, c, "insitu_") for c in cases]:
+            for d in [root / SUITE] + [run_dir(root, c, PREFIX) for c in cases]:
                 if d.is_dir() and any(d.iterdir()):
                     raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
         run(args.size, root)

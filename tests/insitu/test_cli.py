@@ -6,7 +6,6 @@ import json
 from rlm_lab.cli import main
 from rlm_lab.cost import load_profile
 from rlm_lab.cost.hardware import HARDWARE_DIR
-from rlm_lab.insitu.run import BASE_PROFILE
 from rlm_lab.record import REPO_ROOT
 from rlm_lab.validate.pairs import BEFORE
 
@@ -40,4 +39,3 @@ def test_a_fitted_profile_is_refused_as_base(tmp_path, capsys):
                  "--write", str(tmp_path / "p.json"), "--bootstrap", "0"]) == 2
     assert not (tmp_path / "p.json").exists()
     assert "the base profile was itself fitted in situ" in capsys.readouterr().err
-    assert BASE_PROFILE.startswith("calibrations/")
