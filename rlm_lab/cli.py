@@ -22,7 +22,7 @@ COMMANDS = {
     "train": "rlm_lab.train.cli",
     "predict": "rlm_lab.cost.cli",
     "advise": "rlm_lab.cost.advise",
-    "calibrate": "rlm_lab.cost.calibrate",
+    "calibrate": "rlm_lab.calibrate.profile",
     "parallel": "rlm_lab.parallel.cli",
     "place": "rlm_lab.placement.cli",
     "longtail": "rlm_lab.longtail.cli",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from .errors import RlmLabError
 
@@ -94,6 +95,45 @@ def gpu_slug(name: str) -> str:
     if not slug:
         raise RlmLabError(f"GPU name {name!r} gives an empty profile name")
     return slug
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def default_name(device: str) -> str:
+    """A profile name from the hardware: cpu-<cores>core-<model words>, or the GPU's name."""
+    if device == "cuda":
+        import torch
+
+        return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(0).lower()).strip("-") + "-calibrated"
+    words = [w for w in re.split(r"[^a-z0-9]+", cpu_name().lower())
+             if w and w not in {"amd", "intel", "r", "tm", "cpu", "processor", "core", "with", "radeon", "graphics"}]
+    return f"cpu-{os.cpu_count()}core-{'-'.join(words[:2]) or 'unknown'}"
+
+
+def gpu_profile(known) -> str:
+    """The hardware profile a prediction on this machine's GPU uses: a calibrated profile of this GPU when
+    one was written (its name in ``known``), else its datasheet's; ``h100-sxm`` when torch sees no GPU."""
+    torch = _torch()
+    if not torch.cuda.is_available():
+        return "h100-sxm"
+    if default_name("cuda") in known:
+        return default_name("cuda")
+    name = torch.cuda.get_device_name(0).lower()
+    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
+        if key in name:
+            return prof
+    raise RlmLabError(f"no hardware profile for GPU {name!r}; run `rlm-lab calibrate --device cuda` "
+                      "or set RLM_GPU_PROFILE to a profile name or path")
 
 
 def device_summary(device: str) -> dict:

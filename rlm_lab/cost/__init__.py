@@ -1,7 +1,7 @@
 """The cost model: FLOPs, bytes, memory, time, work and depth of one RL-for-LLM iteration.
 
 Formulas and sources: each module's docstring cites its own primary sources (arXiv ids, DOIs,
-documentation URLs); the book's bibliography, book/references.bib, lists them all. No torch import here: only ``calibrate`` imports torch, inside its functions.
+documentation URLs); the book's bibliography, book/references.bib, lists them all. No torch import here, not even inside a function (tests/test_layers.py checks it): the benchmarks that measure a machine are in :mod:`rlm_lab.calibrate`.
 
 Main entry points::
 

@@ -52,7 +52,7 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
     rows = []
     if statistic not in STATISTICS:
         raise RlmLabError(f"unknown statistic {statistic!r}; choose {' or '.join(STATISTICS)}")
-    from ..experiments.compare import STEP
+    from ..compare import STEP
 
     for name, rec in recs.items():
         try:
@@ -78,7 +78,7 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
 def _with_bookkeeping(rows: list[dict], pred) -> list[dict]:
     """Chapter 2's time table with TRL's predicted per-step bookkeeping (``Prediction.bookkeeping_s``, 0 for
     a profile without the terms) as the prediction of the measured "other" row and added to the step."""
-    from ..experiments.compare import OTHER, STEP, relative_error
+    from ..compare import OTHER, STEP, relative_error
 
     extra = getattr(pred, "bookkeeping_s", 0.0)
     out = []
@@ -92,7 +92,7 @@ def _with_bookkeeping(rows: list[dict], pred) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     """The suite's numbers and verdicts against :data:`BARS` (see the module docstring)."""
-    from ..experiments.compare import OTHER, STEP
+    from ..compare import OTHER, STEP
 
     def fin(x):
         return x == x
@@ -132,7 +132,7 @@ def _verdict(value: float, bar: float) -> str:
 
 def table(rows: list[dict]) -> list[dict]:
     """The rows a reader reads: every judged stage (>= 5 % of its step) and every whole step, in %."""
-    from ..experiments.compare import OTHER, STEP
+    from ..compare import OTHER, STEP
 
     out = []
     for r in rows:
@@ -161,7 +161,7 @@ def report(size: str, root: Path | None = None, profile: str | None = None, stat
     in-situ profile, ``INSITU_PROFILE``: rlm_lab.insitu) and summarise: ``{"root", "profile", "rows", "summary",
     "load"}``."""
     from ..cost import load_profile
-    from ..experiments.anatomy import INSITU_PROFILE
+    from ..cost.hardware import INSITU_PROFILE
 
     profile = profile or INSITU_PROFILE
     prof = load_profile(profile)  # an unknown profile is one clear error before any record is read
@@ -177,10 +177,10 @@ def report(size: str, root: Path | None = None, profile: str | None = None, stat
 def loop_terms_effect(size: str, loop_record, root: Path | None = None, profile: str | None = None,
                       statistic: str = "median") -> dict:
     """Issue 12, item 3: the suite's summary without and with the generation-loop terms fitted by
-    ``rlm_lab.cost.loop_benchmarks`` (``loop_record``: its run folder); a term is adopted only if
+    ``rlm_lab.calibrate.loop_benchmarks`` (``loop_record``: its run folder); a term is adopted only if
     the validation error improves. ``{"before", "after", "fit", "improves"}``."""
-    from ..cost.loop_benchmarks import with_loop_terms
-    from ..experiments.anatomy import CPU_PROFILE
+    from ..calibrate.loop_benchmarks import with_loop_terms
+    from ..cost.hardware import CPU_PROFILE
     from ..record import load_record
 
     fit = load_record(loop_record, require=("generate_loop_base_s",)).results
@@ -194,10 +194,10 @@ def loop_terms_effect(size: str, loop_record, root: Path | None = None, profile:
 def trl_step_terms_effect(size: str, step_record, root: Path | None = None, profile: str | None = None,
                           statistic: str = "median") -> dict:
     """Issue 12, item 3: the suite's summary without and with TRL's per-step bookkeeping terms fitted by
-    ``rlm_lab.cost.step_benchmarks`` (``step_record``: its run folder); the term is kept only if the
+    ``rlm_lab.calibrate.step_benchmarks`` (``step_record``: its run folder); the term is kept only if the
     whole-step error improves and no stage gets worse. ``{"before", "after", "fit", "improves"}``."""
-    from ..cost.step_benchmarks import KEYS, with_trl_step_terms
-    from ..experiments.anatomy import CPU_PROFILE
+    from ..calibrate.step_benchmarks import KEYS, with_trl_step_terms
+    from ..cost.hardware import CPU_PROFILE
     from ..record import load_record
 
     fit = {k: load_record(step_record, require=KEYS).results[k] for k in KEYS}

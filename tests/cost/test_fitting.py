@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rlm_lab.cost.benchmarks import fit_collectives
+from rlm_lab.calibrate.benchmarks import fit_collectives
 from rlm_lab.cost.comm import OPS, bytes_per_rank
 from rlm_lab.cost.fitting import fit_line, fit_nonneg, nnls
 

@@ -78,7 +78,7 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path):
     """One quick pass end to end (the fits and the repeats are tested on synthetic data in
     test_fitting.py and test_calibration_repeats.py): a profile that loads, with its spread and load
     recorded, and no overwrite of an existing profile unless asked."""
-    from rlm_lab.cost.calibrate import calibrate
+    from rlm_lab.calibrate.profile import calibrate
 
     out = tmp_path / "quick.json"
     path = calibrate(out, quick=True, collectives=False, name="test-quick", allow_busy=True)
@@ -97,7 +97,7 @@ def test_collective_benchmark_gloo():
     """The 2-process benchmark runs every op at every size on both ranks and fits each (the alpha-beta fit
     itself is checked on synthetic points in test_fitting.py; timing relations between sizes are not
     asserted: with other jobs on the 2 cores a descheduled 1 KiB op can outlast a 1 MiB one)."""
-    from rlm_lab.cost.benchmarks import bench_collectives
+    from rlm_lab.calibrate.benchmarks import bench_collectives
 
     coll = bench_collectives("cpu", quick=True)
     assert coll["backend"] == "gloo" and coll["world"] == 2
@@ -127,7 +127,7 @@ def test_calibrate_bad_input_is_one_line_before_any_work(capsys, argv, msg):
 
 
 def test_default_name_from_cpu():
-    from rlm_lab.cost.calibrate import default_name
+    from rlm_lab.device import default_name
 
     name = default_name("cpu")
     assert name.startswith("cpu-") and "core-" in name and name == name.lower()

@@ -1,12 +1,12 @@
 """The distributed step-time prediction from the profile alone (rlm_lab.parallel.bench.step_time) and its
-calibration (rlm_lab.cost.dist_benchmarks): each checked against an independent computation. No process
-is started (the measurements themselves run in `python -m rlm_lab.cost.dist_benchmarks`)."""
+calibration (rlm_lab.calibrate.dist_benchmarks): each checked against an independent computation. No process
+is started (the measurements themselves run in `python -m rlm_lab.calibrate.dist_benchmarks`)."""
 
 import copy
 
 import pytest
 
-from rlm_lab.cost import dist_benchmarks as db
+from rlm_lab.calibrate import dist_benchmarks as db
 from rlm_lab.cost.hardware import load_profile
 from rlm_lab.parallel.bench import step_time as st
 from rlm_lab.parallel.mesh import Layout
@@ -135,7 +135,7 @@ def test_companion_calibration_refuses_to_overwrite_and_bad_profile_is_one_line(
     with pytest.raises(RlmLabError, match="exists; pass --force"):
         db.write_companion("cpu-2core-epyc", out)
     assert time.perf_counter() - t < 2 and out.read_text() == "{}"
-    p = subprocess.run([sys.executable, "-m", "rlm_lab.cost.dist_benchmarks", "--profile", "no-such-profile",
+    p = subprocess.run([sys.executable, "-m", "rlm_lab.calibrate.dist_benchmarks", "--profile", "no-such-profile",
                         "--out", str(tmp_path / "d.json")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.startswith("rlm-lab: error: unknown hardware profile")
     assert "Traceback" not in p.stderr and not (tmp_path / "d.json").exists()

@@ -5,7 +5,7 @@ their provenance names. A reader who builds it (``make book SIZE=cpu``) also get
 column made on *their* machine, in the order a prediction demands:
 
 1. **Calibrate** once (:mod:`.calibration`): the micro-benchmarks of ``rlm-lab calibrate``
-   (:func:`rlm_lab.cost.calibrate.calibrate`) repeated ``CAL_REPEATS`` times, the median and the spread
+   (:func:`rlm_lab.calibrate.profile.calibrate`) repeated ``CAL_REPEATS`` times, the median and the spread
    kept; no collectives (no workload here is distributed). A busy machine is not refused: the profile is
    marked busy and the book says so. Cached under ``_build/your_machine/<key>/`` (never ``data/``), keyed
    by host, CPU model, cores, torch version and torch's thread count.

@@ -40,7 +40,7 @@ def machine_key(**override) -> dict:
     """What a calibration is valid for: host, CPU model, cores, torch version, torch's thread count."""
     import torch
 
-    from ...cost.calibrate import cpu_name
+    from ...device import cpu_name
 
     key = {"host": socket.gethostname(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
            "torch": torch.__version__, "threads": torch.get_num_threads()}
@@ -93,7 +93,7 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
 
     Returns its meta: ``profile`` (path), ``sha256``, ``made``, ``seconds``, ``machine_key``, ``busy``, the
     calibration's warnings (busy machine, noisy quantities) and ``reused``."""
-    from ...cost.calibrate import MAX_LOAD_PER_CORE, calibrate
+    from ...calibrate.profile import MAX_LOAD_PER_CORE, calibrate
 
     key = key or machine_key()
     folder = Path(root or CACHE) / key_slug(key)

@@ -12,7 +12,7 @@ from typing import Callable
 from ...errors import unknown
 from ...record import RecordError, RunRecord
 from ...sizes import check_size
-from ..compare import relative_error
+from ...compare import relative_error
 from .calibration import calibration_facts, ensure_calibration, now
 from .headlines import READER_SIZE, Headline, headlines
 

@@ -93,7 +93,7 @@ def comm_profile(profile=None):
 
     if profile is not None:
         return load_profile(profile)
-    from ...cost.calibrate import default_name
+    from ...device import default_name
 
     try:
         prof = load_profile(default_name("cpu"))

@@ -1,7 +1,7 @@
 """The distributed calibration's shared pieces: the hidden-16 models it measures, and how a profile's
 ``distributed`` section is found (in the profile, or in its companion file) and applied at a rank's thread count.
 
-Measured by :mod:`rlm_lab.cost.dist_benchmarks`; used by :mod:`rlm_lab.parallel.bench.step_time`. Kept apart
+Measured by :mod:`rlm_lab.calibrate.dist_benchmarks`; used by :mod:`rlm_lab.parallel.bench.step_time`. Kept apart
 from both so that neither imports the other's module back (the predictor must not import the calibration
 that is fitted with it).
 """

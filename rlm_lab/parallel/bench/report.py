@@ -115,7 +115,7 @@ def errors(rs, fam: str) -> str:
 
 def calibrated_profile():
     """This machine's calibrated CPU profile (``rlm-lab calibrate``), or None if none is committed."""
-    from ...cost.calibrate import default_name
+    from ...device import default_name
     from ...cost.hardware import load_profile
     from ...errors import RlmLabError
 

@@ -20,7 +20,7 @@
 * **Framework**: what DDP's reducer, ZeroRedundancyOptimizer, FSDP2's hooks, DTensor dispatch, the
   pipeline schedule, the hand-written ring and the expert dispatch cost per step beyond compute and
   the α-β time of their messages: ``base_s + unit_s · units`` per family, calibrated on a hidden-16
-  model whose compute is ~0 (``rlm_lab.cost.dist_benchmarks``), or None when the profile has none.
+  model whose compute is ~0 (``rlm_lab.calibrate.dist_benchmarks``), or None when the profile has none.
 * **Oversubscription**: with more ranks than cores each rank gets cores/world of a core: compute,
   optimizer and framework stretch by world/cores; messages are not stretched (a waiting rank does not
   compete for the core).

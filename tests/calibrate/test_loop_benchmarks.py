@@ -4,7 +4,7 @@ and the fit recovers a known line from synthetic residuals."""
 import pytest
 
 from rlm_lab.cost import decode_step_time, load_profile, model_spec
-from rlm_lab.cost import loop_benchmarks as LB
+from rlm_lab.calibrate import loop_benchmarks as LB
 from rlm_lab.cost.hardware import profile_from_dict
 
 
@@ -28,7 +28,7 @@ def test_fit_recovers_a_known_line(monkeypatch):
 
     class FakeModel:
         def __init__(self, L):
-            from rlm_lab.cost.benchmarks import _tiny_lm
+            from rlm_lab.calibrate.benchmarks import _tiny_lm
 
             self.config = _tiny_lm(L, "cpu").config
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlm_lab.cost import Workload, load_profile, model_spec, predict
-from rlm_lab.cost import step_benchmarks as SB
+from rlm_lab.calibrate import step_benchmarks as SB
 from rlm_lab.cost.assumed import ASSUMED_TRL_STEP, assumption_lines
 from rlm_lab.cost.hardware import profile_from_dict
 
@@ -51,7 +51,7 @@ def test_datasheet_profiles_use_the_assumed_figures_and_name_them():
 
 
 def test_validation_rows_carry_the_bookkeeping():
-    from rlm_lab.experiments.compare import OTHER, STEP
+    from rlm_lab.compare import OTHER, STEP
     from rlm_lab.validate.compare import _with_bookkeeping
 
     class P:

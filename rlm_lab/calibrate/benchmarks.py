@@ -3,7 +3,7 @@ the optimizer step and the collectives (``kernel_benchmarks`` holds the kernels 
 
 Each function times one quantity with :func:`timeit` (median over repetitions filling a time budget) and
 returns measured numbers; fitting (``fitting.py``, non-negative least squares) and the repeats, load checks
-and profile writing (``calibrate.py``) are elsewhere. Torch is imported inside the functions.
+and profile writing (``profile.py``) are elsewhere. Torch is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from .comm import OPS, bytes_per_rank
-from .fitting import fit_line
+from ..cost.comm import OPS, bytes_per_rank
+from ..cost.fitting import fit_line
 
 
 # ---- timing helper ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import statistics
 
 from .benchmarks import _tiny_lm
 from .benchmarks import timeit as _timeit
-from .fitting import fit_nonneg
+from ..cost.fitting import fit_nonneg
 
 BATCHES = (1, 16, 64, 256)
 LAYERS = (1, 4)
@@ -56,9 +56,9 @@ def bench_generate_loop(profile, device: str = "cpu", budget: float = 0.3, new: 
     time model's prediction of the same step under ``profile``, and the NNLS fit of the residual."""
     import torch
 
-    from .hardware import load_profile
-    from .spec import spec_from_config
-    from .timing import decode_step_time
+    from ..cost.hardware import load_profile
+    from ..cost.spec import spec_from_config
+    from ..cost.timing import decode_step_time
 
     prof = load_profile(profile)
     torch.manual_seed(0)
@@ -83,7 +83,7 @@ def bench_generate_loop(profile, device: str = "cpu", budget: float = 0.3, new: 
 
 def with_loop_terms(profile, fit: dict) -> dict:
     """``profile`` (name, path or object) as a dict with the fitted loop terms added to its overheads."""
-    from .hardware import load_profile
+    from ..cost.hardware import load_profile
 
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], "generate_loop_base_s": fit["generate_loop_base_s"],
@@ -97,7 +97,7 @@ def record(run_dir, profile: str = "cpu-2core-epyc", budget: float = 0.3):
 
     rec = RunRecord(run_dir, {"profile": str(profile), "batches": BATCHES, "layers": LAYERS, "prompt": PROMPT,
                               "budget_s": budget},
-                    command=f"python -m rlm_lab.cost.loop_benchmarks {run_dir}", seed=0)
+                    command=f"python -m rlm_lab.calibrate.loop_benchmarks {run_dir}", seed=0)
     with rec:
         before = os.getloadavg()
         rec.complete(**bench_generate_loop(profile, budget=budget), loadavg_before=before)

@@ -37,7 +37,7 @@ import statistics
 
 from .benchmarks import LAYERS_HI, _tiny_lm
 from .benchmarks import timeit as _timeit
-from .fitting import fit_line
+from ..cost.fitting import fit_line
 
 
 def bench_matmul_autocast(device, quick, op_s, budget) -> dict:
@@ -74,7 +74,7 @@ def bench_matmul_autocast(device, quick, op_s, budget) -> dict:
 
 def bench_checkpoint(device, budget) -> dict:
     """``{"checkpoint_base_s", "checkpoint_layer_s"}``: forward + backward with every layer checkpointed minus
-    without, on hidden-16 models of 1 and :data:`~rlm_lab.cost.benchmarks.LAYERS_HI` layers."""
+    without, on hidden-16 models of 1 and :data:`~rlm_lab.calibrate.benchmarks.LAYERS_HI` layers."""
     import torch
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -106,7 +106,7 @@ def _autocast_forward(model, device):
 
 def bench_autocast_overhead(device, budget) -> dict:
     """Per-call work that autocast adds (weight casts, dtype dispatch) on hidden-16 models of 1 and
-    :data:`~rlm_lab.cost.benchmarks.LAYERS_HI` layers, whose compute is negligible: forward (no grad),
+    :data:`~rlm_lab.calibrate.benchmarks.LAYERS_HI` layers, whose compute is negligible: forward (no grad),
     backward (forward + backward minus forward with grad) and one decode step of ``generate``, each with
     the forward wrapped as accelerate wraps it minus plain, fitted as base + L x layer (NNLS) ->
     ``autocast_{forward,backward,decode}_{base,layer}_s``."""
@@ -155,7 +155,7 @@ def bench_autocast_and_checkpoint(device, quick, op_s, budget) -> dict:
 def with_autocast_terms(profile, measured: dict) -> dict:
     """``profile`` (name, path, object or dict) as a dict with :func:`bench_autocast_and_checkpoint`'s results
     in their places (matmul_curve/matmul_flops bf16 and bf16_backward, kernels.attention_bf16, overhead)."""
-    from .hardware import load_profile
+    from ..cost.hardware import load_profile
 
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], **measured["overhead"]}
@@ -177,7 +177,7 @@ def record(run_dir, budget: float = 0.3):
     from .benchmarks import bench_op
 
     rec = RunRecord(run_dir, {"device": "cpu", "budget_s": budget},
-                    command=f"python -m rlm_lab.cost.autocast_benchmarks {run_dir}", seed=0)
+                    command=f"python -m rlm_lab.calibrate.autocast_benchmarks {run_dir}", seed=0)
     with rec:
         before = os.getloadavg()
         import torch

@@ -47,40 +47,17 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import statistics
 import sys
 from pathlib import Path
 
+from ..cost.hardware import HARDWARE_DIR, profile_from_dict, save_profile
+from ..cost.load import machine_load
+from ..cost.spread import HEADLINES, spread_summary
+from ..device import cpu_name, default_name
 from ..errors import RlmLabError
-from .hardware import HARDWARE_DIR, profile_from_dict, save_profile
-from .load import machine_load
-from .spread import HEADLINES, spread_summary
 
 REPO = HARDWARE_DIR.parents[1]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
-def default_name(device: str) -> str:
-    """A profile name from the hardware: cpu-<cores>core-<model words>, or the GPU's name."""
-    if device == "cuda":
-        import torch
-
-        return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(0).lower()).strip("-") + "-calibrated"
-    words = [w for w in re.split(r"[^a-z0-9]+", cpu_name().lower())
-             if w and w not in {"amd", "intel", "r", "tm", "cpu", "processor", "core", "with", "radeon", "graphics"}]
-    return f"cpu-{os.cpu_count()}core-{'-'.join(words[:2]) or 'unknown'}"
 
 
 # ---- repeats: median and spread of every measured number ---------------------------------------------
@@ -287,7 +264,7 @@ def _run(args) -> int:
         raise RlmLabError(f"--max-load must be a positive number, got {args.max_load}")
     path = calibrate(args.out, args.quick, args.device, not args.no_collectives, args.name, args.repeats,
                      args.max_load, args.allow_busy, args.force)
-    from .hardware import load_profile
+    from ..cost.hardware import load_profile
 
     prof = load_profile(path)
     o = prof.overhead

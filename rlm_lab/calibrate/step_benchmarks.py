@@ -29,7 +29,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from .fitting import fit_nonneg
+from ..cost.fitting import fit_nonneg
 
 BATCHES = (16, 64)   # completions per optimizer step (G = 4)
 LAYERS = (1, 4)      # parameter tensors: 1 + 9 L + 2 (embedding, norms, head)
@@ -102,7 +102,7 @@ def bench_trl_step(device: str = "cpu") -> dict:
 
 def with_trl_step_terms(profile, fit: dict) -> dict:
     """``profile`` (name, path, object or dict) as a dict with the fitted bookkeeping terms in its overheads."""
-    from .hardware import load_profile
+    from ..cost.hardware import load_profile
 
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], **{k: float(fit[k]) for k in KEYS}}
@@ -117,7 +117,7 @@ def record(run_dir, repeats: int = 3):
 
     rec = RunRecord(run_dir, {"batches": BATCHES, "layers": LAYERS, "group": GROUP, "length": LENGTH,
                               "steps": STEPS, "warmup": WARMUP, "repeats": repeats},
-                    command=f"python -m rlm_lab.cost.step_benchmarks {run_dir}", seed=0)
+                    command=f"python -m rlm_lab.calibrate.step_benchmarks {run_dir}", seed=0)
     with rec:
         before = os.getloadavg()
         runs = [bench_trl_step()["points"] for _ in range(repeats)]

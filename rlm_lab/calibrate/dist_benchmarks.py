@@ -1,7 +1,7 @@
 """Calibration of the distributed layouts: the rates at a rank's thread count and the framework cost per step.
 
 Two measurements, written into a profile's ``distributed`` section (``rlm-lab calibrate`` adds it; for a
-profile made before it existed, ``python -m rlm_lab.cost.dist_benchmarks --profile NAME`` writes a companion
+profile made before it existed, ``python -m rlm_lab.calibrate.dist_benchmarks --profile NAME`` writes a companion
 file ``data/hardware/distributed/NAME.json`` that :func:`distributed_section` reads beside the profile):
 
 * ``threads``: the matrix-product curve, per-call overheads, elementwise and attention rates measured with
@@ -34,7 +34,7 @@ from ..errors import RlmLabError
 from ..parallel.bench.framework import (BATCH, COMPANION_DIR, DEPTHS, PP_DEPTH, SEQ,  # noqa: F401 (re-exported)
                                        at_threads, distributed_section, spec_of, tiny)
 from ..parallel.bench.step_time import fit_framework, framework_terms  # noqa: F401 (re-exported)
-from .hardware import load_profile
+from ..cost.hardware import load_profile
 
 THREADS = (1,)
 STEPS = 20
@@ -111,7 +111,7 @@ def measure_distributed(profile, quick: bool = False) -> dict:
     """The ``distributed`` section for ``profile`` (whose collectives price the messages of the fit)."""
     import torch
 
-    from .load import machine_load
+    from ..cost.load import machine_load
 
     before = machine_load()
     thr = {str(n): bench_threads(n, quick=quick) for n in THREADS}
@@ -135,7 +135,7 @@ def write_companion(profile_name: str, out: str | Path | None = None, quick: boo
         raise RlmLabError(f"{out} exists; pass --force to replace it")
     sec = measure_distributed(prof, quick)
     return atomic_write_json(out, {"profile": prof.name, "distributed": sec, "provenance": provenance(),
-                                   "command": "flock -x /tmp/rlm-lab-measure.lock python -m rlm_lab.cost.dist_benchmarks"
+                                   "command": "flock -x /tmp/rlm-lab-measure.lock python -m rlm_lab.calibrate.dist_benchmarks"
                                               f" --profile {prof.name}"})
 
 

@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 from .benchmarks import timeit as _timeit
-from .fitting import fit_line, fit_nonneg
+from ..cost.fitting import fit_line, fit_nonneg
 
 
 def bench_elementwise(device, quick, budget) -> dict:

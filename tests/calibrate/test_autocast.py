@@ -5,7 +5,7 @@ workload carries both switches (bad values are one clear error)."""
 import pytest
 
 from rlm_lab.cost import Workload, load_profile, model_spec, predict
-from rlm_lab.cost.autocast_benchmarks import with_autocast_terms
+from rlm_lab.calibrate.autocast_benchmarks import with_autocast_terms
 from rlm_lab.cost.hardware import profile_from_dict
 from rlm_lab.cost.timing import backward_time, forward_time, matmul_time
 from rlm_lab.errors import RlmLabError

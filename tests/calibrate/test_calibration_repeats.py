@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from rlm_lab.cost import load_profile, predict
-from rlm_lab.cost.benchmarks import timeit
-from rlm_lab.cost.calibrate import combine_repeats, repeated_calibration
+from rlm_lab.calibrate.benchmarks import timeit
+from rlm_lab.calibrate.profile import combine_repeats, repeated_calibration
 from rlm_lab.cost.fitting import fit_line
 from rlm_lab.cost.spread import (bound_profiles, calibration_list, calibration_spread, predict_interval,
                                  spread_summary)
