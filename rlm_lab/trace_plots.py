@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .experiments.compare import relative_error
+from .compare import relative_error
 from .stages import STAGE_ORDER, Stage
 
 # One colour per stage, stable across every figure of the book (tab20-like, colour-blind friendly pairs).

@@ -119,7 +119,7 @@ NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|ms\b|µs|MiB|GiB|GB\b|s/step|×|M
 TYPED_ON_PURPOSE = (
     "95 % accuracy", "aim of 95 %",            # ch01's aim, fixed before the sweep
     "within 20 %", "(10 % timing",              # ch03's check tolerances
-    "25 % first", "then 10 %", "≤ 25 %", "≤ 10 %",  # the goals (rlm_lab.experiments.compare.BAR, GOAL)
+    "25 % first", "then 10 %", "≤ 25 %", "≤ 10 %",  # the goals (rlm_lab.compare.BAR, GOAL)
     "25 % bar", "10 % goal", "25% bar", "10% goal",
     "1.5× DDP", "1.5 × DP", "ZeRO-3 1.5×",      # ZeRO-3's factor, from its formula
     "80% of the time",                          # OpenRLHF, quoted and cited

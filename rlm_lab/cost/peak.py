@@ -113,7 +113,7 @@ def stage_peaks(pred, checkpointing: bool = False) -> dict[str, dict]:
 def peak_rows(record, pred, baseline: int, checkpointing: bool = False) -> list[dict]:
     """Per measured stage: predicted peak (``baseline`` + :func:`stage_peaks`) against the tracer's peak
     RSS, and the part above the baseline alone (``transient_*``). ``record`` is a traced run record."""
-    from ..experiments.compare import relative_error
+    from ..compare import relative_error
 
     stages = record.results["trace"]["stages"]
     peaks = stage_peaks(pred, checkpointing)

@@ -92,7 +92,7 @@ def _stage_seconds(rec, profile: dict) -> dict:
     """{stage: predicted seconds} of ``rec``'s case under ``profile`` (chapter 2's time table; "other" =
     TRL's predicted bookkeeping, the step = stages + bookkeeping)."""
     from ..experiments.anatomy import case_of, predict_case, time_table
-    from ..experiments.compare import OTHER, STEP
+    from ..compare import OTHER, STEP
     from ..validate.suite import reward_s_per_sample
 
     pred = predict_case(case_of(rec), profile, reward_s_per_sample())
@@ -120,7 +120,7 @@ def features(rec, base: dict) -> tuple[dict, dict]:
 def measured(rec, steps: list[dict] | None = None) -> dict:
     """{stage: measured seconds}: the median over the traced steps after warm-up (``steps``: a resample of
     them), "other" = the tracer's unmodelled time, "step" = the step wall."""
-    from ..experiments.compare import OTHER, STEP
+    from ..compare import OTHER, STEP
     from ..validate.compare import _kept_steps
 
     steps = _kept_steps(rec) if steps is None else steps
@@ -133,7 +133,7 @@ def measured(rec, steps: list[dict] | None = None) -> dict:
 
 def _system(prepared: list, meas: list[dict]):
     """Weighted rows (A, y) of the fit: every (run, stage) >= SHARE_MIN of its step, and each run's other."""
-    from ..experiments.compare import OTHER, STEP
+    from ..compare import OTHER, STEP
 
     a, y = [], []
     for (fixed, feats), m in zip(prepared, meas):

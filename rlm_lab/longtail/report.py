@@ -7,7 +7,7 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 
 from __future__ import annotations
 
-from ..experiments.compare import relative_error, verdict
+from ..compare import relative_error, verdict
 from ..record import finished, load_record, reference_root, runs_root
 from ..sizes import check_size
 from .run import TECHNIQUES, measure

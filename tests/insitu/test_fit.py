@@ -8,7 +8,7 @@ from rlm_lab.cost import load_profile
 from rlm_lab.cost.hardware import HARDWARE_DIR
 from rlm_lab.cost.spec import model_spec
 from rlm_lab.cost.timing import decode_step_time, forward_time
-from rlm_lab.experiments.compare import OTHER, STEP
+from rlm_lab.compare import OTHER, STEP
 from rlm_lab.insitu import fit as F
 from rlm_lab.insitu.run import BASE_PROFILE, repeat_agreement, predicted_steps
 from rlm_lab.record import load_record, reference_root

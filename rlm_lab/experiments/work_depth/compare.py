@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from ...record import RunRecord
-from ..compare import relative_error, verdict
+from ...compare import relative_error, verdict
 from .cases import PROMPT_LEN, assign
 
 def predicted_decode_steps(model_name: str, batches, k0: int, k1: int, profile) -> list[float]:

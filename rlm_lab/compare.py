@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..errors import RlmLabError
+from .errors import RlmLabError
 
 BAR = 0.25   # the first goal of every comparison: |relative error| <= 25 %
 GOAL = 0.10  # the goal after that: <= 10 %
@@ -32,7 +32,7 @@ OTHER = "other (not modelled)"      # measured time outside every modelled stage
 def reference_dir(size: str = "cpu"):
     """Where the committed reference records of ``size`` are read from (``data/runs/<size>``), which is
     never where a command writes by default (``rlm_lab.record.runs_root``)."""
-    from ..record import reference_root
+    from .record import reference_root
 
     return reference_root(size)
 
