@@ -10,7 +10,7 @@ https://pytorch.org/docs/stable/elastic/run.html; ``accelerate launch``'s parser
 https://huggingface.co/docs/accelerate/basic_tutorials/launch), checks that the module it runs is runnable
 with ``-m`` and accepts the arguments given, that the process count matches the GPUs, and that a DeepSpeed
 config's ZeRO stage is the one its name promises (https://www.deepspeed.ai/docs/config-json/). Ray placements
-(chapter 5 on) are checked by :mod:`rlm_lab.placement.spec` against a cluster of N GPUs.
+(chapter 5 on) are checked by :mod:`rlm_lab.cost.placement_spec` against a cluster of N GPUs.
 """
 
 from __future__ import annotations

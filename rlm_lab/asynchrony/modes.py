@@ -37,7 +37,7 @@ def mode_eta(mode: str):
 
 def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_devices: int = 1):
     from ..placement.runtime import algo_roles
-    from ..placement.spec import Cluster, get_placement
+    from ..cost.placement_spec import Cluster, get_placement
 
     return get_placement("disaggregated", Cluster(devices, "cpu"), algo_roles(cfg),
                          rollout_devices=rollout_devices, sync=sync)

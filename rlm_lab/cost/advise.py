@@ -7,7 +7,7 @@ Search space (issue 9 item 6; the planners of ReaL arXiv 2406.14088 and HybridFl
 the same kind of space with their own estimators):
 
 1. every grouping of the roles into resource sets (set partitions: Bell numbers, 5 for GRPO's actor, rollout and
-   reference, 52 for PPO's five roles; ``placement.spec.enumerate_groupings``);
+   reference, 52 for PPO's five roles; ``placement_spec.enumerate_groupings``);
 2. every split of the cluster's devices between the sets, with set sizes from a grid (every size up to 16
    devices; beyond, powers of two and multiples of devices/8) that add up to the cluster;
 3. inside each set, its parallel layout: tensor-parallel size tp (powers of two up to ``max_tp``), ZeRO 0 or 3
@@ -28,7 +28,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..errors import RlmLabError
-from ..placement.spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
+from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
 from .placement import GIB, PlacementPrediction, _Predictor, predict_placement, set_cost
 from .workload import workload_from_dict
 
@@ -196,7 +196,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
 
 
 def _label(grouping, separate: bool, reshard: bool) -> str:
-    """The named placement a grouping is (placement.spec), else "<k>-set"."""
+    """The named placement a grouping is (placement_spec), else "<k>-set"."""
     if len(grouping) == 1:
         return "hybrid" if reshard else "colocated"
     if len(grouping) == 2 and ("rollout",) in grouping:

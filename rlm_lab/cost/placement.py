@@ -47,7 +47,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import RlmLabError
-from ..placement.spec import Cluster, Placement, PlacementError
+from .placement_spec import Cluster, Placement, PlacementError
 from ..stages import Stage
 from . import memory as M
 from .comm import collective_time, tp_message_bytes

@@ -6,7 +6,7 @@ The prediction itself is :func:`rlm_lab.cost.placement.predict_placement`.
 from __future__ import annotations
 
 from ..errors import RlmLabError
-from ..placement.spec import Cluster, Placement, get_placement, placement_from_dict
+from .placement_spec import Cluster, Placement, get_placement, placement_from_dict
 from ..stages import STAGE_ORDER, Stage
 from .hardware import load_profile
 from .placement import GIB, PlacementPrediction, _Predictor, predict_placement

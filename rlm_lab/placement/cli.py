@@ -140,7 +140,7 @@ def _hybrid(args, size: str) -> int:
     from .experiment import cluster, run_config
     from .hybrid import MEMORY_RUN, check_hybrid, measure_hybrid
     from .runtime import RaySession, algo_roles, check_placement
-    from .spec import get_placement
+    from ..cost.placement_spec import get_placement
 
     run = dict(key="hybrid_memory", **MEMORY_RUN) if args.hybrid_memory else {}
     cfg = run_config(size, **{**{k: v for k, v in run.items() if k != "key"},

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from ..sizes import get
-from .spec import Cluster, get_placement
+from ..cost.placement_spec import Cluster, get_placement
 
 PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
@@ -374,7 +374,7 @@ def predicted_memory(record, profile: str | None = None) -> dict:
     from ..cost.workload import algorithm
     from ..train.config import from_dict
     from .runtime import LORA
-    from .spec import placement_from_dict
+    from ..cost.placement_spec import placement_from_dict
 
     cfg = from_dict(record.config["run"])
     p = placement_from_dict(record.config["placement"])

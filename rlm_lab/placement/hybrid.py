@@ -203,7 +203,7 @@ def measure_hybrid(size: str, root, steps: int | None = None, session=None, comm
     time>``; bad input is one error before Ray starts. Returns the results (plus ``dir``)."""
     from .experiment import _now, cluster, predict, run_config
     from .runtime import algo_roles, check_placement
-    from .spec import get_placement
+    from ..cost.placement_spec import get_placement
 
     cfg = run_config(size, **{**overrides, **({"rl_steps": steps} if steps else {})})
     if cfg.size == "gpu":

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import RlmLabError
 from .glue import PlacementRunError
 from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
-from .spec import Cluster, Placement, PlacementError
+from ..cost.placement_spec import Cluster, Placement, PlacementError
 
 # LoRA of a ``lora=True`` placement: PEFT's default targets for Llama (q_proj, v_proj) at rank 8, what the
 # cost model assumes for ``placement.lora`` (rlm_lab.cost.lora); no dropout, so placements stay comparable.

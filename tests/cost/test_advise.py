@@ -9,7 +9,7 @@ import pytest
 from rlm_lab.cost.advise import advise, compositions, kendall_tau, regret
 from rlm_lab.cost.placement import predict_placement
 from rlm_lab.errors import RlmLabError
-from rlm_lab.placement.spec import Cluster, get_placement
+from rlm_lab.cost.placement_spec import Cluster, get_placement
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN_7B = str(REPO / "configs/models/qwen2.5-7b.config.json")

@@ -12,7 +12,7 @@ from rlm_lab.cost.lora import Lora, lora_params
 from rlm_lab.cost.placement import BUCKET_BYTES, predict_placement
 from rlm_lab.cost.workload import Workload
 from rlm_lab.errors import RlmLabError
-from rlm_lab.placement.spec import Cluster, get_placement
+from rlm_lab.cost.placement_spec import Cluster, get_placement
 from rlm_lab.stages import Stage as S
 
 REPO = Path(__file__).resolve().parents[2]

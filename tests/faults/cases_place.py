@@ -47,7 +47,7 @@ def too_many_cpus(tmp):
     """run_placement(colocated on 64 CPUs) on this machine"""
     from rlm_lab.placement.experiment import run_config
     from rlm_lab.placement.runtime import algo_roles, run_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = run_config("smoke")
     p = get_placement("colocated", Cluster(64, "cpu"), algo_roles(cfg))
@@ -57,7 +57,7 @@ def too_many_cpus(tmp):
 def too_many_rollout_cpus(tmp):
     """check_placement(disaggregated, 63 rollout + 1 trainer CPUs) on this machine"""
     from rlm_lab.placement.runtime import algo_roles, check_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = _cfg()
     check_placement(get_placement("disaggregated", Cluster(64, "cpu"), algo_roles(cfg), rollout_devices=63,
@@ -67,7 +67,7 @@ def too_many_rollout_cpus(tmp):
 def gpu_set_on_cpu(tmp):
     """check_placement(colocated on 1 GPU) on this machine"""
     from rlm_lab.placement.runtime import algo_roles, check_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = _cfg()
     check_placement(get_placement("colocated", Cluster(1, "gpu"), algo_roles(cfg)), cfg)
@@ -76,7 +76,7 @@ def gpu_set_on_cpu(tmp):
 def critic_for_grpo(tmp):
     """check_placement(split: a critic and a reward set) for a GRPO run"""
     from rlm_lab.placement.runtime import check_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     check_placement(get_placement("split", Cluster(2, "cpu"), "ppo"), _cfg())
 
@@ -84,7 +84,7 @@ def critic_for_grpo(tmp):
 def rollout_without_sync(tmp):
     """Placement(rollout on its own set, sync='none')"""
     from rlm_lab.placement.runtime import algo_roles
-    from rlm_lab.placement.spec import Cluster, Placement, ResourceSet
+    from rlm_lab.cost.placement_spec import Cluster, Placement, ResourceSet
 
     Placement("x", (ResourceSet("train", 1), ResourceSet("gen", 1)),
               {"actor": "train", "rollout": "gen"}, sync="none").validate(algo_roles(_cfg()), Cluster(2, "cpu"))
@@ -93,7 +93,7 @@ def rollout_without_sync(tmp):
 def ppo_rollout_apart(tmp):
     """check_placement(PPO disaggregated: rollout on its own core)"""
     from rlm_lab.placement.runtime import algo_roles, check_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = _cfg(algo="ppo")
     check_placement(get_placement("disaggregated", Cluster(2, "cpu"), algo_roles(cfg), rollout_devices=1,
@@ -102,7 +102,7 @@ def ppo_rollout_apart(tmp):
 
 def bad_layout(tmp):
     """ResourceSet('train', devices=2, dp=3)"""
-    from rlm_lab.placement.spec import ResourceSet
+    from rlm_lab.cost.placement_spec import ResourceSet
 
     ResourceSet("train", 2, dp=3)
 
@@ -158,7 +158,7 @@ def hybrid_no_deepspeed(tmp):
 
     from rlm_lab.placement.hybrid import check_hybrid
     from rlm_lab.placement.runtime import algo_roles
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = _cfg()
     p = get_placement("hybrid", Cluster(2, "cpu"), algo_roles(cfg))
@@ -171,7 +171,7 @@ def hybrid_world_3(tmp):
     """check_hybrid(hybrid on 3 ranks) for a batch of 16 completions"""
     from rlm_lab.placement.hybrid import check_hybrid
     from rlm_lab.placement.runtime import algo_roles
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     cfg = _cfg()
     check_hybrid(get_placement("hybrid", Cluster(3, "cpu"), algo_roles(cfg)), cfg)

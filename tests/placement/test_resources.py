@@ -14,7 +14,7 @@ def _grpo(size="gpu"):
 def test_gpu_sets_ask_ray_for_gpus_and_sync_over_nccl():
     from rlm_lab.placement.resources import actor_options, bundle, set_device, sync_backend, threads
     from rlm_lab.placement.runtime import algo_roles
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     algo = algo_roles(_grpo())
     p = get_placement("disaggregated", Cluster(4, "gpu"), algo, rollout_devices=1, sync="collective")
@@ -51,7 +51,7 @@ def test_gpu_size_places_on_gpus_and_is_refused_without_them(monkeypatch):
 def test_actor_share_outside_its_set_is_refused():
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.resources import actor_options
-    from rlm_lab.placement.spec import ResourceSet
+    from rlm_lab.cost.placement_spec import ResourceSet
 
     with pytest.raises(RlmLabError, match=r"share must be in 1..2, got 3"):
         actor_options(ResourceSet("g", 2, "gpu", dp=2), 3)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def two_runs(ray_session, place_cfg, tmp_path_factory):
     from rlm_lab.placement.runtime import algo_roles, run_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     algo = algo_roles(place_cfg)
     root = tmp_path_factory.mktemp("place")
@@ -62,7 +62,7 @@ def test_sync_bytes_are_the_parameter_bytes(two_runs, place_cfg):
 def test_killed_rollout_worker_fails_the_run_cleanly(ray_session, place_cfg, tmp_path):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.runtime import algo_roles, run_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
     from rlm_lab.record import RunRecord, read_jsonl
 
     p = get_placement("disaggregated", Cluster(2), algo_roles(place_cfg))
@@ -92,7 +92,7 @@ def _is_role(pid):
 def test_more_cpus_than_exist_is_one_error_before_anything(place_cfg, tmp_path):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.runtime import algo_roles, local_cpus, run_placement
-    from rlm_lab.placement.spec import Cluster, get_placement
+    from rlm_lab.cost.placement_spec import Cluster, get_placement
 
     p = get_placement("disaggregated", Cluster(local_cpus() + 2), algo_roles(place_cfg))
     with pytest.raises(RlmLabError, match=r"asks for \d+ cpu devices .* the cluster has"):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from rlm_lab.placement.spec import (
+from rlm_lab.cost.placement_spec import (
     Cluster, Placement, PlacementError, ResourceSet, enumerate_groupings, get_placement, placement_from_dict,
     roles_for,
 )
