@@ -89,13 +89,13 @@ def generate(model, rows: list[list[int]], lengths=None, stop_after=None, on_fin
     import torch
     from transformers import LogitsProcessorList, StoppingCriteriaList
 
-    from ..experiments.work_depth.run import _force_lengths_class
+    from ..models.generation import force_lengths_class
 
     ids, mask = left_pad(rows)
     width = ids.shape[1]
     procs = LogitsProcessorList()
     if lengths is not None:
-        procs.append(_force_lengths_class()(list(lengths), width, EOS))
+        procs.append(force_lengths_class()(list(lengths), width, EOS))
         max_new_tokens = max(lengths)
     watch = _watch_class()(len(rows), width, stop_after, on_finish)
     torch.manual_seed(seed)

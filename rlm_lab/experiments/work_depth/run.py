@@ -9,39 +9,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ...errors import RlmLabError
+from ...models.generation import force_lengths_class
 from ...record import RunRecord, runs_root
 from ...sizes import check_size
-from ..compare import reference_dir
+from ...compare import reference_dir
 from .cases import EOS, PROMPT_LEN, assign, bubble, distributions, params
 
 # ---- generation with forced lengths --------------------------------------------------------------
-
-def _force_lengths_class():
-    import torch
-    from transformers import LogitsProcessor
-
-    class ForceLengths(LogitsProcessor):
-        """Row i emits exactly R_i tokens, the last one EOS: EOS is banned before step R_i and forced at it.
-
-        Hand-written because transformers' min/max_new_tokens are per call, not per row."""
-
-        def __init__(self, lengths, prompt_len: int, eos: int = EOS):
-            self.lengths = torch.tensor(lengths)
-            self.prompt_len, self.eos = prompt_len, eos
-
-        def __call__(self, input_ids, scores):
-            if self.lengths.device != scores.device:  # once, on a GPU run
-                self.lengths = self.lengths.to(scores.device)
-            step = input_ids.shape[1] - self.prompt_len + 1  # the token being chosen is number ``step``
-            early = self.lengths > step
-            scores[early, self.eos] = float("-inf")
-            last = self.lengths == step
-            if last.any():
-                scores[last] = float("-inf")
-                scores[last, self.eos] = 0.0
-            return scores
-
-    return ForceLengths
 
 
 def _prompts(n: int, seed: int):
@@ -61,7 +35,7 @@ def generate_timed(model, lengths, seed: int = 0) -> tuple[float, list[int]]:
 
     device = next(model.parameters()).device
     ids, mask = (t.to(device) for t in _prompts(len(lengths), seed))
-    proc = _force_lengths_class()(lengths, PROMPT_LEN)
+    proc = force_lengths_class()(lengths, PROMPT_LEN, EOS)
     torch.manual_seed(seed)
     synchronize(device.type)
     t0 = time.perf_counter()
