@@ -56,12 +56,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RlmLabError
 
 HARDWARE_DIR = Path(__file__).resolve().parents[2] / "data" / "hardware"
+# The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
+# the notebooks at another one (a name in data/hardware/ or a path) after `rlm-lab calibrate` elsewhere.
+CPU_PROFILE = os.environ.get("RLM_CPU_PROFILE", "cpu-2core-epyc")
+# The same machine's profile with its per-call terms fitted in situ on the calibration suite's traced runs
+# (rlm_lab.insitu; data/hardware/cpu-2core-epyc-insitu.json): what `rlm-lab validate` judges by default.
+# The chapters keep CPU_PROFILE, so that their committed comparisons reproduce as they were made.
+INSITU_PROFILE = os.environ.get("RLM_INSITU_PROFILE", "cpu-2core-epyc-insitu")
 KINDS = ("calibrated", "datasheet")
 OVERHEAD_KEYS = ("op_s", "forward_base_s", "forward_layer_s", "decode_step_base_s", "decode_step_layer_s",
                  "backward_layer_s", "optimizer_tensor_s")
@@ -225,6 +233,20 @@ def _interp(curve, size: float) -> float:
 
 def known_profiles(folder: Path = HARDWARE_DIR) -> list[str]:
     return sorted(p.stem for p in Path(folder).glob("*.json"))
+
+
+def profile_for(size: str):
+    """The hardware profile predictions at ``size`` use: the calibrated CPU profile for smoke/cpu; for gpu
+    ``$RLM_GPU_PROFILE``, else a calibrated profile of this GPU if one was written, else its datasheet
+    (:func:`rlm_lab.device.gpu_profile`, which asks torch; this module imports none)."""
+    from ..device import gpu_profile
+    from ..sizes import check_size
+
+    if check_size(size) != "gpu":
+        return CPU_PROFILE
+    if os.environ.get("RLM_GPU_PROFILE"):
+        return os.environ["RLM_GPU_PROFILE"]
+    return gpu_profile(known_profiles())
 
 
 def profile_from_dict(d: dict, where: str = "?") -> HardwareProfile:

@@ -1,7 +1,7 @@
 """Predicted seconds for chapter 7's measurements, made before each run from the lengths it will use: the
 decode-step counts of :mod:`rlm_lab.cost.longtail` turned into seconds by the cost model's roofline
 (:func:`rlm_lab.cost.generate_time`, :func:`rlm_lab.cost.forward_time`, :func:`rlm_lab.cost.backward_time`)
-on the hardware profile chapter 3 uses (``rlm_lab.experiments.anatomy.profile_for``). The zoo models run in
+on the hardware profile chapter 3 uses (``rlm_lab.cost.hardware.profile_for``). The zoo models run in
 fp32. What it ignores: two threads sharing the cores (fusion), Python time between calls, other users of
 the machine."""
 
@@ -15,7 +15,7 @@ DTYPE, DTYPE_BYTES = "fp32", 4
 
 class Predictor:
     def __init__(self, size: str, model: str):
-        from ..experiments.anatomy import profile_for
+        from ..cost.hardware import profile_for
 
         self.profile_name = profile_for(size)
         self.profile, self.spec = load_profile(self.profile_name), model_spec(model)

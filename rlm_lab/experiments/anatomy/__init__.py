@@ -22,9 +22,10 @@ Ignores: learning (random-init models, rewards are ~0; stage times do not depend
 and TRL bookkeeping outside the stages ("other", shown but not predicted).
 """
 
-from ..compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
+from ...compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
 from ..memory_probes import Probe, measure_kv_cache, measured_memory
-from .cases import CPU_PROFILE, INSITU_PROFILE, PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, profile_for, sweep_cases
+from ...cost.hardware import CPU_PROFILE, INSITU_PROFILE, profile_for
+from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
 from .compare import (ALGORITHMS, MEASURED_STAGES, algorithms_table, case_of, comparison, errors_by_calibration,
                       generation_shares, headline, memory_table, predict_case, share_row, time_table)
 from .run import ensure_runs, load_reference, main, reward_calibration, run_case, tracer_overhead

@@ -1,49 +1,17 @@
 """Chapter 2's cases: what runs (algorithm, model, batch, forced completion length, steps) at each size,
-and which hardware profile its predictions use."""
+and where their records go (the hardware profile its predictions use is
+:func:`rlm_lab.cost.hardware.profile_for`)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ...errors import RlmLabError
 from ...record import runs_root
 from ...sizes import check_size, get
 
 TASK = "arithmetic:digits=2"
-# The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
-# the notebooks at another one (a name in data/hardware/ or a path) after `rlm-lab calibrate` elsewhere.
-CPU_PROFILE = os.environ.get("RLM_CPU_PROFILE", "cpu-2core-epyc")
-# The same machine's profile with its per-call terms fitted in situ on the calibration suite's traced runs
-# (rlm_lab.insitu; data/hardware/cpu-2core-epyc-insitu.json): what `rlm-lab validate` judges by default.
-# The chapters keep CPU_PROFILE, so that their committed comparisons reproduce as they were made.
-INSITU_PROFILE = os.environ.get("RLM_INSITU_PROFILE", "cpu-2core-epyc-insitu")
 PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
-
-
-def profile_for(size: str):
-    """The hardware profile predictions at ``size`` use: the calibrated CPU profile for smoke/cpu; for gpu
-    ``$RLM_GPU_PROFILE``, else a calibrated profile of this GPU if one was written, else its datasheet."""
-    if check_size(size) != "gpu":
-        return CPU_PROFILE
-    if os.environ.get("RLM_GPU_PROFILE"):
-        return os.environ["RLM_GPU_PROFILE"]
-    import torch
-
-    from ...cost import known_profiles
-    from ...cost.calibrate import default_name
-
-    if not torch.cuda.is_available():
-        return "h100-sxm"
-    if default_name("cuda") in known_profiles():
-        return default_name("cuda")
-    name = torch.cuda.get_device_name(0).lower()
-    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
-        if key in name:
-            return prof
-    raise RlmLabError(f"no hardware profile for GPU {name!r}; run `rlm-lab calibrate --device cuda` "
-                      "or set RLM_GPU_PROFILE to a profile name or path")
 
 
 @dataclass(frozen=True)

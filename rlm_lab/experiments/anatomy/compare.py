@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import statistics
 
+from ...cost.hardware import CPU_PROFILE
 from ...errors import RlmLabError
 from ...record import RunRecord
 from ...stages import Stage
-from ..compare import OTHER, STEP, relative_error, step_summary, verdict
-from .cases import CPU_PROFILE, PROMPT_LEN, Case, algorithm_cases
+from ...compare import OTHER, STEP, relative_error, step_summary, verdict
+from .cases import PROMPT_LEN, Case, algorithm_cases
 
 def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
     """The cost model's prediction for ``case`` (same model, algorithm, batch shape and lengths)."""

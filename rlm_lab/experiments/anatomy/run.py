@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...record import RunRecord, runs_root
 from ...sizes import check_size
-from ..compare import reference_dir
+from ...compare import reference_dir
 from ..memory_probes import Probe, measure_kv_cache, measured_memory
 from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
 
