@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .errors import unknown
+from .errors import RlmLabError, unknown
 
 SIZES = ("smoke", "cpu", "gpu")
 ENV_VAR = "RLM_SIZE"
@@ -191,6 +191,15 @@ def check_size(size: str) -> str:
 def get(size: str) -> Size:
     """The registry entry of ``size`` (an unknown size is one clear error)."""
     return REGISTRY[check_size(size)]
+
+
+def long_tail_learning(size: str):
+    """Chapter 7's learning runs' knobs at ``size`` (the cpu preset's model and SFT, a short GRPO run;
+    answers up to 8 steps), which chapter 6's campaign reuses; a size without them is one clear error."""
+    s = get(size).long_tail_learning
+    if not s:
+        raise RlmLabError(f"no long-tail learning runs are defined at size {size!r} (smoke and cpu are)")
+    return s
 
 
 def size_from_env(default: str = "smoke") -> str:

@@ -41,15 +41,13 @@ def _now() -> str:
 def campaign_config(size: str, seed: int, steps: int | None = None):
     """The GRPO config of every run of the campaign: chapter 7's learning runs' task, model, lengths and
     SFT warm start (its cached checkpoint when it exists, else the placement runtime trains the same SFT)."""
-    from ..longtail.learning import _settings
-    from ..longtail.params import params
     from ..placement.experiment import run_config
-    from ..sizes import check_size
+    from ..sizes import check_size, get, long_tail_learning
 
     size = check_size(size)
     steps = steps or budget(size)["steps"]
-    s = _settings(size)
-    cfg = run_config(size, task=params(size)["task"], model=s["model"], seed=seed,
+    s = long_tail_learning(size)
+    cfg = run_config(size, task=get(size).long_tail["task"], model=s["model"], seed=seed,
                      rl_steps=steps, max_completion_length=s["max_completion_length"],
                      eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"])
     from ..tasks import data_paths, parse_task

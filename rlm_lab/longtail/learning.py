@@ -27,20 +27,10 @@ import statistics
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..sizes import long_tail_learning
 from .trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
 
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
-
-
-def _settings(size: str):
-    """The learning runs' knobs at ``size`` (``rlm_lab.sizes``: the cpu preset's model and SFT, a short GRPO
-    run; answers up to 8 steps); a size without them is one clear error."""
-    from ..sizes import get
-
-    s = get(size).long_tail_learning
-    if not s:
-        raise RlmLabError(f"no long-tail learning runs are defined at size {size!r} (smoke and cpu are)")
-    return s
 
 
 class OverProvisionRollout(FusedRollout):
@@ -102,7 +92,7 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
     from ..train.config import make_config
     from .params import params
 
-    s = _settings(size)
+    s = long_tail_learning(size)
     model = s["model"]
     name = f"ch07_learn_{arm}" + (f"_seed{seed}" if seed else "")
     cfg = make_config("grpo", size=size, task=params(size)["task"], model=model,
@@ -149,7 +139,7 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
     for arm in arms:
         cfg = cfgs[arm]
         roll = {"baseline": lambda: FusedRollout(reward, seed=seed),
-                "overprovision": lambda: OverProvisionRollout(reward, pool, _settings(size)["ratio"], seed=seed),
+                "overprovision": lambda: OverProvisionRollout(reward, pool, long_tail_learning(size)["ratio"], seed=seed),
                 "dynamic_sampling": lambda: DynamicSamplingRollout(reward, pool, seed=seed)}[arm]()
         log = LengthLog()
         load_before = list(os.getloadavg())
