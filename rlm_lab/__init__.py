@@ -3,6 +3,39 @@
 The package is the tested truth behind the book: notebooks import it and stay thin.
 Heavy dependencies (torch, transformers, trl) are imported inside the modules that need them,
 so `rlm_lab.cost` and the plotting code stay importable and fast on any machine.
+
+Layers: a module imports only from its own layer or the layers above it in :data:`LAYERS` (an import inside
+a function counts), and no two subpackages import each other, directly or round a loop
+(``tests/test_structure.py`` checks both). From the bottom:
+
+1. core: ``errors``, ``sizes``, ``stages``, ``device``, ``records`` (+ ``record``, its public face), ``compare``
+   (predicted against measured, the same way everywhere);
+2. ``models``, ``tasks``: the model zoo, the task data and rewards;
+3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
+4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
+   ``trace_plots``, ``trace_merge``), ``parallel`` (intra-model layouts), ``placement`` (models on devices,
+   Ray), ``asynchrony`` (off-policy modes), ``longtail`` (the long-tail techniques);
+5. ``calibrate``: the micro-benchmarks that measure a machine into a hardware profile;
+6. ``validate``, ``insitu``: the cost model against a suite it was not fitted on, and the in-situ fit;
+7. chapters: ``experiments`` (the chapters' cases, runs and comparisons);
+8. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
+   ``__main__`` module.
 """
 
 __version__ = "0.1.0"
+
+# (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
+LAYERS = (
+    ("core", ("errors", "sizes", "stages", "device", "records", "record", "compare")),
+    ("models and tasks", ("models", "tasks")),
+    ("cost model", ("cost",)),
+    ("mechanism: training", ("train", "trace_plots", "trace_merge")),
+    ("mechanism: intra-model parallelism", ("parallel",)),
+    ("mechanism: placement", ("placement",)),
+    ("mechanism: asynchrony", ("asynchrony",)),
+    ("mechanism: long tail", ("longtail",)),
+    ("calibration", ("calibrate",)),
+    ("validation", ("validate", "insitu")),
+    ("chapters", ("experiments",)),
+    ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),
+)

@@ -13,6 +13,8 @@ through it, so a failure says which files to untangle.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +210,131 @@ def test_what_a_size_means_is_said_in_one_place_only():
                 if len(keys & names) >= 2:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, "size tables outside rlm_lab/sizes.py (read rlm_lab.sizes.get(size) instead): " + ", ".join(found)
+
+
+# ---- layers: subpackages import only downward ---------------------------------------------------------
+#
+# A unit is a top-level subpackage or module of the package (``rlm_lab.cost.spec`` -> ``cost``); every
+# ``__main__`` module is an entry point (nothing imports it; it may start any command). The layers, bottom
+# first, are ``rlm_lab.LAYERS`` (read from the source, so that the checker imports nothing); the package
+# docstring and the README's "Architecture" section say the same in words.
+
+ENTRY = "entry points"
+
+# Imports against the order that are known and not yet moved: (from unit, to unit) -> why. The test fails
+# when one of them disappears, so that this list only ever shrinks.
+KNOWN_UPWARD = {
+    ("validate", "experiments"): "the suite runs chapter 2's Case/run_case/predict_case (issue 19, item 3: "
+                                 "one path from a run to its prediction moves them below both)",
+    ("insitu", "experiments"): "the in-situ fit predicts chapter 2's cases (issue 19, item 3, as above)",
+}
+
+
+def layers_of(root: Path = ROOT, package: str = PACKAGE) -> tuple:
+    """``LAYERS`` as written in the package's ``__init__.py`` (a literal), without importing it."""
+    tree = ast.parse((root / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "LAYERS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{package}/__init__.py defines no LAYERS")
+
+
+def unit_of(mod: str, package: str = PACKAGE) -> str | None:
+    parts = mod.split(".")
+    if parts[-1] == "__main__":
+        return ENTRY
+    return parts[1] if len(parts) > 1 and parts[0] == package else None  # None: the package's own __init__
+
+
+def unit_edges(graph: dict[str, set[str]], package: str = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """``{(unit a, unit b): ["module -> module", ...]}`` for every import between two different units."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for a, targets in graph.items():
+        for b in targets:
+            ua, ub = unit_of(a, package), unit_of(b, package)
+            if ua and ub and ua != ub and ub != ENTRY:
+                out.setdefault((ua, ub), []).append(f"{a} -> {b}")
+    return out
+
+
+def layer_problems(graph: dict[str, set[str]], layers, package: str = PACKAGE, known=()) -> list[str]:
+    """Every unit not in a layer, every import from a lower layer to a higher one (not in ``known``), and
+    every loop between units (also inside one layer)."""
+    rank = {u: i for i, (_, units) in enumerate(layers) for u in units}
+    rank[ENTRY] = len(layers)
+    names = [n for n, _ in layers] + [ENTRY]
+    units = {unit_of(m, package) for m in graph} - {None}
+    problems = [f"{package}.{u} is in no layer: add it to LAYERS in {package}/__init__.py"
+                for u in sorted(units - set(rank))]
+    edges = unit_edges(graph, package)
+    for (a, b), via in sorted(edges.items()):
+        if a in rank and b in rank and rank[a] < rank[b] and (a, b) not in known:
+            problems.append(f"{a} ({names[rank[a]]}) imports {b} ({names[rank[b]]}), a higher layer: "
+                            + "; ".join(sorted(via)))
+    problems += [f"loop between subpackages: {c}" for c in loops({u: {b for (a, b) in edges if a == u} for u in units})]
+    return problems
+
+
+def test_layer_checker_finds_an_upward_import_and_a_loop_inside_a_layer(tmp_path):
+    root = _write(tmp_path, {
+        "__init__.py": 'LAYERS = (("core", ("errors",)), ("mid", ("a", "b")), ("top", ("c",)))\n',
+        "errors.py": "def f():\n    from .c import x\n",          # core -> top, inside a function
+        "a/__init__.py": "", "a/m.py": "from ..b import y\n",
+        "b.py": "def g():\n    from .a.m import z\n",              # a <-> b: a loop inside one layer
+        "c/__init__.py": "", "c/__main__.py": "from ..c import q\nfrom .. import errors\n",
+        "c/run.py": "from ..a import m\n",                          # top -> mid: fine
+        "d.py": "",                                                  # in no layer
+    })
+    found = layer_problems(import_graph(root, "pkg"), layers_of(root, "pkg"), "pkg")
+    assert [p for p in found if p.startswith("errors (core) imports c (top)")] == [
+        "errors (core) imports c (top), a higher layer: pkg.errors -> pkg.c"], found
+    assert "pkg.d is in no layer: add it to LAYERS in pkg/__init__.py" in found
+    assert [p for p in found if p.startswith("loop")] == [
+        "loop between subpackages: a -> b -> a   (component: a, b)"], found
+    assert len(found) == 3, found  # c/run.py -> a and the __main__ module are no problem
+
+
+def test_every_import_goes_down_the_layers_and_no_subpackages_loop():
+    graph = import_graph()
+    layers = layers_of()
+    assert {"cost", "calibrate", "experiments", "cli"} <= {u for _, us in layers for u in us}
+    found = layer_problems(graph, layers, known=KNOWN_UPWARD)
+    assert not found, ("imports against the layers of rlm_lab/__init__.py (move the code to the layer it "
+                       "belongs to):\n" + "\n".join(found))
+    edges = unit_edges(graph)
+    gone = sorted(k for k in KNOWN_UPWARD if k not in edges)
+    assert not gone, f"no longer imported, drop from KNOWN_UPWARD: {gone}"
+
+
+HEAVY = ("torch", "transformers", "trl", "accelerate", "ray", "deepspeed", "peft")
+
+
+def heavy_imports(path: Path) -> list[str]:
+    """``file:line module`` for every import of a heavy library anywhere in ``path`` (function bodies too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        found += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in HEAVY]
+    return found
+
+
+def test_heavy_import_finder_sees_imports_inside_functions(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("import os\nfrom . import torch_free\n\ndef f():\n    import torch.nn as nn\n"
+                 "    from transformers import AutoModel\n    from torchvision import x\n")
+    assert heavy_imports(p) == ["m.py:5 torch.nn", "m.py:6 transformers"]
+
+
+def test_cost_imports_no_torch():
+    """The cost model is formulas: no module of ``rlm_lab/cost`` imports torch or a library built on it,
+    anywhere in its source; and importing all of them (and what they import) in a fresh process loads none."""
+    files = sorted((ROOT / PACKAGE / "cost").rglob("*.py"))
+    assert len(files) > 15
+    found = [f for p in files for f in heavy_imports(p)]
+    assert not found, "heavy imports in rlm_lab/cost (they belong in rlm_lab/calibrate): " + ", ".join(found)
+    code = ("import importlib, pkgutil, sys\nimport rlm_lab.cost as c\n"
+            "for m in pkgutil.walk_packages(c.__path__, 'rlm_lab.cost.'): importlib.import_module(m.name)\n"
+            f"print(sorted(k for k in {HEAVY!r} if k in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
