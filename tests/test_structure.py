@@ -338,3 +338,41 @@ def test_cost_imports_no_torch():
             f"print(sorted(k for k in {HEAVY!r} if k in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def readme_layout_units(text: str) -> list[str]:
+    """The units named in the first column of the README's "Layout" table, in row order
+    (``rlm_lab/models/``, ``rlm_lab/{cli,book}.py`` and ``records/`` style cells)."""
+    import re
+
+    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or "rlm_lab/" not in cells[1]:
+            continue
+        for path in re.findall(r"`([^`]+)`", cells[1]):
+            path = path.removeprefix("rlm_lab/").rstrip("/")
+            names = re.match(r"\{([^}]*)\}", path)
+            for name in (names.group(1).split(",") if names else [path]):
+                name = name.strip().removesuffix(".py").split("/")[0]
+                if name:
+                    out.append(name)
+    return out
+
+
+def test_readme_layout_table_lists_every_subpackage_in_layer_order():
+    layers = layers_of()
+    rank = {u: i for i, (_, units) in enumerate(layers) for u in units}
+    named = readme_layout_units((ROOT / "README.md").read_text())
+    assert set(rank) - set(named) == set(), f"README's Layout table misses {sorted(set(rank) - set(named))}"
+    unknown = [n for n in named if n not in rank]
+    assert not unknown, f"README's Layout table names what is in no layer: {unknown}"
+    ranks = [rank[n] for n in named]
+    assert ranks == sorted(ranks), f"README's Layout table is not in layer order: {named}"
+
+
+def test_readme_layout_reader_on_a_table():
+    text = ("## Layout\n| path | what |\n|---|---|\n| `rlm_lab/{errors,host}.py`, `records/` | core |\n"
+            "| `rlm_lab/cost/` | cost |\n| `notebooks/` | not the package |\n## Next\n| `rlm_lab/x/` | |\n")
+    assert readme_layout_units(text) == ["errors", "host", "records", "cost"]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import load_average
 
 RECORDED_DEFAULTS = ("bf16", "fp16", "gradient_checkpointing", "logging_steps", "lr_scheduler_type", "beta",
                      "loss_type", "temperature", "epsilon", "scale_rewards", "num_iterations", "use_vllm",
@@ -34,7 +35,7 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
     from trl import GRPOConfig, GRPOTrainer
 
     from ..models import load
-    from ..placement.runtime import _loadavg, _sft_checkpoint
+    from ..placement.runtime import _sft_checkpoint
     from ..record import RunRecord
     from ..tasks import ensure_data, parse_task
     from ..train.rl import rl_dataset, task_rewards
@@ -48,7 +49,7 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
     folder = Path(folder)
     record = RunRecord(folder, {"run": cfg.to_dict(), "reference": "plain trl.GRPOTrainer, in-process"},
                        command, seed)
-    record.update(load_average_start=_loadavg(), mode="trl_reference",
+    record.update(load_average_start=load_average(2), mode="trl_reference",
                   prediction={"note": "the reference point: measured, not predicted"})
     try:
         task = parse_task(cfg.task)
@@ -78,12 +79,12 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
             "curve": curve_record(curve, spec["every"], spec["problems"]),
             "trl_defaults": {k: getattr(args, k, None) for k in RECORDED_DEFAULTS},
             "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-            "budget": budget(size), "load_average_end": _loadavg(),
+            "budget": budget(size), "load_average_end": load_average(2),
         }
         record.complete(**results)
         results["dir"] = str(folder)
         return results
     except BaseException as e:
-        record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg())
+        record.update(error=str(e) or type(e).__name__, load_average_end=load_average(2))
         record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
         raise

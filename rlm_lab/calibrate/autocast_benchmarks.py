@@ -38,6 +38,7 @@ import statistics
 from .benchmarks import LAYERS_HI, _tiny_lm
 from .benchmarks import timeit as _timeit
 from ..cost.fitting import fit_line
+from ..host import load_average
 
 
 def bench_matmul_autocast(device, quick, op_s, budget) -> dict:
@@ -179,12 +180,12 @@ def record(run_dir, budget: float = 0.3):
     rec = RunRecord(run_dir, {"device": "cpu", "budget_s": budget},
                     command=f"python -m rlm_lab.calibrate.autocast_benchmarks {run_dir}", seed=0)
     with rec:
-        before = os.getloadavg()
+        before = load_average()
         import torch
 
         res = bench_autocast_and_checkpoint("cpu", False, bench_op("cpu", budget), budget)
         rec.complete(**res, torch_threads=torch.get_num_threads(), loadavg_before=before,
-                     loadavg_after=os.getloadavg(), cpu_count=os.cpu_count())
+                     loadavg_after=load_average(), cpu_count=os.cpu_count())
     return rec
 
 

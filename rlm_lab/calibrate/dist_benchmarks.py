@@ -111,7 +111,7 @@ def measure_distributed(profile, quick: bool = False) -> dict:
     """The ``distributed`` section for ``profile`` (whose collectives price the messages of the fit)."""
     import torch
 
-    from ..cost.load import machine_load
+    from ..host import machine_load
 
     before = machine_load()
     thr = {str(n): bench_threads(n, quick=quick) for n in THREADS}

@@ -19,12 +19,12 @@ models only and judged on the validation suite (``rlm-lab validate``), which it 
 
 from __future__ import annotations
 
-import os
 import statistics
 
 from .benchmarks import _tiny_lm
 from .benchmarks import timeit as _timeit
 from ..cost.fitting import fit_nonneg
+from ..host import load_average
 
 BATCHES = (1, 16, 64, 256)
 LAYERS = (1, 4)
@@ -78,7 +78,7 @@ def bench_generate_loop(profile, device: str = "cpu", budget: float = 0.3, new: 
             points.append({"layers": L, "batch": b, "measured_s": step, "modelled_s": pred, "residual_s": step - pred})
     base, row = fit_nonneg([[1.0, p["batch"]] for p in points], [p["residual_s"] for p in points], relative=False)
     return {"points": points, "generate_loop_base_s": base, "generate_loop_row_s": row,
-            "torch_threads": torch.get_num_threads(), "loadavg": os.getloadavg()}
+            "torch_threads": torch.get_num_threads(), "loadavg": load_average()}
 
 
 def with_loop_terms(profile, fit: dict) -> dict:
@@ -99,7 +99,7 @@ def record(run_dir, profile: str = "cpu-2core-epyc", budget: float = 0.3):
                               "budget_s": budget},
                     command=f"python -m rlm_lab.calibrate.loop_benchmarks {run_dir}", seed=0)
     with rec:
-        before = os.getloadavg()
+        before = load_average()
         rec.complete(**bench_generate_loop(profile, budget=budget), loadavg_before=before)
     return rec
 

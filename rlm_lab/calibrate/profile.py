@@ -52,7 +52,7 @@ import sys
 from pathlib import Path
 
 from ..cost.hardware import HARDWARE_DIR, profile_from_dict, save_profile
-from ..cost.load import machine_load
+from ..host import machine_load
 from ..cost.spread import HEADLINES, spread_summary
 from ..device import cpu_name, default_name
 from ..errors import RlmLabError

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from ..cost.fitting import fit_nonneg
+from ..host import load_average
 
 BATCHES = (16, 64)   # completions per optimizer step (G = 4)
 LAYERS = (1, 4)      # parameter tensors: 1 + 9 L + 2 (embedding, norms, head)
@@ -119,12 +120,12 @@ def record(run_dir, repeats: int = 3):
                               "steps": STEPS, "warmup": WARMUP, "repeats": repeats},
                     command=f"python -m rlm_lab.calibrate.step_benchmarks {run_dir}", seed=0)
     with rec:
-        before = os.getloadavg()
+        before = load_average()
         runs = [bench_trl_step()["points"] for _ in range(repeats)]
         points = [dict(p, other_s=statistics.median(r[i]["other_s"] for r in runs),
                        step_s=statistics.median(r[i]["step_s"] for r in runs),
                        other_repeats_s=[r[i]["other_s"] for r in runs]) for i, p in enumerate(runs[0])]
-        rec.complete(points=points, **fit_trl_step(points), loadavg_before=before, loadavg_after=os.getloadavg(),
+        rec.complete(points=points, **fit_trl_step(points), loadavg_before=before, loadavg_after=load_average(),
                      cpu_count=os.cpu_count())
     return rec
 

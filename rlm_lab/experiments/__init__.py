@@ -4,7 +4,7 @@ Every chapter's experiment has one shape, so that later chapters follow one patt
 
     cases  ->  run (a RunRecord with provenance)  ->  compare (in the package, unit-tested)  ->  table
 
-* :mod:`.compare` -- what every chapter's comparison shares: relative errors, the whole-step error first
+* :mod:`rlm_lab.compare` -- what every chapter's comparison shares: relative errors, the whole-step error first
   and the per-stage median second, verdicts against the goals fixed in advance (25 %, then 10 %).
 * :mod:`.anatomy` -- chapter 2: traced PPO/GRPO/DAPO runs, predicted against measured per stage,
   FLOP share against time share, memory per algorithm, the tracer's own overhead.

@@ -31,7 +31,7 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     from ..cost.hardware import save_profile
-    from ..cost.load import machine_load
+    from ..host import machine_load
     from ..record import REPO_ROOT, runs_root
     from .fit import check_base
     from .run import base_path, calibrate, calibration_cases, run

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import RlmLabError
 from ..sizes import long_tail_learning
 from .trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
+from ..host import load_average
 
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
 
@@ -114,8 +115,6 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
 def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = None, force: bool = False) -> dict:
     """One GRPO run per arm at ``size``; returns ``{arm: record}``. Records go under ``out`` (default
     ``_build/runs/<size>``)."""
-    import os
-
     from ..record import atomic_write_json, runs_root
     from ..sizes import check_size
     from ..tasks import correctness_reward, ensure_data, parse_task
@@ -142,11 +141,11 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
                 "overprovision": lambda: OverProvisionRollout(reward, pool, long_tail_learning(size)["ratio"], seed=seed),
                 "dynamic_sampling": lambda: DynamicSamplingRollout(reward, pool, seed=seed)}[arm]()
         log = LengthLog()
-        load_before = list(os.getloadavg())
+        load_before = load_average()
         rec = train_run(cfg, callbacks=[log], reward_funcs=[fused_reward], rollout_func=roll, force=force,
                             command=f"rlm_lab.longtail.learning.learn({size!r}, arms=[{arm!r}], seed={seed})")
         model = rec.trainer.accelerator.unwrap_model(rec.trainer.model)
-        extra = {"arm": arm, "length_log": log.rows, "loadavg_before": load_before, "loadavg": list(os.getloadavg()),
+        extra = {"arm": arm, "length_log": log.rows, "loadavg_before": load_before, "loadavg": load_average(),
                  "accuracy_by_ops": accuracy_by_ops(model, rec.trainer.processing_class, task,
                                                     test_rows(task, cfg.eval_problems), cfg.max_completion_length),
                  "generated_mean_length_per_call": [statistics.mean(x) for x in roll.lengths]}

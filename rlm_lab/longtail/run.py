@@ -8,7 +8,6 @@ rlm_lab.longtail --size cpu --out data/runs/cpu``.
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 from pathlib import Path
@@ -22,15 +21,9 @@ from ..tasks.chain import answer_length, predicted_length
 from . import engine, techniques as T
 from .params import params
 from .predict import Predictor
+from ..host import load_average
 
 TECHNIQUES = ("overprovision", "tail_batching", "dispatch", "packing", "dynamic_sampling", "fusion")
-
-
-def _loadavg():
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
 
 
 def _setup(p, seed):
@@ -285,13 +278,13 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
                               "or pass --force to set the old runs aside")
     p = params(size)
     pr = Predictor(size, p["model"])
-    load_before = _loadavg()
+    load_before = load_average()
     model, tok, task, rows = _setup(p, seed)
     records = {}
     for name in names:
         rec = RunRecord(root / f"ch07_{name}", {"size": size, **p}, command=f"rlm_lab.longtail.measure({size!r}, "
                         f"only=[{name!r}])", seed=seed, force=force)
         result = globals()[name](p, pr, model, tok, task, rows, seed)
-        rec.complete(**result, hardware_profile=pr.profile_name, loadavg_before=load_before, loadavg=_loadavg())
+        rec.complete(**result, hardware_profile=pr.profile_name, loadavg_before=load_before, loadavg=load_average())
         records[name] = rec
     return records

@@ -195,7 +195,7 @@ def _run_rank(args, layout, kw: dict):
     import torch.distributed as dist
 
     from .bench.measure import run_layout
-    from .launch import free_port
+    from ..host import free_port
     from .mesh import backend_for, device_type
 
     device = device_type()

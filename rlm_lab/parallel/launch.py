@@ -18,21 +18,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import socket
 import time
 import traceback
 
 from ..errors import RlmLabError
+from ..host import free_port
 
 # a peer's view of another rank's failure, not a cause (gloo/TCPStore messages, torch 2.13)
 _CONSEQUENCES = ("closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe", "Connection refused",
                  "DistBackendError", "failed to recv", "failed to send")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def init_process_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 60.0):

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import RlmLabError
 from ..sizes import get
 from ..cost.placement_spec import Cluster, get_placement
+from ..host import load_average
 
 PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
@@ -283,17 +284,15 @@ def ranking(rows: list[dict]) -> dict:
 def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
     folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
-    import os
-
     from ..record import RunRecord
     from .reshard import measure as reshard
 
     folder = Path(root) / "ch05_hybrid_reshard" / _now()
     model = get(size).reshard_model  # the size registry
     with RunRecord(folder, {"model": model, "world": world, "gen_tp": 1, "zero": 3, "size": size}, command) as rec:
-        rec.update(load_average_start=[round(x, 2) for x in os.getloadavg()])
+        rec.update(load_average_start=load_average(2))
         res = reshard(model, world)
-        rec.update(**res, load_average_end=[round(x, 2) for x in os.getloadavg()])
+        rec.update(**res, load_average_end=load_average(2))
     return RunRecord.load(folder)
 
 

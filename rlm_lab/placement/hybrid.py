@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from .hybrid_rank import HybridWorker, rank_config, train_rank  # noqa: F401 - the rank's side, in the actors
+from ..host import load_average
 
 
 def check_hybrid(placement, cfg) -> int:
@@ -71,15 +72,15 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     timeline like :func:`rlm_lab.placement.runtime.run_placement`. ``prediction`` (made before) is stored
     first. Returns the record's results."""
     from ..record import RunRecord
-    from .runtime import RaySession, _loadavg, _results, _sft_checkpoint, check_placement, fail_record, release
-    from .weights import free_port
+    from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release
+    from ..host import free_port
 
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
     world = check_hybrid(placement, cfg)
     rcfg = rank_config(cfg, world, timeout_s)
     record = RunRecord(Path(run_dir), {"run": cfg.to_dict(), "rank_run": rcfg.to_dict(), "placement": placement.to_dict(),
                                        "world": world, "timeout_s": timeout_s}, command, cfg.seed)
-    record.update(prediction=prediction, load_average_start=_loadavg())
+    record.update(prediction=prediction, load_average_start=load_average(2))
     try:
         model_path = _sft_checkpoint(cfg)  # the same SFT start as the other placements of this config
     except BaseException as e:
@@ -126,7 +127,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
             raise PlacementRunError(f"the ranks did not finish within "
                                     f"{timeout_s * max(1, cfg.rl_steps) + startup_timeout_s:g} s") from None
         results = hybrid_results(outs, placement, pids, t_ready - t_start, cfg, _results)
-        results.update(load_average_end=_loadavg(), prediction=prediction)
+        results.update(load_average_end=load_average(2), prediction=prediction)
         _timeline(record.dir, placement, outs)
         record.complete(**results)
         return results

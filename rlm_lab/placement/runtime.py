@@ -22,6 +22,7 @@ from ..errors import RlmLabError
 from .glue import PlacementRunError
 from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
 from ..cost.placement_spec import Cluster, Placement, PlacementError
+from ..host import load_average
 
 # LoRA of a ``lora=True`` placement: PEFT's default targets for Llama (q_proj, v_proj) at rank 8, what the
 # cost model assumes for ``placement.lora`` (rlm_lab.cost.lora); no dropout, so placements stay comparable.
@@ -94,13 +95,6 @@ def _sft_checkpoint(cfg) -> Path:
     return folder
 
 
-def _loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
@@ -117,7 +111,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     Returns the record's results (plus ``weights`` if asked).
     """
     from ..record import RunRecord, read_jsonl
-    from .weights import DEFAULT_BUCKET_BYTES, free_port
+    from ..host import free_port
+    from .weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
@@ -125,7 +120,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
     record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
                                  "timeout_s": timeout_s, "bucket_bytes": bucket_bytes}, command, cfg.seed)
-    record.update(prediction=prediction, load_average_start=_loadavg(), **(extra_results or {}))
+    record.update(prediction=prediction, load_average_start=load_average(2), **(extra_results or {}))
     try:
         model_path = _sft_checkpoint(cfg)
     except BaseException as e:
@@ -224,7 +219,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
         if "glue_record" in out:
             results["glue"] = out["glue_record"]
-        results["load_average_end"] = _loadavg()
+        results["load_average_end"] = load_average(2)
         results["prediction"] = prediction
         results.update(extra_results or {})
         _write_timeline(record.dir, placement, out, spans)
@@ -243,7 +238,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
 
 def fail_record(record, e: BaseException, t_start: float) -> None:
     """Mark ``record`` failed (or interrupted) with the error line, the load and the seconds it ran."""
-    record.update(error=str(e) or type(e).__name__, load_average_end=_loadavg(),
+    record.update(error=str(e) or type(e).__name__, load_average_end=load_average(2),
                   seconds_to_failure=round(time.perf_counter() - t_start, 3))
     record.interrupt() if isinstance(e, KeyboardInterrupt) else record.fail(e)
 

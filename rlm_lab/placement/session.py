@@ -182,7 +182,7 @@ def _start_head(num_cpus: int) -> _Head:
     import sys
     import tempfile
 
-    from .weights import free_port
+    from ..host import free_port
 
     _auth_env()
     ports = [free_port() for _ in range(5)]

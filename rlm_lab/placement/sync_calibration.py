@@ -11,9 +11,10 @@ t0 and the effective bandwidth β; the record holds every sample, so the fit can
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
+
+from ..host import load_average
 
 SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 20, 1 << 21)  # bytes per sync: 1 KiB .. 2 MiB
 
@@ -74,12 +75,13 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
     from ..record import RunRecord
     from .experiment import _now
     from .runtime import RaySession
-    from .weights import DEFAULT_BUCKET_BYTES, free_port
+    from ..host import free_port
+    from .weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     folder = Path(root) / "ch05_sync_calibration" / _now()
     with RunRecord(folder, {"sizes": list(SIZES), "repeats": repeats, "bucket_bytes": bucket_bytes}, command) as rec:
-        rec.update(load_average_start=[round(x, 2) for x in os.getloadavg()])
+        rec.update(load_average_start=load_average(2))
         with RaySession(num_cpus=2) as session:  # before Ray is imported: it sets Ray's token first
             ray = session.ray
             a, b = (ray.remote(_Side).options(num_cpus=1).remote(1) for _ in range(2))
@@ -94,7 +96,7 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
             finally:
                 for h in (a, b):
                     ray.kill(h, no_restart=True)
-        rec.update(samples=samples, fit=fit(samples), load_average_end=[round(x, 2) for x in os.getloadavg()])
+        rec.update(samples=samples, fit=fit(samples), load_average_end=load_average(2))
     return RunRecord.load(folder)
 
 

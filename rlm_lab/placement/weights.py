@@ -18,17 +18,9 @@ Bytes of one sync, the formula the chapter checks: the sum of the parameter byte
 from __future__ import annotations
 
 import datetime
-import socket
 import time
 
 DEFAULT_BUCKET_BYTES = 1 << 20  # 1 MiB buckets: several per sync at cpu size, few calls at gpu size
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 for the rendezvous store."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_group(host: str, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo"):

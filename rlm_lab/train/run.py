@@ -38,6 +38,7 @@ from ..records.lifecycle import atomic_write_json_lines
 
 CHECKPOINTS = "checkpoints"
 from .callbacks import quiet_progress
+from ..host import load_average
 
 
 def cache_root() -> Path:
@@ -308,7 +309,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
         reward_final=round(sum(rewards[-k:]) / k, 4) if rewards else None,
         total_seconds=round(time.perf_counter() - t_start, 3),
         total_cpu_seconds=round(cpu_time() - c_start, 3),
-        load_average=_loadavg(),
+        load_average=load_average(2),
     )
     gen = record.results.get("trace", {}).get("stages", {}).get("generate")
     if gen and gen.get("mean_s") and logs:
@@ -334,14 +335,6 @@ def _checkpointing(trainer, cfg) -> None:
     args.save_strategy = SaveStrategy.STEPS
     args.save_steps = cfg.extra.get("save_steps", checkpoint_steps(cfg))
     args.save_total_limit = cfg.extra.get("save_total_limit", 1)
-
-
-def _loadavg() -> list[float] | None:
-    """1/5/15-minute load average at the end of the run: how shared the machine was."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def _eval_results(before: dict, after: dict) -> dict:

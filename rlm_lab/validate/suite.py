@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from ..experiments.anatomy import Case
+from ..host import load_average
 
 # The suite of each size is in the one registry (rlm_lab.sizes: ``validation``), as tuples of Case fields.
 # B / G >= 8 prompts per step, so the longest prompt of a batch is almost always 6 tokens (the PROMPT_LEN
@@ -56,7 +57,7 @@ def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, con
 
         run_case(WARMUP_CASE, size, Path(warmup_dir), seed=seed)
         gc.collect()
-        baseline, load = _rss(), os.getloadavg()
+        baseline, load = _rss(), load_average()
         run_case(case, size, Path(out), seed=seed)
         conn.send(("ok", baseline, load))
     except BaseException as e:  # sent to the parent, which raises one clear error naming the workload
@@ -114,8 +115,8 @@ def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print, suite
             t0 = time.perf_counter()
             baselines[case.name], loads[case.name] = _run_in_fresh_process(
                 case, size, run_dir(root, case, prefix), suite.scratch(f"warmup_{case.name}") / "run", seed)
-            say(f"ran {case.name}: {time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.2f}")
-        suite.complete(baseline_rss_bytes=baselines, loadavg_before=loads, loadavg_after=os.getloadavg(),
+            say(f"ran {case.name}: {time.perf_counter() - t0:.1f} s, load {load_average()[0]:.2f}")
+        suite.complete(baseline_rss_bytes=baselines, loadavg_before=loads, loadavg_after=load_average(),
                        cpu_count=os.cpu_count())
     return suite
 

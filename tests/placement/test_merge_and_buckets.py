@@ -92,7 +92,7 @@ def _rank(rank, port, model, out):
 
 def test_bucketed_broadcast_copies_every_parameter_and_counts_its_bytes():
     from rlm_lab.models import build_model
-    from rlm_lab.placement.weights import free_port
+    from rlm_lab.host import free_port
 
     port, out = free_port(), {}
     models = [build_model("nano", seed=r)[0] for r in range(2)]  # different weights on each rank

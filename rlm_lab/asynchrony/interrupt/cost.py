@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import os
 import statistics
 import sys
 import threading
 from pathlib import Path
 
 from ...errors import RlmLabError
+from ...host import load_average
 
 PROFILE = "cpu-2core-epyc"
 GOAL = 0.25  # error bar on the predicted extra seconds, fixed before measuring
@@ -170,7 +170,7 @@ def measure(size: str, run_dir, repeats: int | None = None, command=None) -> dic
         new, warm = perturbed(model), chunk_seed(cfg.seed, 10_000, 0)
         steps = _one(engine, prompt_ids, warm, "none", new, 0, 0.0)["steps"]  # warm-up: its length only
         pred = predict(cfg, prompt_ids, params_bytes, steps)
-        record.update(prediction=pred, load_average_start=[round(x, 2) for x in os.getloadavg()])
+        record.update(prediction=pred, load_average_start=load_average(2))
         k = pred["at_token"]
         for kind in ("keep", "reprefill"):  # warm-up (first calls allocate), not recorded
             _one(engine, prompt_ids, warm, kind, new, k, 0.0)
@@ -185,7 +185,7 @@ def measure(size: str, run_dir, repeats: int | None = None, command=None) -> dic
                     t_half = row["seconds"] / 2 if t_half is None else t_half
                 rows.append(row)
                 record.log(row)
-        record.update(**summary(rows, pred), load_average_end=[round(x, 2) for x in os.getloadavg()])
+        record.update(**summary(rows, pred), load_average_end=load_average(2))
     return record.results
 
 

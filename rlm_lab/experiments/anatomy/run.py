@@ -3,7 +3,6 @@ tracer's own overhead, each a RunRecord; the committed ones are loaded instead o
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import asdict
@@ -14,6 +13,7 @@ from ...sizes import check_size
 from ...compare import reference_dir
 from ..memory_probes import Probe, measure_kv_cache, measured_memory
 from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
+from ...host import load_average
 
 def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, trace_on: bool = True,
              extra_callbacks=()) -> RunRecord:
@@ -38,7 +38,7 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
     import torch
 
     hf_logging.disable_progress_bar()  # weight-loading bars of every model load
-    load_before = os.getloadavg()
+    load_before = load_average()
     # Ends completed, or failed: / interrupted if the block raises. The scratch folder (the saved model, the
     # Trainer's output) lives in the run folder: removed at the end, or by the next start after a SIGKILL.
     with record:
@@ -62,7 +62,7 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
         # The load average says whether the machine was quiet (jobs outside the lock still show up here).
         record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
                       completion_mean_lengths=lengths, torch_threads=torch.get_num_threads(),
-                      loadavg_before=load_before, loadavg_after=os.getloadavg())
+                      loadavg_before=load_before, loadavg_after=load_average())
     return record
 
 
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
                 tracer_overhead(size)
             else:
                 run_case(cases[name], size)
-            print("recorded", name, f"load {os.getloadavg()[0]:.1f}", flush=True)
+            print("recorded", name, f"load {load_average()[0]:.1f}", flush=True)
         return 0
     ensure_runs(size, force=args.force)
     if args.overhead:

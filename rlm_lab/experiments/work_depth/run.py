@@ -14,6 +14,7 @@ from ...record import RunRecord, runs_root
 from ...sizes import check_size
 from ...compare import reference_dir
 from .cases import EOS, PROMPT_LEN, assign, bubble, distributions, params
+from ...host import load_average
 
 # ---- generation with forced lengths --------------------------------------------------------------
 
@@ -84,7 +85,7 @@ def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0) -> RunRec
         model = _load(name, seed)
         generate_timed(model, [p["k0"]] * 2, seed)  # warm-up: first call allocates and dispatches lazily
         results[name] = measure_decode_steps(model, p["batches"], p["k0"], p["k1"], p["reps"], seed)
-    record.complete(step_s=results, loadavg=_loadavg())
+    record.complete(step_s=results, loadavg=load_average())
     return record
 
 
@@ -108,7 +109,7 @@ def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int =
     record = RunRecord(run_dir or runs_root(size) / "ch03_long_tail",
                        {"model": p["tail_model"], "n": p["n"], "mean": p["mean"], "reps": reps, "prompt_len": PROMPT_LEN},
                        command=f"rlm_lab.experiments.work_depth.long_tail(size={size!r})", seed=seed)
-    record.complete(rows=rows, loadavg=_loadavg())
+    record.complete(rows=rows, loadavg=load_average())
     return record
 
 
@@ -154,7 +155,7 @@ def replicas(size: str, run_dir: Path | None = None, seed: int = 0, dist_index: 
                        {"model": p["tail_model"], "dist": asdict(dist), "replicas": p["replicas"], "real": p["real"],
                         "prompt_len": PROMPT_LEN, "threads_per_replica": 1},
                        command=f"rlm_lab.experiments.work_depth.replicas(size={size!r})", seed=seed)
-    record.complete(lengths=lengths, depth_s=depth_s, simulated=_str_keys(sim), real=_str_keys(real), loadavg=_loadavg())
+    record.complete(lengths=lengths, depth_s=depth_s, simulated=_str_keys(sim), real=_str_keys(real), loadavg=load_average())
     return record
 
 
@@ -174,15 +175,6 @@ def _str_keys(d):
     if isinstance(d, dict):
         return {str(k): _str_keys(v) for k, v in d.items()}
     return d
-
-
-def _loadavg():
-    import os
-
-    try:
-        return os.getloadavg()
-    except OSError:
-        return None
 
 
 def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
@@ -217,7 +209,7 @@ def main(argv=None) -> int:
     if args.only:
         for name in args.only:
             {"decode_knee": decode_knee, "long_tail": long_tail, "replicas": replicas}[name](size)
-            print("recorded", name, f"load {_loadavg()[0]:.1f}", flush=True)
+            print("recorded", name, f"load {load_average()[0]:.1f}", flush=True)
         return 0
     ensure_runs(size, force=args.force)
     return 0

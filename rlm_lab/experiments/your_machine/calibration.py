@@ -70,7 +70,7 @@ def _cached(folder: Path, key: dict, busy_now: bool) -> dict | None:
 
 
 def _busy_now(max_load: float, loadavg: Callable) -> bool:
-    from ...cost.load import machine_load
+    from ...host import machine_load
 
     return machine_load(None, loadavg)["per_core"] > max_load
 

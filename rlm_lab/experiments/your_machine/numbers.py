@@ -15,6 +15,7 @@ from ...sizes import check_size
 from ...compare import relative_error
 from .calibration import calibration_facts, ensure_calibration, now
 from .headlines import READER_SIZE, Headline, headlines
+from ...host import load_average
 
 
 def _interval(head: Headline, profile, prep: dict) -> dict:
@@ -44,9 +45,9 @@ def ensure_workloads(head: Headline, cal: dict, folder: Path) -> tuple[RunRecord
         pred = head.predict(cal["profile"], prep)
         rec.update(prepared=prep, prediction=pred, interval=_interval(head, cal["profile"], prep),
                    profile=cal["profile"], predicted_at=now())
-        rec.update(measure_started=now(), loadavg_before=list(os.getloadavg()))
+        rec.update(measure_started=now(), loadavg_before=load_average())
         measured, details = head.measure(folder, prep)
-        rec.update(measured=measured, details=details, measure_ended=now(), loadavg_after=list(os.getloadavg()),
+        rec.update(measured=measured, details=details, measure_ended=now(), loadavg_after=load_average(),
                    cores=os.cpu_count(), seconds=round(time.perf_counter() - t0, 1))
     return RunRecord.load(folder), False
 

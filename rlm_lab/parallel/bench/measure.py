@@ -28,6 +28,7 @@ import resource
 import time
 
 from ..mesh import Layout, build_mesh, device_type, full_tensor, local_tensor, validate
+from ...host import load_average
 
 
 TOLERANCE = {"loss_abs": 1e-5, "grad_rel": 1e-5, "param_abs": 2e-5}
@@ -278,5 +279,5 @@ def write_record(run_dir, res: dict, config: dict | None = None, force: bool = F
     except RlmLabError as e:  # no formula for this layout's bytes (EP: routing-dependent; PP beyond 2 stages)
         pred, mismatches, why_not = None, None, str(e)
     rec.complete(**res, predicted_comm=pred, comm_mismatches=mismatches, comm_not_predicted=why_not,
-                 oversubscribed=res["world"] > len(os.sched_getaffinity(0)), load_average=list(os.getloadavg()))
+                 oversubscribed=res["world"] > len(os.sched_getaffinity(0)), load_average=load_average())
     return rec.dir

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .common import cores
+from ...host import load_average
 
 
 def measurements(size: str) -> list:
@@ -24,7 +25,6 @@ def run_measurements(size: str = "smoke", only: str | None = None, root=None) ->
     """Run the :func:`measurements` of ``size`` (``only``: pp, cp or ep) and write one run record each
     under ``root`` (default ``rlm_lab.record.runs_root(size)``, under ``_build``; the committed records are
     ``data/runs/<size>``, re-recorded under the exclusive measurement lock). Returns the record directories."""
-    import os
     from pathlib import Path
 
     from ...record import RunRecord, runs_root
@@ -38,6 +38,6 @@ def run_measurements(size: str = "smoke", only: str | None = None, root=None) ->
             continue
         rec = RunRecord(root / measurement_name(kind, kw), config={"kind": kind, **kw},
                         command=f"rlm_lab.parallel.bench.sweeps.run_measurements({size!r})", seed=kw.get("seed", 0))
-        rec.update(**fns[kind](**kw), load_average=list(os.getloadavg()))
+        rec.update(**fns[kind](**kw), load_average=load_average())
         dirs.append(rec.dir)
     return dirs

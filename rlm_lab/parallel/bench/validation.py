@@ -12,11 +12,11 @@ Bar, fixed before the runs: median |error| of the whole step <= 25 % (:data:`BAR
 
 from __future__ import annotations
 
-import os
 import statistics
 from pathlib import Path
 
 from ..mesh import Layout
+from ...host import load_average
 
 BAR = 0.25
 PREFIX = "validation_dist_"
@@ -53,7 +53,7 @@ def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
             todo.setdefault(lay.world, []).append((lay, kw))
     dirs = []
     for world, cases in todo.items():
-        load_before = list(os.getloadavg())
+        load_before = load_average()
         res = spawn_layouts([(lay, kw | {"steps": steps}) for lay, kw in cases], world=world, timeout_s=300)
         for (lay, kw), r in zip(cases, res):
             d = write_record(root / case_name(lay, kw), r, {"validation": "distributed, out of sample",

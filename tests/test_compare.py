@@ -6,7 +6,7 @@ import math
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.experiments import compare as C
+from rlm_lab import compare as C
 
 
 def rows(run, stages, other, step_pred, step_meas):
