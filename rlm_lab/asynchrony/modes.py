@@ -1,6 +1,6 @@
 """The execution modes of chapter 6 as one switch on the chapter-5 runtime: a disaggregated placement (rollout
 workers on their own cores, TRL's ``GRPOTrainer`` on the others) whose rollout_func is
-:class:`rlm_lab.asynchrony.glue.AsyncGlue` with a staleness bound eta.
+:class:`rlm_lab.asynchrony.trl_rollout.AsyncGlue` with a staleness bound eta.
 
     sync          eta = 0   generation waits for the latest weights (chapter 5's disaggregated step)
     one_step_off  eta = 1   batch k+1 is generated while the trainer trains on batch k
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 
-GLUE = "rlm_lab.asynchrony.glue:AsyncGlue"
+GLUE = "rlm_lab.asynchrony.trl_rollout:AsyncGlue"
 NAMED = {"sync": 0, "one_step_off": 1, "async": None}
 
 

@@ -123,7 +123,7 @@ class RemoteCritic:
         return self.handle.update.remote(*args)
 
     def wait(self, ref, method: str = "update"):
-        from .glue import PlacementRunError
+        from .trl_rollout import PlacementRunError
 
         try:
             return self._get_fn(ref, timeout=self.timeout_s)

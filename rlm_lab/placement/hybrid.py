@@ -92,7 +92,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from .glue import PlacementRunError
+    from .trl_rollout import PlacementRunError
     from .resources import actor_options, bundle
 
     rset = placement.sets[0]

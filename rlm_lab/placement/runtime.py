@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
-from .glue import PlacementRunError
+from .trl_rollout import PlacementRunError
 from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
 from ..cost.placement_spec import Cluster, Placement, PlacementError
 from ..host import load_average

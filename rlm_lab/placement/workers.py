@@ -122,7 +122,7 @@ class TrainerWorker:
         from ..tasks import ensure_data, parse_task
         from ..train.config import from_dict
         from ..train.callbacks import quiet_progress
-        from .glue import RolloutGlue
+        from .trl_rollout import RolloutGlue
 
         hf_logging.disable_progress_bar()
         cfg = from_dict(job["cfg"])

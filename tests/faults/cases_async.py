@@ -27,7 +27,7 @@ def _future(tmp):
 
 
 def _glue(**kw):
-    from rlm_lab.asynchrony.glue import AsyncGlue
+    from rlm_lab.asynchrony.trl_rollout import AsyncGlue
 
     return AsyncGlue(None, kw.pop("rollouts", [object()]), None, kw.pop("sync", "object_store"), 1, 0, 10.0, 1, **kw)
 

@@ -1,6 +1,6 @@
 """The asynchronous rollout_func: TRL's ``GRPOTrainer`` still does every update; generation runs ahead of it.
 
-:class:`AsyncGlue` extends chapter 5's :class:`rlm_lab.placement.glue.RolloutGlue` with one switch,
+:class:`AsyncGlue` extends chapter 5's :class:`rlm_lab.placement.trl_rollout.RolloutGlue` with one switch,
 ``eta`` (the staleness bound; the number of batches generation may run ahead of training):
 
 - ``eta = 0``  synchronous: push the weights, generate batch k, train on it (chapter 5's disaggregated step,
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 
-from ..placement.glue import PlacementRunError, RolloutGlue
+from ..placement.trl_rollout import PlacementRunError, RolloutGlue
 from .buffer import StalenessBuffer, check_eta
 
 

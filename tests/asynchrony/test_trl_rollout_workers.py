@@ -41,7 +41,7 @@ class Worker:
 @pytest.fixture
 def glue(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", FakeRay())
-    from rlm_lab.asynchrony.glue import AsyncGlue
+    from rlm_lab.asynchrony.trl_rollout import AsyncGlue
 
     g = AsyncGlue(None, [Worker(0), Worker(1)], None, "object_store", chunks=4, seed=7, timeout_s=5.0,
                   bucket_bytes=1, eta=1)
@@ -80,7 +80,7 @@ def test_dead_worker_chunks_go_to_the_survivor_with_the_same_seeds(glue):
 
 
 def test_no_worker_left_is_one_clear_error(glue):
-    from rlm_lab.placement.glue import PlacementRunError
+    from rlm_lab.placement.trl_rollout import PlacementRunError
 
     glue._submit(0)
     for w in glue.rollouts:
