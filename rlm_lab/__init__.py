@@ -8,7 +8,8 @@ Layers: a module imports only from its own layer or the layers above it in :data
 a function counts), and no two subpackages import each other, directly or round a loop
 (``tests/test_structure.py`` checks both). From the bottom:
 
-1. core: ``errors``, ``sizes``, ``stages``, ``device``, ``host`` (load average, free port), ``records``
+1. core: ``errors``, ``sizes``, ``stages``, ``device``, ``host`` (load average, free port), ``compat``
+   (every private of TRL, transformers or torch, guarded), ``records``
    (+ ``record``, its public face), ``compare`` (predicted against measured, the same way everywhere);
 2. ``models``, ``tasks``: the model zoo, the task data and rewards;
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
-    ("core", ("errors", "sizes", "stages", "device", "host", "records", "record", "compare")),
+    ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import time
 
+from ..compat import train_batch_size, train_sampler
 from ..placement.trl_rollout import PlacementRunError, RolloutGlue
 from .buffer import StalenessBuffer, check_eta
 
@@ -107,9 +108,9 @@ class AsyncGlue(RolloutGlue):
 
     # ---- which prompts come next
     def _prompt_batches(self, trainer):
-        sampler = trainer._get_train_sampler()
+        sampler = train_sampler(trainer)
         column = trainer.train_dataset["prompt"]
-        size = trainer._train_batch_size * trainer.args.steps_per_generation
+        size = train_batch_size(trainer) * trainer.args.steps_per_generation
         while True:  # one pass of the sampler per epoch, batched as TRL's dataloader batches it
             batch = []
             for idx in sampler:

@@ -36,6 +36,7 @@ import functools
 
 import time
 
+from ..compat import set_attn_implementation
 from ..errors import RlmLabError
 
 IMPL = "rlm_ring"  # name registered with transformers' AttentionInterface
@@ -194,7 +195,7 @@ def apply_cp(model, group=None):
     The model must then be called on :func:`shard` -ed inputs with matching ``position_ids``.
     """
     _register()
-    model.config._attn_implementation = IMPL
+    set_attn_implementation(model.config, IMPL)
     rings = []
     for layer in model.model.layers:
         layer.self_attn._rlm_ring = RingContext(group)

@@ -100,14 +100,9 @@ class CriticTrainer:
                                        num_training_steps=num_training_steps,
                                        scheduler_specific_kwargs=args.lr_scheduler_kwargs)
         if override is not None:
-            optimizer = self.optimizer
+            from ..compat import track_step_override
 
-            def step(*args, **kwargs):
-                optimizer._opt_called = True  # what torch's own wrapper records
-                return override(*args, **kwargs)
-
-            step._wrapped_by_lr_sched = True
-            optimizer.step = step
+            track_step_override(self.optimizer, override)
         return self.scheduler
 
     # ---- forward ----------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from torch import nn
 from trl import GRPOTrainer
 from trl.extras.profiling import profiling_context
 
+from ..compat import check_overrides
 from ..errors import RlmLabError
 from ..tasks import checked
 from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
@@ -61,12 +62,16 @@ class PPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` with a critic, per-token KL rewards, GAE and the clipped value loss (see module doc)."""
 
     _tag_names = ["trl", "ppo", "rlm_lab"]
+    # TRL's private methods this class overrides or calls (rlm_lab.compat checks them once per process)
+    TRL_PRIVATES = ("_calculate_rewards", "_generate_and_score_completions", "_compute_loss", "_save_checkpoint",
+                    "_load_optimizer_and_scheduler", "_get_per_token_logps_and_entropies")
 
     def __init__(self, model, reward_funcs, args: PPOConfig | None = None, train_dataset=None, eval_dataset=None,
                  processing_class=None, reward_processing_classes=None, callbacks=None,
                  optimizers=(None, None), peft_config=None, value_model=None, reward_model=None):
         if args is None or not isinstance(args, PPOConfig):
             raise RlmLabError("PPOTrainer needs args=PPOConfig(...) (rlm_lab.train.ppo.PPOConfig)")
+        check_overrides(GRPOTrainer, self.TRL_PRIVATES)
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         # A user reward that raises must stop the run with one clear line (rlm_lab.tasks.checked).
         funcs = [f if isinstance(f, (nn.Module, str)) or getattr(f, "__code__", None) is _CHECKED_CODE

@@ -154,8 +154,9 @@ _INSTALL_LOCK = threading.Lock()
 
 
 def _install_profiling_hook() -> None:
-    from trl.extras.profiling import ProfilingContext
+    from ..compat import profiling_context
 
+    ProfilingContext = profiling_context()
     with _INSTALL_LOCK:
         if getattr(ProfilingContext, "_rlm_lab_hooked", False):
             return

@@ -1,0 +1,133 @@
+"""Library internals through one door: every reach into a private of TRL, transformers or torch, guarded.
+
+rlm-lab uses a few non-public parts of its libraries where no public API does the job. Each adapter below
+names the private it relies on, the library version it was read from (:data:`VERIFIED`), and checks, the first
+time it is used in a process, that the private is still there in the form relied on: an attribute that exists,
+or source lines that are present (``inspect.getsource``). If not, it fails with one clear line (an
+:class:`rlm_lab.errors.RlmLabError` naming the private, the verified version and the installed one) before any
+work, never with a traceback from inside the library or a silently wrong number. A different version whose
+source still matches passes (Colab keeps its own torch), as :mod:`rlm_lab.asynchrony.correction` does for
+TRL's ``use_vllm`` gates.
+
+* :func:`profiling_context` -- TRL's ``trl.extras.profiling.ProfilingContext``, whose ``__enter__`` and
+  ``__exit__`` the stage tracer wraps (``rlm_lab.train.tracer``; it reads ``self.name``);
+* :func:`set_attn_implementation` -- ``PretrainedConfig._attn_implementation``, set to the ring-attention
+  kernel registered by ``rlm_lab.parallel.context_parallel`` (``model.set_attn_implementation`` would
+  validate the name against the built-in kernels and reload);
+* :func:`train_sampler`, :func:`train_batch_size` -- ``Trainer._get_train_sampler()`` and
+  ``Trainer._train_batch_size``: the prompts TRL's dataloader would draw next, in its order
+  (``rlm_lab.asynchrony.trl_rollout``);
+* :func:`track_step_override` -- torch's ``LRScheduler`` marks ``optimizer.step`` as wrapped
+  (``_wrapped_by_lr_sched``) and records a call (``optimizer._opt_called``); an instance-level override of
+  ``step`` has to do the same (``rlm_lab.train.critic``);
+* :func:`check_overrides` -- the private methods of TRL's ``GRPOTrainer`` that PPO (``rlm_lab.train.ppo``)
+  overrides and calls through ``super()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from importlib.metadata import PackageNotFoundError, version
+
+from .errors import RlmLabError
+
+# The versions each adapter was read from (requirements.txt pins the same).
+VERIFIED = {"trl": "1.16.0", "transformers": "5.24.0", "torch": "2.13.0"}
+
+
+def installed(lib: str) -> str:
+    try:
+        return version(lib)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _fail(lib: str, what: str) -> RlmLabError:
+    return RlmLabError(f"{what}: rlm-lab relies on it as in {lib} {VERIFIED[lib]}, but this is {lib} "
+                       f"{installed(lib)}; install {lib}=={VERIFIED[lib]} (requirements.txt)")
+
+
+def source_has(obj, lines) -> bool:
+    """Does the source of ``obj`` hold every one of ``lines`` (whitespace-stripped, as substrings of a line)?"""
+    try:
+        src = [ln.strip() for ln in inspect.getsource(obj).splitlines()]
+    except (OSError, TypeError):
+        return False
+    return all(any(want in ln for ln in src) for want in lines)
+
+
+@functools.cache
+def profiling_context():
+    """TRL's ``ProfilingContext`` class, checked: it defines ``__enter__``/``__exit__`` and sets ``self.name``."""
+    try:
+        from trl.extras.profiling import ProfilingContext
+    except ImportError:
+        raise _fail("trl", "trl.extras.profiling.ProfilingContext is missing") from None
+    if not ("__enter__" in vars(ProfilingContext) and "__exit__" in vars(ProfilingContext)
+            and source_has(ProfilingContext.__init__, ["self.name = name"])):
+        raise _fail("trl", "trl's ProfilingContext no longer has __enter__/__exit__ and a name")
+    return ProfilingContext
+
+
+@functools.cache
+def _attn_setter(config_cls) -> None:
+    prop = getattr(config_cls, "_attn_implementation", None)
+    if not (isinstance(prop, property) and prop.fset is not None):
+        raise _fail("transformers", f"{config_cls.__name__}._attn_implementation is no settable property")
+
+
+def set_attn_implementation(config, impl: str) -> None:
+    """``config._attn_implementation = impl`` (transformers' own setter: it also sets the sub-configs)."""
+    _attn_setter(type(config))
+    config._attn_implementation = impl
+
+
+@functools.cache
+def _trainer_private(cls, name: str, kind: str) -> None:
+    if kind == "method" and not callable(getattr(cls, name, None)):
+        raise _fail("transformers", f"{cls.__name__}.{name}() is missing")
+
+
+def train_sampler(trainer):
+    """``trainer._get_train_sampler()``: the sampler TRL's training dataloader iterates (same seed, same order)."""
+    _trainer_private(type(trainer), "_get_train_sampler", "method")
+    return trainer._get_train_sampler()
+
+
+def train_batch_size(trainer) -> int:
+    """``trainer._train_batch_size``: the per-device batch the Trainer's dataloader was built with."""
+    if not hasattr(trainer, "_train_batch_size"):
+        raise _fail("transformers", f"{type(trainer).__name__}._train_batch_size is missing")
+    return trainer._train_batch_size
+
+
+@functools.cache
+def _lr_scheduler_marks() -> None:
+    import torch.optim.lr_scheduler as sched
+
+    if not source_has(sched.LRScheduler.__init__, ["_wrapped_by_lr_sched", "opt._opt_called = True"]):
+        raise _fail("torch", "torch's LRScheduler no longer marks optimizer.step with _wrapped_by_lr_sched "
+                             "and _opt_called")
+
+
+def track_step_override(optimizer, override) -> None:
+    """Install ``override`` as ``optimizer.step``, marked and recording its calls as torch's LRScheduler wrapper
+    does, so that the scheduler neither re-wraps it nor warns that ``optimizer.step()`` was never called."""
+    _lr_scheduler_marks()
+
+    def step(*args, **kwargs):
+        optimizer._opt_called = True  # what torch's own wrapper records
+        return override(*args, **kwargs)
+
+    step._wrapped_by_lr_sched = True
+    optimizer.step = step
+
+
+@functools.cache
+def check_overrides(base, names: tuple) -> None:
+    """Every one of ``names`` is a method of ``base`` (TRL's GRPOTrainer or what it inherits), so that a
+    subclass overriding it and calling ``super()`` still reaches TRL's code."""
+    missing = [n for n in names if not callable(getattr(base, n, None))]
+    if missing:
+        raise _fail("trl", f"{base.__name__} has no {', '.join(missing)} (overridden by rlm-lab's PPO)")
