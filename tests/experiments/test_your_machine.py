@@ -114,3 +114,26 @@ def test_bad_input_is_one_error_line_before_any_work(tmp_path, capsys):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("rlm-lab: error: unknown"), err
+
+
+def test_a_second_build_waits_for_the_calibration_lock(tmp_path):
+    """Another process holding the folder's ``.calibration.lock`` (a plain flock, as filelock takes it) makes
+    ensure_calibration wait until it lets go, then calibrate once."""
+    import subprocess
+    import sys
+    import time
+
+    from rlm_lab.experiments.your_machine.calibration import key_slug
+
+    folder = tmp_path / key_slug(KEY)
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\nf = open(sys.argv[1], 'w')\nfcntl.flock(f, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\ntime.sleep(1.5)\n"), str(folder / ".calibration.lock")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    calls, t0 = [], time.perf_counter()
+    meta = Y.ensure_calibration(KEY, tmp_path, fake_calibrate(calls), loadavg=QUIET)
+    waited = time.perf_counter() - t0
+    holder.wait(timeout=30)
+    assert waited >= 1.0 and len(calls) == 1 and not meta["reused"], (waited, calls)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import io
 import json
@@ -93,13 +92,15 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
 
     Returns its meta: ``profile`` (path), ``sha256``, ``made``, ``seconds``, ``machine_key``, ``busy``, the
     calibration's warnings (busy machine, noisy quantities) and ``reused``."""
+    from filelock import FileLock
+
     from ...calibrate.profile import MAX_LOAD_PER_CORE, calibrate
 
     key = key or machine_key()
     folder = Path(root or CACHE) / key_slug(key)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".calibration.lock", "w") as lock:  # a second build waits for the first's calibration
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # a second build waits for the first's calibration (filelock: flock on the file, released when the process dies)
+    with FileLock(folder / ".calibration.lock"):
         meta = _cached(folder, key, _busy_now(MAX_LOAD_PER_CORE, loadavg))
         if meta is not None:
             return meta | {"profile": str(folder / meta["profile"]), "reused": True}
