@@ -140,6 +140,13 @@ def glue_text(name: str, value, fmt: str = "") -> None:
     glue(name, _Text(format(value, fmt) if fmt else str(value)), display=False)
 
 
+def repo_relative(path) -> str:
+    """``path`` as the page shows it: relative to the repository when inside it (no machine path on a
+    page), else its name only."""
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else p.name
+
+
 # --- Sphinx extension: the "Open in Colab" badge -------------------------------------------------
 
 def colab_url(repository_url: str, branch: str, docname: str) -> str:

@@ -7,13 +7,15 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 
 from __future__ import annotations
 
-from ..compare import relative_error, verdict
+from ..compare import BAR
+from ..evidence import Interval, bar_word, error_interval, median_interval, ratio_word
 from ..record import finished, load_record, reference_root, runs_root
 from ..sizes import check_size
 from .run import TECHNIQUES, measure
 
 COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.longtail --size {size} --out data/runs/{size}"
-TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "repeats min-max", "rel. error", "verdict")
+TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "95% interval", "rel. error", "error interval",
+                 "verdict")
 
 # what each record's "gain" is: the ratio (baseline / technique) of time, or of work for dynamic sampling
 GAIN = {
@@ -47,20 +49,28 @@ def ensure_runs(size: str) -> dict:
 
 
 def gain_row(technique: str, record) -> dict:
-    """predicted and measured gain of one technique, the relative error and the verdict (25 % bar)."""
+    """Predicted and measured gain of one technique, with the measured gain's 95 % interval and the
+    verdict against the 25 % bar, both from :mod:`rlm_lab.evidence`: the measured gain is the median of the
+    paired repeats' gains (each repeat ran both variants back to back), "met" only when the whole error
+    interval is inside the bar, "not met" only when wholly outside, otherwise "undecided"; a record without
+    repeats is one run and decides nothing. ``side`` says whether the gain's interval excludes 1."""
     key, meaning = GAIN[technique]
     if record is None:
-        return {"technique": technique, "predicted gain": None, "measured gain": None, "repeats min-max": None,
-                "rel. error": None, "verdict": "not measured yet", "meaning": meaning, "outside noise": None}
+        return {"technique": technique, "predicted gain": None, "measured gain": None, "95% interval": None,
+                "rel. error": None, "error interval": None, "verdict": "not measured yet", "meaning": meaning,
+                "side": None, "repeats": 0, "gain_lo_hi": None}
     res = record.results
-    pred, meas = res["predicted"][key], res["measured"][key]
-    err = relative_error(pred, meas)
+    pred = res["predicted"][key]
     spread = res["measured"].get(f"{key}_spread")  # every repeat's gain, its pair run back to back
-    band = f"{spread['min']:.2f}-{spread['max']:.2f}" if spread else "one run"
-    # a gain is outside the noise band when every repeat's pair agrees on its side of 1
-    outside = None if not spread else (spread["min"] > 1 or spread["max"] < 1)
-    return {"technique": technique, "predicted gain": pred, "measured gain": meas, "repeats min-max": band,
-            "rel. error": err, "verdict": verdict(abs(err)), "meaning": meaning, "outside noise": outside}
+    reps = spread.get("reps") if spread else None
+    gain = median_interval(reps) if reps else Interval(res["measured"][key], None, None, 1)
+    err = error_interval(pred, gain)
+    fmt = lambda iv: f"{iv.lo:.2f}-{iv.hi:.2f}" if iv.decided else "one run"  # noqa: E731
+    fmt_err = lambda iv: f"{iv.lo:+.0%} to {iv.hi:+.0%}" if iv.decided else "one run"  # noqa: E731
+    return {"technique": technique, "predicted gain": pred, "measured gain": gain.estimate,
+            "95% interval": fmt(gain), "rel. error": err.estimate, "error interval": fmt_err(err),
+            "verdict": bar_word(err, BAR), "meaning": meaning, "side": ratio_word(gain, "above 1", "below 1"),
+            "repeats": gain.n, "gain_lo_hi": (gain.lo, gain.hi) if gain.decided else None}
 
 
 def ranking(runs: dict) -> list[dict]:
@@ -115,3 +125,53 @@ def seeds_effect(arm_acc: list, base_acc: list, n: int) -> dict:
     bar = 2 * ((a * (1 - a) + b * (1 - b)) / (k * n)) ** 0.5
     same = all(d > 0 for d in diffs) or all(d < 0 for d in diffs)
     return {"difference": a - b, "bar": bar, "seeds": k, "diffs": diffs, "effect": abs(a - b) > bar and same}
+
+
+def summary(table: list[dict], size: str) -> dict:
+    """The values chapter 7 glues from its closing table: the technique with the largest measured gain, how
+    many verdicts are met / not met / undecided, how many repeated gains have an interval that excludes 1, and
+    the one sentence that depends on the size the book was built at."""
+    best = next((r for r in table if r["measured gain"] is not None), None)
+    repeated = [r for r in table if r.get("repeats", 0) and r["repeats"] > 1]
+    size = check_size(size)
+    note = ("At `smoke` size the model is tiny and the machine shared, so per-call overheads, not decode steps, set "
+            "many of these times: the verdicts say how far the decode-step model is from that, not how the "
+            "techniques scale." if size == "smoke" else
+            f"At `{size}` size these are the committed records `data/runs/{size}/ch07_*`.")
+    return {"ch07_best": best["technique"] if best else "none (not measured yet)",
+            "ch07_n_rows": len(table),
+            "ch07_n_met": sum(r["verdict"] == "met" for r in table),
+            "ch07_n_not_met": sum(r["verdict"] == "not met" for r in table),
+            "ch07_n_undecided": sum(r["verdict"] == "undecided" for r in table),
+            "ch07_n_outside": sum(r["side"] in ("above 1", "below 1") for r in repeated),
+            "ch07_n_repeated": len(repeated),
+            "ch07_size_note": note}
+
+
+def plot_gains(table: list[dict]):
+    """Predicted against measured gain per technique: the measured median with its 95 % interval as an error
+    bar, the prediction as a cross, the 25 % bar around the prediction shaded; log scale, 1 = no gain."""
+    from ..trace_plots import _figure
+
+    rows = [r for r in table if r["measured gain"] is not None]
+    fig = _figure(8.0, 0.5 * max(1, len(rows)) + 1.4)
+    ax = fig.add_subplot()
+    for i, r in enumerate(rows):
+        g = r["measured gain"]
+        lo, hi = r["gain_lo_hi"] or (g, g)
+        ax.errorbar([g], [i], xerr=[[g - lo], [hi - g]], fmt="o", color="#1f77b4", capsize=3,
+                    label="measured (median, 95% interval)" if i == 0 else None)
+        p = r["predicted gain"]
+        ax.plot([p], [i], "x", color="#d62728", markersize=8, label="predicted" if i == 0 else None)
+        ax.fill_betweenx([i - 0.3, i + 0.3], p / (1 + BAR), p / (1 - BAR), color="#d62728", alpha=0.12,
+                         label="measured within the 25% bar" if i == 0 else None)
+    ax.axvline(1.0, color="#999999", lw=0.8, ls="--")
+    ax.set_yticks(range(len(rows)), [f"{r['technique']} ({r['verdict']})" for r in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("gain (baseline / technique; dynamic sampling: generations per kept group)")
+    if rows:
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.set_title("no technique measured yet")
+    return fig

@@ -63,9 +63,9 @@ def test_gain_spread_outside_noise_and_accuracy_bar():
         def __init__(self, spread):
             self.results = {"predicted": {"speedup": 1.5}, "measured": {"speedup": 1.5, "speedup_spread": spread}}
 
-    assert report.gain_row("packing", Rec(sp))["outside noise"] is False  # repeats on both sides of 1
-    row = report.gain_row("packing", Rec({"min": 1.1, "max": 1.9}))
-    assert row["outside noise"] is True and row["repeats min-max"] == "1.10-1.90"
+    assert report.gain_row("packing", Rec(sp))["side"] == "undecided"  # repeats on both sides of 1
+    row = report.gain_row("packing", Rec({"reps": [1.1, 1.9]}))
+    assert row["side"] == "above 1" and row["95% interval"] == "1.10-1.90" and row["measured gain"] == 1.5
     # 2 standard errors of a difference of proportions, by hand: 0.5 and 0.4 on 100 problems
     d = report.accuracy_difference(0.5, 0.4, 100)
     assert d["bar"] == pytest.approx(2 * (0.49 / 100) ** 0.5) and d["effect"] is False

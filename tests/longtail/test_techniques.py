@@ -153,14 +153,24 @@ def test_report_not_measured_yet_and_ranking():
     assert [r["verdict"] for r in rows] == ["not measured yet"] * len(report.TECHNIQUES)
 
     class Rec:
-        def __init__(self, p, m, key="speedup"):
-            self.results = {"predicted": {key: p}, "measured": {key: m}}
+        def __init__(self, p, reps, key="speedup"):
+            self.results = {"predicted": {key: p}, "measured": {key: 0.0, f"{key}_spread": {"reps": reps}}}
 
-    runs.update(packing=Rec(1.4, 1.2), fusion=Rec(1.1, 2.0), dynamic_sampling=Rec(1.5, 1.25, "inflation"))
+    runs.update(packing=Rec(1.2, [1.15, 1.2, 1.25]), fusion=Rec(1.1, [2.0, 2.1, 1.9]),
+                dynamic_sampling=Rec(1.5, [1.25, 1.5, 1.0], "inflation"))
     rows = report.ranking(runs)
+    # ranked by the median of the repeats (the recorded point value is not used); dynamic sampling by 1/inflation
     assert [r["technique"] for r in rows[:3]] == ["fusion", "packing", "dynamic_sampling"]
-    assert rows[1]["rel. error"] == pytest.approx(1 / 6) and rows[1]["verdict"].startswith("meets the 25% bar")
-    assert rows[0]["verdict"].startswith("not met: 45.0%")
+    assert rows[0]["measured gain"] == 2.0 and rows[1]["measured gain"] == 1.2
+    # packing: error 0 in [1.2/1.25 - 1, 1.2/1.15 - 1] = [-4 %, +4.3 %]: inside the bar
+    assert rows[1]["rel. error"] == pytest.approx(0.0) and rows[1]["verdict"] == "met"
+    # fusion: 1.1 / [1.9, 2.1] - 1 = [-48 %, -42 %]: wholly outside
+    assert rows[0]["verdict"] == "not met" and rows[0]["side"] == "above 1"
+    # dynamic sampling: 1.5 / [1.0, 1.5] - 1 = [0, +50 %]: the point is inside the bar, the interval is not
+    assert rows[2]["rel. error"] == pytest.approx(0.2) and rows[2]["verdict"] == "undecided"
+    one = report.gain_row("packing", type("R", (), {"results": {"predicted": {"speedup": 1.0},
+                                                                "measured": {"speedup": 1.0}}})())
+    assert one["verdict"] == "undecided" and one["95% interval"] == "one run"
 
 
 def test_cli_bad_size_is_one_line(capsys):
@@ -277,3 +287,24 @@ def test_dynamic_sampling_rollout_inside_trl_grpo_trainer(tmp_path):
     assert ds.all_equal_left == 0 and logs[0]["frac_reward_zero_std"] == 0.0
     with pytest.raises(RlmLabError, match="pool of prompts"):
         DynamicSamplingRollout(mixed_reward, [])
+
+
+def test_summary_counts_verdicts_and_names_only_the_built_size():
+    from matplotlib.figure import Figure
+
+    class Rec:
+        def __init__(self, p, reps):
+            self.results = {"predicted": {"speedup": p}, "measured": {"speedup": 0.0, "speedup_spread": {"reps": reps}}}
+
+    runs = {t: None for t in report.TECHNIQUES}
+    runs.update(packing=Rec(1.2, [1.15, 1.2, 1.25]), fusion=Rec(1.1, [2.0, 2.1, 1.9]),
+                overprovision=Rec(2.0, [0.5, 3.0, 2.0, 1.8]))
+    table = report.ranking(runs)
+    s = report.summary(table, "cpu")
+    assert (s["ch07_n_met"], s["ch07_n_not_met"], s["ch07_n_undecided"]) == (1, 1, 1)
+    assert s["ch07_n_rows"] == len(report.TECHNIQUES) and s["ch07_best"] == "fusion"
+    assert s["ch07_n_repeated"] == 3 and s["ch07_n_outside"] == 2  # overprovision's interval contains 1
+    assert "`cpu`" in s["ch07_size_note"] and "`smoke`" not in s["ch07_size_note"]
+    assert "`smoke`" in report.summary(table, "smoke")["ch07_size_note"]
+    fig = report.plot_gains(table)
+    assert isinstance(fig, Figure) and len(fig.axes[0].get_yticklabels()) == 3

@@ -139,3 +139,14 @@ def test_lora_sync_is_the_adapters_by_hand():
     r, h, kv = LORA["r"], spec.hidden, spec.kv_heads * spec.head_dim
     expected = spec.layers * r * ((h + h) + (h + kv)) * 4
     assert param_bytes(model) == expected
+
+
+def test_timeline_window_skips_warm_up_and_final_outliers():
+    from rlm_lab.placement.experiment import representative_window
+
+    # the chapter 5 colocated run's shape: steady 0.05 s steps, then 0.117, 1.865 and 2.252 s at the end
+    d = [0.067, 0.054] + [0.05] * 10 + [0.117, 1.865, 2.252]
+    i = representative_window(d, 3)
+    assert 2 <= i and i + 3 <= 12  # three steady steps, neither the first nor the last
+    assert representative_window([5.0, 1.0, 1.0, 1.0], 3) == 1  # the median is 1: the last three
+    assert representative_window([1.0, 2.0], 3) == 0  # fewer steps than asked: from the start

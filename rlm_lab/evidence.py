@@ -1,0 +1,123 @@
+"""Evidence: the median of paired repeats with a bootstrap 95 % interval, and verdict words that follow it.
+
+One estimator everywhere: a comparison of A against B is the **median of the paired ratios** A_i / B_i (each
+pair measured back to back, so a slow minute of the machine slows both), with a percentile-bootstrap
+interval (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993; computed by
+``scipy.stats.bootstrap``: https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.bootstrap.html).
+
+The words follow the interval, never the point alone:
+
+* a ratio is ``faster``/``slower`` (or ``larger``/``smaller``) only when its interval excludes 1;
+* a prediction ``met`` its bar only when the whole interval of its error lies inside the bar, ``not met`` only
+  when the whole interval lies outside it; everything else is ``undecided``, and so is a single run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import median
+from typing import Sequence
+
+from .errors import RlmLabError
+
+LEVEL = 0.95
+RESAMPLES = 2000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its interval; ``lo``/``hi`` are None when fewer than two repeats exist."""
+
+    estimate: float
+    lo: float | None
+    hi: float | None
+    n: int
+
+    @property
+    def decided(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def text(self, fmt: str = "{:.2f}") -> str:
+        if not self.decided:
+            return f"{fmt.format(self.estimate)} (one run, no interval)"
+        return f"{fmt.format(self.estimate)} [{fmt.format(self.lo)}, {fmt.format(self.hi)}]"
+
+
+def _finite(values: Sequence[float], what: str) -> list[float]:
+    out = [float(v) for v in values]
+    if not out:
+        raise RlmLabError(f"{what}: no values")
+    if not all(math.isfinite(v) for v in out):
+        raise RlmLabError(f"{what}: a value is not a finite number ({out})")
+    return out
+
+
+def median_interval(values: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> Interval:
+    """The median of ``values`` and its percentile-bootstrap interval at ``level`` (deterministic: fixed seed)."""
+    xs = _finite(values, "median_interval")
+    if len(xs) < 2 or min(xs) == max(xs):
+        lo = hi = (xs[0] if len(xs) >= 2 else None)
+        return Interval(median(xs), lo, hi, len(xs))
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    res = bootstrap((np.asarray(xs),), np.median, confidence_level=level, n_resamples=resamples,
+                    method="percentile", rng=np.random.default_rng(seed))
+    ci = res.confidence_interval
+    return Interval(median(xs), float(ci.low), float(ci.high), len(xs))
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """A_i / B_i of pairs measured together; the two lists must pair one to one."""
+    a, b = _finite(a, "paired_ratios (A)"), _finite(b, "paired_ratios (B)")
+    if len(a) != len(b):
+        raise RlmLabError(f"paired_ratios: {len(a)} repeats of A against {len(b)} of B; they must pair")
+    if min(b) <= 0:
+        raise RlmLabError("paired_ratios: a B value is not positive")
+    return [x / y for x, y in zip(a, b)]
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], **kw) -> Interval:
+    """Median of the paired ratios A_i / B_i with its interval."""
+    return median_interval(paired_ratios(a, b), **kw)
+
+
+def ratio_word(iv: Interval, above: str = "faster", below: str = "slower") -> str:
+    """``above`` when the whole interval is above 1, ``below`` when below, else ``undecided``."""
+    if not iv.decided:
+        return "undecided"
+    if iv.lo > 1:
+        return above
+    if iv.hi < 1:
+        return below
+    return "undecided"
+
+
+def error_interval(predicted: float, measured: Interval) -> Interval:
+    """The relative error predicted / measured - 1 at the point and at both ends of the measured interval
+    (decreasing in the measurement, so the ends swap)."""
+    if not (math.isfinite(predicted) and measured.estimate > 0):
+        raise RlmLabError(f"error_interval: predicted {predicted}, measured {measured.estimate}")
+    point = predicted / measured.estimate - 1
+    if not measured.decided:
+        return Interval(point, None, None, measured.n)
+    if measured.lo <= 0:
+        raise RlmLabError("error_interval: the measured interval reaches 0")
+    return Interval(point, predicted / measured.hi - 1, predicted / measured.lo - 1, measured.n)
+
+
+def bar_word(err: Interval, bar: float) -> str:
+    """``met`` when the whole error interval is within ±``bar``; ``not met`` when it lies wholly outside;
+    ``undecided`` otherwise (a single run included)."""
+    if not (bar > 0 and math.isfinite(bar)):
+        raise RlmLabError(f"bar_word: the bar must be a positive number, not {bar}")
+    if not err.decided:
+        return "undecided"
+    if -bar <= err.lo and err.hi <= bar:
+        return "met"
+    if err.lo > bar or err.hi < -bar:
+        return "not met"
+    return "undecided"

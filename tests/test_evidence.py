@@ -1,0 +1,72 @@
+"""The evidence module: hand-derived bootstrap intervals and the verdict words that follow them."""
+
+import pytest
+
+from rlm_lab.errors import RlmLabError
+from rlm_lab.evidence import (Interval, bar_word, error_interval, median_interval, paired_ratios, ratio_interval,
+                              ratio_word)
+
+
+def test_two_values_span_their_own_range():
+    # resampled medians of [a, b] are a, (a+b)/2, b with probabilities 1/4, 1/2, 1/4: the 2.5 and 97.5
+    # percentiles are a and b
+    iv = median_interval([1.2, 1.8])
+    assert iv.estimate == pytest.approx(1.5)
+    assert (iv.lo, iv.hi) == pytest.approx((1.2, 1.8))
+
+
+def test_three_values():
+    # P(resampled median = 1) = P(at least two 1s) = 7/27 > 2.5 %, likewise for 3: the interval is [1, 3]
+    iv = median_interval([3.0, 1.0, 2.0])
+    assert iv.estimate == 2.0 and (iv.lo, iv.hi) == (1.0, 3.0)
+
+
+def test_interval_narrows_with_more_repeats_and_is_deterministic():
+    xs = [1.0 + 0.01 * ((7 * i) % 11) for i in range(40)]
+    a, b = median_interval(xs), median_interval(xs)
+    assert a == b
+    assert a.lo <= a.estimate <= a.hi
+    wide = median_interval(xs[:6])
+    assert (a.hi - a.lo) < (wide.hi - wide.lo)
+
+
+def test_one_run_has_no_interval_and_decides_nothing():
+    iv = median_interval([2.0])
+    assert not iv.decided and iv.text().endswith("(one run, no interval)")
+    assert ratio_word(iv) == "undecided"
+    assert bar_word(error_interval(2.0, iv), 0.25) == "undecided"
+
+
+def test_ratio_words_follow_the_interval():
+    assert ratio_word(Interval(1.3, 1.05, 1.6, 8)) == "faster"
+    assert ratio_word(Interval(0.7, 0.5, 0.95, 8)) == "slower"
+    assert ratio_word(Interval(1.3, 0.98, 1.6, 8)) == "undecided"  # the point alone would say faster
+    assert ratio_word(Interval(1.3, 1.05, 1.6, 8), "larger", "smaller") == "larger"
+
+
+def test_paired_ratios_pair_one_to_one():
+    assert paired_ratios([2.0, 3.0], [1.0, 2.0]) == [2.0, 1.5]
+    iv = ratio_interval([2.0, 3.0, 4.0], [1.0, 1.0, 1.0])
+    assert iv.estimate == 3.0
+    with pytest.raises(RlmLabError, match="pair"):
+        paired_ratios([1.0, 2.0], [1.0])
+    with pytest.raises(RlmLabError, match="finite"):
+        paired_ratios([float("nan")], [1.0])
+    with pytest.raises(RlmLabError, match="positive"):
+        paired_ratios([1.0], [0.0])
+
+
+def test_error_interval_swaps_ends_and_bar_words():
+    # predicted 2 against measured 2 [1.6, 2.5]: error 0 [2/2.5 - 1, 2/1.6 - 1] = [-0.2, +0.25]
+    err = error_interval(2.0, Interval(2.0, 1.6, 2.5, 5))
+    assert err.estimate == pytest.approx(0.0)
+    assert (err.lo, err.hi) == pytest.approx((-0.2, 0.25))
+    assert bar_word(err, 0.25) == "met"
+    assert bar_word(err, 0.2) == "undecided"  # the point is inside, the interval is not
+    far = error_interval(4.0, Interval(2.0, 1.6, 2.5, 5))  # [0.6, 1.5]: wholly above
+    assert bar_word(far, 0.25) == "not met"
+    low = error_interval(1.0, Interval(2.0, 1.6, 2.5, 5))  # [-0.6, -0.375]: wholly below
+    assert bar_word(low, 0.25) == "not met"
+    with pytest.raises(RlmLabError, match="bar"):
+        bar_word(err, float("nan"))
+
