@@ -1,11 +1,10 @@
 """Pipeline parallelism (hand-split zoo Llama, GPipe and 1F1B): same loss and gradients as one process,
 P2P bytes equal to the formula, bubble formula, and bad layouts refused before any process starts."""
 
-import os
-
 import pytest
 
 from rlm_lab.errors import RlmLabError
+from rlm_lab.host import machine_load
 from rlm_lab.parallel import pipeline_parallel as pp
 from rlm_lab.parallel.bench import pp as bench_pp
 
@@ -68,7 +67,7 @@ def test_measure_pp_reports_bubble_and_exact_bytes():
     # would break it) and at most 0.8 (a rank's compute missing from busy would break it, putting it near 1);
     # on a busy machine (load above one per core) a rank descheduled mid-step shows as the other's wait, so
     # the upper bound is then 0.95, which a rank's missing compute still breaks
-    busy = os.getloadavg()[0] / (os.cpu_count() or 1) > 1
+    busy = machine_load()["per_core"] > 1
     assert r["bubble_predicted"] / 2 <= r["bubble_measured"] <= (0.95 if busy else 0.8), r["bubble_measured"]
     assert all(x["idle_fraction"] > 0 for x in r["per_rank"])  # GPipe: each stage waits for the other
     assert r["step_s"] == max(x["wall_s"] for x in r["per_rank"]) and r["baseline_share_s"] > 0
