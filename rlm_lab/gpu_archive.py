@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import RlmLabError
+from .errors import RlmLabError, finite_number, number_arg
 from .gpu_archive_steps import SKIP_EXIT  # a step's process that cannot run on this machine exits with it
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,8 +129,7 @@ def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None =
     from .device import pick_device
 
     plan_fits()
-    if budget_s <= RESERVE_S:
-        raise RlmLabError(f"--budget-s must be more than {RESERVE_S:.0f} s")
+    finite_number(budget_s, "--budget-s", minimum=RESERVE_S)  # NaN would skip every step and "succeed"
     device = "cpu" if dry_run else pick_device("cuda")
     size = "smoke" if dry_run else "gpu"
     chosen = [s for s in PLAN if steps is None or s.name in steps]
@@ -213,7 +212,7 @@ def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
 def register(subparsers) -> None:
     p = subparsers.add_parser("gpu-archive", help="the book's headline GPU runs in one time-boxed script",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for all steps (default 540)")
+    p.add_argument("--budget-s", type=number_arg("--budget-s", minimum=RESERVE_S), default=540.0, help="wall-clock budget for all steps (default 540)")
     p.add_argument("--out", help="a new folder (default _build/gpu-archive/<UTC time>)")
     p.add_argument("--dry-run", action="store_true", help="rehearse on CPU at smoke size (no CUDA needed)")
     p.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in PLAN))
