@@ -6,6 +6,7 @@ loads torch. Any :class:`RlmLabError` is printed as one line and exits with stat
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -34,6 +35,41 @@ COMMANDS = {
 }
 
 
+# errors of a write that the user can act on (free space, raise a quota or a file-size limit, another disk)
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+STDOUT = "standard output"
+
+
+class _NamedStdout:
+    """Standard output whose failed writes say so: an OSError from ``write``/``flush`` (``rlm-lab ... >
+    /dev/full``, a full disk under a redirect) comes back with the filename "standard output", so the one-line
+    handler below names it. Everything else is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _named(self, fn, *args):
+        try:
+            return fn(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            raise OSError(e.errno, e.strerror, STDOUT) from e
+
+    def write(self, text):
+        return self._named(self._stream.write, text)
+
+    def flush(self):
+        return self._named(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one ``rlm-lab: error:`` line (exit 2) like every other bad input,
     instead of the usage block plus ``rlm-lab train: error:``; subparsers inherit the class."""
@@ -59,9 +95,20 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     only = first if first in COMMANDS else None
+    stdout = sys.stdout
+    sys.stdout = _NamedStdout(stdout)
+    try:
+        return _main(argv, only)
+    finally:
+        if isinstance(sys.stdout, _NamedStdout):  # not when a handler below replaced it by a sink
+            sys.stdout = stdout
+
+
+def _main(argv, only) -> int:
     try:
         args = build_parser(only).parse_args(argv)
         result = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a full disk or /dev/full under stdout is then one line too
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
@@ -70,10 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:
         # a file the user named (or an output location) that cannot be read or written: say which, one line
-        if e.filename is None:
-            raise
-        print(f"rlm-lab: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
-        return 2
+        if e.filename == STDOUT:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; give it a sink
+            print(f"rlm-lab: error: cannot write to {STDOUT}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        if e.filename is not None:
+            print(f"rlm-lab: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        if e.errno in WRITE_ERRNOS:
+            print(f"rlm-lab: error: cannot write: {e.strerror or e}", file=sys.stderr)
+            return 2
+        raise
     except KeyboardInterrupt:
         print("rlm-lab: interrupted", file=sys.stderr)
         return 130

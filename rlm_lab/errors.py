@@ -33,3 +33,40 @@ def check_output_location(path, what: str = "output location") -> None:
         os.unlink(tmp)
     except OSError as e:
         raise RlmLabError(f"{what} {path} is not writable ({probe}: {e.strerror or e})") from None
+
+
+def finite_number(value, what: str, *, minimum: float = 0.0, inclusive: bool = False, maximum: float | None = None,
+                  integer: bool = False):
+    """``value`` if it is a finite number above ``minimum`` (``>=`` with ``inclusive``) and at most ``maximum``
+    (an int when ``integer``); else one :class:`RlmLabError` naming ``what``. NaN fails every comparison, so a
+    plain ``v <= 0`` check lets it through: this one refuses NaN and infinities first."""
+    import math
+    import numbers
+
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
+        raise RlmLabError(f"{what} must be {kind}, got {value!r}")
+    if not math.isfinite(value):
+        raise RlmLabError(f"{what} must be a finite number, got {value!r}")
+    low_ok = value >= minimum if inclusive else value > minimum
+    if not low_ok or (maximum is not None and value > maximum):
+        low = f"{'>=' if inclusive else '>'} {minimum:g}"
+        rng = f"{low} and <= {maximum:,g}" if maximum is not None else low
+        raise RlmLabError(f"{what} must be {rng}, got {value!r}")
+    return value
+
+
+def number_arg(what: str = "value", **limits):
+    """An argparse ``type=`` that parses a float (or an int, ``integer=True``) and checks it with
+    :func:`finite_number`, so ``--link-gbps nan`` is refused while the command line is parsed, before any work."""
+
+    def parse(text: str):
+        integer = limits.get("integer", False)
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise RlmLabError(f"{what} must be {'an integer' if integer else 'a number'}, got {text!r}") from None
+        return finite_number(value, what, **limits)
+
+    parse.__name__ = "integer" if limits.get("integer") else "number"
+    return parse

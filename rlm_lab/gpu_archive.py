@@ -27,6 +27,7 @@ anything that exists.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import RlmLabError
+from .errors import RlmLabError, finite_number, number_arg
 from .gpu_archive_steps import SKIP_EXIT  # a step's process that cannot run on this machine exits with it
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,8 +130,7 @@ def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None =
     from .device import pick_device
 
     plan_fits()
-    if budget_s <= RESERVE_S:
-        raise RlmLabError(f"--budget-s must be more than {RESERVE_S:.0f} s")
+    finite_number(budget_s, "--budget-s", minimum=RESERVE_S)  # NaN would skip every step and "succeed"
     device = "cpu" if dry_run else pick_device("cuda")
     size = "smoke" if dry_run else "gpu"
     chosen = [s for s in PLAN if steps is None or s.name in steps]
@@ -186,34 +186,106 @@ def summary_markdown(summary: dict) -> str:
 
 
 def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
-    """Copy a finished archive's completed records and calibration into ``data/``; refuses to replace any."""
+    """Copy a finished archive's completed records and calibration into ``data/``, all or nothing.
+
+    Every path in ``summary.json`` is resolved and must lie inside the archive (no ``../``, no absolute path,
+    no symbolic link out of it), every named record and profile must exist, and nothing in ``data/`` is
+    replaced; any of these, or a damaged ``summary.json``, is one clear error before anything is copied. The
+    copies are made beside their destinations under temporary names and renamed into place only when all
+    of them succeeded; a failure removes every one."""
+    src = Path(src)
     summary = src / "summary.json"
-    if not summary.exists():
+    if not summary.is_file():
         raise RlmLabError(f"{src} has no summary.json: not a finished gpu archive")
-    s = json.loads(summary.read_text())
+    try:
+        s = json.loads(summary.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RlmLabError(f"{summary} is damaged (not JSON: {e}); nothing was adopted") from None
+    if not isinstance(s, dict) or not isinstance(s.get("steps"), list):
+        raise RlmLabError(f"{summary} is damaged: expected an object with a list of steps; nothing was adopted")
     if s.get("dry_run"):
         raise RlmLabError(f"{src} is a dry run on CPU; only a GPU archive is adopted into data/")
-    pairs = []
-    for r in s["steps"]:
-        if r["status"] != "completed":
-            continue
-        if r.get("record"):
-            pairs.append((src / r["record"], data / "runs" / "gpu" / Path(r["record"]).name))
-        if r.get("profile"):
-            pairs.append((src / r["profile"], data / "hardware" / Path(r["profile"]).name))
-    clash = [str(d) for _, d in pairs if d.exists()]
+    pairs = _adoption_pairs(src, s["steps"], data)
+    clash = [str(d) for _, d in pairs if d.exists() or d.is_symlink()]
     if clash:
         raise RlmLabError(f"would replace {', '.join(clash)}; move them first (nothing was copied)")
-    for s_, d in pairs:
-        d.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if s_.is_dir() else shutil.copy2)(s_, d)
+    _copy_all_or_nothing(pairs)
     return [d for _, d in pairs]
+
+
+def _adoption_pairs(src: Path, steps: list, data: Path) -> list[tuple[Path, Path]]:
+    """(resolved source inside the archive, destination in ``data/``) for every completed step's record and
+    profile; one clear error for a path outside the archive, a missing one, or two with one destination."""
+    summary, root = src / "summary.json", src.resolve()
+    pairs: list[tuple[Path, Path]] = []
+    for i, r in enumerate(steps):
+        if not isinstance(r, dict) or not isinstance(r.get("status"), str):
+            raise RlmLabError(f"{summary} is damaged: step {i} is not an object with a status; nothing was adopted")
+        if r["status"] != "completed":
+            continue
+        name = r.get("step", f"#{i}")
+        for key, dest_dir, kind in (("record", data / "runs" / "gpu", "folder"), ("profile", data / "hardware", "file")):
+            rel = r.get(key)
+            if rel in (None, ""):
+                continue
+            if not isinstance(rel, str):
+                raise RlmLabError(f"{summary} is damaged: step {name}'s {key} is {rel!r}, not a path")
+            path = (src / rel).resolve()  # an absolute rel replaces src: caught by the containment test
+            if Path(rel).is_absolute() or not path.is_relative_to(root) or path == root:
+                raise RlmLabError(f"{summary}: step {name}'s {key} {rel!r} is outside the archive {src}; "
+                                  f"nothing was adopted")
+            if not (path.is_dir() if kind == "folder" else path.is_file()):
+                raise RlmLabError(f"{summary}: step {name}'s {key} {rel!r} is not a {kind} in the archive; "
+                                  f"nothing was adopted")
+            if kind == "folder":
+                out = [str(p.relative_to(root)) for p in path.rglob("*")
+                       if p.is_symlink() and not p.resolve().is_relative_to(root)]
+                if out:
+                    raise RlmLabError(f"{summary}: step {name}'s record links out of the archive ({', '.join(out[:3])}); "
+                                      f"nothing was adopted")
+            pairs.append((path, dest_dir / path.name))
+    dests = [d for _, d in pairs]
+    twice = sorted({str(d) for d in dests if dests.count(d) > 1})
+    if twice:
+        raise RlmLabError(f"{summary}: two steps would both become {', '.join(twice)}; nothing was adopted")
+    return pairs
+
+
+def _copy_all_or_nothing(pairs: list[tuple[Path, Path]]) -> None:
+    """Copy every (source, destination) or none: each to a hidden temporary name beside its destination first,
+    then all renamed into place; any failure removes what this call made."""
+    made_dirs = sorted({p for _, d in pairs for p in (d.parent, *d.parent.parents) if not p.exists()},
+                       key=lambda p: len(p.parts), reverse=True)
+    staged, placed = [], []
+    try:
+        for s_, d in pairs:
+            d.parent.mkdir(parents=True, exist_ok=True)
+            tmp = d.parent / f".{d.name}.adopting-{os.getpid()}"
+            staged.append(tmp)
+            (shutil.copytree if s_.is_dir() else shutil.copy2)(s_, tmp)
+        for tmp, (_, d) in zip(staged, pairs):
+            if d.exists() or d.is_symlink():
+                raise RlmLabError(f"{d} appeared while adopting; nothing was adopted")
+            os.rename(tmp, d)
+            placed.append(d)
+    except BaseException as e:
+        for p in [*staged, *placed]:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.exists():
+                p.unlink()
+        for p in made_dirs:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        if isinstance(e, OSError):  # shutil.Error (copytree's list of failures) has no filename: say it here
+            raise RlmLabError(f"adopting failed while copying ({e}); nothing was adopted") from None
+        raise
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("gpu-archive", help="the book's headline GPU runs in one time-boxed script",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for all steps (default 540)")
+    p.add_argument("--budget-s", type=number_arg("--budget-s", minimum=RESERVE_S), default=540.0, help="wall-clock budget for all steps (default 540)")
     p.add_argument("--out", help="a new folder (default _build/gpu-archive/<UTC time>)")
     p.add_argument("--dry-run", action="store_true", help="rehearse on CPU at smoke size (no CUDA needed)")
     p.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in PLAN))

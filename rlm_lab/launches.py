@@ -25,6 +25,10 @@ from typing import Callable
 from .errors import RlmLabError
 
 REPO = Path(__file__).resolve().parent.parent
+# Every launch here is one machine's (torchrun --standalone, accelerate on one node). The largest single machines
+# hold 16 GPUs (NVIDIA DGX-2, https://www.nvidia.com/en-us/data-center/dgx-2/); more GPUs are several machines,
+# each launched with its own share (torchrun --nnodes, https://pytorch.org/docs/stable/elastic/run.html).
+MAX_GPUS = 16
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ def check(launch: Launch, gpus: int) -> list[str]:
 def register(subparsers) -> None:
     p = subparsers.add_parser("launches", help="the book's multi-GPU command lines, checked by a dry run",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", type=int, required=True, help="GPUs on the machine (2 or more)")
+    p.add_argument("--gpus", type=int, required=True, help=f"GPUs on the machine (an even number, 2 to {MAX_GPUS})")
     p.add_argument("--only", help="one launch: " + ", ".join(x.name for x in LAUNCHES))
     p.set_defaults(func=_run)
 
@@ -141,6 +145,9 @@ def register(subparsers) -> None:
 def _run(args) -> int:
     if args.gpus < 2 or args.gpus % 2:
         raise RlmLabError(f"--gpus must be an even number >= 2, got {args.gpus}")
+    if args.gpus > MAX_GPUS:
+        raise RlmLabError(f"--gpus {args.gpus}: these are one machine's launches and a machine holds at most "
+                          f"{MAX_GPUS} GPUs; give the GPUs of one machine (several machines: torchrun --nnodes)")
     chosen = [x for x in LAUNCHES if args.only in (None, x.name)]
     if not chosen:
         raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in LAUNCHES)}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..errors import RlmLabError
+from ..errors import RlmLabError, number_arg
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
 from .placement import GIB, PlacementPrediction, _Predictor, predict_placement, set_cost
 from .workload import workload_from_dict
@@ -108,14 +108,20 @@ def _tp_ok(pr, tp: int) -> bool:
     return True
 
 
+TPS = (1, 2, 4, 8, 16)  # tensor-parallel sizes tried (up to --max-tp)
+
+
 def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int):
-    """(ResourceSet, reshard) options for one set: tp x zero, plus the hybrid engine for actor + rollout."""
+    """(ResourceSet, reshard) options for one set: tp x zero, plus the hybrid engine for actor + rollout.
+    A layout with more data-parallel ranks than the step has sequences is left out: a rank with no sequence
+    (what `rlm-lab predict` refuses for the same shape)."""
     trains = "actor" in roles or "critic" in roles
-    tps = [t for t in (1, 2, 4, 8, 16) if t <= max_tp and devices % t == 0 and _tp_ok(pr, t)]
+    n = pr.wl.n
+    tps = [t for t in TPS if t <= max_tp and devices % t == 0 and devices // t <= n and _tp_ok(pr, t)]
     for tp in tps:
         for zero in ((0, 3) if trains and devices // tp > 1 else (0,)):
             yield ResourceSet(name, devices, kind, dp=devices // tp, tp=tp, zero=zero), False
-    if "actor" in roles and "rollout" in roles and devices > 1:
+    if "actor" in roles and "rollout" in roles and 1 < devices <= n:
         for tg in tps:
             yield ResourceSet(name, devices, kind, dp=devices, tp=1, zero=3, gen_tp=tg), True
 
@@ -148,6 +154,13 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     lora = lora_from(lora)
     capacity = (cluster.memory_per_device_gib * GIB if cluster.memory_per_device_gib else float(pr.prof.memory_bytes))
     roles = roles_for(pr.alg)
+    widest = max(t for t in TPS if t <= max_tp)
+    if cluster.devices > pr.wl.n * widest * len(roles):
+        # every set's data-parallel ranks need a sequence each: at most n x tp devices per set are usable
+        raise RlmLabError(f"{cluster.devices} devices for {pr.wl.n} sequences ({pr.wl.prompts} prompts x "
+                          f"{pr.wl.group_size}): even with each of the {len(roles)} roles on its own set at "
+                          f"tensor-parallel size {widest}, at most {pr.wl.n * widest * len(roles)} devices get a "
+                          f"sequence (data parallelism needs at least one sequence per replica)")
     sizes = set_sizes(cluster.devices)
     cache: dict = {}
     best_layout: dict = {}
@@ -231,8 +244,8 @@ def register(subparsers) -> None:
     p.add_argument("--hardware", help="hardware profile name or JSON path (default h100-sxm)")
     p.add_argument("--devices", type=int, help="devices in the cluster (default 8)")
     p.add_argument("--kind", choices=("cpu", "gpu"), help="device kind (default: gpu for GPU profiles)")
-    p.add_argument("--memory-gib", type=float, help="memory per device, GiB (default: the profile's)")
-    p.add_argument("--link-gbps", type=float, help="GB/s between sets (default: the profile's link)")
+    p.add_argument("--memory-gib", type=number_arg("--memory-gib"), help="memory per device, GiB (default: the profile's)")
+    p.add_argument("--link-gbps", type=number_arg("--link-gbps"), help="GB/s between sets (default: the profile's link)")
     p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size tried (default 8)")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
@@ -241,8 +254,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import json
-
     from .cli import DEFAULTS, check_inputs, load_config
     from .placement_config import cluster_from
 
@@ -268,8 +279,10 @@ def run(args) -> int:
                  max_tp=args.max_tp, lora=cfg.get("lora"), critic=cfg.get("critic"),
                  reward_model=cfg.get("reward_model"), beta=cfg.get("beta"))
     if args.json:
-        print(json.dumps({"considered": adv.considered, "dropped": adv.dropped,
-                          "ranked": [pp.to_dict() for pp in adv.top(args.top)]}, indent=2, default=str))
+        from ..records.files import json_text
+
+        print(json_text({"considered": adv.considered, "dropped": adv.dropped,
+                         "ranked": [pp.to_dict() for pp in adv.top(args.top)]}))
     else:
         from .assumed import assumption_lines
 

@@ -192,7 +192,9 @@ def run(args) -> int:
                            reward_model=cfg.get("reward_model"), lora=pred.lora).total_time
     assumed = assumption_lines(pred.profile, step)
     if args.json:
-        print(json.dumps(pred.to_dict() | {"assumed": assumed}, indent=2, default=str))
+        from ..records.files import json_text
+
+        print(json_text(pred.to_dict() | {"assumed": assumed}))
     else:
         print("\n".join([format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8))))] + assumed))
     return 0 if pred.fits else 1
@@ -214,7 +216,9 @@ def _run_placement(cfg: dict, as_json: bool) -> int:
     assumed = [f"assumed: {a}" for a in pp.assumptions]
     assumed += assumption_lines(cfg["hardware"], step)
     if as_json:
-        print(json.dumps(pp.to_dict() | {"assumed": assumed}, indent=2, default=str))
+        from ..records.files import json_text
+
+        print(json_text(pp.to_dict() | {"assumed": assumed}))
     else:
         print("\n".join([format_placement(pp)] + assumed))
     return 0 if pp.fits else 1

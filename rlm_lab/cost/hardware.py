@@ -287,7 +287,9 @@ def load_profile(name_or_path) -> HardwareProfile:
         raise RlmLabError(f"unknown hardware profile {str(name_or_path)!r}; known profiles: {known} "
                           f"(or pass the path of a profile JSON; `rlm-lab calibrate` writes one)")
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:  # a binary file (or another encoding): not a profile JSON
+        raise RlmLabError(f"hardware profile {path} is not a text (JSON) file (byte {e.start} is not UTF-8)") from None
     except json.JSONDecodeError as e:
         raise RlmLabError(f"hardware profile {path} is not valid JSON ({e})") from None
     return profile_from_dict(d, where=str(path))

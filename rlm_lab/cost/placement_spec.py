@@ -22,6 +22,7 @@ between an FSDP/ZeRO-3 training layout and a tensor-parallel generation layout o
 
 from __future__ import annotations
 
+import math
 import types
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
@@ -60,8 +61,9 @@ class Cluster:
             raise PlacementError(f"cluster kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         for name in ("memory_per_device_gib", "link_gbps"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-                raise PlacementError(f"cluster {name} must be a number > 0, got {v!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or v <= 0):
+                raise PlacementError(f"cluster {name} must be a finite number > 0, got {v!r}")
 
 
 # ---- a resource set -------------------------------------------------------------------------------

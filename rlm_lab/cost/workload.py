@@ -17,6 +17,12 @@ from ..errors import RlmLabError, unknown
 from ..stages import MODELS_HELD
 from .memory import PRECISIONS
 
+# Bounds that keep a prediction from materializing more than it can hold (the model builds per-token and
+# per-sequence lists): 2^20 tokens is past the longest context windows models offer (1M tokens), and 2^20
+# sequences per step is thousands of times the largest RL batches of the survey's systems.
+MAX_TOKENS = 2**20
+MAX_SEQUENCES = 2**20
+
 ADVANTAGE = {"ppo": "gae", "grpo": "group", "rloo": "leave_one_out", "reinforce_pp": "global", "dapo": "group"}
 
 
@@ -82,6 +88,11 @@ class ResponseLengths:
             raise RlmLabError("response lognormal needs median > 0, sigma >= 0 and 1 <= min <= max")
         if self.kind == "list" and (not self.values or any(int(v) < 1 for v in self.values)):
             raise RlmLabError("response.values must be a non-empty list of lengths >= 1")
+        longest = {"fixed": self.length, "uniform": self.high, "lognormal": self.max,
+                   "list": max(map(int, self.values), default=0)}[self.kind]
+        if longest > MAX_TOKENS:
+            raise RlmLabError(f"response lengths up to {longest:,} tokens: the cost model takes at most "
+                              f"{MAX_TOKENS:,} ({self.kind} response)")
 
     def sample(self, n: int) -> list[int]:
         """n lengths at the quantiles (i + 0.5)/n, sorted ascending."""
@@ -182,6 +193,11 @@ class Workload:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise RlmLabError(f"workload.{name} must be an integer >= 1 (or omitted), got {v!r}")
+        if self.prompt_len > MAX_TOKENS:
+            raise RlmLabError(f"workload.prompt_len={self.prompt_len:,}: the cost model takes at most {MAX_TOKENS:,} tokens")
+        if self.n > MAX_SEQUENCES:
+            raise RlmLabError(f"{self.n:,} sequences per step ({self.prompts:,} prompts x {self.group_size:,}): the "
+                              f"cost model takes at most {MAX_SEQUENCES:,}")
         if self.n % self.minibatches:
             raise RlmLabError(f"workload.minibatches={self.minibatches} must divide the {self.n} sequences")
         if self.precision not in PRECISIONS:

@@ -44,9 +44,11 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write (a full disk): name the file
+            raise OSError(e.errno, e.strerror, str(path)) from e
         raise
     return path
 
@@ -118,3 +120,22 @@ def _jsonable(o):
     if hasattr(o, "value"):  # enums
         return o.value
     return str(o)
+
+
+def json_text(obj, indent: int | None = 2) -> str:
+    """``obj`` as standard JSON for a reader's program (``rlm-lab ... --json``): a NaN or infinite float
+    becomes ``null`` (Python's ``json`` would print a bare ``NaN``, which RFC 8259 JSON parsers refuse)."""
+    import math
+
+    def clean(o):
+        if isinstance(o, float) and not math.isfinite(o):
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        return o
+
+    # round-trip through the default encoder first so numpy scalars, enums and paths become plain values
+    plain = json.loads(json.dumps(obj, default=_jsonable))
+    return json.dumps(clean(plain), indent=indent, allow_nan=False)

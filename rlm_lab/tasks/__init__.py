@@ -7,6 +7,7 @@ under ``data/tasks/<slug>/``.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import fields
 from pathlib import Path
 
@@ -67,8 +68,20 @@ def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_
     check_output_location(data_paths(task, root)["train"].parent, "task folder")
     train, test = task.split(n_train, n_test, seed)
     paths = data_paths(task, root)
-    write_rows(paths["train"], train)
-    write_rows(paths["test"], test)
+    folder = paths["train"].parent
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    new = [p for p in paths.values() if not p.exists()]
+    try:
+        write_rows(paths["train"], train)
+        write_rows(paths["test"], test)
+    except BaseException:
+        # all or nothing (a full disk under the second file): no half-written task, no empty folders left
+        for p in new:
+            p.unlink(missing_ok=True)
+        for d in made:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
     return paths
 
 

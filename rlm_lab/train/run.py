@@ -170,7 +170,12 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = Fal
     ``rollout_func``: TRL's GRPOTrainer hook that replaces its generation (e.g. ``rlm_lab.longtail.trl_hooks``).
     ``force``: replace a run already in ``cfg.run_dir`` (moved aside, and said). ``resume``: continue the
     unfinished run in ``cfg.run_dir`` from its last checkpoint."""
-    # The folder first (lock, no-overwrite check): a refused run costs no import and no work.
+    # The folder first (lock, no-overwrite check): a refused run costs no import and no work. A resume checks
+    # its checkpoint against the record before it takes the folder over (nothing changes when it is refused).
+    if resume:
+        from .checkpoint import check_checkpoint
+
+        check_checkpoint(cfg, last_checkpoint(cfg.run_dir))
     record = RunRecord.reopen(cfg.run_dir) if resume else \
         RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed, force=force)
     try:

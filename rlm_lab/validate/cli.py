@@ -52,8 +52,6 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    import json
-
     from ..cost import load_profile
     from ..record import runs_root
 
@@ -73,7 +71,9 @@ def _run(args) -> int:
             return 0
     rep = report(args.size, root, args.profile, args.statistic)
     if args.json:
-        print(json.dumps({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1, default=str))
+        from ..records.files import json_text
+
+        print(json_text({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1))
     else:
         _print(rep)
     return 0

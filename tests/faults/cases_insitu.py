@@ -40,3 +40,12 @@ CASES.append(Case("base-fitted", "an in-situ profile as the base (its factors wo
 CASES.append(Case("base-gpu", "a GPU profile as the base (overheads overlap compute there)",
                   argv=["insitu", "--base", "h100-sxm", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
                   message=r"overlaps overheads with compute"))
+
+
+def _binary_base(tmp):
+    (tmp / "base.json").write_bytes(bytes(range(256)))
+
+
+CASES.append(Case("base-binary", "a binary file as --base (was a UnicodeDecodeError traceback)", setup=_binary_base,
+                  argv=["insitu", "--base", "{tmp}/base.json", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
+                  message=r"hardware profile .*base\.json is not a text \(JSON\) file"))

@@ -100,3 +100,25 @@ def _json_ok(tmp, out):
 add("json", "--json prints one JSON document", ["--json"], "", cls="correct-result", check=_json_ok)
 add("beta-zero", "beta 0 drops the reference model", ["--beta", "0"], r"iteration time", cls="correct-result",
     check=lambda tmp, out: None if "reference" not in out else (_ for _ in ()).throw(AssertionError(out)))
+
+# ---- sizes the cost model would materialize past memory (issue 18 item 7) ------------------------------------
+for id, argv, msg in [
+    ("response-len-1e12", ["--response-len", "1000000000000"],
+     r"response lengths up to 1,000,000,000,000 tokens: the cost model takes at most 1,048,576"),
+    ("response-len-1e12-float", ["--response-len", "1e12"], r"argument --response-len: invalid int value: '1e12'"),
+    ("response-len-past-bound", ["--response-len", "1048577"], r"response lengths up to 1,048,577 tokens"),
+    ("prompt-len-1e11", ["--prompt-len", "100000000000"], r"workload.prompt_len=100,000,000,000: the cost model takes at most"),
+    ("sequences-16m", ["--prompts", "1000000", "--group-size", "16"],
+     r"16,000,000 sequences per step \(1,000,000 prompts x 16\): the cost model takes at most 1,048,576"),
+]:
+    add(id, "predict " + " ".join(argv), argv, msg)
+for id, data, msg in [
+    ("response-lognormal-max-huge", b"workload: {response: {kind: lognormal, median: 100, max: 1000000000000}}\n",
+     r"response lengths up to 1,000,000,000,000 tokens: .*lognormal"),
+    ("response-uniform-high-huge", b"workload: {response: {kind: uniform, low: 1, high: 10000000000}}\n",
+     r"response lengths up to 10,000,000,000 tokens: .*uniform"),
+    ("response-list-huge", b"workload: {response: [4, 8, 100000000000]}\n", r"response lengths up to 100,000,000,000"),
+]:
+    add(id, f"a predict config: {data[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
+add("response-len-at-bound", "--response-len 1048576 (the bound): priced, and does not fit a CPU's memory",
+    ["--response-len", "1048576"], r"DOES NOT FIT: needs [\d.]+ GiB", cls="correct-result", exit=1)
