@@ -166,3 +166,9 @@ def test_not_found_cells_render_as_not_found():
     reg = R.load_registry()
     cell = reg["openrlhf"].cells["lora_sync"]
     assert not cell.found and cell.text() == "not found" and cell.url.endswith("ppo_actor.py")
+
+
+def test_every_framework_cites_an_entry_of_the_bibliography():
+    keys = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    missing = {f.id: f.bib for f in R.load_registry().values() if f.bib not in keys}
+    assert not missing, missing

@@ -1,0 +1,148 @@
+"""Chapter 8's tables (rlm_lab.frameworks.report), checked against the registry files and records read directly."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlm_lab.cost.asynchrony import one_step_off_step
+from rlm_lab.errors import RlmLabError
+from rlm_lab.frameworks import registry as R
+from rlm_lab.frameworks import report as P
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_coverage_counts_the_cells_of_the_files():
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "data" / "frameworks").glob("*.yaml"))]
+    found = sum(c["options"] != "not found" for d in docs for c in d["cells"].values())
+    cov = P.coverage()
+    assert cov["frameworks"] == len(docs) == 17
+    assert cov["cells"] == 17 * len(R.KNOBS) and cov["found"] == found
+    assert cov["per_knob"]["staleness"] == sum(d["cells"]["staleness"]["options"] != "not found" for d in docs)
+
+
+@pytest.mark.parametrize("title, keys", P.GROUPS)
+def test_registry_table_shows_every_cell_with_its_link(title, keys):
+    reg = R.load_registry()
+    html = P.registry_html(keys, reg)
+    assert html.count("<tr>") == 1 + len(reg)
+    for f in reg.values():
+        assert f">{f.name}</a>" in html
+        for k in keys:
+            assert f.cells[k].url in html
+            for o in f.cells[k].options:
+                assert f"<code>{o}</code>" in html.replace("&quot;", '"').replace("&#x27;", "'")
+    missing = sum(not f.cells[k].found for f in reg.values() for k in keys)
+    assert html.count("not found (") == missing
+    for k in keys:
+        assert (P.UNMEASURED in P.knob_header(k)) == (not R.KNOBS[k].measured)
+
+
+def test_the_groups_cover_every_knob_once_and_unknown_knobs_are_refused():
+    keys = [k for _, ks in P.GROUPS for k in ks]
+    assert sorted(keys) == sorted(R.KNOBS)
+    with pytest.raises(RlmLabError, match="unknown knobs"):
+        P.registry_rows(["placement", "speed"])
+
+
+def test_knob_rows_mark_the_unmeasured_knobs():
+    rows = P.knob_rows()
+    unmeasured = [r["knob"] for r in rows if r["chapter"].startswith("none")]
+    assert unmeasured == [R.KNOBS["engine"].title, R.KNOBS["orchestration"].title]
+
+
+def _record(rec):
+    folder = ROOT / rec
+    p = folder / "record.json"
+    return json.loads((p if p.exists() else sorted(folder.glob("*/record.json"))[-1]).read_text())["results"]
+
+
+def test_measured_rows_are_the_records_numbers():
+    rows = P.measured_rows()
+    assert len(rows) == sum(len(k.measures) for k in R.KNOBS.values())
+    by = {(r["knob"], r["what"]): r for r in rows}
+    pk = by[(R.KNOBS["packing"].title, R.KNOBS["packing"].measures[0].what)]
+    res = _record("data/runs/cpu/ch07_packing")
+    assert pk["measured"] == res["measured"]["speedup"] and pk["predicted"] == res["predicted"]["speedup"]
+    assert pk["error"] == pytest.approx((res["predicted"]["speedup"] - res["measured"]["speedup"]) / res["measured"]["speedup"])
+    ws = by[(R.KNOBS["weight_sync"].title, R.KNOBS["weight_sync"].measures[0].what)]
+    res = _record("data/runs/cpu/ch05_disaggregated")
+    assert ws["measured"] == res["stage_seconds_mean"]["weight_sync"] and ws["predicted"] == res["prediction"]["sync_s"]
+    assert ws["record"].startswith("data/runs/cpu/ch05_disaggregated/")
+    assert all(r["error"] is None for r in rows if r["predicted"] is None)
+    assert "<code>data/runs/cpu/ch07_packing</code>" in P.measured_html(rows)
+
+
+def test_a_missing_record_or_field_is_one_line(tmp_path):
+    with pytest.raises(RlmLabError, match="no record under"):
+        P.latest_results("data/runs/cpu/nothing_here", tmp_path)
+    with pytest.raises(RlmLabError, match="record has no 'measured.nope'"):
+        P._dig({"measured": {}}, "measured.nope")
+
+
+def test_published_numbers_keep_their_source():
+    rows = P.published_rows()
+    assert {r["framework"] for r in rows} >= {"verl", "NeMo-RL", "EasyR1"}
+    html = P.published_html(rows)
+    assert all(r["source"] in html and r["value"] in html for r in rows)
+
+
+# ---- predictions under each framework's default -----------------------------------------------------------
+
+def test_defaults_cover_the_registry():
+    assert [d.framework for d in P.DEFAULTS] == list(R.load_registry())
+
+
+def _pp(name, devices=8, **kw):
+    from rlm_lab.cost.placement import predict_placement
+    from rlm_lab.cost.workload import algorithm
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    c = Cluster(devices, "gpu")
+    alg = algorithm("grpo", 0)
+    wl = P.workload_7b(prompts=16, group=4, prompt_len=64, response_len=128)
+    return predict_placement(get_placement(name, c, alg, **kw), str(ROOT / "configs/models/qwen2.5-1.5b.config.json"),
+                             alg, wl, "h100-sxm", c)
+
+
+def test_one_step_off_on_separate_devices_is_the_closed_form_and_shared_devices_do_not_overlap():
+    pp = _pp("disaggregated", zero=3)
+    ph = {p: t for p, (t, _) in pp.phases.items()}
+    g, t, s = ph["reshard"] + ph["generation"], ph["preparation"] + ph["advantage"] + ph["training"], ph["sync"]
+    closed = one_step_off_step(g, t, s)
+    got = P.mode_step(pp, "one_step_off")
+    # 64 simulated steps: the first one has nothing to overlap with, so the mean sits above the steady state
+    assert closed <= got <= closed + (g + t + s) / 64 + 1e-12
+    assert got < pp.step_s
+    co = _pp("colocated", zero=3)
+    assert P.mode_step(co, "one_step_off") == co.step_s == P.mode_step(co, "sync")
+    with pytest.raises(RlmLabError, match="mode must be"):
+        P.mode_step(pp, "async")
+
+
+def test_default_rows_label_every_framework_and_keep_its_basis():
+    small = tuple(d for d in P.DEFAULTS if d.framework in ("trl", "verl", "prime-rl", "deepspeed-chat", "tinker"))
+    rows = P.default_rows(devices=8, model="configs/models/qwen2.5-1.5b.config.json",
+                          workload=P.workload_7b(prompts=16, group=4, prompt_len=64, response_len=128), defaults=small)
+    by = {r["framework"]: r for r in rows}
+    assert by["Tinker"]["placement"] is None and by["Tinker"]["step_s"] is None
+    assert by["DeepSpeed-Chat"]["algorithm"] == "PPO" and "reshard" in by["DeepSpeed-Chat"]["placement"]
+    assert by["prime-rl"]["mode"] == "one_step_off" and by["prime-rl"]["step_s"] < by["prime-rl"]["sync_step_s"]
+    assert by["verl"]["step_s"] == by["verl"]["sync_step_s"]
+    for r in rows:
+        if r["fits"]:
+            assert r["memory_gib"] <= r["capacity_gib"] and r["critical"]
+        assert r["basis"]
+    html = P.default_html(rows)
+    assert html.count("<tr>") == 1 + len(rows)
+
+
+def test_example_rows_say_why_when_the_importers_are_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rlm_lab.frameworks.importers", None)
+    rows, note = P.example_rows()
+    assert rows == [] and "not in this checkout" in note
