@@ -8,7 +8,9 @@ knob, where this book measures it and the predictor term that prices it.
     resolve(KNOBS["staleness"].terms[0])  # rlm_lab.cost.asynchrony.simulate
 
 A cell is either found (one or more exact option names, a URL to the doc page or source file, and the snapshot
-read: a commit and its date) or ``not found`` (the URL then is the file searched). The files are data, written
+read: a commit and its date) or ``not found`` (the URL then is the file searched). Where a framework offers a
+feature with no switch (prime-rl is always asynchronous, Ray is verl's runtime), the cell names the identifier
+its source uses for it (a command, a class, a library) and the note says there is no option. The files are data, written
 from the frameworks' repositories (permalinks at the snapshot commit); :func:`load_registry` checks their shape
 and says what is wrong in one line (:class:`rlm_lab.errors.RlmLabError`).
 
