@@ -286,15 +286,27 @@ def example_rows() -> tuple[list[dict], str]:
 
 
 def example_html(rows: list[dict]) -> str:
+    """The framework x example-config table: placement, mode, step (and the synchronous step of the same
+    placement when the mode overlaps), critical stage, memory per device against capacity, fits."""
     reg = load_registry()
+
+    def mem(r):
+        m, c = r.get("memory_per_device_bytes"), r.get("capacity_bytes")
+        return "-" if m is None else f"{m / 2**30:.1f} of {c / 2**30:.1f}" if c else f"{m / 2**30:.1f}"
+
+    def mode(r):
+        eta = r.get("eta")
+        return str(r.get("mode", "-")) + (f" (eta {eta})" if r.get("mode") not in (None, "sync") and eta is not None else "")
+
     head = ("<tr><th>framework</th><th>config</th><th>model</th><th>GPUs</th><th>placement</th><th>mode</th>"
-            "<th>fits</th><th>predicted step</th><th>critical stage</th><th>memory / device (GiB)</th></tr>")
+            "<th>fits</th><th>predicted step</th><th>synchronous step</th><th>critical stage</th>"
+            "<th>memory / device (GiB)</th></tr>")
     body = "".join(
         f"<tr><td>{escape(reg[r['framework']].name if r['framework'] in reg else r['framework'])}</td>"
         f"<td><code>{escape(Path(r['config']).name)}</code></td><td>{escape(str(r.get('model', '-')))}</td>"
         f"<td>{r.get('devices', '-')}</td><td>{escape(str(r.get('placement', '-')))}</td>"
-        f"<td>{escape(str(r.get('mode', '-')))}</td><td>{'yes' if r.get('fits') else 'no'}</td>"
-        f"<td>{_num(r.get('step_s'), 's')}</td><td>{escape(str(r.get('critical') or '-'))}</td>"
-        f"<td>{_gib((r.get('memory_per_device_bytes') or 0) / 2**30 if r.get('memory_per_device_bytes') else None)}</td></tr>"
+        f"<td>{escape(mode(r))}</td><td>{'yes' if r.get('fits') else 'no'}</td>"
+        f"<td>{_num(r.get('step_s'), 's')}</td><td>{_num(r.get('sync_step_s'), 's')}</td>"
+        f"<td>{escape(str(r.get('critical') or '-'))}</td><td>{mem(r)}</td></tr>"
         for r in rows)
     return f"<table>{head}{body}</table>"

@@ -146,3 +146,18 @@ def test_example_rows_say_why_when_the_importers_are_absent(monkeypatch):
     monkeypatch.setitem(sys.modules, "rlm_lab.frameworks.importers", None)
     rows, note = P.example_rows()
     assert rows == [] and "not in this checkout" in note
+
+
+def test_example_table_shows_each_row_and_both_step_times():
+    rows = [{"framework": "verl", "config": "configs/frameworks/verl/a.yaml", "model": "qwen2.5-7b.config.json",
+             "devices": 8, "placement": "rollout[4 gpu] | actor[4 gpu zero3]", "mode": "async", "eta": 2, "fits": True,
+             "step_s": 12.5, "sync_step_s": 20.0, "critical": "actor_backward on train",
+             "memory_per_device_bytes": 40 * 2**30, "capacity_bytes": 80e9},
+            {"framework": "trl", "config": "configs/frameworks/trl/b.yaml", "model": "m", "devices": 1,
+             "placement": "actor+rollout[1 gpu]", "mode": "sync", "eta": 0, "fits": False, "step_s": None,
+             "critical": None, "memory_per_device_bytes": 100 * 2**30, "capacity_bytes": 80e9}]
+    html = P.example_html(rows)
+    assert html.count("<tr>") == 3
+    assert "async (eta 2)" in html and "12.50 s" in html and "20.00 s" in html and "40.0 of 74.5" in html
+    assert "<td>sync</td>" in html and "<td>no</td>" in html and "100.0 of 74.5" in html
+    assert ">verl<" in html and ">TRL<" in html
