@@ -257,6 +257,23 @@ def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODE
     return rows
 
 
+def advisor_row(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None) -> dict:
+    """Prediction: the fastest synchronous placement :func:`rlm_lab.cost.advise.advise` finds for the same
+    workload, as a row of :func:`default_rows`' table (the reference the defaults are read against)."""
+    from ..cost.advise import advise
+    from ..cost.workload import algorithm
+    from ..placement.spec import Cluster
+
+    cluster = Cluster(devices, "gpu")
+    best = advise(str(REPO / model), algorithm("grpo", 0), workload or workload_7b(), cluster, profile).ranked[0]
+    fullest = max(best.sets, key=lambda s: s.memory.total / s.capacity)
+    stage, set_name, _ = best.critical()
+    return {"framework": "rlm-lab advise", "algorithm": "GRPO", "placement": best.placement.describe(), "mode": "sync",
+            "fits": True, "step_s": best.step_s, "sync_step_s": best.step_s,
+            "critical": stage if set_name == "-" else f"{stage} on {set_name}", "memory_gib": fullest.memory.total / 2**30,
+            "capacity_gib": fullest.capacity / 2**30, "basis": "the fastest synchronous placement the advisor finds"}
+
+
 def _gib(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 

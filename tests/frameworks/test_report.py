@@ -161,3 +161,18 @@ def test_example_table_shows_each_row_and_both_step_times():
     assert "async (eta 2)" in html and "12.50 s" in html and "20.00 s" in html and "40.0 of 74.5" in html
     assert "<td>sync</td>" in html and "<td>no</td>" in html and "100.0 of 74.5" in html
     assert ">verl<" in html and ">TRL<" in html
+
+
+def test_advisor_row_is_the_advisors_first_pick_and_no_slower_than_any_synchronous_default():
+    from rlm_lab.cost.advise import advise
+    from rlm_lab.cost.workload import algorithm
+    from rlm_lab.placement.spec import Cluster
+
+    wl = P.workload_7b(prompts=16, group=4, prompt_len=64, response_len=128)
+    model = "configs/models/qwen2.5-1.5b.config.json"
+    row = P.advisor_row(devices=8, model=model, workload=wl)
+    direct = advise(str(ROOT / model), algorithm("grpo", 0), wl, Cluster(8, "gpu"), "h100-sxm").ranked[0]
+    assert row["step_s"] == direct.step_s and row["placement"] == direct.placement.describe()
+    sync_defaults = tuple(d for d in P.DEFAULTS if d.algo == "grpo" and d.placement and not dict(d.kw).get("lora"))
+    rows = P.default_rows(devices=8, model=model, workload=wl, defaults=sync_defaults)
+    assert all(row["step_s"] <= r["sync_step_s"] + 1e-9 for r in rows if r["fits"])
