@@ -129,13 +129,24 @@ def _num(v, unit: str = "") -> str:
     return f"{v:.3g}"
 
 
+def repository_url(path: str = "") -> str:
+    """``path`` in this book's repository on GitHub (``repository.url`` and ``branch`` of ``book/_config.yml``,
+    the one place the URL lives)."""
+    import yaml
+
+    repo = yaml.safe_load((REPO / "book" / "_config.yml").read_text())["repository"]
+    base = f"{repo['url'].rstrip('/')}/tree/{repo.get('branch', 'main')}"
+    return f"{base}/{path}" if path else base
+
+
 def measured_html(rows: list[dict] | None = None) -> str:
     rows = rows if rows is not None else measured_rows()
     head = "<tr><th>knob</th><th>measured in</th><th>what</th><th>measured</th><th>predicted before the run</th><th>error</th><th>record</th></tr>"
     body = "".join(
         f"<tr><td>{escape(r['knob'])}</td><td>{_link(r['chapter'], r['chapter'] + '.html')}</td><td>{escape(r['what'])}</td>"
         f"<td>{_num(r['measured'], r['unit'])}</td><td>{_num(r['predicted'], r['unit'])}</td>"
-        f"<td>{'-' if r['error'] is None else format(r['error'], '+.0%')}</td><td><code>{escape(r['record'])}</code></td></tr>"
+        f"<td>{'-' if r['error'] is None else format(r['error'], '+.0%')}</td>"
+        f"<td><a href=\"{escape(repository_url(r['record']), quote=True)}\"><code>{escape(r['record'])}</code></a></td></tr>"
         for r in rows)
     return f"<table>{head}{body}</table>"
 

@@ -75,7 +75,10 @@ def test_measured_rows_are_the_records_numbers():
     assert ws["measured"] == res["stage_seconds_mean"]["weight_sync"] and ws["predicted"] == res["prediction"]["sync_s"]
     assert ws["record"].startswith("data/runs/cpu/ch05_disaggregated/")
     assert all(r["error"] is None for r in rows if r["predicted"] is None)
-    assert "<code>data/runs/cpu/ch07_packing</code>" in P.measured_html(rows)
+    html = P.measured_html(rows)
+    assert "<code>data/runs/cpu/ch07_packing</code>" in html
+    url = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
+    assert f'href="{url}/tree/main/data/runs/cpu/ch07_packing"' in html
 
 
 def test_a_missing_record_or_field_is_one_line(tmp_path):
