@@ -179,3 +179,16 @@ def test_advisor_row_is_the_advisors_first_pick_and_no_slower_than_any_synchrono
     sync_defaults = tuple(d for d in P.DEFAULTS if d.algo == "grpo" and d.placement and not dict(d.kw).get("lora"))
     rows = P.default_rows(devices=8, model=model, workload=wl, defaults=sync_defaults)
     assert all(row["step_s"] <= r["sync_step_s"] + 1e-9 for r in rows if r["fits"])
+
+
+def test_example_rows_come_from_the_importers_and_name_registered_frameworks():
+    pytest.importorskip("rlm_lab.frameworks.importers")
+    rows, note = P.example_rows()
+    assert rows and note == ""
+    reg = R.load_registry()
+    assert {r["framework"] for r in rows} <= set(reg) and len({r["framework"] for r in rows}) >= 4
+    for r in rows:
+        assert (ROOT / r["config"]).exists(), r["config"]
+        assert (r["step_s"] is not None) == bool(r["fits"])
+    html = P.example_html(rows)
+    assert html.count("<tr>") == 1 + len(rows)
