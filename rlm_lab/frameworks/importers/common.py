@@ -45,6 +45,13 @@ MODEL_MAP = {
     "qwen/qwen2-7b": "qwen2.5-7b", "qwen/qwen2-7b-instruct": "qwen2.5-7b",
     "qwen/qwen2.5-1.5b": "qwen2.5-1.5b", "qwen/qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
     "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
+    # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256); OpenRLHF's SFT and
+    # reward models are fine-tunes of it
+    "meta-llama/meta-llama-3-8b": "llama3-8b", "meta-llama/meta-llama-3-8b-instruct": "llama3-8b",
+    "openrlhf/llama-3-8b-sft-mixture": "llama3-8b", "openrlhf/llama-3-8b-rm-700k": "llama3-8b",
+    # Qwen3-4B (hidden 2560, 36 layers, 32/8 heads of 128, MLP 9728, vocabulary 151936, tied)
+    "qwen/qwen3-4b": "qwen3-4b", "qwen/qwen3-4b-base": "qwen3-4b", "qwen/qwen3-4b-instruct-2507": "qwen3-4b",
+    "qwen/qwen3-4b-thinking-2507": "qwen3-4b",
 }
 
 
@@ -88,20 +95,22 @@ def flatten(d, prefix: str = "") -> dict:
     return out
 
 
-def load_options(framework: str) -> tuple[set, list]:
+def load_options(framework: str, kinds: bool = False):
     """The framework's option names (``configs/frameworks/<framework>/options.txt``): exact names and
-    patterns of mappings that take any key."""
+    patterns of mappings that take any key; with ``kinds``, {name: what follows the name on its line}."""
     path = CONFIGS / framework / "options.txt"
-    names, open_maps = set(), []
+    names, open_maps, kind = set(), [], {}
     for line in path.read_text().splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        line, _, rest = line.partition(" ")
+        kind[line] = rest.strip()
         if line.endswith(".*"):
             open_maps.append(line[:-2] + ".")
         else:
             names.add(line)
-    return names, open_maps
+    return kind if kinds else (names, open_maps)
 
 
 class Keys:
@@ -280,7 +289,7 @@ def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "s
     assumed = list(assumed or [])
     if hardware is None:
         cfg["hardware"] = DEFAULT_HARDWARE
-        assumed.append(f"hardware {DEFAULT_HARDWARE} (a {framework} config names no GPU model; pass --hardware)")
+        assumed.append(f"hardware {DEFAULT_HARDWARE} ({framework} configs name no GPU model; pass --hardware)")
     else:
         cfg["hardware"] = hardware
     ignored, unknown = keys.finish()
