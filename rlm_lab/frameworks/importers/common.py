@@ -45,6 +45,8 @@ MODEL_MAP = {
     "qwen/qwen2-7b": "qwen2.5-7b", "qwen/qwen2-7b-instruct": "qwen2.5-7b",
     "qwen/qwen2.5-1.5b": "qwen2.5-1.5b", "qwen/qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
     "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
+    # Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads, MLP 4864, vocabulary 151936, tied)
+    "qwen/qwen2.5-0.5b": "qwen2.5-0.5b", "qwen/qwen2.5-0.5b-instruct": "qwen2.5-0.5b",
     # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256); OpenRLHF's SFT and
     # reward models are fine-tunes of it
     "meta-llama/meta-llama-3-8b": "llama3-8b", "meta-llama/meta-llama-3-8b-instruct": "llama3-8b",
