@@ -47,9 +47,10 @@ MODEL_MAP = {
     "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
     # Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads, MLP 4864, vocabulary 151936, tied)
     "qwen/qwen2.5-0.5b": "qwen2.5-0.5b", "qwen/qwen2.5-0.5b-instruct": "qwen2.5-0.5b",
-    # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256); OpenRLHF's SFT and
-    # reward models are fine-tunes of it
+    # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256), which Llama-3.1-8B
+    # keeps; OpenRLHF's SFT and reward models are fine-tunes of Llama-3-8B
     "meta-llama/meta-llama-3-8b": "llama3-8b", "meta-llama/meta-llama-3-8b-instruct": "llama3-8b",
+    "meta-llama/llama-3.1-8b": "llama3-8b", "meta-llama/llama-3.1-8b-instruct": "llama3-8b",
     "openrlhf/llama-3-8b-sft-mixture": "llama3-8b", "openrlhf/llama-3-8b-rm-700k": "llama3-8b",
     # Qwen3-4B (hidden 2560, 36 layers, 32/8 heads of 128, MLP 9728, vocabulary 151936, tied)
     "qwen/qwen3-4b": "qwen3-4b", "qwen/qwen3-4b-base": "qwen3-4b", "qwen/qwen3-4b-instruct-2507": "qwen3-4b",
