@@ -360,6 +360,17 @@ class ImportPrediction:
         return "generation" if g >= t + s else "training"
 
     def critical(self) -> str:
+        """The longest stage on the critical path: the synchronous step's (placement.py), or, when an asynchronous
+        mode overlaps the two sides, the longest stage of the side that bounds the step."""
+        pl = self.placement.placement
+        if self.imported.mode != "sync" and pl.rollout_separate:
+            gen_set = pl.roles["rollout"]
+            side = [s for s in self.placement.sets if (s.name == gen_set) == (self.bound() == "generation")]
+            stage, set_name, t = max(((str(st), s.name, t) for s in side for st, t in s.stages.items()),
+                                     key=lambda x: x[2])
+            if self.bound() == "training" and self.stages()[2] > t:
+                return "weight_sync"
+            return f"{stage} on {set_name}"
         stage, set_name, _ = self.placement.critical()
         return stage if set_name == "-" else f"{stage} on {set_name}"
 
