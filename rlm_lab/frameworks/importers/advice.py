@@ -2,8 +2,8 @@
 
 Candidates, each one change of the imported placement or mode (priced by :func:`.common.predict_imported`):
 
-- **split**: move GPUs between the rollout set and the trainer's set (sizes from the advisor's grid,
-  :func:`rlm_lab.cost.advise.set_sizes`); from one set, disaggregate (synchronous, and with one-step-off,
+- **split**: move GPUs between the rollout set and the trainer's set (every size up to 16 GPUs, beyond that
+  powers of two and eighths of the GPUs, the grid of :func:`rlm_lab.cost.advise.set_sizes`); from one set, disaggregate (synchronous, and with one-step-off,
   since a split pays only when the sides overlap); from separate sets, colocate everything on one set (the hybrid
   engine, ZeRO-3);
 - **mode / eta**: with a separate rollout set, synchronous, one-step-off and asynchronous with eta 2, 4, 8
@@ -46,8 +46,6 @@ def _sets(imp: Imported):
 
 def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]]:
     """(change, kind, changed import) for every single change of the module docstring."""
-    from ...cost.advise import set_sizes
-
     p, rname, aname = _sets(imp)
     sets = {s["name"]: s for s in p["sets"]}
     out = []
@@ -119,6 +117,14 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
     return out
 
 
+def set_sizes(devices: int) -> list[int]:
+    if devices <= 16:
+        return list(range(1, devices + 1))
+    sizes = {2 ** i for i in range(devices.bit_length())} | ({j * devices // 8 for j in range(1, 9)} if devices % 8 == 0
+                                                             else set())
+    return sorted(x for x in sizes | {devices} if x <= devices)
+
+
 def _two(p, roles, r, t, gen_tp, zero, tp):
     """A two-set placement from a one-set one (rollout alone, every other role on the trainer's set)."""
     return {"name": "disaggregated", "sets": [set_dict("rollout", r, tp=gen_tp), set_dict("train", t, tp=tp, zero=zero)],
@@ -172,7 +178,7 @@ def format_advice(adv: ImportAdvice, top: int = 5) -> str:
         if not c.fits:
             lines.append(f"{i}. does not fit ({_bytes(ip.memory_per_device())} per device)  {c.change}")
             continue
-        gain = f" ({100 * (1 - ip.step_s / b.step_s):+.0f} % vs imported)" if b.fits else ""
+        gain = f" ({100 * (ip.step_s / b.step_s - 1):+.0f} % step time)" if b.fits else ""
         lines.append(f"{i}. {_seconds(ip.step_s)}{gain}  {c.change}; critical stage {ip.critical()}")
     best = adv.best
     if best is None:

@@ -138,7 +138,7 @@ def import_config(path: str, **_):
     conc = need_int(k.get("rollout.max_concurrent_rollouts", 256, "sequences in flight (all replicas)"),
                     "rollout.max_concurrent_rollouts")
     frac_key = "sglang.mem_fraction_static" if ge == "sglang" else "vllm.gpu_memory_utilization"
-    engine = {"what": f"{ge} server", "max_num_seqs": max(1, math.ceil(conc / gd["d"])),
+    engine = {"what": f"{ge} server", "max_num_seqs": max(1, math.ceil(conc / gd["d"])), "in_flight": conc,
               "memory_fraction": need_num(k.get(frac_key, 0.8, "the engine's memory share (KV cache)"), frac_key)}
     cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": nodes * per_node, "kind": "gpu"}}

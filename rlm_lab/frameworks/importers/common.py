@@ -312,6 +312,8 @@ def engine_batch(imp: Imported, spec, capacity_bytes: float) -> tuple[int, str] 
     tp = rset.get("gen_tp") or rset.get("tp", 1)
     resp = wl.get("response", 16)
     seq = wl.get("prompt_len", 8) + (resp if isinstance(resp, int) else resp.get("max", resp.get("length", 16)))
+    if "in_flight" in e:   # a limit over all replicas (AReaL's max_concurrent_rollouts): each replica's share
+        e = e | {"max_num_seqs": max(1, math.ceil(e["in_flight"] / max(1, rset["devices"] // tp)))}
     budget = e["memory_fraction"] * capacity_bytes * tp - 2 * spec.params
     fit = int(budget // (spec.kv_bytes_per_token(2) * seq)) if budget > 0 else 0
     n = max(1, min(e["max_num_seqs"], fit))
@@ -394,12 +396,10 @@ class ImportPrediction:
 
 def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPrediction:
     """The imported run's synchronous placement prediction, and its mode (module docstring)."""
-    from ...cost.cli import DEFAULTS, check_inputs
     from ...cost.placement import _Predictor, predict_placement
     from ...cost.placement_config import cluster_from, placement_from
 
-    cfg = DEFAULTS | {k: v for k, v in imp.config.items() if v is not None}
-    check_inputs(cfg)
+    cfg = {k: v for k, v in imp.config.items() if v is not None}
     extra = []
     if imp.engine:
         from ...cost.hardware import load_profile
