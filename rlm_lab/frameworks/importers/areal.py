@@ -32,7 +32,7 @@ from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need
                      roles_of, set_dict)
 
 NAME = "areal"
-NOTES = {"*optimizer*": "optimizer hyper-parameters do not change the step's cost", "saver.*": "checkpoints",
+NOTES = {"actor.optimizer.*": "optimizer hyper-parameters do not change the step's cost", "saver.*": "checkpoints",
          "recover.*": "checkpoints", "evaluator.*": "evaluation", "stats_logger.*": "logging",
          "*experiment_name": "naming", "*trial_name": "naming", "*fileroot": "file location",
          "valid_dataset.*": "evaluation data", "train_dataset.path": "data location",

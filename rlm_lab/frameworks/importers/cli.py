@@ -87,4 +87,4 @@ def run_advise(args) -> int:
         lines = [counts] + [f"  unknown {k}" for k in imp.unknown] + [format_advice(adv, args.top)]
         lines += [f"assumed: {a}" for a in imp.assumed + adv.baseline.derived]
         print("\n".join(lines))
-    return 0
+    return 0 if adv.baseline.fits or adv.best is not None else 1

@@ -279,7 +279,10 @@ class Imported:
         lines = [f"{self.framework} {self.source}: {len(self.used)} keys used, {len(self.ignored)} ignored, "
                  f"{len(self.unknown)} unknown"]
         lines += [f"  used    {k} -> {v}" for k, v in self.used.items()]
-        lines += [f"  ignored {k}: {v}" for k, v in self.ignored.items()]
+        by_reason: dict = {}
+        for k, v in self.ignored.items():
+            by_reason.setdefault(v, []).append(k)
+        lines += [f"  ignored ({why}): {', '.join(keys)}" for why, keys in by_reason.items()]
         lines += [f"  unknown {k} (not a {self.framework} option in configs/frameworks/{self.framework}/options.txt)"
                   for k in self.unknown]
         return lines

@@ -34,8 +34,10 @@ from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need
                      resolve_refs, roles_of, two_sets)
 
 NAME = "nemo-rl"
-NOTES = {"*optimizer*": "optimizer hyper-parameters do not change the step's cost",
-         "*scheduler*": "learning-rate schedule", "logger.*": "logging", "checkpointing.*": "checkpoints",
+NOTES = {"checkpointing.*": "checkpoints", "logger.*": "logging",
+         "policy.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
+         "policy.megatron_cfg.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
+         "policy.scheduler*": "learning-rate schedule", "policy.megatron_cfg.scheduler.*": "learning-rate schedule",
          "data.*": "data set", "env.*": "reward environment", "grpo.use_dynamic_sampling":
          "dynamic sampling: its inflation depends on the pass rate, which no config holds (predicted without)",
          "policy.dtensor_cfg.cpu_offload": "offload to CPU not modelled",
@@ -127,6 +129,8 @@ def import_config(path: str, **_):
         zero = 3
         wl["gradient_checkpointing"] = need_bool(k.get(d + "activation_checkpointing", False,
                                                        "workload.gradient_checkpointing"), d + "activation_checkpointing")
+    off = "policy.dtensor_cfg.*" if megatron else "policy.megatron_cfg.*"
+    k.notes = {off: f"unused: policy.megatron_cfg.enabled is {str(megatron).lower()}"} | k.notes
     g = "policy.generation."
     backend = k.get(g + "backend", "vllm", "workload.engine")
     if backend not in ("vllm", "sglang", "megatron"):
