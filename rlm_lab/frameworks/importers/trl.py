@@ -93,6 +93,8 @@ def import_config(path: str, **_):
                                               "gradient_checkpointing")}
     beta = need_num(k.get("beta", 0.0, "beta (0: no reference model)"), "beta")
     roles = roles_of("grpo", beta)
+    assumed.append("DDP over the trainer's processes (accelerate's default; a DeepSpeed or FSDP accelerate config is "
+                   "not part of the GRPO config)")
     use_vllm = need_bool(k.get("use_vllm", False, "generation engine"), "use_vllm")
     engine = None
     cluster = procs

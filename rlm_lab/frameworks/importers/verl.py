@@ -168,6 +168,12 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     devices = (need_int(k.get("trainer.nnodes", 1, "GPUs (x)"), "trainer.nnodes")
                * need_int(k.get("trainer.n_gpus_per_node", 8, "GPUs (x)"), "trainer.n_gpus_per_node"))
     roles = roles_of(algo, beta)
+    if algo == "ppo":
+        k.use("reward_model.enable", "the predictor's PPO prices a reward model")
+        if not need_bool(k.flat.get("reward_model.enable", False), "reward_model.enable"):
+            assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
+                           "here, so the prediction is an overestimate")
+        assumed.append("the critic has the actor's backbone (critic.model.path not read)")
     zero = 3 if strategy != "megatron" else 0
     if hybrid:
         placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
