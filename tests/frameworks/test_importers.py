@@ -91,6 +91,22 @@ def test_openrlhf_ppo_hybrid_engine_example_by_hand():
     assert "ckpt.save_hf" in imp.ignored and "vllm.enable_sleep" in imp.ignored
 
 
+def test_openrlhf_dapo_example_uses_exactly_the_keys_that_price_it():
+    imp = _imp("openrlhf:openrlhf/dapo-llama3-8b-hybrid-engine.args")
+    wl = imp.config["workload"]
+    # group_norm with a remote rule reward: GRPO, no reward model; 128 prompts x 8 = 1024 over train.batch_size 128
+    assert imp.config["algorithm"] == "grpo" and "reward_model" not in imp.config
+    assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["micro_batch"]) == (128, 8, 8, 8)
+    assert imp.config["beta"] == 1e-3
+    assert set(imp.used) == {
+        "actor.gradient_checkpointing_enable", "actor.model_name_or_path", "actor.num_gpus_per_node", "actor.num_nodes",
+        "algo.advantage.estimator", "algo.kl.init_coef", "data.max_len", "ds.packing_samples", "ds.param_dtype",
+        "ds.zero_stage", "ref.num_gpus_per_node", "ref.num_nodes", "reward.remote_url", "rollout.batch_size",
+        "rollout.n_samples_per_prompt", "train.batch_size", "train.colocate_all", "train.max_epochs",
+        "train.micro_batch_size", "vllm.gpu_memory_utilization", "vllm.num_engines", "vllm.tensor_parallel_size"}
+    assert "pass rate" in imp.ignored["algo.dynamic_filtering_enable"] and imp.unknown == []
+
+
 def test_openrlhf_arguments_split_by_the_parsers_kinds():
     got = parse_args("ray job submit -- python3 -m openrlhf.cli.train_ppo_ray --train.colocate_all "
                      "--actor.eps_clip_low_high 0.2 0.27 --ds.lora.target_modules q_proj v_proj --ds.zero_stage=3 "
@@ -124,6 +140,9 @@ def test_trl_vllm_server_example_by_hand():
     assert _set(imp, "rollout")["devices"] == 4 and _set(imp, "rollout")["tp"] == 4   # vllm-serve tp 4
     assert _set(imp, "train")["devices"] == 4
     assert imp.engine["memory_fraction"] == 0.9 and imp.unknown == []
+    assert set(imp.used) == {"env.CUDA_VISIBLE_DEVICES", "model_name_or_path", "use_vllm", "vllm_mode",
+                             "vllm_serve.tensor_parallel_size"}
+    assert set(imp.ignored) == {"dataset_name", "vllm_serve.model"}
 
 
 def test_trl_batch_arithmetic_follows_grpoconfig(tmp_path):
@@ -165,6 +184,13 @@ def test_areal_gsm8k_example_by_hand():
     assert (imp.mode, imp.eta) == ("async", 2)                                               # max_head_offpolicyness
     assert imp.engine["max_num_seqs"] == 64 and imp.engine["memory_fraction"] == 0.8        # 256 in flight / 4
     assert imp.unknown == []
+    assert {k for k in imp.used if not k.startswith("ref.")} == {
+        "actor.backend", "actor.dtype", "actor.gradient_checkpointing", "actor.kl_ctl", "actor.mb_spec.max_tokens_per_mb",
+        "actor.path", "actor.ppo_n_minibatches", "actor.recompute_logprob", "cluster.n_gpus_per_node",
+        "cluster.n_nodes", "gconfig.max_new_tokens", "gconfig.n_samples", "rollout.backend",
+        "rollout.max_concurrent_rollouts", "rollout.max_head_offpolicyness", "sglang.mem_fraction_static",
+        "train_dataset.batch_size", "train_dataset.max_length"}
+    assert imp.ignored["vllm.gpu_memory_utilization"] == "unused: the rollout engine is sglang"
 
 
 # ---- mechanisms against an independent computation -----------------------------------------------------------

@@ -81,6 +81,8 @@ def import_config(path: str, **_):
         raise RlmLabError(f"areal rollout engine {ge!r}: sglang or vllm")
     if te not in ("fsdp", "megatron", "archon"):
         raise RlmLabError(f"areal training engine {te!r}: fsdp, megatron or archon")
+    other = "vllm" if ge == "sglang" else "sglang"
+    k.notes = {f"{other}.*": f"unused: the rollout engine is {ge}"} | k.notes
     rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"]
     nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs (x)"), "cluster.n_nodes")
     per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs (x)"), "cluster.n_gpus_per_node")

@@ -46,7 +46,9 @@ NOTES = {"*.adam.*": "optimizer hyper-parameters do not change the step's cost",
          "ds.adam_offload": "offload to CPU not modelled (optimizer state counted on the GPU)",
          "ref.offload": "offload to CPU not modelled", "reward.offload": "offload to CPU not modelled",
          "vllm.sync_backend": "NCCL assumed (the default)", "logger.*": "logging", "ckpt.*": "checkpoints",
-         "data.prompt_dataset": "data location", "data.input_key": "data format"}
+         "data.prompt_dataset": "data location", "data.input_key": "data format",
+         "algo.dynamic_filtering_*": "dynamic filtering: its inflation depends on the pass rate, which no config holds "
+                                     "(predicted without)"}
 # vLLM's EngineArgs.max_num_seqs default for offline engines (OpenRLHF does not set it)
 VLLM_MAX_NUM_SEQS = 256
 
@@ -153,7 +155,9 @@ def import_config(arg: str, **_):
         critic = resolve_model(c, "--critic.model_name_or_path") if c else reward
         if not c:
             assumed.append("critic initialised from the reward model (OpenRLHF's default)")
-    elif rm_path is not None:
+    else:
+        k.use("reward.remote_url", "a rule or remote reward: no reward model placed")
+    if algo != "ppo" and rm_path is not None:
         raise RlmLabError(f"openrlhf --reward.model_name_or_path with --algo.advantage.estimator {est}: the "
                           f"predictor's {algo} scores with a rule; only PPO (gae) places a reward model")
 

@@ -173,7 +173,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         if not need_bool(k.flat.get("reward_model.enable", False), "reward_model.enable"):
             assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
                            "here, so the prediction is an overestimate")
-        assumed.append("the critic has the actor's backbone (critic.model.path not read)")
+        assumed.append("the critic and the reward model have the actor's backbone (their model paths are not read)")
     zero = 3 if strategy != "megatron" else 0
     if hybrid:
         placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
