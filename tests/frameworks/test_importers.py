@@ -357,3 +357,16 @@ def test_model_and_hardware_flags_replace_the_import(capsys):
     assert not any(a.startswith("hardware") for a in imp.assumed)
     with pytest.raises(RlmLabError, match="no model config ships"):
         import_from("openrlhf:--actor.model_name_or_path my-org/secret-model")
+
+
+def test_verl_dotted_overrides_import_as_the_nested_config(tmp_path):
+    import yaml
+
+    from rlm_lab.frameworks.importers.common import flatten
+
+    nested = yaml.safe_load((FW / "verl" / "grpo-qwen2-7b-gsm8k.yaml").read_text())
+    flat = tmp_path / "overrides.yaml"                     # the example script's key=value overrides, as written
+    flat.write_text(yaml.safe_dump(flatten(nested)))
+    a, b = _imp("verl:verl/grpo-qwen2-7b-gsm8k.yaml"), import_from(f"verl:{flat}")
+    assert a.config == b.config and a.used == b.used and a.ignored == b.ignored and (a.mode, a.eta) == (b.mode, b.eta)
+    assert "actor_rollout_ref.rollout.n" in yaml.safe_load(flat.read_text())
