@@ -172,3 +172,18 @@ def test_every_framework_cites_an_entry_of_the_bibliography():
     keys = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
     missing = {f.id: f.bib for f in R.load_registry().values() if f.bib not in keys}
     assert not missing, missing
+
+
+def test_every_cell_links_into_its_own_framework_repository():
+    for f in R.load_registry().values():
+        for knob, c in f.cells.items():
+            for u in (c.url, *c.also):
+                assert u.startswith(f.repo + "/blob/"), (f.id, knob, u)
+
+
+def test_the_book_page_knob_table_agrees_with_the_registry():
+    page = (ROOT / "book" / "ch08_frameworks.md").read_text()
+    rows = dict(re.findall(r"^\| ([^|]+?) \| [^|]+ \| ([^|]+?) \|$", page, re.M))
+    for k in R.KNOBS.values():
+        want = f"chapter {int(k.chapter[2:4])}" if k.chapter else "not measured †"
+        assert rows.get(k.title) == want, (k.title, rows.get(k.title), want)
