@@ -370,3 +370,29 @@ def test_verl_dotted_overrides_import_as_the_nested_config(tmp_path):
     a, b = _imp("verl:verl/grpo-qwen2-7b-gsm8k.yaml"), import_from(f"verl:{flat}")
     assert a.config == b.config and a.used == b.used and a.ignored == b.ignored and (a.mode, a.eta) == (b.mode, b.eta)
     assert "actor_rollout_ref.rollout.n" in yaml.safe_load(flat.read_text())
+
+
+def test_one_workload_under_each_frameworks_defaults():
+    from rlm_lab.frameworks.importers.same_workload import same_workload_predictions
+
+    rows = same_workload_predictions(model="Qwen/Qwen2.5-1.5B-Instruct", gpus=16, prompts=64, group=4,
+                                     prompt_len=128, response_len=256, micro_batch=2, beta=0.01)
+    by = {r["framework"]: r for r in rows}
+    assert list(by) == ["verl", "openrlhf", "trl", "nemo-rl", "areal"] and all(r["devices"] == 16 for r in rows)
+    # the defaults differ where the frameworks differ: verl, OpenRLHF and NeMo-RL one set; AReaL split and async
+    assert by["verl"]["placement"].startswith("actor+rollout+reference[16 gpu zero3 gen_tp2]")
+    assert by["areal"]["placement"].startswith("rollout[8 gpu] | actor+reference[8 gpu zero3]")
+    assert (by["areal"]["mode"], by["areal"]["eta"]) == ("async", 2)
+    assert {r["mode"] for f, r in by.items() if f != "areal"} == {"sync"}
+    # the same workload everywhere: every framework's import holds the same batch
+    from rlm_lab.frameworks.importers.same_workload import framework_configs
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        specs = framework_configs("Qwen/Qwen2.5-1.5B-Instruct", 16, 64, 4, 128, 256, 2, Path(d), 0.01)
+        shapes = {fw: {k: import_from(s).config["workload"][k] for k in ("prompts", "group_size", "response")}
+                  for fw, s in specs.items()}
+        betas = {fw: import_from(s).config["beta"] for fw, s in specs.items()}
+    assert all(v == {"prompts": 64, "group_size": 4, "response": 256} for v in shapes.values()), shapes
+    assert set(betas.values()) == {0.01}

@@ -11,7 +11,7 @@ Mapping (key names from AReaL's example configs, ``configs/frameworks/areal/opti
   (packed micro-batches: that many tokens, no padding); ``actor.gradient_checkpointing``; ``actor.dtype``;
   ``actor.recompute_logprob``;
 - ``actor.kl_ctl`` -> beta (0: no reference model; the ``ref`` block is then unused), the reference on the actor's
-  GPUs when ``ref.scheduling_strategy`` is ``colocation`` with the actor;
+  GPUs unless ``ref.scheduling_strategy.type`` is ``separation`` (then ``ref.backend`` gives its own GPUs);
 - mode: ``rollout.max_head_offpolicyness`` -> eta (0 = synchronous; AReaL arXiv 2505.24298 Sec. 4,
   https://inclusionai.github.io/AReaL/algorithms/async.html);
 - engine: at most ``rollout.max_concurrent_rollouts`` sequences in flight over the rollout replicas, KV budget
@@ -118,11 +118,14 @@ def import_config(path: str, **_):
     train_roles = ["actor"]
     sets = [set_dict("rollout", rdev, tp=gd["t"], key="areal rollout.backend")]
     if "reference" in roles:
-        strat = k.get("ref.scheduling_strategy.type", "separation", "reference placement")
+        # every AReaL example colocates the reference with the actor (scheduling_strategy colocation, target actor)
+        strat = k.get("ref.scheduling_strategy.type", "colocation", "reference placement")
         if strat == "colocation":
             train_roles.append("reference")
             k.use("ref.scheduling_strategy.target", "the actor's GPUs")
         else:
+            if not k.has("ref.backend"):
+                raise RlmLabError(f"areal ref.scheduling_strategy.type={strat!r} needs ref.backend (its GPUs)")
             _, rd = parse_backend(k.get("ref.backend", to="reference GPUs"), "ref.backend")
             sets.append(set_dict("ref", rd["d"] * rd["t"], tp=rd["t"], key="areal ref.backend"))
     else:

@@ -90,8 +90,11 @@ def import_config(path: str, **_):
                      "policy.max_total_sequence_length")
     new = k.get("policy.generation.max_new_tokens", total, "response cap")
     new = need_int(new, "policy.generation.max_new_tokens") if not isinstance(new, str) else total
-    prompt_len = max(1, total // 2)
-    resp = max(1, min(new, total - prompt_len))
+    if new < total:                       # the response cap leaves the rest of the sequence to the prompt
+        prompt_len, resp = total - new, new
+    else:                                 # the cap is the whole sequence: split it evenly
+        prompt_len = max(1, total // 2)
+        resp = max(1, total - prompt_len)
     assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}, every "
                    f"response at its cap (an upper bound)")
     precision = k.get("policy.precision", "bfloat16", "workload.precision")
