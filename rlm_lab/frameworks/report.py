@@ -176,26 +176,32 @@ class Default:
     framework: str
     placement: str | None           # rlm_lab.placement.spec name; None: no user placement (hosted)
     kw: tuple = ()                  # keyword arguments of the placement factory
-    mode: str = "sync"              # sync | one_step_off
+    mode: str = "sync"              # sync | one_step_off | async (bounded by eta)
     algo: str = "grpo"
     basis: str = ""
+    eta: int | None = 0             # staleness bound of the mode: 0 sync, 1 one-step-off, k async
 
 
 DEFAULTS: tuple[Default, ...] = (
     Default("trl", "colocated", (("zero", 0),), "sync", basis="vllm_mode='colocate' (default); accelerate DDP"),
     Default("verl", "hybrid", (), "sync", basis="hybrid_engine: true; actor strategy fsdp; trainer_mode: sync"),
-    Default("openrlhf", "disaggregated", (("zero", 2),), "sync",
-            basis="a GPU count per role, no --train.colocate_*; --ds.zero_stage 2; async off"),
-    Default("nemo-rl", "colocated", (("zero", 3),), "sync", basis="colocated.enabled: true; dtensor_cfg (FSDP2); async_grpo off"),
-    Default("areal", "disaggregated", (("zero", 3),), "sync",
-            basis="scheduling_strategy separation; fsdp backend; max_head_offpolicyness 0"),
+    Default("openrlhf", "hybrid", (), "sync",
+            basis="--train.colocate_all with sleeping vLLM (the README's recommended hybrid engine; with no flags each "
+                  "model gets GPUs of its own); async off"),
+    Default("nemo-rl", "hybrid", (), "sync",
+            basis="colocated.enabled: true (vLLM on the training GPUs, refit); dtensor_cfg (FSDP2); async_grpo off"),
+    Default("areal", "disaggregated", (("zero", 3),), "async",
+            basis="scheduling_strategy separation; fsdp backend; max_head_offpolicyness 2 as in its GSM8K example "
+                  "(the field's default 0 is synchronous, 'useful for debugging')", eta=2),
     Default("slime", "disaggregated", (("zero", 0),), "sync", basis="separate actor and rollout GPUs; Megatron; train.py"),
-    Default("roll", "colocated", (("zero", 0),), "sync",
-            basis="shared device_mapping (the docs' colocated example); megatron_train; async_generation_ratio 0"),
-    Default("skyrl", "colocated", (("zero", 3),), "sync", basis="colocate_all: true; strategy fsdp"),
+    Default("roll", "hybrid", (), "sync",
+            basis="shared device_mapping (the docs' colocated example: vLLM time-shares the training GPUs); "
+                  "training state sharded as FSDP (assumed); async_generation_ratio 0"),
+    Default("skyrl", "hybrid", (), "sync", basis="colocate_all: true (vLLM on the training GPUs); strategy fsdp"),
     Default("prime-rl", "disaggregated", (("zero", 3),), "one_step_off",
-            basis="separate trainer and inference; FSDP2; one step overlapped by default"),
-    Default("torchforge", "disaggregated", (("zero", 3),), "one_step_off", basis="separate services; TorchTitan FSDP; off_by_n 1"),
+            basis="separate trainer and inference; FSDP2; one step overlapped by default", eta=1),
+    Default("torchforge", "disaggregated", (("zero", 3),), "one_step_off", basis="separate services; TorchTitan FSDP; off_by_n 1",
+            eta=1),
     Default("oat", "disaggregated", (("zero", 2),), "sync", basis="collocate False; --zero_stage 2; asynchronous False"),
     Default("easyr1", "hybrid", (), "sync", basis="hybrid engine only; FSDP"),
     Default("rllm", "hybrid", (), "sync", basis="verl backend: hybrid engine, sync"),
@@ -219,20 +225,26 @@ def workload_7b(prompts: int = 64, group: int = 8, prompt_len: int = 256, respon
 MODEL_7B = "configs/models/qwen2.5-7b.config.json"
 
 
-def mode_step(pp, mode: str) -> float:
-    """Seconds per step of placement prediction ``pp`` in ``mode``: the synchronous step, or one-step-off
-    (generation of the next batch overlaps training, :func:`rlm_lab.cost.asynchrony.simulate` with eta = 1)
-    when rollout and training have their own devices; on shared devices nothing can overlap."""
+MODES = {"sync": 0, "one_step_off": 1}
+
+
+def mode_step(pp, mode: str, eta: int | None = None) -> float:
+    """Seconds per step of placement prediction ``pp`` in ``mode``: the synchronous step, or, when rollout and
+    training have their own devices, generation running up to ``eta`` batches ahead of training
+    (:func:`rlm_lab.cost.asynchrony.simulate`; one-step-off is eta = 1); on shared devices nothing overlaps."""
     from ..cost.asynchrony import simulate
 
-    if mode == "sync" or not pp.placement.rollout_separate:
+    if mode not in ("sync", "one_step_off", "async"):
+        raise RlmLabError(f"mode must be sync, one_step_off or async, got {mode!r}")
+    eta = MODES.get(mode, eta)
+    if mode == "async" and (eta is None or isinstance(eta, bool) or not isinstance(eta, int) or eta < 1):
+        raise RlmLabError(f"mode async needs a staleness bound eta >= 1, got {eta!r}")
+    if eta == 0 or not pp.placement.rollout_separate:
         return pp.step_s
-    if mode != "one_step_off":
-        raise RlmLabError(f"mode must be sync or one_step_off, got {mode!r}")
     ph = {p: t for p, (t, _) in pp.phases.items()}
     g = ph["reshard"] + ph["generation"]
     t = ph["preparation"] + ph["advantage"] + ph["training"]
-    return simulate([g] * 64, [t] * 64, 1, ph["sync"]).step_s
+    return simulate([g] * 64, [t] * 64, eta, ph["sync"]).step_s
 
 
 def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None,
@@ -247,7 +259,8 @@ def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODE
     reg = load_registry()
     rows = []
     for d in defaults:
-        row = {"framework": reg[d.framework].name, "algorithm": d.algo.upper(), "placement": None, "mode": d.mode,
+        mode = d.mode + (f" (eta {d.eta})" if d.mode == "async" else "")
+        row = {"framework": reg[d.framework].name, "algorithm": d.algo.upper(), "placement": None, "mode": mode,
                "fits": None, "step_s": None, "sync_step_s": None, "critical": None, "memory_gib": None,
                "capacity_gib": None, "basis": d.basis}
         if d.placement is None:
@@ -262,7 +275,7 @@ def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODE
                 "capacity_gib": fullest.capacity / 2**30}
         if pp.fits:
             stage, set_name, _ = pp.critical()
-            row |= {"step_s": mode_step(pp, d.mode), "sync_step_s": pp.step_s,
+            row |= {"step_s": mode_step(pp, d.mode, d.eta), "sync_step_s": pp.step_s,
                     "critical": stage if set_name == "-" else f"{stage} on {set_name}"}
         rows.append(row)
     return rows

@@ -125,7 +125,12 @@ def test_one_step_off_on_separate_devices_is_the_closed_form_and_shared_devices_
     co = _pp("colocated", zero=3)
     assert P.mode_step(co, "one_step_off") == co.step_s == P.mode_step(co, "sync")
     with pytest.raises(RlmLabError, match="mode must be"):
-        P.mode_step(pp, "async")
+        P.mode_step(pp, "eventually")
+    with pytest.raises(RlmLabError, match="needs a staleness bound"):
+        P.mode_step(pp, "async", 0)
+    # constant stage times: a deeper bound cannot beat the steady state max(g, t + s), only shorten the start
+    deeper = P.mode_step(pp, "async", 4)
+    assert closed - 1e-12 <= deeper <= got + 1e-12
 
 
 def test_default_rows_label_every_framework_and_keep_its_basis():
@@ -192,3 +197,20 @@ def test_example_rows_come_from_the_importers_and_name_registered_frameworks():
         assert (r["step_s"] is not None) == bool(r["fits"])
     html = P.example_html(rows)
     assert html.count("<tr>") == 1 + len(rows)
+
+
+def test_defaults_agree_with_the_importers_reading_of_the_same_frameworks():
+    """Two independent readings of a framework's default: the registry's (DEFAULTS) and the importers', which
+    write the workload in the framework's own config format and import it (rlm_lab.frameworks.importers)."""
+    sw = pytest.importorskip("rlm_lab.frameworks.importers.same_workload")
+    from rlm_lab.placement.spec import Cluster, get_placement
+
+    theirs = {r["framework"]: r for r in sw.same_workload_predictions()}
+    ours = {d.framework: d for d in P.DEFAULTS}
+    assert set(theirs) <= set(ours) and len(theirs) >= 4
+    for fw, r in theirs.items():
+        d = ours[fw]
+        p = get_placement(d.placement, Cluster(64, "gpu"), d.algo, **dict(d.kw))
+        assert ("|" in r["placement"]) == p.rollout_separate, (fw, r["placement"], p.describe())
+        assert r["placement"].endswith("reshard") == p.reshard, (fw, r["placement"], p.describe())
+        assert (r["mode"], r["eta"]) == (d.mode, d.eta), (fw, r["mode"], r["eta"], d.mode, d.eta)
