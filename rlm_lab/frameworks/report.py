@@ -184,7 +184,8 @@ class Default:
 
 DEFAULTS: tuple[Default, ...] = (
     Default("trl", "colocated", (("zero", 0),), "sync", basis="vllm_mode='colocate' (default); accelerate DDP"),
-    Default("verl", "hybrid", (), "sync", basis="hybrid_engine: true; actor strategy fsdp; trainer_mode: sync"),
+    Default("verl", "hybrid", (("gen_tp", 2),), "sync",
+            basis="hybrid_engine: true; actor strategy fsdp; rollout tensor_model_parallel_size 2; trainer_mode: sync"),
     Default("openrlhf", "hybrid", (), "sync",
             basis="--train.colocate_all with sleeping vLLM (the README's recommended hybrid engine; with no flags each "
                   "model gets GPUs of its own); async off"),
@@ -324,6 +325,19 @@ def example_rows() -> tuple[list[dict], str]:
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     return example_predictions(), ""
+
+
+def same_workload_rows() -> tuple[list[dict], str]:
+    """The importers' side-by-side: one GRPO workload written in each supported framework's own config format,
+    imported and predicted (``rlm_lab.frameworks.importers.same_workload``); ``([], why)`` without them."""
+    try:
+        from .importers.same_workload import same_workload_predictions
+    except ImportError as e:
+        return [], f"the config importers are not in this checkout ({e})"
+    wl = workload_7b()
+    return same_workload_predictions("Qwen/Qwen2.5-7B-Instruct", gpus=64, prompts=wl.prompts, group=wl.group_size,
+                                     prompt_len=wl.prompt_len, response_len=wl.response.length,
+                                     micro_batch=wl.micro_batch), ""
 
 
 def example_html(rows: list[dict]) -> str:

@@ -214,3 +214,12 @@ def test_defaults_agree_with_the_importers_reading_of_the_same_frameworks():
         assert ("|" in r["placement"]) == p.rollout_separate, (fw, r["placement"], p.describe())
         assert r["placement"].endswith("reshard") == p.reshard, (fw, r["placement"], p.describe())
         assert (r["mode"], r["eta"]) == (d.mode, d.eta), (fw, r["mode"], r["eta"], d.mode, d.eta)
+    # verl's defaults read both ways give one placement, so one prediction
+    verl = next(r for r in P.default_rows(defaults=[ours["verl"]]))
+    assert verl["placement"] == theirs["verl"]["placement"].replace("+reference", "")
+
+
+def test_same_workload_rows_say_why_when_the_importers_are_absent(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rlm_lab.frameworks.importers.same_workload", None)
+    rows, note = P.same_workload_rows()
+    assert rows == [] and "not in this checkout" in note
