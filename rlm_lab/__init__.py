@@ -18,9 +18,10 @@ a function counts), and no two subpackages import each other, directly or round 
    ``trace_plots``, ``trace_merge``), ``parallel`` (intra-model layouts), ``placement`` (models on devices,
    Ray), ``asynchrony`` (off-policy modes), ``longtail`` (the long-tail techniques);
 5. ``calibrate``: the micro-benchmarks that measure a machine into a hardware profile;
-6. ``validate``, ``insitu``: the cost model against a suite it was not fitted on, and the in-situ fit;
-7. chapters: ``experiments`` (the chapters' cases, runs and comparisons);
-8. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
+6. ``frameworks``: the RL frameworks' registry and the importers of their configs into the cost model;
+7. ``validate``, ``insitu``: the cost model against a suite it was not fitted on, and the in-situ fit;
+8. chapters: ``experiments`` (the chapters' cases, runs and comparisons);
+9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
    ``__main__`` module.
 """
 
@@ -37,6 +38,7 @@ LAYERS = (
     ("mechanism: asynchrony", ("asynchrony",)),
     ("mechanism: long tail", ("longtail",)),
     ("calibration", ("calibrate",)),
+    ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
     ("chapters", ("experiments",)),
     ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),

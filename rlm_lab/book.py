@@ -43,6 +43,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch05_placement", "ch05_placement"),
     ("ch06_async", "ch06_async"),
     ("ch07_long_tail", "ch07_long_tail"),
+    ("ch08_frameworks", "ch08_frameworks"),
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]

@@ -35,6 +35,17 @@ COMMANDS = {
 }
 
 
+# `predict --from` and `advise --from` run the frameworks' importers (rlm_lab.frameworks.importers.cli), which sit
+# above the cost model: the entry point dispatches to them, so that the cost model never imports them
+FROM_FRAMEWORK = {"predict": "run_predict", "advise": "run_advise"}
+
+
+def _command(args):
+    if getattr(args, "from_", None) is not None and args.command in FROM_FRAMEWORK:
+        return getattr(importlib.import_module("rlm_lab.frameworks.importers.cli"), FROM_FRAMEWORK[args.command])
+    return args.func
+
+
 # errors of a write that the user can act on (free space, raise a quota or a file-size limit, another disk)
 WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 
@@ -107,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv, only) -> int:
     try:
         args = build_parser(only).parse_args(argv)
-        result = args.func(args)
+        result = _command(args)(args)
         sys.stdout.flush()  # here, not at exit: a full disk or /dev/full under stdout is then one line too
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)

@@ -250,6 +250,8 @@ def register(subparsers) -> None:
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
+    p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
+                   help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl or areal config")
     p.set_defaults(func=run)
 
 

@@ -158,6 +158,9 @@ def register(subparsers) -> None:
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank (q_proj, v_proj)")
     p.add_argument("--placement", help="colocated | disaggregated | split | hybrid: predict that placement")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
+                   help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
+                        "verl:run.yaml or openrlhf:\"--actor.num_gpus_per_node 8 ...\"")
     p.set_defaults(func=run)
 
 

@@ -38,6 +38,7 @@ Ignores: overlap between stages (synchronous iteration), host<->device copies.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -362,8 +363,9 @@ class _Assembler:
             active = [self.g] * steps
             n_runs = batches
         else:  # continuous: rows still generating at step k, over all of this device's sequences
-            per_dev = self.lengths[self.dev - 1::self.dev] or self.lengths[:1]
-            active = [min(self.g, sum(1 for r in per_dev if r > k)) for k in range(1, max(per_dev))]
+            per_dev = sorted(self.lengths[self.dev - 1::self.dev] or self.lengths[:1])
+            # rows longer than k: all but those <= k (bisect on the sorted lengths; O(R log n), not O(R n))
+            active = [min(self.g, len(per_dev) - bisect.bisect_right(per_dev, k)) for k in range(1, per_dev[-1])]
             n_runs = 1
         t_dec = n_runs * self._sum_steps(active)
         f_dec = self.dev * n_runs * sum(F.decode_step_flops(spec, b, P + k) for k, b in enumerate(active, 1))

@@ -226,7 +226,9 @@ def verify(case: Case, result: dict, tmp: Path) -> None:
 # ---- the book page ------------------------------------------------------------------------------
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # repository paths are shown relative to it: the page is the same in every checkout and shows no machine path
+    text = str(text).replace(str(REPO) + "/", "").replace(str(REPO), ".")
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render(cases: list[Case] | None = None) -> str:

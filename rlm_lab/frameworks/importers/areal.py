@@ -1,0 +1,153 @@
+"""AReaL (https://github.com/inclusionAI/AReaL): an experiment YAML as in its ``examples/math/*.yaml``.
+
+Mapping (key names from AReaL's example configs, ``configs/frameworks/areal/options.txt``):
+
+- devices: ``rollout.backend`` and ``actor.backend`` strings ``ENGINE:dims`` (``sglang:d4p1t1``, ``fsdp:d4``;
+  d data, t tensor, p pipeline parallel sizes; AReaL's ``areal/api/alloc_mode.py``), or the older
+  ``allocation_mode: sglang:d4p1t1+d4p1t1``; the two run on separate GPUs (AReaL's default ``separation``) on
+  ``cluster.n_nodes x n_gpus_per_node``;
+- batch: ``train_dataset.batch_size`` prompts x ``gconfig.n_samples``; ``gconfig.max_new_tokens`` (response cap),
+  ``train_dataset.max_length`` (prompt cap); ``actor.ppo_n_minibatches``; ``actor.mb_spec.max_tokens_per_mb``
+  (packed micro-batches: that many tokens, no padding); ``actor.gradient_checkpointing``; ``actor.dtype``;
+  ``actor.recompute_logprob``;
+- ``actor.kl_ctl`` -> beta (0: no reference model; the ``ref`` block is then unused), the reference on the actor's
+  GPUs unless ``ref.scheduling_strategy.type`` is ``separation`` (then ``ref.backend`` gives its own GPUs);
+- mode: ``rollout.max_head_offpolicyness`` -> eta (0 = synchronous; AReaL arXiv 2505.24298 Sec. 4,
+  https://inclusionai.github.io/AReaL/algorithms/async.html);
+- engine: at most ``rollout.max_concurrent_rollouts`` sequences in flight over the rollout replicas, KV budget
+  ``sglang.mem_fraction_static`` (or ``vllm.gpu_memory_utilization``); LoRA: ``actor.use_lora``, ``lora_rank``,
+  ``target_modules``.
+
+Refused: pipeline or context parallelism in a backend string, a critic (AReaL's PPO scores with a rule, the
+predictor's PPO places a reward model), GPU counts beyond the cluster, a model without a shipped config.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ...errors import RlmLabError
+from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, resolve_model, resolve_refs,
+                     roles_of, set_dict)
+
+NAME = "areal"
+NOTES = {"actor.optimizer.*": "optimizer hyper-parameters do not change the step's cost", "saver.*": "checkpoints",
+         "recover.*": "checkpoints", "evaluator.*": "evaluation", "stats_logger.*": "logging",
+         "*experiment_name": "naming", "*trial_name": "naming", "*fileroot": "file location",
+         "valid_dataset.*": "evaluation data", "train_dataset.path": "data location",
+         "actor.use_decoupled_loss": "the loss's form does not change the step's cost",
+         "*scheduling_spec*": "per-worker resources of AReaL's scheduler"}
+_DIMS = re.compile(r"^([a-z_]+)(?:\[\w+\])?:((?:[dptce]\d+)+)$")
+
+
+def parse_backend(value, key: str) -> tuple[str, dict]:
+    """``"sglang:d4p1t2"`` -> ("sglang", {"d": 4, "p": 1, "t": 2}); pipeline / context parallelism refused."""
+    m = _DIMS.match(str(value).strip()) if isinstance(value, str) else None
+    if not m:
+        raise RlmLabError(f"areal {key}={value!r} is not an AReaL backend string ENGINE:dims such as sglang:d4t1 or "
+                          f"fsdp:d4 (areal/api/alloc_mode.py)")
+    dims = {"d": 1, "p": 1, "t": 1, "c": 1, "e": 1} | {a: int(b) for a, b in re.findall(r"([dptce])(\d+)", m.group(2))}
+    if dims["p"] > 1 or dims["c"] > 1:
+        raise RlmLabError(f"areal {key}={value!r}: pipeline (p) and context (c) parallelism are not modelled by the "
+                          f"predictor")
+    if min(dims.values()) < 1:
+        raise RlmLabError(f"areal {key}={value!r}: every parallel size must be >= 1")
+    return m.group(1), dims
+
+
+def import_config(path: str, **_):
+    raw = load_yaml(path, NAME)
+    k = Keys(NAME, resolve_refs(flatten(raw), path), NOTES)
+    assumed = []
+    if any(key.startswith("critic.") for key in k.flat):
+        raise RlmLabError("areal config has a critic: AReaL's PPO scores with a rule, while the predictor's PPO places "
+                          "a reward model; drop the critic to predict GRPO")
+    model = resolve_model(k.get("actor.path", to="model"), "actor.path")
+    if k.has("allocation_mode"):
+        parts = str(k.get("allocation_mode", to="rollout + actor GPUs")).split("+")
+        if len(parts) != 2:
+            raise RlmLabError(f"areal allocation_mode={k.flat['allocation_mode']!r}: expected GEN+TRAIN")
+        gen = parts[0] if ":" in parts[0] else parts[0].replace(".", ":", 1)
+        train = parts[1] if ":" in parts[1] else "fsdp:" + parts[1]
+        (ge, gd), (te, td) = parse_backend(gen, "allocation_mode"), parse_backend(train, "allocation_mode")
+    else:
+        if not k.has("rollout.backend") or not k.has("actor.backend"):
+            raise RlmLabError("areal config needs rollout.backend and actor.backend (e.g. sglang:d4, fsdp:d4) or "
+                              "allocation_mode")
+        ge, gd = parse_backend(k.get("rollout.backend", to="rollout GPUs = d x t, tp t"), "rollout.backend")
+        te, td = parse_backend(k.get("actor.backend", to="actor GPUs = d x t, FSDP"), "actor.backend")
+    if ge not in ("sglang", "vllm"):
+        raise RlmLabError(f"areal rollout engine {ge!r}: sglang or vllm")
+    if te not in ("fsdp", "megatron", "archon"):
+        raise RlmLabError(f"areal training engine {te!r}: fsdp, megatron or archon")
+    other = "vllm" if ge == "sglang" else "sglang"
+    k.notes = {f"{other}.*": f"unused: the rollout engine is {ge}"} | k.notes
+    rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"]
+    nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs (x)"), "cluster.n_nodes")
+    per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs (x)"), "cluster.n_gpus_per_node")
+    if rdev + tdev > nodes * per_node:
+        raise RlmLabError(f"areal rollout ({rdev}) + actor ({tdev}) GPUs exceed the cluster's {nodes} x {per_node}")
+
+    prompts = need_int(k.get("train_dataset.batch_size", 1, "workload.prompts"), "train_dataset.batch_size")
+    group = need_int(k.get("gconfig.n_samples", 1, "workload.group_size"), "gconfig.n_samples")
+    resp = need_int(k.get("gconfig.max_new_tokens", 16384, "workload.response (fixed, the cap)"),
+                    "gconfig.max_new_tokens")
+    prompt_len = need_int(k.get("train_dataset.max_length", 1024, "workload.prompt_len (the cap)"),
+                          "train_dataset.max_length")
+    assumed.append(f"every prompt at train_dataset.max_length={prompt_len} and every response at "
+                   f"gconfig.max_new_tokens={resp} (upper bounds)")
+    mb = need_int(k.get("actor.ppo_n_minibatches", 4, "workload.minibatches"), "actor.ppo_n_minibatches")
+    if (prompts * group) % mb:
+        raise RlmLabError(f"areal actor.ppo_n_minibatches={mb} must divide the {prompts * group} samples of a step")
+    dtype = k.get("actor.dtype", "bfloat16", "workload.precision")
+    if dtype not in ("bfloat16", "float16", "float32"):
+        raise RlmLabError(f"areal actor.dtype={dtype!r}: bfloat16, float16 or float32")
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": resp, "minibatches": mb,
+          "precision": "fp32" if dtype == "float32" else "bf16-mixed", "engine": "continuous", "padding": "none",
+          "gradient_checkpointing": need_bool(k.get("actor.gradient_checkpointing", False,
+                                                    "workload.gradient_checkpointing"), "actor.gradient_checkpointing")}
+    tokens = k.get("actor.mb_spec.max_tokens_per_mb", None, "workload.micro_batch = tokens / sequence length")
+    if tokens is not None:
+        wl["micro_batch"] = max(1, need_int(tokens, "actor.mb_spec.max_tokens_per_mb") // (prompt_len + resp))
+    if k.has("actor.recompute_logprob"):
+        wl["recompute_old"] = need_bool(k.get("actor.recompute_logprob", to="workload.recompute_old"),
+                                        "actor.recompute_logprob")
+    beta = need_num(k.get("actor.kl_ctl", 0.0, "beta (0: no reference model)"), "actor.kl_ctl")
+    roles = roles_of("grpo", beta)
+    train_roles = ["actor"]
+    sets = [set_dict("rollout", rdev, tp=gd["t"], key="areal rollout.backend")]
+    if "reference" in roles:
+        # every AReaL example colocates the reference with the actor (scheduling_strategy colocation, target actor)
+        strat = k.get("ref.scheduling_strategy.type", "colocation", "reference placement")
+        if strat == "colocation":
+            train_roles.append("reference")
+            k.use("ref.scheduling_strategy.target", "the actor's GPUs")
+        else:
+            if not k.has("ref.backend"):
+                raise RlmLabError(f"areal ref.scheduling_strategy.type={strat!r} needs ref.backend (its GPUs)")
+            _, rd = parse_backend(k.get("ref.backend", to="reference GPUs"), "ref.backend")
+            sets.append(set_dict("ref", rd["d"] * rd["t"], tp=rd["t"], key="areal ref.backend"))
+    else:
+        for key in [key for key in k.flat if key.startswith("ref.")]:
+            k.use(key, "unused: actor.kl_ctl is 0, no reference model")
+    zero = 3 if te in ("fsdp", "archon") else 1
+    sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend"))
+    where = {"rollout": "rollout"} | {r: "train" for r in train_roles}
+    if "reference" in roles and "reference" not in train_roles:
+        where["reference"] = "ref"
+    placement = {"name": "areal", "sets": sets, "roles": where, "sync": "collective", "reshard": False}
+    assumed.append("weights sent to the rollout servers (NCCL, AReaL's xccl) after each update")
+    off = need_int(k.get("rollout.max_head_offpolicyness", 0, "eta"), "rollout.max_head_offpolicyness", minimum=0)
+    mode, eta = ("async", off) if off > 0 else ("sync", 0)
+    conc = need_int(k.get("rollout.max_concurrent_rollouts", 256, "sequences in flight (all replicas)"),
+                    "rollout.max_concurrent_rollouts")
+    frac_key = "sglang.mem_fraction_static" if ge == "sglang" else "vllm.gpu_memory_utilization"
+    engine = {"what": f"{ge} server", "max_num_seqs": max(1, math.ceil(conc / gd["d"])), "in_flight": conc,
+              "memory_fraction": need_num(k.get(frac_key, 0.8, "the engine's memory share (KV cache)"), frac_key)}
+    cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
+           "cluster": {"devices": nodes * per_node, "kind": "gpu"}}
+    if need_bool(k.get("actor.use_lora", False, "LoRA"), "actor.use_lora"):
+        cfg["lora"] = {"rank": need_int(k.get("actor.lora_rank", 32, "lora.rank"), "actor.lora_rank"),
+                       "targets": k.get("actor.target_modules", None, "lora.targets") or "all-linear"}
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)

@@ -1,0 +1,90 @@
+"""``rlm-lab predict --from FRAMEWORK:CONFIG`` and ``rlm-lab advise --from FRAMEWORK:CONFIG`` (the dispatch the two
+commands' ``run`` functions hand over to when ``--from`` is given).
+
+With ``--from`` the framework's config is the whole input: ``--model`` and ``--hardware`` replace what the import
+chose (no framework config names its GPU), and ``predict``'s ``--prompts``, ``--group-size``, ``--prompt-len``,
+``--response-len`` and ``--precision`` replace the imported batch shape; every other input flag is refused, in one
+line, because the config already sets it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ...errors import RlmLabError
+from . import import_from
+from .common import format_import_prediction, predict_imported
+
+WORKLOAD_FLAGS = {"prompts": "prompts", "group_size": "group_size", "prompt_len": "prompt_len",
+                  "precision": "precision"}
+
+
+def _refuse(args, allowed: set, command: str) -> None:
+    if getattr(args, "config", None):
+        raise RlmLabError(f"{command}: give either a predict config or --from, not both")
+    for name, flag in (("algorithm", "--algorithm"), ("beta", "--beta"), ("lora", "--lora"),
+                       ("placement", "--placement"), ("devices", "--devices"), ("kind", "--kind"),
+                       ("trl_defaults", "--trl-defaults")):
+        if name not in allowed and getattr(args, name, None) not in (None, False):
+            raise RlmLabError(f"{command} --from sets {flag.lstrip('-').replace('-', ' ')} from the framework's "
+                              f"config; drop {flag} (or edit the config)")
+
+
+def _import(args):
+    imp = import_from(args.from_, model=getattr(args, "model", None), hardware=getattr(args, "hardware", None))
+    wl = imp.config.setdefault("workload", {})
+    for name, key in WORKLOAD_FLAGS.items():
+        if getattr(args, name, None) is not None:
+            wl[key] = getattr(args, name)
+            imp.assumed = [a for a in imp.assumed if not (key == "prompt_len" and a.startswith("prompts of"))]
+    if getattr(args, "response_len", None) is not None:
+        wl["response"] = args.response_len
+        imp.assumed = [a for a in imp.assumed if "runs to" not in a and "at its cap" not in a]
+        imp.assumed.append(f"every response {args.response_len} tokens (--response-len)")
+    cl = imp.config.setdefault("cluster", {})
+    for name, key in (("memory_gib", "memory_per_device_gib"), ("link_gbps", "link_gbps")):
+        if getattr(args, name, None) is not None:
+            cl[key] = getattr(args, name)
+    return imp
+
+
+def _imported_dict(imp) -> dict:
+    return {"framework": imp.framework, "source": imp.source, "config": imp.config, "mode": imp.mode,
+            "eta": imp.eta, "used": imp.used, "ignored": imp.ignored, "unknown": imp.unknown, "assumed": imp.assumed}
+
+
+def run_predict(args) -> int:
+    _refuse(args, set(), "predict")
+    imp = _import(args)
+    ip = predict_imported(imp)
+    if args.json:
+        print(json.dumps({"imported": _imported_dict(imp), "prediction": ip.row(),
+                          "placement": ip.placement.to_dict(), "derived": ip.derived}, indent=2, default=str))
+    else:
+        print("\n".join(imp.keys_report() + [format_import_prediction(ip)]))
+    return 0 if ip.fits else 1
+
+
+def run_advise(args) -> int:
+    from .advice import advise_imported, format_advice
+
+    _refuse(args, set(), "advise")
+    if not isinstance(args.top, int) or args.top < 1:
+        raise RlmLabError(f"--top must be >= 1, got {args.top}")
+    if not isinstance(args.max_tp, int) or args.max_tp < 1:
+        raise RlmLabError(f"--max-tp must be >= 1, got {args.max_tp}")
+    imp = _import(args)
+    adv = advise_imported(imp, args.max_tp)
+    if args.json:
+        best = adv.best
+        print(json.dumps({"imported": _imported_dict(imp), "baseline": adv.baseline.row(),
+                          "candidates": [{"change": c.change, "kind": c.kind} | c.prediction.row()
+                                         for c in adv.ranked[:args.top]],
+                          "advice": None if best is None else {"change": best.change, "kind": best.kind}
+                          | best.prediction.row()}, indent=2, default=str))
+    else:
+        counts = imp.keys_report()[0]
+        lines = [counts] + [f"  unknown {k}" for k in imp.unknown] + [format_advice(adv, args.top)]
+        lines += [f"assumed: {a}" for a in imp.assumed + adv.baseline.derived]
+        print("\n".join(lines))
+    return 0 if adv.baseline.fits or adv.best is not None else 1

@@ -1,0 +1,454 @@
+"""What every importer shares: reading a framework's keys (and telling used, ignored and unknown ones apart),
+the model map, the predict config an import produces, and the prediction of the imported run with its mode.
+
+An import is an :class:`Imported`: a predict config (``model``, ``algorithm``, ``hardware``, ``beta``,
+``workload``, ``placement`` as a full ``{sets, roles}`` mapping, ``cluster``, ``lora``; the keys of
+``rlm-lab predict``, see :mod:`rlm_lab.cost.cli`), the execution mode (``sync``, ``one_step_off`` or ``async``
+with a staleness bound eta, :mod:`rlm_lab.cost.asynchrony`) and three lists: every key of the framework's config
+that the import **used** (and what it set), that it **ignored** (an option the framework has, per its own schema
+file shipped as ``configs/frameworks/<framework>/options.txt``, that the predictor does not price) and that it
+**did not know** (not in that schema: a typo, or an option newer than the schema). What the predictor cannot
+express (pipeline parallelism, sequence parallelism, a model with no shipped config...) is refused with one line.
+
+The mode's step time (:func:`predict_imported`): the synchronous step of the placement
+(:func:`rlm_lab.cost.placement.predict_placement`) split into generation g (reshard + generation phase), the
+trainer's work t (preparation + advantage + training) and the exposed weight sync s; ``sync`` is g + t + s;
+``one_step_off`` and ``async`` run the discrete-event recurrence of :func:`rlm_lab.cost.asynchrony.simulate`
+with the staleness bound eta (one rollout replica: the rollout set's data-parallel replicas are already in g).
+With generation and training on the same devices nothing overlaps, so an asynchronous mode predicts the
+synchronous step (said in the report).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ...errors import RlmLabError
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIGS = REPO / "configs" / "frameworks"
+MODELS = REPO / "configs" / "models"
+DEFAULT_HARDWARE = "h100-sxm"
+MODES = ("sync", "one_step_off", "async")
+
+# Hugging Face model ids -> a shipped model config with the same shape (layers, widths, heads, vocabulary);
+# only the shape matters to the predictor. Qwen2-7B and Qwen2.5-Math-7B have Qwen2.5-7B's shape
+# (hidden 3584, 28 layers, 28/4 heads, MLP 18944, vocabulary 152064; their config.json on the Hub); the
+# Qwen2.5-1.5B family shares one (hidden 1536, 28 layers, 12/2 heads, MLP 8960, vocabulary 151936, tied).
+MODEL_MAP = {
+    "qwen/qwen2.5-7b": "qwen2.5-7b", "qwen/qwen2.5-7b-instruct": "qwen2.5-7b", "qwen/qwen2.5-math-7b": "qwen2.5-7b",
+    "qwen/qwen2-7b": "qwen2.5-7b", "qwen/qwen2-7b-instruct": "qwen2.5-7b",
+    "qwen/qwen2.5-1.5b": "qwen2.5-1.5b", "qwen/qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
+    "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
+    # Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads, MLP 4864, vocabulary 151936, tied)
+    "qwen/qwen2.5-0.5b": "qwen2.5-0.5b", "qwen/qwen2.5-0.5b-instruct": "qwen2.5-0.5b",
+    # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256), which Llama-3.1-8B
+    # keeps; OpenRLHF's SFT and reward models are fine-tunes of Llama-3-8B
+    "meta-llama/meta-llama-3-8b": "llama3-8b", "meta-llama/meta-llama-3-8b-instruct": "llama3-8b",
+    "meta-llama/llama-3.1-8b": "llama3-8b", "meta-llama/llama-3.1-8b-instruct": "llama3-8b",
+    "openrlhf/llama-3-8b-sft-mixture": "llama3-8b", "openrlhf/llama-3-8b-rm-700k": "llama3-8b",
+    # Qwen3-4B (hidden 2560, 36 layers, 32/8 heads of 128, MLP 9728, vocabulary 151936, tied)
+    "qwen/qwen3-4b": "qwen3-4b", "qwen/qwen3-4b-base": "qwen3-4b", "qwen/qwen3-4b-instruct-2507": "qwen3-4b",
+    "qwen/qwen3-4b-thinking-2507": "qwen3-4b",
+}
+
+
+def resolve_model(name, key: str) -> str:
+    """The model config for a framework's model path: a local folder or file with a config.json, a name the
+    model map knows (its last path parts, so ``~/models/Qwen2.5-Math-7B`` works), or a refusal naming the map."""
+    if not isinstance(name, str) or not name.strip():
+        raise RlmLabError(f"{key} must name a model (a Hugging Face id or a local path), got {name!r}")
+    p = Path(name).expanduser()
+    if p.is_dir() and (p / "config.json").is_file():
+        return str(p / "config.json")
+    if p.is_file() and p.suffix == ".json":
+        return str(p)
+    parts = name.strip().rstrip("/").lower().split("/")
+    for cand in ("/".join(parts[-2:]), "qwen/" + parts[-1]):
+        if cand in MODEL_MAP:
+            return _short(MODELS / f"{MODEL_MAP[cand]}.config.json")
+    known = ", ".join(sorted({k.split("/")[1] for k in MODEL_MAP}))
+    raise RlmLabError(f"{key}={name!r}: no model config ships for it (known: {known}); pass --model with the "
+                      f"path of its config.json (nothing is downloaded)")
+
+
+def _short(path: Path) -> str:
+    """A path relative to the working folder when it lies below it (reports stay readable), else absolute."""
+    import os
+
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
+# ---- reading keys ---------------------------------------------------------------------------------
+def flatten(d, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; dotted keys stay as written (Hydra-style overrides)."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out |= flatten(v, key + ".")
+        else:
+            out[key] = v
+    return out
+
+
+def load_options(framework: str, kinds: bool = False):
+    """The framework's option names (``configs/frameworks/<framework>/options.txt``): exact names and
+    patterns of mappings that take any key; with ``kinds``, {name: what follows the name on its line}."""
+    path = CONFIGS / framework / "options.txt"
+    names, open_maps, kind = set(), [], {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line, _, rest = line.partition(" ")
+        kind[line] = rest.strip()
+        if line.endswith(".*"):
+            open_maps.append(line[:-2] + ".")
+        else:
+            names.add(line)
+    return kind if kinds else (names, open_maps)
+
+
+class Keys:
+    """A framework config's flat keys: :meth:`get` marks a key used (with what it set); :meth:`finish` sorts
+    the rest into ignored (the framework knows it) and unknown (it does not)."""
+
+    def __init__(self, framework: str, flat: dict, notes: dict | None = None):
+        self.framework, self.flat = framework, dict(flat)
+        self.used: dict[str, str] = {}
+        self.notes = notes or {}
+        self._names, self._open = load_options(framework)
+
+    def has(self, key: str) -> bool:
+        return key in self.flat
+
+    def get(self, key: str, default=None, to: str | None = None):
+        """The key's value (or ``default``); a present key is recorded as used, with ``to`` (what it sets)."""
+        if key in self.flat:
+            self.used[key] = to or "read"
+            return self.flat[key]
+        return default
+
+    def use(self, key: str, to: str) -> None:
+        if key in self.flat:
+            self.used[key] = to
+
+    def known(self, key: str) -> bool:
+        k = key.lstrip("+")
+        return k in self._names or any(k.startswith(p) for p in self._open)
+
+    def finish(self) -> tuple[dict, list]:
+        ignored, unknown = {}, []
+        for key in self.flat:
+            if key in self.used:
+                continue
+            if self.known(key):
+                note = next((n for pat, n in self.notes.items() if fnmatch.fnmatchcase(key.lstrip("+"), pat)), None)
+                ignored[key] = note or "not priced by the predictor"
+            else:
+                unknown.append(key)
+        return ignored, unknown
+
+
+def need_int(value, key: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise RlmLabError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def need_num(value, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise RlmLabError(f"{key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def need_bool(value, key: str) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise RlmLabError(f"{key} must be true or false, got {value!r}")
+    return value
+
+
+_REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
+
+
+def resolve_refs(flat: dict, where: str) -> dict:
+    """Resolve plain ``${a.b}`` references (OmegaConf-style, as verl, NeMo-RL and AReaL configs write them) to the
+    referenced key's value; other interpolations (resolvers such as ``${mul:...}``) stay as strings."""
+    out = dict(flat)
+    for _ in range(8):
+        changed = False
+        for k, v in out.items():
+            m = _REF.match(v) if isinstance(v, str) else None
+            if m and m.group(1) in out and out[m.group(1)] != v:
+                out[k], changed = out[m.group(1)], True
+        if not changed:
+            break
+    return out
+
+
+def load_yaml(path, framework: str) -> dict:
+    """A framework's YAML config as a mapping; a missing file, binary or malformed YAML is named in one line."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise RlmLabError(f"{framework} config {path} not found" + (" (it is a folder)" if p.is_dir() else ""))
+    try:
+        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"{framework} config {path} is not a text file (byte {e.start} is not UTF-8)") from None
+    except yaml.YAMLError as e:
+        raise RlmLabError(f"{framework} config {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not data:
+        raise RlmLabError(f"{framework} config {path} must be a non-empty YAML mapping of {framework} options")
+    return data
+
+
+# ---- placements -------------------------------------------------------------------------------------
+def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "") -> dict:
+    if devices % tp:
+        raise RlmLabError(f"{key or name}: tensor-parallel size {tp} does not divide the set's {devices} GPUs")
+    if gen_tp and devices % gen_tp:
+        raise RlmLabError(f"{key or name}: generation tensor-parallel size {gen_tp} does not divide {devices} GPUs")
+    return {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
+            "gen_tp": gen_tp}
+
+
+def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1) -> dict:
+    """Every role on one set: the hybrid engine (ZeRO-3/FSDP resharded into generation TP ``gen_tp``) when the
+    training is ZeRO-3, else colocated with tensor-parallel size ``tp``."""
+    if zero == 3 and tp == 1:
+        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen_tp if gen_tp > 1 else 0)],
+                "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
+    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero)],
+            "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
+
+
+def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1) -> dict:
+    """Rollout on its own set, every other role on the trainer's; weights broadcast (NCCL) after each update."""
+    return {"name": "disaggregated",
+            "sets": [set_dict("rollout", rollout_devices, tp=rollout_tp), set_dict("train", train_devices, tp=tp,
+                                                                                   zero=zero)],
+            "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
+            "reshard": False}
+
+
+def roles_of(algorithm: str, beta) -> tuple:
+    from ...cost.workload import algorithm as algo
+    from ...cost.placement_spec import roles_for
+
+    return roles_for(algo(algorithm, beta))
+
+
+# ---- the import ------------------------------------------------------------------------------------
+@dataclass
+class Imported:
+    framework: str
+    source: str
+    config: dict                 # a predict config (rlm_lab.cost.cli keys) with a full placement mapping
+    mode: str = "sync"
+    eta: int | None = 0
+    used: dict = field(default_factory=dict)
+    ignored: dict = field(default_factory=dict)
+    unknown: list = field(default_factory=list)
+    assumed: list = field(default_factory=list)
+    engine: dict | None = None   # {memory_fraction, max_num_seqs, what}: a vLLM/SGLang engine's batch limit
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise RlmLabError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+    def with_changes(self, *, placement=None, mode=None, eta="same", workload=None) -> "Imported":
+        cfg = copy.deepcopy(self.config)
+        if placement is not None:
+            cfg["placement"] = placement
+        if workload is not None:
+            cfg["workload"] = cfg.get("workload", {}) | workload
+        return replace(self, config=cfg, mode=mode or self.mode, eta=self.eta if eta == "same" else eta)
+
+    def keys_report(self) -> list[str]:
+        lines = [f"{self.framework} {self.source}: {len(self.used)} keys used, {len(self.ignored)} ignored, "
+                 f"{len(self.unknown)} unknown"]
+        lines += [f"  used    {k} -> {v}" for k, v in self.used.items()]
+        by_reason: dict = {}
+        for k, v in self.ignored.items():
+            by_reason.setdefault(v, []).append(k)
+        lines += [f"  ignored ({why}): {', '.join(keys)}" for why, keys in by_reason.items()]
+        lines += [f"  unknown {k} (not a {self.framework} option in configs/frameworks/{self.framework}/options.txt)"
+                  for k in self.unknown]
+        return lines
+
+
+def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "sync", eta=0,
+           assumed=None, hardware=None, engine=None) -> Imported:
+    """Close an import: hardware (the framework's config names none), the key lists."""
+    cfg = dict(config)
+    assumed = list(assumed or [])
+    if hardware is None:
+        cfg["hardware"] = DEFAULT_HARDWARE
+        assumed.append(f"hardware {DEFAULT_HARDWARE} ({framework} configs name no GPU model; pass --hardware)")
+    else:
+        cfg["hardware"] = hardware
+    ignored, unknown = keys.finish()
+    return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine)
+
+
+def engine_batch(imp: Imported, spec, capacity_bytes: float) -> tuple[int, str] | None:
+    """Sequences one vLLM/SGLang replica runs at once: ``max_num_seqs``, or fewer when their KV cache does not
+    fit the engine's memory share (PagedAttention admits what its KV blocks hold, arXiv 2309.06180 Sec. 4):
+    (fraction x device memory - bf16 weights / tp) x tp / (KV bytes of one full-length sequence)."""
+    e = imp.engine
+    if not e:
+        return None
+    wl = imp.config.get("workload") or {}
+    placement = imp.config["placement"]
+    rset = next(s for s in placement["sets"] if s["name"] == placement["roles"]["rollout"])
+    tp = rset.get("gen_tp") or rset.get("tp", 1)
+    resp = wl.get("response", 16)
+    seq = wl.get("prompt_len", 8) + (resp if isinstance(resp, int) else resp.get("max", resp.get("length", 16)))
+    if "in_flight" in e:   # a limit over all replicas (AReaL's max_concurrent_rollouts): each replica's share
+        e = e | {"max_num_seqs": max(1, math.ceil(e["in_flight"] / max(1, rset["devices"] // tp)))}
+    budget = e["memory_fraction"] * capacity_bytes * tp - 2 * spec.params
+    fit = int(budget // (spec.kv_bytes_per_token(2) * seq)) if budget > 0 else 0
+    n = max(1, min(e["max_num_seqs"], fit))
+    why = (f"{e['what']}: at most {e['max_num_seqs']} sequences per replica (max_num_seqs), "
+           f"{fit} fit their KV cache ({e['memory_fraction']:g} of {capacity_bytes / 2 ** 30:.0f} GiB x tp {tp} "
+           f"less the bf16 weights, {seq} tokens each): {n} generated at once per replica")
+    return n, why
+
+
+# ---- predicting an import -------------------------------------------------------------------------
+@dataclass
+class ImportPrediction:
+    imported: Imported
+    placement: object            # rlm_lab.cost.placement.PlacementPrediction (synchronous step)
+    mode_note: str = ""
+    derived: list = field(default_factory=list)   # what the prediction derived at predict time (engine batch)
+
+    @property
+    def fits(self) -> bool:
+        return self.placement.fits
+
+    @property
+    def sync_step_s(self) -> float:
+        return self.placement.step_s
+
+    def stages(self) -> tuple[float, float, float]:
+        """(g, t, s): generation (with reshard), the trainer's work, exposed weight sync, seconds per step."""
+        ph = {p: t for p, (t, _) in self.placement.phases.items()}
+        g = ph["reshard"] + ph["generation"]
+        t = ph["preparation"] + ph["advantage"] + ph["training"]
+        return g, t, ph["sync"]
+
+    @property
+    def step_s(self) -> float:
+        imp = self.imported
+        if imp.mode == "sync" or not self.placement.placement.rollout_separate:
+            return self.sync_step_s
+        from ...cost.asynchrony import simulate
+
+        g, t, s = self.stages()
+        return simulate([g] * 64, [t] * 64, imp.eta, s).step_s
+
+    def bound(self) -> str:
+        """Which side sets an asynchronous step: generation or training (+ sync)."""
+        g, t, s = self.stages()
+        return "generation" if g >= t + s else "training"
+
+    def critical(self) -> str:
+        """The longest stage on the critical path: the synchronous step's (placement.py), or, when an asynchronous
+        mode overlaps the two sides, the longest stage of the side that bounds the step."""
+        pl = self.placement.placement
+        if self.imported.mode != "sync" and pl.rollout_separate:
+            gen_set = pl.roles["rollout"]
+            side = [s for s in self.placement.sets if (s.name == gen_set) == (self.bound() == "generation")]
+            stage, set_name, t = max(((str(st), s.name, t) for s in side for st, t in s.stages.items()),
+                                     key=lambda x: x[2])
+            if self.bound() == "training" and self.stages()[2] > t:
+                return "weight_sync"
+            return f"{stage} on {set_name}"
+        stage, set_name, _ = self.placement.critical()
+        return stage if set_name == "-" else f"{stage} on {set_name}"
+
+    def memory_per_device(self) -> float:
+        return max(s.memory.total for s in self.placement.sets)
+
+    def capacity(self) -> float:
+        return min(s.capacity for s in self.placement.sets)
+
+    def row(self) -> dict:
+        imp = self.imported
+        d = {"framework": imp.framework, "config": imp.source, "model": Path(str(imp.config["model"])).name,
+             "devices": self.placement.placement.devices, "placement": self.placement.placement.describe(),
+             "mode": imp.mode, "eta": imp.eta, "fits": self.fits, "memory_per_device_bytes": self.memory_per_device(),
+             "capacity_bytes": self.capacity(), "step_s": None, "critical": None,
+             "keys_used": len(imp.used), "keys_ignored": len(imp.ignored), "keys_unknown": len(imp.unknown)}
+        if self.fits:
+            d |= {"step_s": self.step_s, "sync_step_s": self.sync_step_s, "critical": self.critical()}
+        return d
+
+
+def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPrediction:
+    """The imported run's synchronous placement prediction, and its mode (module docstring)."""
+    from ...cost.placement import _Predictor, predict_placement
+    from ...cost.placement_config import cluster_from, placement_from
+
+    cfg = {k: v for k, v in imp.config.items() if v is not None}
+    extra = []
+    if imp.engine:
+        from ...cost.hardware import load_profile
+        from ...cost.spec import model_spec
+
+        mem = (cfg.get("cluster") or {}).get("memory_per_device_gib")
+        capacity = mem * 2 ** 30 if mem else float(load_profile(cfg["hardware"]).memory_bytes)
+        n, why = engine_batch(imp, model_spec(cfg["model"]), capacity)
+        cfg["workload"] = dict(cfg.get("workload") or {}, gen_batch=n)
+        extra.append(why)
+    key = (str(cfg["model"]), cfg["algorithm"], repr(sorted((cfg.get("workload") or {}).items())), cfg["hardware"],
+           cfg.get("beta"))
+    pr = _cache.get(key) if _cache is not None else None
+    if pr is None:
+        pr = _Predictor(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
+                        cfg.get("critic"), cfg.get("reward_model"), cfg.get("beta"))
+        if _cache is not None:
+            _cache[key] = pr
+    cluster = cluster_from(cfg.get("cluster"), pr.prof, pr.wl.devices)
+    placement = placement_from(cfg["placement"], cluster, pr.alg)
+    pp = predict_placement(placement, pr.spec, pr.alg, pr.wl, pr.prof, cluster, lora=cfg.get("lora"),
+                           _predictor=pr)
+    note = ""
+    if imp.mode != "sync" and not placement.rollout_separate:
+        note = (f"{imp.mode} on one set of devices: generation and training share them, so nothing overlaps and the "
+                f"step is the synchronous one")
+    return ImportPrediction(imp, pp, note, extra)
+
+
+def format_import_prediction(ip: ImportPrediction) -> str:
+    from ...cost.placement_config import format_placement
+    from ...cost.units import _bytes, _seconds
+
+    imp = ip.imported
+    lines = [format_placement(ip.placement)]
+    eta = "unbounded" if imp.eta is None else imp.eta
+    if ip.fits:
+        g, t, s = ip.stages()
+        lines.append(f"mode {imp.mode} (eta {eta}): step {_seconds(ip.step_s)} (synchronous {_seconds(ip.sync_step_s)};"
+                     f" generation {_seconds(g)}, trainer {_seconds(t)}, sync {_seconds(s)}; "
+                     f"{ip.bound()}-bound); critical stage {ip.critical()}; memory "
+                     f"{_bytes(ip.memory_per_device())} of {_bytes(ip.capacity())} per device")
+    else:
+        lines.append(f"mode {imp.mode} (eta {eta}); memory {_bytes(ip.memory_per_device())} of "
+                     f"{_bytes(ip.capacity())} per device: DOES NOT FIT")
+    if ip.mode_note:
+        lines.append(f"note: {ip.mode_note}")
+    lines += [f"assumed: {a}" for a in imp.assumed + ip.derived]
+    return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""OpenRLHF (https://github.com/OpenRLHF/OpenRLHF): the command-line arguments of ``openrlhf.cli.train_ppo_ray``,
+given as one string (``--from openrlhf:"--actor.num_gpus_per_node 8 ..."``; a pasted command line works: what comes
+before the first option, or before ``openrlhf.cli.train_ppo_ray``, is skipped) or as a file of them
+(``--from openrlhf:FILE.args``; ``#`` starts a comment, shell line continuations are fine).
+
+Each option's kind (a flag, one value, N values) comes from OpenRLHF's argument parser
+(``configs/frameworks/openrlhf/options.txt``), so the arguments split as OpenRLHF would split them.
+
+Mapping (names and defaults from ``openrlhf/cli/train_ppo_ray.py``):
+
+- algorithm: ``--algo.advantage.estimator`` (default gae -> ppo with a critic and a reward model; group_norm,
+  dr_grpo -> grpo; rloo; reinforce, reinforce_baseline -> reinforce_pp); the reference exists when
+  ``--algo.kl.init_coef`` > 0 (default 0.01 = beta);
+- batch: ``--rollout.batch_size`` prompts x ``--rollout.n_samples_per_prompt``; ``--train.batch_size`` samples per
+  optimizer step -> mini-batches; ``--train.max_epochs``; ``--train.micro_batch_size`` (or
+  ``--train.dynamic_batch_enable`` with ``--train.max_tokens_per_gpu``); ``--data.max_len`` (prompt + response)
+  and ``--rollout.max_new_tokens``; ``--ds.packing_samples`` -> no padding;
+- placement: GPUs per model ``--{actor,ref,critic,reward}.num_nodes x .num_gpus_per_node`` and the vLLM engines
+  ``--vllm.num_engines x --vllm.tensor_parallel_size``; ``--train.colocate_all``: one set (the hybrid engine;
+  with ``--train.async_enable`` OpenRLHF colocates only the DeepSpeed models, the engines get their own GPUs);
+  ``--train.colocate_actor_ref`` / ``--train.colocate_critic_reward``: those pairs share a set; ZeRO stage
+  ``--ds.zero_stage`` (default 2), training tensor parallelism ``--ds.tensor_parallel_size``;
+- mode: ``--train.async_enable`` -> async with eta = ``--train.async_queue_size`` (default 1; OpenRLHF: "larger =
+  more off-policy");
+- ``--ds.lora.rank`` -> LoRA; ``--vllm.gpu_memory_utilization`` (default 0.95) -> the engine's KV budget.
+
+Refused: ring attention (``--ds.ring_attn_size`` > 1, sequence parallelism), PPO with a remote reward (the
+predictor's PPO places a reward model), a reward model with a group estimator, a model without a shipped config.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ...errors import RlmLabError
+from .common import Keys, finish, load_options, need_bool, need_int, need_num, resolve_model, roles_of, set_dict
+
+NAME = "openrlhf"
+ESTIMATORS = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce_pp",
+              "reinforce_baseline": "reinforce_pp"}
+NOTES = {"*.adam.*": "optimizer hyper-parameters do not change the step's cost",
+         "train.partial_rollout_enable": "partial rollout (interrupted generations resumed) not priced",
+         "vllm.enable_sleep": "sleep mode frees vLLM memory while training: not modelled",
+         "ds.enable_sleep": "sleep mode frees DeepSpeed memory while generating: not modelled",
+         "ds.adam_offload": "offload to CPU not modelled (optimizer state counted on the GPU)",
+         "ref.offload": "offload to CPU not modelled", "reward.offload": "offload to CPU not modelled",
+         "vllm.sync_backend": "NCCL assumed (the default)", "logger.*": "logging", "ckpt.*": "checkpoints",
+         "data.prompt_dataset": "data location", "data.input_key": "data format",
+         "algo.dynamic_filtering_*": "dynamic filtering: its inflation depends on the pass rate, which no config holds "
+                                     "(predicted without)"}
+# vLLM's EngineArgs.max_num_seqs default for offline engines (OpenRLHF does not set it)
+VLLM_MAX_NUM_SEQS = 256
+
+
+def args_from_file(path) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise RlmLabError(f"openrlhf arguments file {path} not found")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"openrlhf arguments file {path} is not a text file (byte {e.start} is not UTF-8)") from None
+    return " ".join(line.split("#")[0].rstrip().rstrip("\\") for line in text.splitlines())
+
+
+def parse_args(text: str) -> dict:
+    """``--a.b 1 --flag --pair 1 2`` -> {"a.b": "1", "flag": True, "pair": ["1", "2"]}, by OpenRLHF's parser's kinds."""
+    try:
+        tokens = shlex.split(text, comments=True)
+    except ValueError as e:
+        raise RlmLabError(f"openrlhf arguments do not split as a shell line ({e})") from None
+    if "openrlhf.cli.train_ppo_ray" in tokens:
+        tokens = tokens[tokens.index("openrlhf.cli.train_ppo_ray") + 1:]
+    first = next((i for i, t in enumerate(tokens) if t.startswith("--")), None)
+    if first is None:
+        raise RlmLabError("openrlhf arguments hold no --option (give train_ppo_ray's arguments, e.g. "
+                          "\"--actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct --actor.num_gpus_per_node 8\")")
+    kinds = load_options(NAME, kinds=True)
+    out: dict = {}
+    i = first
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--") or tok == "--":
+            raise RlmLabError(f"openrlhf arguments: {tok!r} follows no option that takes a value")
+        name, eq, val = tok[2:].partition("=")
+        kind = kinds.get(name)
+        i += 1
+        if eq:
+            out[name] = val
+            continue
+        values = []
+        if kind == "flag":
+            out[name] = True
+            continue
+        n = int(kind.split("=")[1]) if kind and kind.startswith("nargs=") and kind[6:].isdigit() else None
+        while i < len(tokens) and not tokens[i].startswith("--") and (n is None or len(values) < n):
+            values.append(tokens[i])
+            i += 1
+            if kind == "value":
+                break
+        if kind is not None and kind != "nargs=*" and not values:
+            raise RlmLabError(f"openrlhf --{name} needs a value")
+        out[name] = True if not values else (values[0] if kind in ("value", None) and len(values) == 1 else values)
+    return out
+
+
+def _int(k: Keys, key: str, default: int, to: str, minimum: int = 1) -> int:
+    v = k.get(key, default, to)
+    try:
+        v = int(v) if not isinstance(v, bool) else v
+    except (TypeError, ValueError):
+        raise RlmLabError(f"openrlhf --{key} must be an integer, got {v!r}") from None
+    return need_int(v, f"--{key}", minimum)
+
+
+def _float(k: Keys, key: str, default: float, to: str) -> float:
+    v = k.get(key, default, to)
+    try:
+        return need_num(float(v), f"--{key}")
+    except (TypeError, ValueError):
+        raise RlmLabError(f"openrlhf --{key} must be a number, got {v!r}") from None
+
+
+def import_config(arg: str, **_):
+    source = arg
+    if not arg.lstrip().startswith("-") and Path(arg.strip()).is_file():
+        source, arg = arg.strip(), args_from_file(arg.strip())
+    elif not arg.lstrip().startswith("-") and arg.strip().endswith((".args", ".sh", ".txt")):
+        raise RlmLabError(f"openrlhf arguments file {arg.strip()} not found")
+    k = Keys(NAME, parse_args(arg), NOTES)
+    assumed = []
+    flag = lambda key, to: need_bool(k.get(key, False, to), f"--{key}")  # noqa: E731
+
+    est = k.get("algo.advantage.estimator", "gae")
+    if est not in ESTIMATORS:
+        raise RlmLabError(f"openrlhf --algo.advantage.estimator {est!r}: one of {', '.join(ESTIMATORS)}")
+    algo = ESTIMATORS[est]
+    k.use("algo.advantage.estimator", f"algorithm {algo}")
+    if _int(k, "ds.ring_attn_size", 1, "checked: 1 (no ring attention)") > 1:
+        raise RlmLabError(f"openrlhf --ds.ring_attn_size {k.flat['ds.ring_attn_size']}: ring attention (sequence "
+                          f"parallelism) is not modelled by the predictor; predict with 1")
+    if k.get("actor.model_name_or_path") is None:
+        raise RlmLabError("openrlhf arguments need --actor.model_name_or_path (the policy model)")
+    model = resolve_model(k.get("actor.model_name_or_path", to="model"), "--actor.model_name_or_path")
+    critic = reward = None
+    rm_path = k.get("reward.model_name_or_path")
+    if algo == "ppo":
+        if rm_path is None:
+            raise RlmLabError("openrlhf gae (PPO) without --reward.model_name_or_path: the predictor's PPO places a "
+                              "reward model; give one, or use a group estimator (group_norm, rloo, reinforce_baseline)")
+        reward = resolve_model(str(rm_path).split(",")[0], "--reward.model_name_or_path")
+        k.use("reward.model_name_or_path", "reward_model")
+        c = k.get("critic.model_name_or_path", to="critic")
+        critic = resolve_model(c, "--critic.model_name_or_path") if c else reward
+        if not c:
+            assumed.append("critic initialised from the reward model (OpenRLHF's default)")
+    else:
+        k.use("reward.remote_url", "a rule or remote reward: no reward model placed")
+    if algo != "ppo" and rm_path is not None:
+        raise RlmLabError(f"openrlhf --reward.model_name_or_path with --algo.advantage.estimator {est}: the "
+                          f"predictor's {algo} scores with a rule; only PPO (gae) places a reward model")
+
+    prompts = _int(k, "rollout.batch_size", 1024, "workload.prompts")
+    group = _int(k, "rollout.n_samples_per_prompt", 1, "workload.group_size")
+    n = prompts * group
+    train_bs = _int(k, "train.batch_size", 128, "samples per optimizer step -> workload.minibatches")
+    if n % train_bs:
+        raise RlmLabError(f"openrlhf --train.batch_size {train_bs} must divide the {n} samples of a rollout "
+                          f"(--rollout.batch_size x --rollout.n_samples_per_prompt)")
+    max_len = _int(k, "data.max_len", 2048, "prompt + response length")
+    if k.has("rollout.max_new_tokens"):
+        resp = _int(k, "rollout.max_new_tokens", 0, "workload.response (fixed, the cap)")
+        prompt_len = max(1, max_len - resp) if max_len > resp else max(1, max_len // 2)
+    else:
+        prompt_len = resp = max(1, max_len // 2)
+        assumed.append(f"prompt and response split --data.max_len {max_len} evenly ({prompt_len} + {resp})")
+    assumed.append(f"every response runs to {resp} tokens (an upper bound)")
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": resp,
+          "minibatches": n // train_bs, "epochs": _int(k, "train.max_epochs", 1, "workload.epochs"),
+          "precision": "bf16-mixed"}
+    if flag("train.dynamic_batch_enable", "micro-batches by tokens"):
+        tokens = _int(k, "train.max_tokens_per_gpu", 16192, "workload.micro_batch = tokens / sequence length")
+        wl["micro_batch"] = max(1, tokens // (prompt_len + resp))
+    else:
+        wl["micro_batch"] = _int(k, "train.micro_batch_size", 1, "workload.micro_batch")
+    dtype = k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed")
+    if dtype not in ("bf16", "fp16"):
+        raise RlmLabError(f"openrlhf --ds.param_dtype {dtype!r}: bf16 or fp16")
+    if flag("ds.packing_samples", "workload.padding none") or k.flat.get("train.dynamic_batch_enable") is True:
+        wl["padding"] = "none"
+    wl["gradient_checkpointing"] = flag("actor.gradient_checkpointing_enable", "workload.gradient_checkpointing")
+    beta = _float(k, "algo.kl.init_coef", 0.01, "beta (0: no reference model)")
+
+    def gpus(role):
+        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs (x)") * _int(k, f"{role}.num_gpus_per_node", 8,
+                                                                         f"{role} GPUs (x)")
+    engines = _int(k, "vllm.num_engines", 0, "vLLM engines", minimum=0)
+    vtp = _int(k, "vllm.tensor_parallel_size", 1, "generation tp")
+    zero = _int(k, "ds.zero_stage", 2, "ZeRO stage of every trained model", minimum=0)
+    tp = _int(k, "ds.tensor_parallel_size", 1, "training tp")
+    colocate_all = flag("train.colocate_all", "one set for every model")
+    async_on = flag("train.async_enable", "mode async")
+    roles = roles_of(algo, beta)
+    sets, where = [], {}
+
+    def add(name, devices, roles_here, **kw):
+        sets.append(set_dict(name, devices, key=f"openrlhf {name} GPUs", **kw))
+        where.update({r: name for r in roles_here})
+
+    engine = None
+    if engines:
+        wl["engine"] = "continuous"
+        engine = {"what": "vLLM engine", "max_num_seqs": VLLM_MAX_NUM_SEQS, "memory_fraction": _float(
+            k, "vllm.gpu_memory_utilization", 0.95, "the engine's memory share (KV cache)")}
+        assumed.append(f"vLLM's max_num_seqs default ({VLLM_MAX_NUM_SEQS}): OpenRLHF does not set it")
+    else:
+        assumed.append("no vLLM engines (--vllm.num_engines 0): the actor generates (static batching)")
+    actor_devices = gpus("actor")
+    if colocate_all and not async_on:
+        if engines and engines * vtp != actor_devices:
+            raise RlmLabError(f"openrlhf --train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size "
+                              f"({engines} x {vtp}) = the actor's {actor_devices} GPUs (as OpenRLHF asserts)")
+        if zero == 3 and tp == 1:
+            add("all", actor_devices, roles, zero=3, gen_tp=vtp if vtp > 1 else 0)
+            placement = {"name": "hybrid", "sets": sets, "roles": where, "sync": "none", "reshard": True}
+            assumed.append("hybrid engine: the vLLM copy is priced as the ZeRO-3 actor gathered into generation "
+                           "tp (HybridFlow's reshard, arXiv 2409.19256 Sec. 5.4)")
+        else:
+            add("all", actor_devices, roles, tp=tp, zero=zero)
+            placement = {"name": "colocated", "sets": sets, "roles": where, "sync": "none", "reshard": False}
+            if vtp > 1:
+                assumed.append(f"colocated with ZeRO-{zero}: generation priced at the training layout, not vLLM tp {vtp}")
+        for r in ("ref", "critic", "reward"):
+            k.use(f"{r}.num_gpus_per_node", "on the actor's GPUs (colocate_all)")
+            k.use(f"{r}.num_nodes", "on the actor's GPUs (colocate_all)")
+    else:
+        if engines:
+            add("rollout", engines * vtp, ("rollout",), tp=vtp)
+        trainer_roles = ["actor"] + ([] if engines else ["rollout"])
+        if "reference" in roles and (colocate_all or flag("train.colocate_actor_ref", "reference on the actor's set")):
+            trainer_roles.append("reference")
+        if colocate_all and algo == "ppo":
+            trainer_roles += ["critic", "reward"]
+        add("actor", actor_devices, trainer_roles, tp=tp, zero=zero)
+        if "reference" in roles and "reference" not in trainer_roles:
+            add("ref", gpus("ref"), ("reference",), tp=tp)
+        if algo == "ppo" and "critic" not in trainer_roles:
+            if flag("train.colocate_critic_reward", "reward on the critic's set"):
+                add("critic", gpus("critic"), ("critic", "reward"), tp=tp, zero=zero)
+            else:
+                add("critic", gpus("critic"), ("critic",), tp=tp, zero=zero)
+                add("reward", gpus("reward"), ("reward",), tp=tp)
+        placement = {"name": "openrlhf", "sets": sets, "roles": where,
+                     "sync": "collective" if engines else "none", "reshard": False}
+        if engines:
+            assumed.append("weights broadcast (NCCL) from the actor to the vLLM engines after each update")
+    mode, eta = "sync", 0
+    if async_on:
+        mode, eta = "async", _int(k, "train.async_queue_size", 1, "eta (queued rollouts ahead of training)")
+    cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
+           "cluster": {"devices": sum(s["devices"] for s in sets), "kind": "gpu"}}
+    if critic:
+        cfg["critic"], cfg["reward_model"] = critic, reward
+    rank = _int(k, "ds.lora.rank", 0, "lora.rank", minimum=0)
+    if rank:
+        targets = k.get("ds.lora.target_modules", "all-linear", "lora.targets")
+        cfg["lora"] = {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}
+    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine)

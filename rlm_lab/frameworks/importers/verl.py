@@ -1,0 +1,193 @@
+"""verl (https://github.com/volcengine/verl): a Hydra config (nested YAML, or dotted keys as the example scripts'
+overrides write them) of ``verl.trainer.main_ppo``, the one-step-off recipe
+(``verl.experimental.one_step_off_policy.main_ppo``) or the fully asynchronous one
+(``verl.experimental.fully_async_policy.fully_async_main``).
+
+Mapping (key names and defaults from ``verl/trainer/config/_generated_ppo_trainer.yaml``; the recipes' own
+keys from their config files; all listed in ``configs/frameworks/verl/options.txt``):
+
+- algorithm: ``algorithm.adv_estimator`` (gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce_pp);
+- batch: ``data.train_batch_size`` prompts x ``actor_rollout_ref.rollout.n`` responses, ``data.max_prompt_length``,
+  ``data.max_response_length`` (every response assumed to run to it: an upper bound);
+  ``actor.ppo_mini_batch_size`` (prompts) -> mini-batches, ``actor.ppo_epochs``, ``actor.ppo_micro_batch_size_per_gpu``
+  (or ``use_dynamic_bsz`` with ``ppo_max_token_len_per_gpu``: that many tokens per micro-batch);
+- KL: the reference exists when ``actor.use_kl_loss`` (coefficient ``kl_loss_coef``) or
+  ``algorithm.use_kl_in_reward`` (``algorithm.kl_ctrl.kl_coef``); otherwise beta = 0 and no reference;
+- placement: ``actor_rollout_ref.hybrid_engine`` true (default): one set of ``trainer.nnodes x n_gpus_per_node``
+  GPUs, FSDP (ZeRO-3) resharded into the rollout's ``tensor_model_parallel_size`` (HybridFlow arXiv 2409.19256);
+  false: the recipes' separate rollout pool of ``rollout.nnodes x rollout.n_gpus_per_node`` GPUs, weights
+  broadcast after each sync;
+- mode: the fully-async recipe (``async_training`` present): ``async`` with eta = ceil(``staleness_threshold``)
+  versions (verl: "staleness_threshold < 1 ... 1 is about one-step-off",
+  https://verl.readthedocs.io/en/latest/advance/fully_async.html), one step = one parameter sync =
+  ``trigger_parameter_sync_step x require_batches`` mini-batches of ``ppo_mini_batch_size`` prompts;
+  ``hybrid_engine: false`` without it: the one-step-off recipe (eta = 1,
+  https://verl.readthedocs.io/en/latest/advance/one_step_off.html);
+- engine: ``rollout.name`` vllm/sglang -> continuous batching of at most ``rollout.max_num_seqs`` sequences
+  per replica; hf -> static; ``model.use_remove_padding`` -> no padding; ``model.enable_gradient_checkpointing``;
+  ``model.lora_rank`` / ``target_modules`` -> LoRA.
+
+Refused (one line): Megatron pipeline parallelism, Ulysses sequence parallelism (the predictor has neither), a
+reward model with a group estimator, a model without a shipped config.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...errors import RlmLabError
+from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
+                     resolve_refs, roles_of, two_sets)
+
+NAME = "verl"
+A = "actor_rollout_ref."
+ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce_pp",
+              "reinforce_plus_plus_baseline": "reinforce_pp"}
+NOTES = {
+    "*fsdp_config.param_offload": "offload to CPU not modelled (weights counted on the GPU: memory is an upper bound)",
+    "*fsdp_config.optimizer_offload": "offload to CPU not modelled (optimizer state counted on the GPU)",
+    "*optim.*": "optimizer hyper-parameters do not change the step's cost",
+    "trainer.logger": "logging", "trainer.project_name": "logging", "trainer.experiment_name": "logging",
+    "data.train_files": "data location", "data.val_files": "data location",
+}
+
+
+def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
+    raw = load_yaml(path, NAME)
+    flat = resolve_refs(flatten(raw), path)
+    k = Keys(NAME, {key.lstrip("+"): v for key, v in flat.items()}, NOTES)
+    assumed = []
+
+    est = k.get("algorithm.adv_estimator", "gae")
+    if est not in ESTIMATORS:
+        raise RlmLabError(f"verl algorithm.adv_estimator={est!r} has no predictor algorithm; known: "
+                          f"{', '.join(ESTIMATORS)}")
+    algo = ESTIMATORS[est]
+    k.use("algorithm.adv_estimator", f"algorithm {algo}")
+    for key in (A + "actor.megatron.pipeline_model_parallel_size", A + "ref.megatron.pipeline_model_parallel_size"):
+        if need_int(k.get(key, 1, "checked: 1 (no pipeline parallelism)"), key) > 1:
+            raise RlmLabError(f"verl {key}={k.flat[key]}: pipeline parallelism is not modelled by the predictor")
+    for key in (A + "actor.ulysses_sequence_parallel_size", A + "ref.ulysses_sequence_parallel_size"):
+        if need_int(k.get(key, 1, "checked: 1 (no sequence parallelism)"), key) > 1:
+            raise RlmLabError(f"verl {key}={k.flat[key]}: Ulysses sequence parallelism is not modelled by the "
+                              f"predictor; set it to 1 to predict without it")
+    if need_bool(k.get("reward_model.enable", False), "reward_model.enable") and algo != "ppo":
+        raise RlmLabError(f"verl reward_model.enable=true with adv_estimator={est}: the predictor's {algo} scores "
+                          f"with a rule; only PPO (gae) places a reward model")
+
+    model = resolve_model(k.get(A + "model.path", to="model"), A + "model.path")
+    n_resp = need_int(k.get(A + "rollout.n", 1, "workload.group_size"), A + "rollout.n")
+    prompt_len = need_int(k.get("data.max_prompt_length", 512, "workload.prompt_len"), "data.max_prompt_length")
+    resp_len = need_int(k.get("data.max_response_length", 512, "workload.response (fixed, the cap)"),
+                        "data.max_response_length")
+    assumed.append(f"every response runs to data.max_response_length={resp_len} tokens (an upper bound)")
+    mini = need_int(k.get(A + "actor.ppo_mini_batch_size", 256), A + "actor.ppo_mini_batch_size")
+    mode, eta = "sync", 0
+    hybrid = need_bool(k.get(A + "hybrid_engine", True, "placement (true: one set, resharded)"), A + "hybrid_engine")
+    if k.has("async_training.staleness_threshold") or any(key.startswith("async_training.") for key in k.flat):
+        if hybrid:
+            raise RlmLabError("verl async_training (the fully-async recipe) needs actor_rollout_ref.hybrid_engine="
+                              "false and a rollout pool (rollout.nnodes, rollout.n_gpus_per_node)")
+        stale = need_num(k.get("async_training.staleness_threshold", 0.1, "eta = ceil(threshold)"),
+                         "async_training.staleness_threshold")
+        trig = need_int(k.get("async_training.trigger_parameter_sync_step", 4, "mini-batches per sync (x)"),
+                        "async_training.trigger_parameter_sync_step")
+        req = need_int(k.get("async_training.require_batches", 1, "mini-batches per trainer step (x)"),
+                       "async_training.require_batches")
+        k.use(A + "actor.ppo_mini_batch_size", "prompts per mini-batch")
+        prompts, minibatches = mini * trig * req, trig * req
+        k.use("data.train_batch_size", "unused by the fully-async recipe (a step is one parameter sync)")
+        mode, eta = ("async", math.ceil(stale)) if stale > 0 else ("sync", 0)
+        if eta == 0:
+            assumed.append("staleness_threshold 0: on-policy, the synchronous step")
+    else:
+        prompts = need_int(k.get("data.train_batch_size", 1024, "workload.prompts"), "data.train_batch_size")
+        if prompts % mini:
+            raise RlmLabError(f"verl ppo_mini_batch_size={mini} must divide data.train_batch_size={prompts}")
+        minibatches = prompts // mini
+        k.use(A + "actor.ppo_mini_batch_size", f"workload.minibatches = {minibatches}")
+        if not hybrid:
+            mode, eta = "one_step_off", 1
+            assumed.append("hybrid_engine=false without async_training: the one-step-off recipe (eta 1)")
+
+    epochs = need_int(k.get(A + "actor.ppo_epochs", 1, "workload.epochs"), A + "actor.ppo_epochs")
+    wl = {"prompts": prompts, "group_size": n_resp, "prompt_len": prompt_len, "response": resp_len,
+          "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed"}
+    assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
+    if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
+        tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
+        wl["micro_batch"] = max(1, tokens // (prompt_len + resp_len))
+        k.use(A + "actor.use_dynamic_bsz", f"workload.micro_batch = {wl['micro_batch']} (tokens / sequence length)")
+        k.use(A + "actor.ppo_max_token_len_per_gpu", "micro-batch tokens")
+    elif k.has(A + "actor.ppo_micro_batch_size_per_gpu"):
+        wl["micro_batch"] = need_int(k.get(A + "actor.ppo_micro_batch_size_per_gpu", to="workload.micro_batch"),
+                                     A + "actor.ppo_micro_batch_size_per_gpu")
+    name = k.get(A + "rollout.name", "vllm", "workload.engine")
+    if name not in ("vllm", "sglang", "hf", "trtllm"):
+        raise RlmLabError(f"verl {A}rollout.name={name!r}: one of vllm, sglang, trtllm, hf")
+    wl["engine"] = "static" if name == "hf" else "continuous"
+    engine = None
+    if name != "hf":
+        engine = {"what": f"{name} engine", "max_num_seqs": need_int(
+                      k.get(A + "rollout.max_num_seqs", 256, "sequences per replica at once (at most)"),
+                      A + "rollout.max_num_seqs"),
+                  "memory_fraction": need_num(k.get(A + "rollout.gpu_memory_utilization", 0.5,
+                                                    "the engine's memory share (KV cache)"),
+                                              A + "rollout.gpu_memory_utilization")}
+    if need_bool(k.get(A + "model.use_remove_padding", True, "workload.padding"), A + "model.use_remove_padding"):
+        wl["padding"] = "none"
+    wl["gradient_checkpointing"] = need_bool(
+        k.get(A + "model.enable_gradient_checkpointing", True, "workload.gradient_checkpointing"),
+        A + "model.enable_gradient_checkpointing")
+
+    if need_bool(k.get(A + "actor.use_kl_loss", False), A + "actor.use_kl_loss"):
+        beta = need_num(k.get(A + "actor.kl_loss_coef", 0.001, "beta"), A + "actor.kl_loss_coef")
+        k.use(A + "actor.use_kl_loss", "reference model kept")
+    elif need_bool(k.get("algorithm.use_kl_in_reward", False), "algorithm.use_kl_in_reward"):
+        beta = need_num(k.get("algorithm.kl_ctrl.kl_coef", 0.001, "beta"), "algorithm.kl_ctrl.kl_coef")
+        k.use("algorithm.use_kl_in_reward", "reference model kept")
+    else:
+        beta = 0.0
+        k.use(A + "actor.use_kl_loss", "false: beta 0, no reference model")
+        k.use("algorithm.use_kl_in_reward", "false")
+    if beta == 0:
+        # a coefficient without its switch prices nothing (verl builds no reference)
+        for key in (A + "actor.kl_loss_coef", "algorithm.kl_ctrl.kl_coef"):
+            k.use(key, "unused: no KL term")
+
+    strategy = k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout")
+    if strategy not in ("fsdp", "fsdp2", "megatron"):
+        raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
+    k.use("critic.strategy", "as the actor's")
+    tp_train = 1
+    if strategy == "megatron":
+        tp_train = need_int(k.get(A + "actor.megatron.tensor_model_parallel_size", 1, "training tp"),
+                            A + "actor.megatron.tensor_model_parallel_size")
+    gen_tp = need_int(k.get(A + "rollout.tensor_model_parallel_size", 2, "generation tp"),
+                      A + "rollout.tensor_model_parallel_size")
+    devices = (need_int(k.get("trainer.nnodes", 1, "GPUs (x)"), "trainer.nnodes")
+               * need_int(k.get("trainer.n_gpus_per_node", 8, "GPUs (x)"), "trainer.n_gpus_per_node"))
+    roles = roles_of(algo, beta)
+    if algo == "ppo":
+        k.use("reward_model.enable", "the predictor's PPO prices a reward model")
+        if not need_bool(k.flat.get("reward_model.enable", False), "reward_model.enable"):
+            assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
+                           "here, so the prediction is an overestimate")
+        assumed.append("the critic and the reward model have the actor's backbone (their model paths are not read)")
+    zero = 3 if strategy != "megatron" else 0
+    if hybrid:
+        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
+        total = devices
+    else:
+        rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs (x)"), "rollout.nnodes")
+                * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs (x)"), "rollout.n_gpus_per_node"))
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train)
+        total = rdev + devices
+        assumed.append("weights broadcast to the rollout pool over the profile's link after each parameter sync")
+    cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
+           "cluster": {"devices": total, "kind": "gpu"}}
+    rank = need_int(k.get(A + "model.lora_rank", 0, "lora.rank"), A + "model.lora_rank", minimum=0)
+    if rank:
+        targets = k.get(A + "model.target_modules", "all-linear", "lora.targets")
+        cfg["lora"] = {"rank": rank, "targets": targets}
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)

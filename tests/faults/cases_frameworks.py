@@ -1,0 +1,125 @@
+"""`rlm-lab predict --from` / `advise --from`: framework configs that are missing, malformed, or that the predictor
+cannot express, each refused in one line; the shipped configs predicted."""
+
+from pathlib import Path
+
+from fault_matrix import REPO, Case
+
+CASES = []
+FW = REPO / "configs" / "frameworks"
+VERL = str(FW / "verl" / "grpo-qwen2-7b-gsm8k.yaml")
+AREAL = str(FW / "areal" / "gsm8k_grpo.yaml")
+TRL = str(FW / "trl" / "grpo-qwen2.5-0.5b-quickstart.yaml")
+NEMO_BASE = str(FW / "nemo-rl" / "grpo_math_1B.yaml")
+
+
+def add(id, what, argv, message, cls="clear-error", **kw):
+    CASES.append(Case(id, what, cls=cls, argv=argv, message=message, **kw))
+
+
+def write(name, data: bytes):
+    def setup(tmp: Path):
+        (tmp / name).write_bytes(data)
+    return setup
+
+
+# ---- the --from value itself
+for id, value, msg in [
+    ("no-colon", "verl", r"--from needs FRAMEWORK:CONFIG"),
+    ("unknown-framework", "slime:run.yaml", r"--from 'slime': no importer; choose one of verl, openrlhf, trl"),
+    ("empty-config", "verl:", r"--from verl: give the config after the colon"),
+    ("verl-missing", "verl:{tmp}/none.yaml", r"verl config .*none.yaml not found"),
+    ("verl-folder", "verl:{tmp}", r"verl config .* not found \(it is a folder\)"),
+    ("openrlhf-file-missing", "openrlhf:{tmp}/run.args", r"openrlhf arguments file .*run.args not found"),
+]:
+    add(id, f"predict --from {value}", ["predict", "--from", value], msg)
+
+# ---- framework files that are not configs, or say what the predictor cannot price
+VERL_MODEL = b"actor_rollout_ref:\n  model: {path: Qwen/Qwen2.5-7B-Instruct}\n"
+for id, fw, data, msg in [
+    ("verl-binary", "verl", bytes(range(256)), r"verl config .*c.yaml is not a text file"),
+    ("verl-malformed", "verl", b"data: {train_batch_size: 8\n", r"verl config .*c.yaml is not valid YAML"),
+    ("verl-list", "verl", b"- data\n- trainer\n", r"must be a non-empty YAML mapping of verl options"),
+    ("verl-ulysses", "verl", VERL_MODEL + b"  actor: {ulysses_sequence_parallel_size: 4}\n",
+     r"Ulysses sequence parallelism is not modelled by the predictor"),
+    ("verl-pipeline", "verl", VERL_MODEL + b"  actor: {strategy: megatron, megatron: {pipeline_model_parallel_size: 2}}\n",
+     r"pipeline parallelism is not modelled"),
+    ("verl-gpus-word", "verl", VERL_MODEL + b"trainer: {n_gpus_per_node: eight}\n",
+     r"trainer.n_gpus_per_node must be an integer >= 1, got 'eight'"),
+    ("verl-model-unknown", "verl", b"actor_rollout_ref: {model: {path: org/unknown-70b}}\n",
+     r"actor_rollout_ref.model.path='org/unknown-70b': no model config ships for it"),
+    ("verl-mini-batch", "verl", VERL_MODEL + b"data: {train_batch_size: 100}\n",
+     r"verl ppo_mini_batch_size=256 must divide data.train_batch_size=100"),
+    ("verl-gen-tp", "verl", VERL_MODEL + b"  rollout: {tensor_model_parallel_size: 3}\n",
+     r"generation tensor-parallel size 3 does not divide 8 GPUs"),
+    ("verl-estimator", "verl", VERL_MODEL + b"algorithm: {adv_estimator: remax}\n",
+     r"adv_estimator='remax' has no predictor algorithm"),
+    ("verl-async-hybrid", "verl", VERL_MODEL + b"async_training: {staleness_threshold: 0.5}\n",
+     r"async_training .* needs actor_rollout_ref.hybrid_engine=false"),
+    ("trl-fp16-bf16", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\nbf16: true\n",
+     r"trl fp16 and bf16 are both true"),
+    ("trl-batch", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nper_device_train_batch_size: 3\n",
+     r"generation batch 3 .* must be a multiple of num_generations=8"),
+    ("trl-vllm-mode", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nuse_vllm: true\nvllm_mode: remote\n",
+     r"trl vllm_mode='remote': colocate or server"),
+    ("trl-no-model", "trl", b"learning_rate: 1.0e-6\n", r"model_name_or_path must name a model"),
+    ("nemo-defaults-missing", "nemo-rl", b"defaults: base.yaml\n", r"nemo-rl config .*base.yaml not found"),
+    ("nemo-defaults-loop", "nemo-rl", b"defaults: c.yaml\n", r"defaults nest deeper than 8 files"),
+    ("nemo-context-parallel", "nemo-rl", f"defaults: {NEMO_BASE}\npolicy: {{dtensor_cfg: {{context_parallel_size: 2}}}}\n"
+     .encode(), r"context parallelism is not modelled"),
+    ("nemo-async-doc-split", "nemo-rl", f"defaults: {NEMO_BASE}\ncluster: {{num_nodes: 2, gpus_per_node: 4}}\n"
+     "policy: {generation: {colocated: {enabled: false, resources: {num_nodes: 1, gpus_per_node: 2}}}}\n".encode(),
+     r"nemo-rl on 2 nodes with non-colocated generation needs"),
+    ("areal-backend", "areal", b"rollout: {backend: 'sglang-d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
+     r"areal rollout.backend='sglang-d4' is not an AReaL backend string"),
+    ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
+     b"Qwen/Qwen2.5-1.5B}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+    ("areal-critic", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n"
+     b"critic: {backend: 'fsdp:d4'}\n", r"areal config has a critic"),
+    ("areal-too-many-gpus", "areal", b"cluster: {n_nodes: 1, n_gpus_per_node: 8}\nrollout: {backend: 'sglang:d8'}\n"
+     b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
+]:
+    add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/c.yaml"], msg,
+        setup=write("c.yaml", data))
+
+# ---- OpenRLHF argument strings
+for id, args, msg in [
+    ("openrlhf-no-model", "--actor.num_gpus_per_node 8", r"openrlhf arguments need --actor.model_name_or_path"),
+    ("openrlhf-no-option", "python3 train.py", r"openrlhf arguments hold no --option"),
+    ("openrlhf-quote", "--actor.model_name_or_path \"Qwen/Qwen2.5-7B", r"do not split as a shell line"),
+    ("openrlhf-value-missing", "--actor.model_name_or_path Qwen/Qwen2.5-7B --actor.num_gpus_per_node",
+     r"openrlhf --actor.num_gpus_per_node needs a value"),
+    ("openrlhf-int-word", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
+     "--actor.num_gpus_per_node eight", r"--actor.num_gpus_per_node must be an integer, got 'eight'"),
+    ("openrlhf-ring-attention", "--actor.model_name_or_path Qwen/Qwen2.5-7B --ds.ring_attn_size 2",
+     r"ring attention \(sequence parallelism\) is not modelled"),
+    ("openrlhf-colocate-mismatch", "--actor.model_name_or_path Qwen/Qwen2.5-7B --algo.advantage.estimator group_norm "
+     "--train.colocate_all --vllm.num_engines 3 --vllm.tensor_parallel_size 2",
+     r"--train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size \(3 x 2\) = the actor's 8 GPUs"),
+    ("openrlhf-remote-ppo", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.remote_url http://127.0.0.1:1",
+     r"openrlhf gae \(PPO\) without --reward.model_name_or_path"),
+    ("openrlhf-rm-group", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
+     "--algo.advantage.estimator rloo", r"the predictor's rloo scores with a rule"),
+]:
+    add(id, f"predict --from openrlhf:\"{args}\"", ["predict", "--from", f"openrlhf:{args}"], msg)
+
+# ---- flags that the imported config already sets
+add("with-config", "predict CONFIG --from trl:...", ["predict", str(REPO / "configs/predict/grpo-micro-cpu.yaml"),
+                                                     "--from", f"trl:{TRL}"],
+    r"predict: give either a predict config or --from, not both")
+add("with-algorithm", "predict --from trl:... --algorithm ppo", ["predict", "--from", f"trl:{TRL}", "--algorithm", "ppo"],
+    r"predict --from sets algorithm from the framework's config; drop --algorithm")
+add("advise-with-devices", "advise --from areal:... --devices 4", ["advise", "--from", f"areal:{AREAL}", "--devices", "4"],
+    r"advise --from sets devices from the framework's config; drop --devices")
+add("advise-top-zero", "advise --from areal:... --top 0", ["advise", "--from", f"areal:{AREAL}", "--top", "0"],
+    r"--top must be >= 1, got 0")
+add("hardware-unknown", "predict --from trl:... --hardware nope", ["predict", "--from", f"trl:{TRL}", "--hardware", "nope"],
+    r"unknown hardware profile 'nope'")
+
+# ---- the shipped configs: a prediction, or "does not fit" with its numbers (exit 1)
+add("trl-quickstart", "predict --from the TRL quick start", ["predict", "--from", f"trl:{TRL}"],
+    r"mode sync \(eta 0\): step", cls="correct-result")
+add("verl-does-not-fit", "predict --from verl's GRPO example (micro-batch 40 does not fit 80 GB)",
+    ["predict", "--from", f"verl:{VERL}"], r"DOES NOT FIT", cls="correct-result", exit=1)
+add("areal-advise", "advise --from AReaL's GSM8K GRPO", ["advise", "--from", f"areal:{AREAL}"], r"advice \(split\)",
+    cls="correct-result")
