@@ -79,11 +79,13 @@ for id, fw, data, msg in [
     ("areal-backend", "areal", b"rollout: {backend: 'sglang-d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
      r"areal rollout.backend='sglang-d4' is not an AReaL backend string"),
     ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
-     b"Qwen/Qwen2.5-1.5B}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+    ("areal-no-batch", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
+     r"areal config needs train_dataset.batch_size"),
     ("areal-critic", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n"
      b"critic: {backend: 'fsdp:d4'}\n", r"areal config has a critic"),
     ("areal-too-many-gpus", "areal", b"cluster: {n_nodes: 1, n_gpus_per_node: 8}\nrollout: {backend: 'sglang:d8'}\n"
-     b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
+     b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
 ]:
     add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/c.yaml"], msg,
         setup=write("c.yaml", data))
@@ -104,6 +106,10 @@ for id, args, msg in [
      r"--train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size \(3 x 2\) = the actor's 8 GPUs"),
     ("openrlhf-remote-ppo", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.remote_url http://127.0.0.1:1",
      r"openrlhf gae \(PPO\) without --reward.model_name_or_path"),
+    ("openrlhf-new-tokens", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
+     "--data.max_len 100 --rollout.max_new_tokens 200", r"--rollout.max_new_tokens 200 leaves no room for a prompt"),
+    ("openrlhf-lora-ref", "--actor.model_name_or_path Qwen/Qwen2.5-7B --algo.advantage.estimator group_norm "
+     "--vllm.num_engines 2 --ds.lora.rank 8", r"add --train.colocate_actor_ref"),
     ("openrlhf-rm-group", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
      "--algo.advantage.estimator rloo", r"the predictor's rloo scores with a rule"),
 ]:

@@ -89,6 +89,8 @@ def import_config(path: str, **_):
     if rdev + tdev > nodes * per_node:
         raise RlmLabError(f"areal rollout ({rdev}) + actor ({tdev}) GPUs exceed the cluster's {nodes} x {per_node}")
 
+    if not k.has("train_dataset.batch_size"):
+        raise RlmLabError("areal config needs train_dataset.batch_size (the prompts of a step)")
     prompts = need_int(k.get("train_dataset.batch_size", 1, "workload.prompts"), "train_dataset.batch_size")
     group = need_int(k.get("gconfig.n_samples", 1, "workload.group_size"), "gconfig.n_samples")
     resp = need_int(k.get("gconfig.max_new_tokens", 16384, "workload.response (fixed, the cap)"),
