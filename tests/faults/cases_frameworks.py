@@ -6,11 +6,11 @@ from pathlib import Path
 from fault_matrix import REPO, Case
 
 CASES = []
-FW = REPO / "configs" / "frameworks"
-VERL = str(FW / "verl" / "grpo-qwen2-7b-gsm8k.yaml")
-AREAL = str(FW / "areal" / "gsm8k_grpo.yaml")
-TRL = str(FW / "trl" / "grpo-qwen2.5-0.5b-quickstart.yaml")
-NEMO_BASE = str(FW / "nemo-rl" / "grpo_math_1B.yaml")
+# paths relative to the repository (rows run there), so that the book page names no machine's folders
+VERL = "configs/frameworks/verl/grpo-qwen2-7b-gsm8k.yaml"
+AREAL = "configs/frameworks/areal/gsm8k_grpo.yaml"
+TRL = "configs/frameworks/trl/grpo-qwen2.5-0.5b-quickstart.yaml"
+NEMO_BASE = "{base}"   # the shipped grpo_math_1B.yaml, its absolute path written in by setup (defaults are file-relative)
 
 
 def add(id, what, argv, message, cls="clear-error", **kw):
@@ -18,8 +18,10 @@ def add(id, what, argv, message, cls="clear-error", **kw):
 
 
 def write(name, data: bytes):
+    base = str(REPO / "configs" / "frameworks" / "nemo-rl" / "grpo_math_1B.yaml").encode()
+
     def setup(tmp: Path):
-        (tmp / name).write_bytes(data)
+        (tmp / name).write_bytes(data.replace(b"{base}", base))
     return setup
 
 
@@ -116,7 +118,7 @@ for id, args, msg in [
     add(id, f"predict --from openrlhf:\"{args}\"", ["predict", "--from", f"openrlhf:{args}"], msg)
 
 # ---- flags that the imported config already sets
-add("with-config", "predict CONFIG --from trl:...", ["predict", str(REPO / "configs/predict/grpo-micro-cpu.yaml"),
+add("with-config", "predict CONFIG --from trl:...", ["predict", "configs/predict/grpo-micro-cpu.yaml",
                                                      "--from", f"trl:{TRL}"],
     r"predict: give either a predict config or --from, not both")
 add("with-algorithm", "predict --from trl:... --algorithm ppo", ["predict", "--from", f"trl:{TRL}", "--algorithm", "ppo"],
