@@ -196,8 +196,8 @@ def import_config(arg: str, **_):
     beta = _float(k, "algo.kl.init_coef", 0.01, "beta (0: no reference model)")
 
     def gpus(role):
-        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs (x)") * _int(k, f"{role}.num_gpus_per_node", 8,
-                                                                         f"{role} GPUs (x)")
+        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs = num_nodes x num_gpus_per_node") * _int(k, f"{role}.num_gpus_per_node", 8,
+                                                                         f"{role} GPUs = num_nodes x num_gpus_per_node")
     engines = _int(k, "vllm.num_engines", 0, "vLLM engines", minimum=0)
     vtp = _int(k, "vllm.tensor_parallel_size", 1, "generation tp")
     zero = _int(k, "ds.zero_stage", 2, "ZeRO stage of every trained model", minimum=0)
