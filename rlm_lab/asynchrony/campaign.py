@@ -73,6 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--reference", action="store_true", help="plain trl.GRPOTrainer, its defaults, in-process")
     a = ap.parse_args(argv)
+    from ..records.lifecycle import interruptible
+
+    interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop its Ray, within seconds
     try:
         from ..record import runs_root
         from ..sizes import check_size
@@ -91,6 +94,9 @@ def main(argv=None) -> int:
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM (Terminated): the record says interrupted
+        print("rlm-lab: interrupted", file=sys.stderr)
+        return 130
     pts = out["glue"]["curve"]["points"]
     print(f"{a.mode} {corr_label(corr)} seed {a.seed}: step {out['step_seconds_median']:.3f} s, accuracy "
           f"{pts[0]['accuracy']:.3f} -> {pts[-1]['accuracy']:.3f} -> {out['dir']}")

@@ -20,7 +20,10 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
+    from ..records.lifecycle import interruptible
     from .run import measure
+
+    interruptible()  # SIGINT / SIGTERM end the technique's record `interrupted`
 
     for name, rec in measure(args.size, only=args.only, out=args.out, force=args.force).items():
         print("recorded", name, rec.dir, flush=True)

@@ -284,7 +284,11 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
     for name in names:
         rec = RunRecord(root / f"ch07_{name}", {"size": size, **p}, command=f"rlm_lab.longtail.measure({size!r}, "
                         f"only=[{name!r}])", seed=seed, force=force)
-        result = globals()[name](p, pr, model, tok, task, rows, seed)
+        try:
+            result = globals()[name](p, pr, model, tok, task, rows, seed)
+        except BaseException as e:  # SIGINT / SIGTERM (KeyboardInterrupt, Terminated): interrupted
+            rec.interrupt() if isinstance(e, KeyboardInterrupt) else rec.fail(e)
+            raise
         rec.complete(**result, hardware_profile=pr.profile_name, loadavg_before=load_before, loadavg=load_average())
         records[name] = rec
     return records

@@ -38,25 +38,31 @@ def init_process_group(rank: int, world_size: int, port: int, backend: str = "gl
                             timeout=_dt.timedelta(seconds=timeout_s))
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this rank when the parent dies (e.g. is SIGKILLed), as torch's own spawn does
-    (``prctl(PR_SET_PDEATHSIG)``), so that no rank is left waiting in a collective."""
+def die_with_parent(sig=None, parent: int | None = None) -> None:
+    """Linux: have the kernel send ``sig`` (default SIGKILL) to this process when its parent dies (e.g. is
+    SIGKILLed), as torch's own spawn does (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so that nothing is left
+    running without its driver. Call it in the child (a rank's first line, or a ``preexec_fn``); ``parent``:
+    the pid the child expects as its parent, so that a parent that died before the call is caught too.
+    The signal follows the parent *thread* that forked the child (prctl(2)): fork from a long-lived thread."""
     import ctypes
     import signal
     import sys
 
+    sig = signal.SIGKILL if sig is None else sig
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig))  # 1 = PR_SET_PDEATHSIG
         except OSError:
-            pass
+            return
+        if parent is not None and os.getppid() != parent:  # the parent is already gone
+            os.kill(os.getpid(), sig)
 
 
 def _worker(rank, fn, world_size, port, backend, timeout_s, threads, args, queue):
     import torch
     import torch.distributed as dist
 
-    _die_with_parent()
+    die_with_parent()
     torch.set_num_threads(threads)
     try:
         init_process_group(rank, world_size, port, backend, timeout_s)

@@ -80,8 +80,10 @@ def main(args) -> int:
     from ..record import runs_root
     from ..sizes import check_size
     from .experiment import ALL_KEYS, configs, measure
+    from ..records.lifecycle import interruptible
     from .runtime import RaySession, check_placement
 
+    interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop the local Ray, within seconds
     size = check_size(args.size)
     check_modes(args)
     if args.lora_accuracy:

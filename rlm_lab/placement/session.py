@@ -7,11 +7,13 @@ Ray: arXiv 1712.05889; ``ray start`` / ``ray.init``: https://docs.ray.io/en/late
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..records.lifecycle import interruptible, restore_handlers
 
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
@@ -80,6 +82,7 @@ class RaySession:
             raise RlmLabError(f"Ray is not installed ({e}); pip install -c constraints.txt ray==2.60.0") from None
         self.ray, self.address = ray, address
         self.pids: set[int] = set()
+        self._signals = None
         if ray.is_initialized():
             self.owned = False
             return
@@ -94,12 +97,20 @@ class RaySession:
             n = num_cpus or local_cpus()
             if n > local_cpus():
                 raise RlmLabError(f"a local Ray of {n} CPUs was asked for, this machine has {local_cpus()}")
-            self.head = _start_head(n)
-            try:
-                _connect(ray, self.head)
-            except BaseException:
-                self._stop_head()
-                raise
+            for attempt in (1, 2):  # a head that dies starting (a busy machine) gets one more try
+                self.head = _start_head(n)
+                try:
+                    _connect(ray, self.head)
+                    break
+                except _HeadExited as e:
+                    self._stop_head()
+                    if attempt == 2:
+                        raise RlmLabError(f"Ray could not start: `ray start --head` exited twice ({e})") from None
+                except BaseException:
+                    self._stop_head()
+                    raise
+        # ray.init installs a SIGTERM handler that calls sys.exit (a run would end `failed`, not `interrupted`)
+        self._signals = interruptible()
         self.owned = True
         self.pids = set(self.processes())
 
@@ -131,6 +142,8 @@ class RaySession:
             if self.ray.is_initialized():
                 self.ray.shutdown()
             self._stop_head()
+            restore_handlers(self._signals)
+            self._signals = None
         self.owned = False
 
     def leftover(self, wait_s: float = 10.0) -> list[int]:
@@ -149,6 +162,10 @@ class RaySession:
         self.close()
 
 
+class _HeadExited(RlmLabError):
+    """``ray start --head`` exited before it was up (its last log line is the message)."""
+
+
 class _Head:
     def __init__(self, proc, port, log):
         self.proc, self.port, self.log = proc, port, log
@@ -162,21 +179,42 @@ def _first_line(e) -> str:
 def _auth_env() -> None:
     """One token for the local head, this driver and every worker (children inherit the environment)."""
     import secrets
+    import sys
 
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    # local only: Ray keeps a loopback node address (see _start_head); Ray reads this at import, so set it
+    # in the module too when Ray was imported first
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants = sys.modules.get("ray._private.ray_constants")
+    if ray_constants is not None:
+        ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def _start_head(num_cpus: int) -> _Head:
-    """A local Ray head as a child process: ``ray start --head --block`` with every port fixed up front.
+    """A local Ray head as a child process: ``ray start --head --block`` (through :mod:`.ray_head`, which waits
+    longer for the raylet on a busy machine) with every port fixed up front, bound to loopback, and ended
+    with its driver.
 
     Why not plain ``ray.init()``: it lets the raylet pick its metrics-agent port and then wait a fixed ~30 s
     for the agent (a Python process) to write it to a file; on this 2-core machine at load average 12-16 that
     wait ran out three times in a row ("Timed out waiting for file .../metrics_agent_port_..."). With the
     ports given, nothing waits on the agent. A token authenticates the driver and workers
-    (``RAY_AUTH_MODE=token``; https://docs.ray.io/en/latest/ray-security/token-auth.html); SIGTERM to the
-    ``--block`` process stops the whole local cluster. Ray binds its node address as it chooses (2.60 maps a
-    loopback address to the routable one); the weight-sync rendezvous binds 127.0.0.1.
+    (``RAY_AUTH_MODE=token``; https://docs.ray.io/en/latest/ray-security/token-auth.html).
+
+    Nothing listens beyond the machine: ``--node-ip-address 127.0.0.1`` alone is not enough in Ray 2.60,
+    which maps a loopback address to the routable one (``services.resolve_ip_for_localhost``) unless
+    multi-node clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the local-only mode Ray uses on
+    macOS and Windows, set by :func:`_auth_env`); with both, the GCS, the raylet, the runtime-env agent, every
+    worker and the driver bind 127.0.0.1 (Ray's servers bind the node address since ray-project/ray PRs
+    55298, 55484, 55732 and 59852; without a loopback node address 2.60's GCS, raylet and workers bind ``::``).
+
+    Lifecycle: the head runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
+    stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
+    :func:`rlm_lab.parallel.launch.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
+    (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
+    their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
+    Ray Serve) is switched off, so a stop takes seconds.
     """
     import subprocess
     import sys
@@ -186,14 +224,26 @@ def _start_head(num_cpus: int) -> _Head:
 
     _auth_env()
     ports = [free_port() for _ in range(5)]
-    cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
+    cmd = [sys.executable, "-m", "rlm_lab.placement.ray_head", "start", "--head", "--block",
+           "--node-ip-address", "127.0.0.1",
            "--port", str(ports[0]), "--dashboard-agent-grpc-port", str(ports[1]),
            "--dashboard-agent-listen-port", str(ports[2]), "--runtime-env-agent-port", str(ports[3]),
            "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--include-dashboard=false",
            "--disable-usage-stats"]
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
+    package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log = tempfile.TemporaryFile(prefix="rlm_ray_head_")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    driver = os.getpid()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            process_group=0, preexec_fn=lambda: _die_with_driver(driver))
     return _Head(proc, ports[0], log)
+
+
+def _die_with_driver(driver: int) -> None:
+    from ..parallel.launch import die_with_parent
+
+    die_with_parent(signal.SIGTERM, parent=driver)
 
 
 def _connect(ray, head: _Head, timeout_s: float = 300.0) -> None:
@@ -202,7 +252,7 @@ def _connect(ray, head: _Head, timeout_s: float = 300.0) -> None:
         if head.proc.poll() is not None:
             head.log.seek(0)
             lines = [ln for ln in head.log.read().decode(errors="replace").splitlines() if ln.strip()]
-            raise RlmLabError(f"Ray could not start: `ray start --head` exited ({lines[-1][:200] if lines else head.proc.returncode})")
+            raise _HeadExited(lines[-1][:200] if lines else f"exit status {head.proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", head.port), timeout=2):
                 pass

@@ -340,6 +340,31 @@ def _on_sigterm(signum, frame):
     raise Terminated("SIGTERM")
 
 
+def _raise_terminated(signum, frame):
+    _EXIT["signal"] = "SIGTERM"
+    raise Terminated("SIGTERM")
+
+
+def interruptible():
+    """From now on, in the main thread, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt (open
+    records end ``interrupted``, ``finally`` blocks run and stop what the run started), whatever was set
+    before: ``ray.init`` installs a SIGTERM handler that calls ``sys.exit`` (a record would end ``failed``),
+    and a run started in the background by a non-interactive shell inherits SIGINT ignored (POSIX), so
+    that an interrupt meant for the run would not reach it. Call it for long runs the user may stop; returns
+    the previous handlers (for :func:`restore_handlers`), or None off the main thread, where Python cannot
+    set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return (signal.signal(signal.SIGTERM, _raise_terminated), signal.signal(signal.SIGINT, _on_sigint))
+
+
+def restore_handlers(previous) -> None:
+    """Put back the handlers :func:`interruptible` replaced."""
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
 def _on_sigint(signum, frame):
     _EXIT["signal"] = "SIGINT"
     raise KeyboardInterrupt
