@@ -175,3 +175,127 @@ def plot_gains(table: list[dict]):
     else:
         ax.set_title("no technique measured yet")
     return fig
+
+
+def learning_table(learn: dict) -> list[dict]:
+    """Chapter 7's learning runs, one row per arm and seed: steps, held-out accuracy before and after (overall and
+    by number of operations), the mean completion length in the first and last fifth of training, RL seconds and the
+    load average."""
+    import statistics
+
+    table7 = []
+    for arm in LEARN_ARMS:
+        for seed, (rec_, lj) in enumerate(learn[arm]):
+            r, ll = rec_.results, lj["length_log"]
+            q = max(1, len(ll) // 5)
+            table7.append({"arm": arm, "seed": rec_.data["config"]["seed"], "steps": r["rl_steps"],
+                           "acc. before": r["accuracy_before"], "acc. after": r["accuracy_after"],
+                           **{f"acc. {b} ops": round(v["accuracy"], 3) for b, v in lj["accuracy_by_ops"].items()},
+                           "mean length first/last fifth": f"{statistics.mean(x['mean_length'] for x in ll[:q]):.1f}/"
+                                                          f"{statistics.mean(x['mean_length'] for x in ll[-q:]):.1f}",
+                           "RL s": r["rl_seconds"], "load": round(lj["loadavg"][0], 1)})
+    return table7
+
+
+def learning_effects(learn: dict) -> list[str]:
+    """One sentence per technique arm (over-provisioning, dynamic sampling) against the baseline: held-out accuracy
+    with the bar fixed before the runs (:func:`accuracy_difference` for one seed, :func:`seeds_effect` for several),
+    the same by number of operations beyond two, and the lengths it trained on; empty when no baseline ran."""
+    import statistics
+
+    effects = []
+    if not learn["baseline"]:
+        return effects
+    base = learn["baseline"]
+    n_eval = base[0][0].results["eval_problems"]
+    for arm in ("overprovision", "dynamic_sampling"):
+        if not learn[arm]:
+            effects.append(f"{arm}: not run yet")
+            continue
+        runs_ = learn[arm][:len(base)]
+        acc = [r.results["accuracy_after"] for r, _ in runs_]
+        acc0 = [r.results["accuracy_after"] for r, _ in base[:len(runs_)]]
+        if len(runs_) == 1:
+            d = accuracy_difference(acc[0], acc0[0], n_eval)
+            how = "1 seed"
+        else:
+            d = seeds_effect(acc, acc0, n_eval)
+            how = f"{d['seeds']} seeds, per seed " + ", ".join(f"{x:+.1%}" for x in d["diffs"])
+        words = (f"{arm}: held-out accuracy {statistics.mean(acc):.1%} against the baseline's "
+                 f"{statistics.mean(acc0):.1%} ({d['difference']:+.1%}, {how}; bar ±{d['bar']:.1%}: "
+                 f"{'an effect' if d['effect'] else 'within noise'})")
+        for b in [b for b in runs_[0][1]["accuracy_by_ops"] if b not in ("1", "2")]:
+            a_ = [lj["accuracy_by_ops"][b]["accuracy"] for _, lj in runs_]
+            z_ = [lj["accuracy_by_ops"][b]["accuracy"] for _, lj in base[:len(runs_)]]
+            nb = runs_[0][1]["accuracy_by_ops"][b]["n"]
+            dd = accuracy_difference(a_[0], z_[0], nb) if len(runs_) == 1 else seeds_effect(a_, z_, nb)
+            words += (f"; on {b}-operation problems {statistics.mean(a_):.1%} against {statistics.mean(z_):.1%} "
+                      f"(n={nb}, {'an effect' if dd['effect'] else 'within noise'})")
+        if arm == "overprovision":
+            kept = statistics.mean(x for _, lj in runs_ for x in lj["kept_mean_length"])
+            gen = statistics.mean(x for _, lj in runs_ for x in lj["generated_mean_length"])
+            plain = statistics.mean(x["mean_length"] for _, lj in base[:len(runs_)] for x in lj["length_log"])
+            words += (f"; the completions it trained on averaged {kept:.1f} tokens against {gen:.1f} generated "
+                      f"({kept / gen - 1:+.0%}: the short-answer bias of its selection) and {plain:.1f} in the "
+                      f"baseline run ({kept / plain - 1:+.0%}: the recycled long prompts, regenerated, fill the extra "
+                      "groups, so what it keeps is "
+                      + ("about the sampler's own mix" if abs(kept / plain - 1) < 0.1 else
+                         "shorter than the sampler's mix" if kept < plain else "longer than the sampler's mix") + ")")
+        else:
+            infl = statistics.mean(lj["inflation"] for _, lj in runs_)
+            left = sum(lj["all_equal_left"] for _, lj in runs_)
+            mine = statistics.mean(x["mean_length"] for _, lj in runs_ for x in lj["length_log"])
+            plain = statistics.mean(x["mean_length"] for _, lj in base[:len(runs_)] for x in lj["length_log"])
+            words += (f"; it generated {infl:.2f} groups per group trained on "
+                      f"({left} all-equal groups left after its retries), and the completions it trained on averaged "
+                      f"{mine:.1f} tokens against the baseline run's {plain:.1f} ({mine / plain - 1:+.0%}: the groups "
+                      "it drops are the all-solved and the all-failed ones, and which of them are long decides "
+                      "the sign)")
+        effects.append(words)
+    return effects
+
+
+def runs_status(runs: dict, size: str) -> str:
+    """What chapter 7 says of its records at ``size``: the ones not measured yet (with the command that makes
+    them) and the load average each measured one finished under."""
+    size = check_size(size)
+    lines = []
+    missing = [t for t, r in runs.items() if r is None]
+    if missing:
+        lines.append(f"not measured yet at {size} size: {', '.join(missing)}.")
+        if size == "gpu":
+            lines.append("Chapter 7 measures on CPU only so far: there is no gpu-size run to make yet.")
+        else:
+            lines += ["One command makes them (under the exclusive measurement lock):", "    " + COMMAND.format(size=size)]
+    for t, r in runs.items():
+        if r is not None:
+            lines.append(f"ch07_{t}: load average {[round(x, 1) for x in r.results['loadavg']]} (1, 5, 15 min) when it "
+                         "finished; this machine is shared, so times are noisy")
+    return "\n".join(lines)
+
+
+def _rounded(v):
+    if isinstance(v, float):
+        return float(f"{v:.4g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_rounded(x) for x in v]
+    return v
+
+
+def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> str:
+    """One technique's section of chapter 7 as text: its prediction (made from the lengths before the run), its
+    measurement, and the gain compared (:func:`gain_row`)."""
+    from ..train.plots import format_table
+
+    if record is None:
+        return f"{technique}: not measured yet at {size} size"
+    pred, meas = record.results["predicted"], record.results["measured"]
+    row = gain_row(technique, record)
+    return "\n".join([
+        format_table([{"": "predicted", **{k: _rounded(pred.get(k)) for k in keys_pred}}]),
+        format_table([{"": "measured", **{k: _rounded(meas.get(k)) for k in keys_meas}}]),
+        f"gain ({row['meaning']}): predicted {row['predicted gain']:.2f}, measured {row['measured gain']:.2f} "
+        f"(median of {row['repeats']} paired repeats, 95% interval {row['95% interval']}), error "
+        f"{row['rel. error']:+.0%} ({row['error interval']}): {row['verdict']}; the gain's interval is {row['side']}"])

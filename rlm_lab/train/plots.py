@@ -100,18 +100,22 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if x and abs(x) < 1e-3 else f"{x:.3f}"
 
 
-def print_table(rows: list[dict], keys=None) -> None:
-    """A plain fixed-width table (no pandas needed)."""
+def format_table(rows: list[dict], keys=None) -> str:
+    """A plain fixed-width table (no pandas needed), as text."""
     if not rows:
-        print("(no runs)")
-        return
+        return "(no runs)"
     keys = keys or list(rows[0])
     cells = [[("-" if row.get(k) is None else _num(row[k]) if isinstance(row.get(k), float) else str(row[k]))
               for k in keys] for row in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+    lines = ["  ".join(k.ljust(w) for k, w in zip(keys, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths)) for c in cells]
+    return "\n".join(lines)
+
+
+def print_table(rows: list[dict], keys=None) -> None:
+    """A plain fixed-width table (no pandas needed)."""
+    print(format_table(rows, keys))
 
 
 def build_run_dir(name: str, size: str) -> Path:

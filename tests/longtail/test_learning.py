@@ -100,3 +100,25 @@ def test_make_trainer_hands_the_rollout_func_to_grpo(tmp_path):
     roll = OverProvisionRollout(lambda c, **kw: [0.0] * len(c), [r["prompt"] for r in rows])
     assert make_trainer(cfg, path, rows, task, tmp_path / "a", rollout_func=roll).rollout_func is roll
     assert make_trainer(cfg, path, rows, task, tmp_path / "b").rollout_func is None
+
+
+def test_learning_table_and_effects_from_the_committed_records():
+    import statistics
+
+    from rlm_lab.longtail import report
+
+    learn = report.load_learning("cpu")
+    if not learn["baseline"]:
+        pytest.skip("no committed learning runs")
+    table = report.learning_table(learn)
+    assert len(table) == sum(len(v) for v in learn.values())
+    assert {r["arm"] for r in table} == {a for a, v in learn.items() if v}
+    effects = report.learning_effects(learn)
+    assert [e.split(":", 1)[0] for e in effects] == ["overprovision", "dynamic_sampling"]
+    # the accuracy each sentence states is the mean of its arm's seeds, recomputed here
+    base = learn["baseline"]
+    for arm, sentence in zip(("overprovision", "dynamic_sampling"), effects):
+        runs = learn[arm][:len(base)]
+        acc = statistics.mean(r.results["accuracy_after"] for r, _ in runs)
+        assert f"held-out accuracy {acc:.1%} against" in sentence
+    assert report.learning_effects({a: [] for a in report.LEARN_ARMS}) == []

@@ -308,3 +308,16 @@ def test_summary_counts_verdicts_and_names_only_the_built_size():
     assert "`smoke`" in report.summary(table, "smoke")["ch07_size_note"]
     fig = report.plot_gains(table)
     assert isinstance(fig, Figure) and len(fig.axes[0].get_yticklabels()) == 3
+
+
+def test_technique_text_and_runs_status():
+    class Rec:
+        results = {"predicted": {"speedup": 1.2, "t": 0.123456}, "measured": {"speedup": 0.0, "s": 2.0,
+                   "speedup_spread": {"reps": [1.15, 1.2, 1.25]}}, "loadavg": [0.51, 0.4, 0.3]}
+
+    text = report.technique_text("packing", Rec(), ["t"], ["s"], "cpu")
+    assert "0.1235" in text and "median of 3 paired repeats, 95% interval 1.15-1.25" in text and ": met;" in text
+    assert report.technique_text("packing", None, [], [], "cpu") == "packing: not measured yet at cpu size"
+    status = report.runs_status({"packing": Rec(), "fusion": None}, "cpu")
+    assert "not measured yet at cpu size: fusion." in status and "--size cpu" in status
+    assert "ch07_packing: load average [0.5, 0.4, 0.3]" in status
