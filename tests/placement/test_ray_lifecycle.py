@@ -158,12 +158,13 @@ def test_a_signal_stops_the_run_and_marks_it_interrupted(kind, sig, target, tmp_
     out = tmp_path / "runs"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     # a fresh session (its own process group, as a shell job), SIGINT not ignored, as at a terminal
+    log = tmp_path / "stderr.txt"  # a file, not a pipe: a chatty run must not block on a full pipe
     proc = subprocess.Popen([sys.executable, *COMMANDS[kind], "--out", str(out)], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"), start_new_session=True)
     try:
         deadline = time.monotonic() + 400
         while not _started(out, kind):
-            assert proc.poll() is None, f"{kind} exited before the signal: {proc.stderr.read()[-1000:]}"
+            assert proc.poll() is None, f"{kind} exited before the signal: {log.read_text()[-1000:]}"
             assert time.monotonic() < deadline, f"{kind} did not start within 400 s"
             time.sleep(0.1)
         tree = _tree(proc.pid)
@@ -175,7 +176,7 @@ def test_a_signal_stops_the_run_and_marks_it_interrupted(kind, sig, target, tmp_
         except subprocess.TimeoutExpired:
             pytest.fail(f"{kind} still running {STOP_S:g} s after {sig.name} to the {target}")
         took = time.monotonic() - t0
-        err = proc.stderr.read()
+        err = log.read_text()
         assert proc.returncode == 130, (proc.returncode, err[-1000:])
         assert "interrupted" in err and "Traceback" not in err, err[-1000:]
         statuses = [r["status"] for r in _records(out)]
