@@ -7,8 +7,18 @@ Why: ``ray start`` (Ray 2.60, ``ray._private.node.Node.__init__``) waits a fixed
 register with the GCS, polling ``ray._private.services.get_node`` in a loop with no pause, and then fails
 with "The current node timed out during startup". On a 2-core machine under load (four busy loops, or
 another test suite) the raylet and its agents, Python processes importing Ray, can take longer than that.
-Here ``get_node`` itself waits up to ``RLM_RAY_REGISTER_WAIT_S`` seconds (default 120), polling every
-0.5 s, before Ray's 30 s count goes on; the loop no longer spins a core the raylet needs.
+That message is the last of a chain: the raylet itself waits a fixed ~15 s for the runtime-env agent (a
+Python process it starts) and the dashboard agent to write their ports to ``<session>/<name>_<node id>``
+(``WaitForPersistedPort`` in Ray's node_manager.cc; the wait became 30 s and ``RAY_agent_register_timeout_ms``
+only in a later Ray), even when the port was given with ``--runtime-env-agent-port``. Beside four busy loops
+that agent took 37 s to bind; the raylet aborted ("Check failed: ...has_value()" in raylet.out), never
+registered, and ``ray start`` timed out. Two changes here:
+
+- the ports the agents will bind are known (RaySession fixes them), so they are written to those files
+  before the raylet starts, with Ray's own ``ray._raylet.persist_port`` (each agent writes the same value
+  again once it binds); the raylet goes on, and its clients of the agents retry until they answer;
+- ``get_node`` waits up to ``RLM_RAY_REGISTER_WAIT_S`` seconds (default 120), polling every 0.5 s, before
+  Ray's 30 s count goes on (that loop no longer spins a core the raylet needs).
 """
 
 from __future__ import annotations
@@ -37,12 +47,36 @@ def patient(get_node, wait_s: float, pause_s: float = 0.5):
     return wrapped
 
 
+AGENT_PORTS = (("RUNTIME_ENV_AGENT_PORT_NAME", "runtime_env_agent_port"),
+               ("METRICS_AGENT_PORT_NAME", "metrics_agent_port"),
+               ("METRICS_EXPORT_PORT_NAME", "metrics_export_port"),
+               ("DASHBOARD_AGENT_LISTEN_PORT_NAME", "dashboard_agent_listen_port"))
+
+
+def port_first(start_raylet):
+    """``Node.start_raylet`` that first writes the agents' fixed ports where the raylet waits for them."""
+
+    def wrapped(node, *args, **kwargs):
+        import ray._raylet as raylet
+
+        for name, param in AGENT_PORTS:
+            port = getattr(node._ray_params, param, None)
+            if port:
+                raylet.persist_port(node.get_session_dir_path(), node.node_id, getattr(raylet, name), int(port))
+        return start_raylet(node, *args, **kwargs)
+
+    wrapped.__wrapped__ = start_raylet
+    return wrapped
+
+
 def main() -> None:
+    import ray._private.node as node
     import ray._private.services as services
     from ray.scripts.scripts import main as ray_main
 
     wait_s = float(os.environ.get(REGISTER_WAIT_ENV, DEFAULT_REGISTER_WAIT_S))
     services.get_node = patient(services.get_node, wait_s)
+    node.Node.start_raylet = port_first(node.Node.start_raylet)
     ray_main()
 
 

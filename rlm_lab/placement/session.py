@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import RlmLabError
 from ..records.lifecycle import interruptible, restore_handlers
 
+STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -117,9 +118,9 @@ class RaySession:
     def _stop_head(self) -> None:
         if self.head is not None:
             self.pids |= set(descendants(self.head.proc.pid)) | {self.head.proc.pid}
-            self.head.proc.terminate()  # `ray start --block` stops its processes on SIGTERM
-            try:
-                self.head.proc.wait(timeout=60)
+            self.head.proc.terminate()  # `ray start --block` stops its processes on SIGTERM (seconds)
+            try:  # an interrupted run must be gone within 10 s: a head that is slower to stop is killed
+                self.head.proc.wait(timeout=STOP_WAIT_S)
             except Exception:  # noqa: BLE001 - it did not stop: kill what is left of it, by pid
                 for pid in sorted(self.pids):
                     try:

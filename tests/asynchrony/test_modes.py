@@ -1,4 +1,4 @@
-"""The execution modes on the Ray runtime at smoke size (one local Ray for the module).
+"""The execution modes on the Ray runtime at smoke size (on the test session's shared local Ray).
 
 - eta = 0 through the asynchronous machinery (buffer, version tags, TRL-sampler look-ahead) reproduces
   chapter 5's synchronous disaggregated run: same rewards, same weights (bitwise here; bar 1e-6), and the

@@ -1,4 +1,4 @@
-"""The Ray placement runtime at smoke size: one local Ray for the module (starting Ray costs ~10 s).
+"""The Ray placement runtime at smoke size, on the test session's shared local Ray (tests/conftest.py).
 
 - colocated and disaggregated GRPO from one seed learn the same thing (rewards equal, weights equal within
   1e-6; measured here: bitwise equal), and the weights did move (so equality is not "nothing happened");
