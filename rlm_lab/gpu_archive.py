@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -137,6 +138,14 @@ def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None =
     if steps is not None and len(chosen) != len(set(steps)):
         raise RlmLabError(f"unknown step(s) {sorted(set(steps) - {s.name for s in PLAN})}; "
                           f"known: {', '.join(s.name for s in PLAN)}")
+    if not chosen:  # `--steps ,` would write an empty archive and exit 0
+        raise RlmLabError(f"--steps names no step; choose from: {', '.join(s.name for s in PLAN)}")
+    scale = 0.1 if dry_run else 1.0
+    if all(step_limit(s, budget_s, budget_s, scale) is None for s in chosen):
+        # a step runs when min(share x B, B - reserve) >= its minimum: B >= max(min/share, min + reserve)
+        need = min(max(s.min_s * scale / s.share, s.min_s * scale + RESERVE_S) for s in chosen)
+        raise RlmLabError(f"--budget-s {budget_s:g} is too small for any step (every one would be skipped); "
+                          f"the chosen steps need at least {math.ceil(need)} s")
     if out.exists() and any(out.iterdir()):
         raise RlmLabError(f"{out} exists and is not empty; an archive goes to a new folder")
     out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +153,7 @@ def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None =
     rows = []
     for step in chosen:
         left = budget_s - (time.monotonic() - start)
-        limit = step_limit(step, budget_s, left, min_scale=0.1 if dry_run else 1.0)
+        limit = step_limit(step, budget_s, left, min_scale=scale)
         if limit is None:
             rows.append({"step": step.name, "chapter": step.chapter, "status": "skipped: not enough budget left",
                          "seconds": 0.0})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ..errors import RlmLabError, number_arg
 from .run import NAME, PREFIX, SUITE
 
 
@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--write", help=f"fitted profile path (default _build/insitu/{NAME}.json)")
     p.add_argument("--name", default=NAME, help=f"the fitted profile's name (default {NAME})")
     p.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples for the spread (default 200)")
-    p.add_argument("--max-load", type=float, default=0.5, help="with --run: refuse above this 1-minute load per core")
+    p.add_argument("--max-load", type=number_arg("--max-load", inclusive=True), default=0.5, help="with --run: refuse above this 1-minute load per core")
     p.add_argument("--allow-busy", action="store_true", help="with --run: measure on a busy machine anyway")
     p.add_argument("--validation-root", help="the validation suite measured on the same machine in the same "
                                              "session (a folder with validation_suite/): what `rlm-lab validate` "

@@ -66,6 +66,10 @@ def append_jsonl(path: str | os.PathLike, obj) -> None:
     try:
         os.write(fd, line.encode())
         os.fsync(fd)
+    except OSError as e:  # a full disk: name the file (os.write's error does not)
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
     finally:
         os.close(fd)
 

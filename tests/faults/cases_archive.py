@@ -147,3 +147,10 @@ def _archive_nan(tmp):
 
 CASES.append(Case("budget-nan-api", "a NaN budget through the API (every step would be skipped, exit 0)",
                   call=_archive_nan, message=r"--budget-s must be a finite number, got nan"))
+CASES += [
+    Case("steps-empty", "--steps ',' (named no step: an empty archive, exit 0)",
+         argv=["gpu-archive", "--dry-run", "--steps", ",", "--out", "{tmp}/a"], message=r"--steps names no step"),
+    Case("budget-too-small", "a budget under every chosen step's minimum (each skipped, exit 0, 'failed steps: 0')",
+         argv=["gpu-archive", "--dry-run", "--steps", "calibration", "--budget-s", "6", "--out", "{tmp}/a"],
+         message=r"--budget-s 6 is too small for any step .*need at least 30 s"),
+]

@@ -49,3 +49,5 @@ def _binary_base(tmp):
 CASES.append(Case("base-binary", "a binary file as --base (was a UnicodeDecodeError traceback)", setup=_binary_base,
                   argv=["insitu", "--base", "{tmp}/base.json", "--out", "{tmp}/runs", "--write", "{tmp}/p.json"],
                   message=r"hardware profile .*base\.json is not a text \(JSON\) file"))
+CASES.append(Case("max-load-nan", "--max-load nan", argv=["insitu", "--run", "--max-load", "nan", "--write", "{tmp}/p.json"],
+                  message=r"--max-load must be a finite number, got nan"))

@@ -76,3 +76,39 @@ CASES = [
     Case("tasks-disk-full", "task files on a full disk (ENOSPC when the data is flushed)", call=_enospc,
          message=r"tasks/arithmetic_digits2_opsadd/train\.jsonl: No space left on device"),
 ]
+
+
+def _metrics_enospc(tmp):
+    """RunRecord.log(row) with os.fsync raising ENOSPC"""
+    import errno
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+
+    from rlm_lab.record import RunRecord
+
+    where = Path(tempfile.mkdtemp(prefix="rlm-faults-enospc-"))
+    try:
+        rec = RunRecord(where / "run", {}, command="x")
+
+        def full(fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        with mock.patch("os.fsync", full):
+            try:
+                rec.log({"step": 1})
+            except OSError as e:
+                assert e.errno == errno.ENOSPC and str(e.filename).endswith("metrics.jsonl"), e
+                print(f"OSError names {Path(e.filename).name}: {e.strerror}")
+            else:
+                raise AssertionError("the append did not fail")
+        rec.interrupt()
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+CASES.append(Case("metrics-append-disk-full", "a full disk under a record's metrics append: the error names the file "
+                  "(the CLI prints it as one line)", cls="correct-result", call=_metrics_enospc,
+                  message=r"OSError names metrics\.jsonl: No space left on device"))

@@ -122,3 +122,10 @@ for id, data, msg in [
     add(id, f"a predict config: {data[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
 add("response-len-at-bound", "--response-len 1048576 (the bound): priced, and does not fit a CPU's memory",
     ["--response-len", "1048576"], r"DOES NOT FIT: needs [\d.]+ GiB", cls="correct-result", exit=1)
+for id, text, msg in [
+    ("placement-link-nan", b"placement: disaggregated\ncluster: {devices: 4, link_gbps: .nan}\n",
+     r"cluster link_gbps must be a finite number > 0, got nan"),
+    ("placement-memory-inf", b"placement: colocated\ncluster: {devices: 2, memory_per_device_gib: .inf}\n",
+     r"cluster memory_per_device_gib must be a finite number > 0, got inf"),
+]:
+    add(id, f"a predict config with a placement: {text[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", text))

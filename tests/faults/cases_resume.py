@@ -139,3 +139,16 @@ add("record-rl-steps-above", "the record edited to rl_steps=20 for a checkpoint 
     edit_record(rl_steps=20), r"saved by a run of 4 steps but the record asks for rl_steps=20")
 add("record-other-algo", "the record edited to PPO for a GRPO checkpoint (no critic saved)",
     edit_record(algo="ppo"), r"algorithm is ppo but the checkpoint has no critic/model\.safetensors")
+
+
+def _ppo_with_torn_critic(run: Path):
+    """A PPO record whose checkpoint's critic weights were cut short (a copy of the actor's, truncated)."""
+    edit_record(algo="ppo")(run)
+    critic = run / CKPT / "critic"
+    critic.mkdir()
+    shutil.copy(run / CKPT / "model.safetensors", critic / "model.safetensors")
+    os.truncate(critic / "model.safetensors", 1000)
+
+
+add("critic-truncated", "a PPO checkpoint whose critic/model.safetensors is cut short", _ppo_with_torn_critic,
+    r"critic/model\.safetensors is damaged")
