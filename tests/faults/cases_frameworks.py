@@ -6,11 +6,11 @@ from pathlib import Path
 from fault_matrix import REPO, Case
 
 CASES = []
-FW = REPO / "configs" / "frameworks"
-VERL = str(FW / "verl" / "grpo-qwen2-7b-gsm8k.yaml")
-AREAL = str(FW / "areal" / "gsm8k_grpo.yaml")
-TRL = str(FW / "trl" / "grpo-qwen2.5-0.5b-quickstart.yaml")
-NEMO_BASE = str(FW / "nemo-rl" / "grpo_math_1B.yaml")
+# paths relative to the repository (rows run there), so that the book page names no machine's folders
+VERL = "configs/frameworks/verl/grpo-qwen2-7b-gsm8k.yaml"
+AREAL = "configs/frameworks/areal/gsm8k_grpo.yaml"
+TRL = "configs/frameworks/trl/grpo-qwen2.5-0.5b-quickstart.yaml"
+NEMO_BASE = "{base}"   # the shipped grpo_math_1B.yaml, its absolute path written in by setup (defaults are file-relative)
 
 
 def add(id, what, argv, message, cls="clear-error", **kw):
@@ -18,8 +18,10 @@ def add(id, what, argv, message, cls="clear-error", **kw):
 
 
 def write(name, data: bytes):
+    base = str(REPO / "configs" / "frameworks" / "nemo-rl" / "grpo_math_1B.yaml").encode()
+
     def setup(tmp: Path):
-        (tmp / name).write_bytes(data)
+        (tmp / name).write_bytes(data.replace(b"{base}", base))
     return setup
 
 
@@ -56,6 +58,12 @@ for id, fw, data, msg in [
      r"adv_estimator='remax' has no predictor algorithm"),
     ("verl-async-hybrid", "verl", VERL_MODEL + b"async_training: {staleness_threshold: 0.5}\n",
      r"async_training .* needs actor_rollout_ref.hybrid_engine=false"),
+    ("verl-too-many-gpus", "verl", VERL_MODEL + b"trainer: {nnodes: 100000}\n",
+     r"set 'all' has 800000 data-parallel ranks for the step's 1024 sequences"),
+    ("verl-response-huge", "verl", VERL_MODEL + b"data: {max_response_length: 100000000}\n",
+     r"prompt \+ response = 100000512 tokens exceeds the model's max_position_embeddings"),
+    ("verl-memory-fraction", "verl", VERL_MODEL + b"  rollout: {gpu_memory_utilization: 2}\n",
+     r"verl vllm engine: its memory fraction .* must be in \(0, 1\], got 2"),
     ("trl-fp16-bf16", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\nbf16: true\n",
      r"trl fp16 and bf16 are both true"),
     ("trl-batch", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nper_device_train_batch_size: 3\n",
@@ -73,11 +81,13 @@ for id, fw, data, msg in [
     ("areal-backend", "areal", b"rollout: {backend: 'sglang-d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
      r"areal rollout.backend='sglang-d4' is not an AReaL backend string"),
     ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
-     b"Qwen/Qwen2.5-1.5B}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+    ("areal-no-batch", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
+     r"areal config needs train_dataset.batch_size"),
     ("areal-critic", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n"
      b"critic: {backend: 'fsdp:d4'}\n", r"areal config has a critic"),
     ("areal-too-many-gpus", "areal", b"cluster: {n_nodes: 1, n_gpus_per_node: 8}\nrollout: {backend: 'sglang:d8'}\n"
-     b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
+     b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
 ]:
     add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/c.yaml"], msg,
         setup=write("c.yaml", data))
@@ -98,13 +108,17 @@ for id, args, msg in [
      r"--train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size \(3 x 2\) = the actor's 8 GPUs"),
     ("openrlhf-remote-ppo", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.remote_url http://127.0.0.1:1",
      r"openrlhf gae \(PPO\) without --reward.model_name_or_path"),
+    ("openrlhf-new-tokens", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
+     "--data.max_len 100 --rollout.max_new_tokens 200", r"--rollout.max_new_tokens 200 leaves no room for a prompt"),
+    ("openrlhf-lora-ref", "--actor.model_name_or_path Qwen/Qwen2.5-7B --algo.advantage.estimator group_norm "
+     "--vllm.num_engines 2 --ds.lora.rank 8", r"add --train.colocate_actor_ref"),
     ("openrlhf-rm-group", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
      "--algo.advantage.estimator rloo", r"the predictor's rloo scores with a rule"),
 ]:
     add(id, f"predict --from openrlhf:\"{args}\"", ["predict", "--from", f"openrlhf:{args}"], msg)
 
 # ---- flags that the imported config already sets
-add("with-config", "predict CONFIG --from trl:...", ["predict", str(REPO / "configs/predict/grpo-micro-cpu.yaml"),
+add("with-config", "predict CONFIG --from trl:...", ["predict", "configs/predict/grpo-micro-cpu.yaml",
                                                      "--from", f"trl:{TRL}"],
     r"predict: give either a predict config or --from, not both")
 add("with-algorithm", "predict --from trl:... --algorithm ppo", ["predict", "--from", f"trl:{TRL}", "--algorithm", "ppo"],

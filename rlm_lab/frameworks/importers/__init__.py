@@ -5,7 +5,9 @@ and mode (:mod:`.common`), one module per framework.
     predict_imported(imp).step_s
 
 :func:`example_predictions` predicts every config shipped under ``configs/frameworks/<framework>/`` (one row each:
-framework, config, step time, critical stage, memory per device, fits), for chapter 8.
+framework, config, step time, critical stage, memory per device, fits), for chapter 8;
+:func:`.same_workload.same_workload_predictions` one workload written in each framework's format under its default
+placement and mode; :func:`.advice.advise_imported` the single change with the largest predicted gain.
 """
 
 from __future__ import annotations

@@ -84,11 +84,13 @@ def import_config(path: str, **_):
     other = "vllm" if ge == "sglang" else "sglang"
     k.notes = {f"{other}.*": f"unused: the rollout engine is {ge}"} | k.notes
     rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"]
-    nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs (x)"), "cluster.n_nodes")
-    per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs (x)"), "cluster.n_gpus_per_node")
+    nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_nodes")
+    per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_gpus_per_node")
     if rdev + tdev > nodes * per_node:
         raise RlmLabError(f"areal rollout ({rdev}) + actor ({tdev}) GPUs exceed the cluster's {nodes} x {per_node}")
 
+    if not k.has("train_dataset.batch_size"):
+        raise RlmLabError("areal config needs train_dataset.batch_size (the prompts of a step)")
     prompts = need_int(k.get("train_dataset.batch_size", 1, "workload.prompts"), "train_dataset.batch_size")
     group = need_int(k.get("gconfig.n_samples", 1, "workload.group_size"), "gconfig.n_samples")
     resp = need_int(k.get("gconfig.max_new_tokens", 16384, "workload.response (fixed, the cap)"),

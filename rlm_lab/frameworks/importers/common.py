@@ -298,6 +298,9 @@ def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "s
         assumed.append(f"hardware {DEFAULT_HARDWARE} ({framework} configs name no GPU model; pass --hardware)")
     else:
         cfg["hardware"] = hardware
+    if engine is not None and not 0 < engine["memory_fraction"] <= 1:
+        raise RlmLabError(f"{framework} {engine['what']}: its memory fraction (gpu_memory_utilization or "
+                          f"mem_fraction_static) must be in (0, 1], got {engine['memory_fraction']:g}")
     ignored, unknown = keys.finish()
     return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine)
 
@@ -397,12 +400,44 @@ class ImportPrediction:
         return d
 
 
+MAX_TOKENS = 2 ** 20   # no shipped model reads more than a million positions; beyond is a typo, not a workload
+
+
+def check_shape(imp: Imported) -> None:
+    """Refuse, before pricing, what no run can do: a sequence longer than the model's ``max_position_embeddings``
+    (or a million tokens), and more data-parallel ranks on a set than the step has sequences."""
+    import json
+
+    wl = imp.config.get("workload") or {}
+    resp = wl.get("response", 16)
+    resp = resp if isinstance(resp, int) else max(resp.get("max", 0), resp.get("length", 0), resp.get("high", 0))
+    seq = wl.get("prompt_len", 8) + resp
+    limit, where = MAX_TOKENS, "a million tokens"
+    model = imp.config.get("model")
+    if isinstance(model, str) and model.endswith(".json") and Path(model).is_file():
+        try:
+            mpe = json.loads(Path(model).read_text()).get("max_position_embeddings")
+        except (ValueError, OSError):
+            mpe = None
+        if isinstance(mpe, int) and mpe > 0:
+            limit, where = mpe, f"the model's max_position_embeddings ({Path(model).name})"
+    if seq > limit:
+        raise RlmLabError(f"{imp.framework}: prompt + response = {seq} tokens exceeds {where} = {limit}")
+    n = wl.get("prompts", 8) * wl.get("group_size", 4)
+    for s in imp.config["placement"]["sets"]:
+        ranks = s["devices"] // max(1, s.get("tp", 1))
+        if ranks > n:
+            raise RlmLabError(f"{imp.framework}: set {s['name']!r} has {ranks} data-parallel ranks for the step's {n} "
+                              f"sequences; every rank needs at least one (fewer GPUs or a larger batch)")
+
+
 def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPrediction:
     """The imported run's synchronous placement prediction, and its mode (module docstring)."""
     from ...cost.placement import _Predictor, predict_placement
     from ...cost.placement_config import cluster_from, placement_from
 
     cfg = {k: v for k, v in imp.config.items() if v is not None}
+    check_shape(imp)
     extra = []
     if imp.engine:
         from ...cost.hardware import load_profile

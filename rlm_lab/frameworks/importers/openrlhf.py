@@ -171,7 +171,10 @@ def import_config(arg: str, **_):
     max_len = _int(k, "data.max_len", 2048, "prompt + response length")
     if k.has("rollout.max_new_tokens"):
         resp = _int(k, "rollout.max_new_tokens", 0, "workload.response (fixed, the cap)")
-        prompt_len = max(1, max_len - resp) if max_len > resp else max(1, max_len // 2)
+        if resp >= max_len:
+            raise RlmLabError(f"openrlhf --rollout.max_new_tokens {resp} leaves no room for a prompt in --data.max_len "
+                              f"{max_len} (prompt + response)")
+        prompt_len = max_len - resp
     else:
         prompt_len = resp = max(1, max_len // 2)
         assumed.append(f"prompt and response split --data.max_len {max_len} evenly ({prompt_len} + {resp})")
@@ -193,8 +196,8 @@ def import_config(arg: str, **_):
     beta = _float(k, "algo.kl.init_coef", 0.01, "beta (0: no reference model)")
 
     def gpus(role):
-        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs (x)") * _int(k, f"{role}.num_gpus_per_node", 8,
-                                                                         f"{role} GPUs (x)")
+        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs = num_nodes x num_gpus_per_node") * _int(k, f"{role}.num_gpus_per_node", 8,
+                                                                         f"{role} GPUs = num_nodes x num_gpus_per_node")
     engines = _int(k, "vllm.num_engines", 0, "vLLM engines", minimum=0)
     vtp = _int(k, "vllm.tensor_parallel_size", 1, "generation tp")
     zero = _int(k, "ds.zero_stage", 2, "ZeRO stage of every trained model", minimum=0)
@@ -263,6 +266,9 @@ def import_config(arg: str, **_):
     if critic:
         cfg["critic"], cfg["reward_model"] = critic, reward
     rank = _int(k, "ds.lora.rank", 0, "lora.rank", minimum=0)
+    if rank and "reference" in where and where["reference"] != where["actor"]:
+        raise RlmLabError("openrlhf --ds.lora.rank with the reference on GPUs of its own: the predictor prices LoRA's "
+                          "reference as the actor with its adapter disabled; add --train.colocate_actor_ref")
     if rank:
         targets = k.get("ds.lora.target_modules", "all-linear", "lora.targets")
         cfg["lora"] = {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}

@@ -90,9 +90,9 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                               "false and a rollout pool (rollout.nnodes, rollout.n_gpus_per_node)")
         stale = need_num(k.get("async_training.staleness_threshold", 0.1, "eta = ceil(threshold)"),
                          "async_training.staleness_threshold")
-        trig = need_int(k.get("async_training.trigger_parameter_sync_step", 4, "mini-batches per sync (x)"),
+        trig = need_int(k.get("async_training.trigger_parameter_sync_step", 4, "a step = one parameter sync = this many trainer steps"),
                         "async_training.trigger_parameter_sync_step")
-        req = need_int(k.get("async_training.require_batches", 1, "mini-batches per trainer step (x)"),
+        req = need_int(k.get("async_training.require_batches", 1, "mini-batches per trainer step (prompts = ppo_mini_batch_size x trigger x require_batches)"),
                        "async_training.require_batches")
         k.use(A + "actor.ppo_mini_batch_size", "prompts per mini-batch")
         prompts, minibatches = mini * trig * req, trig * req
@@ -165,8 +165,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                             A + "actor.megatron.tensor_model_parallel_size")
     gen_tp = need_int(k.get(A + "rollout.tensor_model_parallel_size", 2, "generation tp"),
                       A + "rollout.tensor_model_parallel_size")
-    devices = (need_int(k.get("trainer.nnodes", 1, "GPUs (x)"), "trainer.nnodes")
-               * need_int(k.get("trainer.n_gpus_per_node", 8, "GPUs (x)"), "trainer.n_gpus_per_node"))
+    devices = (need_int(k.get("trainer.nnodes", 1, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.nnodes")
+               * need_int(k.get("trainer.n_gpus_per_node", 8, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.n_gpus_per_node"))
     roles = roles_of(algo, beta)
     if algo == "ppo":
         k.use("reward_model.enable", "the predictor's PPO prices a reward model")
@@ -179,8 +179,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
         total = devices
     else:
-        rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs (x)"), "rollout.nnodes")
-                * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs (x)"), "rollout.n_gpus_per_node"))
+        rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.nnodes")
+                * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.n_gpus_per_node"))
         placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train)
         total = rdev + devices
         assumed.append("weights broadcast to the rollout pool over the profile's link after each parameter sync")
