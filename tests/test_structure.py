@@ -1,4 +1,5 @@
-"""The package's structure: no import loops inside ``rlm_lab``.
+"""The package's structure: no import loops inside ``rlm_lab``, and its subpackages import only down the layers
+of ``rlm_lab.LAYERS`` (the torch-free cost model among them).
 
 The import graph is built from the source with ``ast`` (nothing is imported): one node per module, one
 edge per ``import``/``from ... import`` that names another ``rlm_lab`` module, whether at module level or
