@@ -64,7 +64,7 @@ GPU_OUT ?=
 GPU_SITE := _build/gpu-site
 GPU_ARCHIVE_DIR ?= _build/gpu-archive/latest
 GPU_WHEELS_DIR ?= .whl
-GPU_WHEELS := trl transformers datasets peft huggingface_hub httpx2 httpcore2 truststore dill multiprocess
+GPU_WHEELS := trl transformers datasets peft huggingface_hub httpx2 httpcore2 truststore dill multiprocess scipy
 gpu-wheels:
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

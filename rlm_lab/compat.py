@@ -21,7 +21,11 @@ TRL's ``use_vllm`` gates.
   (``_wrapped_by_lr_sched``) and records a call (``optimizer._opt_called``); an instance-level override of
   ``step`` has to do the same (``rlm_lab.train.critic``);
 * :func:`check_overrides` -- the private methods of TRL's ``GRPOTrainer`` that PPO (``rlm_lab.train.ppo``)
-  overrides and calls through ``super()``.
+  overrides and calls through ``super()``;
+* :func:`ray_start_privates` -- Ray's ``ray._private.services.get_node`` (polled by ``Node.__init__`` for a
+  fixed 30 s until the raylet registers), ``ray._private.node.Node.start_raylet`` and
+  ``ray._raylet.persist_port``, which the local head's process (``rlm_lab.placement.ray_head``) wraps so that
+  the head starts on a busy machine.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .errors import RlmLabError
 
 # The versions each adapter was read from (requirements.txt pins the same).
-VERIFIED = {"trl": "1.16.0", "transformers": "5.24.0", "torch": "2.13.0"}
+VERIFIED = {"trl": "1.16.0", "transformers": "5.24.0", "torch": "2.13.0", "ray": "2.60.0"}
 
 
 def installed(lib: str) -> str:
@@ -131,3 +135,20 @@ def check_overrides(base, names: tuple) -> None:
     missing = [n for n in names if not callable(getattr(base, n, None))]
     if missing:
         raise _fail("trl", f"{base.__name__} has no {', '.join(missing)} (overridden by rlm-lab's PPO)")
+
+
+def ray_start_privates():
+    """``(services, Node, raylet)``: Ray's modules whose privates the local head wraps, checked: ``Node.__init__``
+    still polls ``services.get_node`` with a fixed ``raylet_start_wait_time_s``, and ``Node.start_raylet`` and
+    ``raylet.persist_port`` exist."""
+    try:
+        import ray._private.services as services
+        import ray._raylet as raylet
+        from ray._private.node import Node
+    except ImportError:
+        raise _fail("ray", "ray._private.services / ray._private.node / ray._raylet are missing") from None
+    if not (callable(getattr(services, "get_node", None)) and callable(getattr(Node, "start_raylet", None))
+            and callable(getattr(raylet, "persist_port", None))
+            and source_has(Node.__init__, ["raylet_start_wait_time_s = 30", "ray._private.services.get_node("])):
+        raise _fail("ray", "Ray's node start-up no longer polls services.get_node for a fixed 30 s")
+    return services, Node, raylet

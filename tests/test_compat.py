@@ -101,3 +101,12 @@ def test_no_module_but_compat_reaches_these_privates():
                     a.name == "ProfilingContext" for a in node.names):
                 found.append(f"{p.relative_to(ROOT)}:{node.lineno} ProfilingContext")
     assert not found, f"reach these through rlm_lab.compat: {found}"
+
+
+def test_ray_start_privates_are_the_verified_ones():
+    from rlm_lab import compat
+
+    services, Node, raylet = compat.ray_start_privates()
+    assert callable(services.get_node) and callable(Node.start_raylet) and callable(raylet.persist_port)
+    # a source line the adapter relies on that is not there must fail the check
+    assert not compat.source_has(Node.__init__, ["raylet_start_wait_time_s = 31"])

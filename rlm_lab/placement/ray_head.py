@@ -70,13 +70,14 @@ def port_first(start_raylet):
 
 
 def main() -> None:
-    import ray._private.node as node
-    import ray._private.services as services
     from ray.scripts.scripts import main as ray_main
 
+    from ..compat import ray_start_privates
+
+    services, Node, _ = ray_start_privates()
     wait_s = float(os.environ.get(REGISTER_WAIT_ENV, DEFAULT_REGISTER_WAIT_S))
     services.get_node = patient(services.get_node, wait_s)
-    node.Node.start_raylet = port_first(node.Node.start_raylet)
+    Node.start_raylet = port_first(Node.start_raylet)
     ray_main()
 
 
