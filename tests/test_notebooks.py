@@ -118,6 +118,7 @@ def test_colab_url_points_at_the_ipynb():
 NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|ms\b|µs|MiB|GiB|GB\b|s/step|×|M param)")
 TYPED_ON_PURPOSE = (
     "95 % accuracy", "aim of 95 %",            # ch01's aim, fixed before the sweep
+    "(95 % confidence)",                          # the intervals' level (rlm_lab.evidence.LEVEL), fixed in advance
     "within 20 %", "(10 % timing",              # ch03's check tolerances
     "25 % first", "then 10 %", "≤ 25 %", "≤ 10 %",  # the goals (rlm_lab.compare.BAR, GOAL)
     "25 % bar", "10 % goal", "25% bar", "10% goal",

@@ -133,7 +133,7 @@ add("hardware-unknown", "predict --from trl:... --hardware nope", ["predict", "-
 # ---- the shipped configs: a prediction, or "does not fit" with its numbers (exit 1)
 add("trl-quickstart", "predict --from the TRL quick start", ["predict", "--from", f"trl:{TRL}"],
     r"mode sync \(eta 0\): step", cls="correct-result")
-add("verl-does-not-fit", "predict --from verl's GRPO example (micro-batch 40 does not fit 80 GB)",
+add("verl-does-not-fit", "predict --from verl's GRPO example (its micro-batch does not fit an H100's memory)",
     ["predict", "--from", f"verl:{VERL}"], r"DOES NOT FIT", cls="correct-result", exit=1)
 add("areal-advise", "advise --from AReaL's GSM8K GRPO", ["advise", "--from", f"areal:{AREAL}"], r"advice \(split\)",
     cls="correct-result")
