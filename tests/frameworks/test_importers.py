@@ -396,3 +396,15 @@ def test_one_workload_under_each_frameworks_defaults():
         betas = {fw: import_from(s).config["beta"] for fw, s in specs.items()}
     assert all(v == {"prompts": 64, "group_size": 4, "response": 256} for v in shapes.values()), shapes
     assert set(betas.values()) == {0.01}
+
+
+def test_predict_from_does_not_load_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\nfrom rlm_lab.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main(['predict', '--from', 'areal:{FW / 'areal' / 'gsm8k_grpo.yaml'}'])\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'trl', 'ray') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
