@@ -101,7 +101,7 @@ class RaySession:
             for attempt in (1, 2):  # a head that dies starting (a busy machine) gets one more try
                 self.head = _start_head(n)
                 try:
-                    _connect(ray, self.head)
+                    _connect(ray, self.head, n)
                     break
                 except _HeadExited as e:
                     self._stop_head()
@@ -247,7 +247,12 @@ def _die_with_driver(driver: int) -> None:
     die_with_parent(signal.SIGTERM, parent=driver)
 
 
-def _connect(ray, head: _Head, timeout_s: float = 300.0) -> None:
+def _connect(ray, head: _Head, num_cpus: int, timeout_s: float = 300.0) -> None:
+    """Connect this driver to ``head`` and return once the GCS counts the head's ``num_cpus`` CPUs.
+
+    The GCS port opens, and ``ray.init`` can return, before the raylet's resources reach the GCS's view; on a
+    busy machine ``cluster_resources()`` then said 0 CPUs for a moment and a placement was refused.
+    """
     deadline = time.time() + timeout_s
     while True:
         if head.proc.poll() is not None:
@@ -255,13 +260,20 @@ def _connect(ray, head: _Head, timeout_s: float = 300.0) -> None:
             lines = [ln for ln in head.log.read().decode(errors="replace").splitlines() if ln.strip()]
             raise _HeadExited(lines[-1][:200] if lines else f"exit status {head.proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", head.port), timeout=2):
-                pass
-            ray.init(address=f"127.0.0.1:{head.port}", log_to_driver=False, configure_logging=False)
-            return
+            if not ray.is_initialized():
+                with socket.create_connection(("127.0.0.1", head.port), timeout=2):
+                    pass
+                ray.init(address=f"127.0.0.1:{head.port}", log_to_driver=False, configure_logging=False)
+            if ray.cluster_resources().get("CPU", 0) >= num_cpus:
+                return
+            if time.time() > deadline:
+                raise RlmLabError(f"Ray started, but its {num_cpus} CPUs did not register within {timeout_s:g} s")
+        except RlmLabError:
+            ray.shutdown()
+            raise
         except Exception as e:  # noqa: BLE001 - not up yet
             if ray.is_initialized():
                 ray.shutdown()
             if time.time() > deadline:
                 raise RlmLabError(f"Ray could not start within {timeout_s:g} s: {_first_line(e)}") from None
-            time.sleep(1.0)
+        time.sleep(0.5)
