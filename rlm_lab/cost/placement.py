@@ -62,7 +62,7 @@ re-allocation at wake-up, host-side Ray scheduling latency, a network card share
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import RlmLabError
 from .placement_spec import Cluster, Placement, PlacementError
@@ -144,6 +144,8 @@ class PlacementPrediction:
     assumptions: tuple = ()      # the placement model's assumed constants this prediction uses
     mode: str = "sync"           # execution mode (modes.py) and its staleness bound
     eta: int | None = 0
+    _modes: dict = field(default_factory=dict, repr=False, compare=False)   # (mode, eta) -> ModeStep
+
 
     @property
     def fits(self) -> bool:
@@ -161,6 +163,12 @@ class PlacementPrediction:
         """The step of this placement in ``mode`` with staleness bound ``eta`` (modes.py)."""
         if not self.fits:
             raise RlmLabError(self.memory_error())
+        key = check_mode(mode, eta)
+        if key not in self._modes:
+            self._modes[key] = self._in_mode(*key)
+        return self._modes[key]
+
+    def _in_mode(self, mode: str, eta) -> ModeStep:
         gen_set = self.placement.roles.get("rollout", "-")
         by_name = {s.name: s for s in self.sets}
         sides = {"gen": ("-", "-", 0.0), "train": ("-", "-", 0.0)}
@@ -539,11 +547,13 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     reshard_s = reshard_bytes = 0.0
     for rset in placement.sets:
         start = placement.start(rset.name)
-        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity, topo, start)
+        # a set's cost depends on its first device only through the node boundaries it crosses: start mod node size
+        offset = start % topo.devices_per_node if topo.devices_per_node else 0
+        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity, topo, offset)
         if _cache is not None and key in _cache:
             sc, r_s, r_b = _cache[key]
         else:
-            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity, topo, start)
+            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity, topo, offset)
             if _cache is not None:
                 _cache[key] = (sc, r_s, r_b)
         sets.append(sc)
