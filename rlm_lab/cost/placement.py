@@ -44,9 +44,10 @@ Ray's object store, put then get, so the bytes cross twice (an assumption).
 **Reshard** (hybrid engine, HybridFlow Sec. 5.4, Table 2): the actor trained under FSDP/ZeRO-3 over the set's
 s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks
 (strided by t_g, so across nodes on a large set): each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's
-(tp - t_g p_g) / (t_g p_g tp) M with the training shards s = devices), one collective per parameter tensor (as
-FSDP's full-tensor gathers do: tensors x latency). A continuous engine then loads its shard M / t_g by a copy on the
-device (CUDA IPC handles between the trainer's and the engine's processes: 2 M / t_g bytes at memory bandwidth),
+(tp - t_g p_g) / (t_g p_g tp) M with the training shards s = devices): one coalesced collective for the static engine
+(TRL's ZeRO-3 gather for generation), one per parameter tensor for a continuous engine (FSDP's full-tensor
+gathers into vLLM, as verl's sharding manager does: tensors x latency). A continuous engine then loads its shard
+M / t_g by a copy on the device (CUDA IPC handles between the trainer's and the engine's processes: 2 M / t_g bytes at memory bandwidth),
 and sleeps between steps at vLLM's level 1 (its weights to host memory and back, 2 M / t_g over the host link;
 https://docs.vllm.ai/en/latest/features/sleep_mode.html); going back to training frees the gathered copy.
 
@@ -403,20 +404,22 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
 
 def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
     """(seconds, bytes over the set) of the hybrid engine's transition into its generation layout (module
-    docstring): the all-gather of M / t_g inside groups of s / t_g ranks strided by t_g, one collective per tensor;
-    with a continuous engine its device copy of M / t_g (CUDA IPC) and its level-1 wake-up (M / t_g from host
-    memory) and sleep (back)."""
+    docstring): the all-gather of M / t_g inside groups of s / t_g ranks strided by t_g; with a continuous engine one
+    collective per tensor, its device copy of M / t_g (CUDA IPC) and its level-1 wake-up (M / t_g from host memory)
+    and sleep (back)."""
     prof, db = pr.prof, pr.wl.dtype_bytes
     tg, s_dev = rset.generation_tp, rset.devices
     m_bytes = pr.spec.params * db
     group = s_dev // tg
     gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+    engine = pr.wl.engine == "continuous"
     t = 0.0
     if group > 1:
         nodes = topo.nodes(start, group, tg)
-        alpha = collective_time("all_gather", 0.0, group, prof, nodes)
-        t = collective_time("all_gather", m_bytes / tg, group, prof, nodes) + (pr.spec.param_tensors - 1) * alpha
-    if pr.wl.engine == "continuous":
+        t = collective_time("all_gather", m_bytes / tg, group, prof, nodes)
+        if engine:   # FSDP's full-tensor gather, parameter by parameter, into the engine (verl's sharding manager)
+            t += (pr.spec.param_tensors - 1) * collective_time("all_gather", 0.0, group, prof, nodes)
+    if engine:
         shard = m_bytes / tg
         t += 2 * shard / prof.bandwidth() + 2 * shard / prof.host_bandwidth()
     return t, s_dev * gathered

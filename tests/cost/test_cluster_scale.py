@@ -61,20 +61,21 @@ def test_weight_sync_crosses_nodes_on_one_card():
 
 def test_hybrid_reshard_gathers_across_nodes_by_hand():
     """Hybrid engine on 16 GPUs, t_g = 2: groups of 8 ranks strided by 2 span 2 nodes with 4 ranks each
-    (beta = 1 / (4 x 45 GB/s)); one collective per tensor; each device receives M/2 x 7/8. A continuous engine adds
-    its device copy of M/2 and its level-1 sleep round trip of M/2 over the host link."""
+    (beta = 1 / (4 x 45 GB/s)); each device receives M/2 x 7/8 in one coalesced gather (TRL's ZeRO-3). A continuous
+    engine gathers tensor by tensor and adds its device copy of M/2 and its level-1 sleep round trip of M/2 over the
+    host link."""
     c = Cluster(16, "gpu", 80)
     spec = model_spec("small")
     M = spec.params * 2
     alpha = 7 * 5e-6
-    gather = alpha + 7 / 8 * M / 2 / (4 * NIC) + (spec.param_tensors - 1) * alpha
+    gather = alpha + 7 / 8 * M / 2 / (4 * NIC)
     wl = dict(prompts=16, group_size=2, prompt_len=16, response=16, precision="bf16-mixed")
     pl = get_placement("hybrid", c, "grpo", gen_tp=2)
     static = predict_placement(pl, "small", "grpo", wl, "h100-sxm", c)
     assert static.phases["reshard"][0] == pytest.approx(gather, rel=1e-12)
     assert static.reshard_bytes == pytest.approx(16 * M * 14 / 32, rel=1e-12)
     cont = predict_placement(pl, "small", "grpo", wl | {"engine": "continuous"}, "h100-sxm", c)
-    extra = 2 * (M / 2) / (0.7 * 3.35e12) + 2 * (M / 2) / (0.8 * 64e9)
+    extra = (spec.param_tensors - 1) * alpha + 2 * (M / 2) / (0.7 * 3.35e12) + 2 * (M / 2) / (0.8 * 64e9)
     assert cont.phases["reshard"][0] == pytest.approx(gather + extra, rel=1e-12)
 
 
