@@ -595,17 +595,28 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
             "scale": item_scale(item)}
 
 
+@functools.lru_cache(maxsize=None)
+def _ch04_profile():
+    return U.ch04_report.calibrated_profile()
+
+
+@functools.lru_cache(maxsize=None)
+def _ch04_records(root: Path) -> tuple:
+    return tuple(U.ch04_report.load_records(root))
+
+
 def _ch04(item: Item, root: Path):
-    recs = [r for r in U.ch04_report.load_records(root) if r.results["layout"]["name"] == item.record]
+    recs = [r for r in _ch04_records(Path(root)) if r.results["layout"]["name"] == item.record]
     if not recs:
         raise RlmLabError(f"no chapter 4 record of layout {item.record} under {rel(root)}")
     rec = recs[0]
-    profile = U.ch04_report.calibrated_profile()
-    row = U.ch04_report.rows([rec], profile)[0]
+    profile = _ch04_profile()
     iv = median_interval(rec.results["step_s"])
     meas = Cell(iv.estimate, "measured", (rel(rec.dir),), iv, "steps of one run")
-    pred = (Cell(row["predicted_ms"] / 1e3, "predicted", note=f"cost model now, profile {profile.name}")
-            if profile is not None and row.get("predicted_ms") is not None else NONE)
+    pred = NONE
+    if profile is not None:
+        t, _ = U.ch04_step_time(rec, profile)
+        pred = Cell(t["total_s"], "predicted", note=f"cost model now, profile {profile.name}")
     return pred, meas, f"seconds per training step, {rec.results['world']} ranks, {rec.results['model']} model"
 
 

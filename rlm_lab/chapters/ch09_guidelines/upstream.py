@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # chapter 4: the intra-model layouts' records, compared with the calibrated profile's predictions
 from ...parallel.bench import report as ch04_report
+from ...parallel.bench.suite import record_step_time as ch04_step_time
 # chapter 5: the placement runs (newest completed run of a cell) and their predicted-against-measured rows
 from ...placement.experiment import comparison as ch05_comparison
 from ...placement.experiment import latest as ch05_latest
@@ -28,7 +29,7 @@ from ...cost.placement_spec import Cluster, get_placement
 from ...cost.spec import model_spec
 from ...cost.workload import ResponseLengths, Workload, algorithm
 
-__all__ = ["ch04_report", "ch05_comparison", "ch05_latest", "final_accuracy", "tokens_per_s", "CH07_GAIN",
+__all__ = ["ch04_report", "ch04_step_time", "ch05_comparison", "ch05_latest", "final_accuracy", "tokens_per_s", "CH07_GAIN",
            "ch07_gain_row", "MODEL_7B", "mode_step", "workload_7b", "comm", "cost_longtail", "advise", "advise_mode",
            "simulate", "Lora", "lora_params", "predict_placement", "Cluster", "get_placement", "model_spec", "ResponseLengths",
            "Workload", "algorithm", "validation_band"]
