@@ -40,7 +40,7 @@ def test_the_registry_names_exactly_the_predictions_that_exist():
 def test_every_record_a_guideline_names_exists():
     for g in BY_ID.values():
         ev = g.evidence
-        names = [ev[k] for k in ("a", "b", "runs") if k in ev]
+        names = [n for k in ("a", "b", "runs") if k in ev for n in (ev[k] if isinstance(ev[k], list) else [ev[k]])]
         if ev["kind"] in ("exact", "single", "repeats"):   # folder:metric references
             names += [ev[k].split(":")[0] for k in ("value", "over", "reps") if k in ev]
         for name in names:
@@ -121,6 +121,21 @@ def test_several_runs_each_give_the_conservative_ratio_interval(tmp_path):
     a, b = run.median_interval([4.0, 5.0, 6.0]), run.median_interval([2.0, 2.5, 3.0])
     assert ev.interval.estimate == 2.0 and ev.basis == "runs" and ev.decides
     assert (ev.interval.lo, ev.interval.hi) == (a.lo / b.hi, a.hi / b.lo)
+
+
+def test_pooled_runs_contradict_the_lora_sync_time_claim():
+    """Two runs of each side (the placement run and the 300-step accuracy run): the interval of the ratio of
+    sync times lies far below the adapter ratio, so the verdict says it plainly."""
+    from rlm_lab.chapters.ch09_guidelines.compare import judge
+
+    g = BY_ID["g06-lora-sync-time"]
+    full = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated", "ch05_accuracy_full")]
+    lora = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated_lora", "ch05_accuracy_lora")]
+    ev = run.evidence(g)
+    assert ev.basis == "runs" and ev.interval.estimate == pytest.approx(statistics.median(full) / statistics.median(lora))
+    assert ev.interval.lo == pytest.approx(min(full) / max(lora)) and ev.interval.hi == pytest.approx(max(full) / min(lora))
+    g_no_scale = g.__class__(**{**g.__dict__, "predict": None, "holds": {}})
+    assert judge(g_no_scale)["verdict"].word == "contradicted"
 
 
 def test_a_missing_key_names_the_record(tmp_path):

@@ -20,7 +20,8 @@ names, never a path: no ``/``, no ``..``):
 * ``paired``: ``a``, ``b`` (globs), ``metric`` (or ``metric_a``, ``metric_b``), ``stat`` (``ratio`` a/b or
   ``difference`` a - b): one value per seed present in both, paired by the folders' ``seed<k>`` suffix;
 * ``per_run``: ``runs`` (glob), ``value``, ``over`` (optional): value / over of each run, one per folder;
-* ``runs``: ``a``, ``b`` (folders), ``metric``: a / b of every completed run of each folder;
+* ``runs``: ``a``, ``b`` (a folder, or a list of folders of the same run whose runs are pooled), ``metric``:
+  a / b over every completed run of each side;
 * ``repeats``: ``reps``: a reference to a list of paired repeats' values in one record;
 * ``exact``: ``value``, ``over`` (optional): counted quantities (bytes on the wire), exact by construction;
 * ``single``: ``value``, ``over`` (optional): one run's number, which decides nothing;
@@ -179,7 +180,11 @@ def _evidence(ev, path: Path) -> dict:
             check_metric(ev["over"], path, "evidence.over")
     elif kind == "runs":
         for k in ("a", "b"):
-            check_name(ev[k], path, f"evidence.{k}")
+            names = ev[k] if isinstance(ev[k], list) else [ev[k]]
+            if not names:
+                raise _fail(path, f"evidence.{k} names no folder")
+            for name in names:
+                check_name(name, path, f"evidence.{k}")
         check_metric(ev["metric"], path, "evidence.metric")
     elif kind == "repeats":
         check_ref(ev["reps"], path, "evidence.reps")
@@ -288,7 +293,7 @@ class Item:
     chapter: str
     source: str                # ch04 | ch05 | ch05_sync | ch05_reshard | ch06 | ch07
     record: str                # the folder (or the layout / cell) the numbers come from
-    scale: str | None = None   # run.ITEM_SCALE name: the prediction at scale
+    scale: str | None = None   # what run.item_scale predicts at scale for it (None: nothing)
 
 
 ITEMS: tuple[Item, ...] = (

@@ -160,6 +160,7 @@ def plot_steps(grid: list[dict], band: dict | None, band_why: str):
     """Predicted step of the advisor's pick against GPUs, per model and length distribution, with the validated
     error band of absolute step times shaded when a validation result exists."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     lengths = list(dict.fromkeys(r["lengths"] for r in grid))
     fig, axes = plt.subplots(1, len(lengths), figsize=(5.2 * len(lengths), 3.4), squeeze=False, sharey=True)
@@ -177,6 +178,10 @@ def plot_steps(grid: list[dict], band: dict | None, band_why: str):
                                 alpha=0.15)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ticks = sorted({r["devices"] for r in grid})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
         ax.set_xlabel("GPUs (H100)")
         ax.set_title(f"responses: {ln}", fontsize=9)
         ax.legend(fontsize=8)

@@ -240,14 +240,17 @@ def _list(rec, key: str) -> list[float]:
 
 
 def _runs_ratio(ev: dict, root: Path) -> Evidence:
-    """a / b over every completed run of two folders. Several runs each: the ratio of their medians with the
+    """a / b over every completed run of two sides (a side: one folder, or a list whose runs are pooled). Several
+    runs each: the ratio of their medians with the
     conservative interval [lo_a / hi_b, hi_a / lo_b] of two independent intervals; one run of either: no interval."""
     sides = []
     for k in ("a", "b"):
-        (path,) = folders(ev[k], root) or [None]
-        if path is None:
-            raise RlmLabError(f"no record folder {ev[k]} under {rel(root)}")
-        runs = runs_of(path)
+        runs = []
+        for name in ev[k] if isinstance(ev[k], list) else [ev[k]]:
+            (path,) = folders(name, root) or [None]
+            if path is None:
+                raise RlmLabError(f"no record folder {name} under {rel(root)}")
+            runs += runs_of(path)
         sides.append(([metric(r, ev["metric"]) for r in runs], [rel(r.dir) for r in runs]))
     (va, sa), (vb, sb) = sides
     est = statistics.median(va) / statistics.median(vb)
