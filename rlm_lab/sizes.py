@@ -137,7 +137,8 @@ REGISTRY: dict[str, Size] = {
                           group_size=8, fusion_n=32, reps=5),
         long_tail_learning=_frozen(model="micro", rl_steps=100, max_completion_length=72, eval_problems=500, ratio=1.5),
         async_campaign=_frozen(steps=60, every=20),  # one run <= ~35 s of training on 2 cores (measured)
-        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"), devices=(8, 32, 128, 512),
+        # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
+        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
                                lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
@@ -185,7 +186,8 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="small", task="chain:steps=12", pool=8192, n=64, n_prime=96, op_steps=16,
                           batch=64, rounds_n=1024, tail_fraction=0.25, workers=8, dispatch_n=512, pack_n=256,
                           micro=16, groups=128, group_size=8, fusion_n=128, reps=3),
-        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"), devices=(8, 32, 128, 512),
+        # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
+        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
                                lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
     ),
 }

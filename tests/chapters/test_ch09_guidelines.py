@@ -138,6 +138,16 @@ def test_pooled_runs_contradict_the_lora_sync_time_claim():
     assert judge(g_no_scale)["verdict"].word == "contradicted"
 
 
+def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
+    """The measurement protocol's record (paired repeats in fresh processes) decides with its own ratios."""
+    _record(tmp_path / "ch05_protocol_colocated_vs_split" / "20260101T000000Z",
+            {"summary": {"ratios": [1.2, 1.3, 1.25, 1.4], "word": "slower"}, "repeats": []})
+    g = cases.Guideline("x", "x", "x", (), False, None, {"kind": "protocol", "record": "ch05_protocol_colocated_vs_split"},
+                        cases.Check("above", 1.0), None)
+    ev = run.evidence(g, tmp_path)
+    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.275)
+
+
 def test_a_missing_key_names_the_record(tmp_path):
     _record(tmp_path / "cell", {"x": 1.0})
     with pytest.raises(RlmLabError, match=r"cell: the record has no y\.z"):

@@ -23,6 +23,8 @@ names, never a path: no ``/``, no ``..``):
 * ``runs``: ``a``, ``b`` (a folder, or a list of folders of the same run whose runs are pooled), ``metric``:
   a / b over every completed run of each side;
 * ``repeats``: ``reps``: a reference to a list of paired repeats' values in one record;
+* ``protocol``: ``record``: a folder written by the measurement protocol (``rlm_lab.protocol.compare``: paired
+  repeats A/B, each in a fresh process, interleaved), whose ``summary.ratios`` are the paired ratios;
 * ``exact``: ``value``, ``over`` (optional): counted quantities (bytes on the wire), exact by construction;
 * ``single``: ``value``, ``over`` (optional): one run's number, which decides nothing;
 * ``none``: ``why``: not testable here.
@@ -51,7 +53,8 @@ PREDICTIONS = ("one_step_off_speedup", "split_balance", "split_over_colocated", 
                "zero3_volume", "pp_bubble", "packing_gain", "overprovision_gain", "tail_batching_gain",
                "dispatch_gain")
 EVIDENCE = {"paired": ("a", "b", "stat"), "per_run": ("runs", "value"), "runs": ("a", "b", "metric"),
-            "repeats": ("reps",), "exact": ("value",), "single": ("value",), "none": ("why",)}
+            "repeats": ("reps",), "protocol": ("record",), "exact": ("value",), "single": ("value",),
+            "none": ("why",)}
 OPTIONAL = {"paired": ("metric", "metric_a", "metric_b"), "per_run": ("over",), "exact": ("over",),
             "single": ("over",)}
 STATS = ("ratio", "difference")
@@ -188,6 +191,8 @@ def _evidence(ev, path: Path) -> dict:
         check_metric(ev["metric"], path, "evidence.metric")
     elif kind == "repeats":
         check_ref(ev["reps"], path, "evidence.reps")
+    elif kind == "protocol":
+        check_name(ev["record"], path, "evidence.record")
     elif kind in ("exact", "single"):
         check_ref(ev["value"], path, "evidence.value")
         if "over" in ev:

@@ -208,15 +208,16 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
                         tuple(values), tuple(sources))
     if kind == "runs":
         return _runs_ratio(ev, root)
-    if kind == "repeats":
-        folder, key = ev["reps"].split(":")
+    if kind in ("repeats", "protocol"):
+        folder, key = ev["reps"].split(":") if kind == "repeats" else (ev["record"], "summary.ratios")
         (path,) = folders(folder, root) or [None]
         if path is None:
             raise RlmLabError(f"no record folder {folder} under {rel(root)}")
         rec = runs_of(path)[-1]
         reps = _list(rec, key)
         return Evidence(median_interval(reps), "paired repeats" if len(reps) > 1 else "one run", tuple(reps),
-                        (rel(rec.dir),))
+                        (rel(rec.dir),), "fresh processes, interleaved (the measurement protocol)"
+                        if kind == "protocol" else "")
     v, src = ref_value(ev["value"], root)
     sources = [src]
     if "over" in ev:
