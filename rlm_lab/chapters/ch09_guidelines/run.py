@@ -3,9 +3,9 @@ model and the placement advisor for predictions at scale, and prices the decisio
 so the chapter follows whatever records and predictor the checkout holds.
 
 * :func:`evidence`: a guideline's measured quantity, its interval (:mod:`rlm_lab.evidence`) and its basis. Only
-  repeats across runs decide (seeds, fresh runs, paired repeats) or exact counts: chapter 2's protocol work found
-  that fresh processes of the same workload differ by up to 1.73x while the steps inside one process agree, so an
-  interval over the steps of one run says nothing about the next run and never decides;
+  repeats across runs decide (seeds, fresh runs, paired repeats) or exact counts: the measurement protocol
+  (``rlm_lab.protocol``) was built because fresh processes of one workload differ far more than the steps inside
+  one process, so an interval over the steps of one run says nothing about the next run and never decides;
 * :data:`SCALE`: predictions at 8, 64 and 512 GPUs (a 7B GRPO step, 64 prompts x 8, 256 + 1024 tokens, bf16 on
   H100s, the workload of chapter 8), from :func:`rlm_lab.cost.advise.advise` and :mod:`rlm_lab.cost`;
 * :func:`decision_grid`: for each model size, device count and response-length distribution, the advisor's
