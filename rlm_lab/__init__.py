@@ -20,7 +20,8 @@ a function counts), and no two subpackages import each other, directly or round 
 5. ``calibrate``: the micro-benchmarks that measure a machine into a hardware profile;
 6. ``frameworks``: the RL frameworks' registry and the importers of their configs into the cost model;
 7. ``validate``, ``insitu``: the cost model against a suite it was not fitted on, and the in-situ fit;
-8. chapters: ``experiments`` (the chapters' cases, runs and comparisons);
+8. chapters: ``experiments`` (the chapters' cases, runs and comparisons) and ``chapters`` (one package per chapter,
+   ``chNN_slug/``: cases -> run -> compare -> report);
 9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
    ``__main__`` module.
 """
@@ -40,6 +41,6 @@ LAYERS = (
     ("calibration", ("calibrate",)),
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
-    ("chapters", ("experiments",)),
+    ("chapters", ("experiments", "chapters")),
     ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),
 )

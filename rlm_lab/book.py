@@ -44,6 +44,8 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch06_async", "ch06_async"),
     ("ch07_long_tail", "ch07_long_tail"),
     ("ch08_frameworks", "ch08_frameworks"),
+    ("ch09_guidelines", "ch09_guidelines"),
+    ("results", "ch09_results"),  # every taxonomy item, predicted against measured (generated from the records)
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]

@@ -53,6 +53,9 @@ class Size:
     long_tail_learning: MappingProxyType = field(default_factory=_frozen)
     # ch. 6: the campaign's GRPO steps per run and its held-out curve interval (rlm_lab.asynchrony.campaign)
     async_campaign: MappingProxyType = field(default_factory=_frozen)
+    # ch. 9: the decision map's grid, priced by the placement advisor at build time (models of
+    # rlm_lab.chapters.ch09_guidelines.cases.MAP_MODELS, GPU counts, response-length distributions of MAP_LENGTHS)
+    guidelines_map: MappingProxyType = field(default_factory=_frozen)
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -86,6 +89,8 @@ REGISTRY: dict[str, Size] = {
                           group_size=4, fusion_n=6, reps=1),
         long_tail_learning=_frozen(model="nano", rl_steps=4, max_completion_length=40, eval_problems=32, ratio=1.5),
         async_campaign=_frozen(steps=4, every=10),
+        # the guidelines' own points (7B, fixed lengths): the map reuses their advice, so it costs nothing more
+        guidelines_map=_frozen(models=("qwen2.5-7b",), devices=(8, 64, 512), lengths=("fixed 1024",)),
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
         calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),
@@ -132,6 +137,9 @@ REGISTRY: dict[str, Size] = {
                           group_size=8, fusion_n=32, reps=5),
         long_tail_learning=_frozen(model="micro", rl_steps=100, max_completion_length=72, eval_problems=500, ratio=1.5),
         async_campaign=_frozen(steps=60, every=20),  # one run <= ~35 s of training on 2 cores (measured)
+        # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
+        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
+                               lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
                     ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),
@@ -178,6 +186,9 @@ REGISTRY: dict[str, Size] = {
         long_tail=_frozen(model="small", task="chain:steps=12", pool=8192, n=64, n_prime=96, op_steps=16,
                           batch=64, rounds_n=1024, tail_fraction=0.25, workers=8, dispatch_n=512, pack_n=256,
                           micro=16, groups=128, group_size=8, fusion_n=128, reps=3),
+        # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
+        guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
+                               lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
     ),
 }
 

@@ -101,6 +101,18 @@ def _median(xs):
     return statistics.median(xs[1:] or xs)
 
 
+def record_step_time(rec, profile) -> tuple[dict, int]:
+    """The profile's prediction of a layout record's step (:func:`predicted_step_time` on the collectives the
+    run counted, timed under the counter, on the record's cores) and the torch threads a rank ran with:
+    spawned ranks run 1 thread each (launch.spawn), the one-process layout the CLI's threads."""
+    from ..predict import layout_of
+
+    r, hw = rec.results, rec.data["provenance"]["hardware"]
+    threads = 1 if r["world"] > 1 else hw.get("torch_threads")
+    return predicted_step_time(layout_of(r), r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
+                               cores=hw.get("cpu_count"), threads=threads, harness=True), threads
+
+
 def compare(records, profile=None) -> list[dict]:
     """One row per record: measured median step time and counted bytes next to the predictions."""
     from ...errors import RlmLabError
@@ -122,11 +134,7 @@ def compare(records, profile=None) -> list[dict]:
         except RlmLabError:
             pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
         if profile is not None:
-            hw = rec.data["provenance"]["hardware"]
-            # spawned ranks run 1 torch thread each (launch.spawn); the one-process layout the CLI's threads
-            threads = 1 if r["world"] > 1 else hw.get("torch_threads")
-            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
-                                    cores=hw.get("cpu_count"), threads=threads, harness=True)
+            t, threads = record_step_time(rec, profile)
             row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
                     "predicted_framework_ms": None if t["framework_s"] is None else 1000 * t["framework_s"],
                     "predicted_compute_ms": 1000 * (t["compute_s"] + t["optimizer_s"]),

@@ -1,0 +1,73 @@
+"""Everything chapter 9 takes from the other chapters and from the cost model, imported here and only here.
+
+The other chapters' modules are moving into ``rlm_lab/chapters/chNN_slug/``; when they move, this is the one file
+whose imports change. Nothing here computes: it names what the chapter reads (torch-free, all of it).
+"""
+
+from __future__ import annotations
+
+# chapter 4: the intra-model layouts' records, compared with the calibrated profile's predictions
+from ...parallel.bench import report as ch04_report
+from ...parallel.bench.suite import record_step_time as ch04_step_time
+# chapter 5: the placement runs (newest completed run of a cell) and their predicted-against-measured rows
+from ...placement.experiment import comparison as ch05_comparison
+from ...placement.experiment import latest as ch05_latest
+# chapter 6: one run's final held-out accuracy and tokens per second, as chapter 6 defines them
+from ...asynchrony.analysis import final_accuracy, tokens_per_s
+# chapter 7: one technique's predicted and measured gain with its interval (the chapter's own estimator)
+from ...longtail.report import GAIN as CH07_GAIN
+from ...longtail.report import gain_row as ch07_gain_row
+# chapter 8: the 7B GRPO workload the book predicts at scale, its model config, a mode's step on a placement
+from ...frameworks.report import MODEL_7B, mode_step, workload_7b
+# the cost model
+from ...cost import comm, longtail as cost_longtail
+from ...cost.advise import advise
+from ...cost.asynchrony import advise_mode, simulate
+from ...cost.lora import Lora, lora_params
+from ...cost.placement import predict_placement
+from ...cost.placement_spec import Cluster, get_placement
+from ...cost.spec import model_spec
+from ...cost.workload import ResponseLengths, Workload, algorithm
+
+__all__ = ["ch04_report", "ch04_step_time", "ch05_comparison", "ch05_latest", "final_accuracy", "tokens_per_s", "CH07_GAIN",
+           "ch07_gain_row", "MODEL_7B", "mode_step", "workload_7b", "comm", "cost_longtail", "advise", "advise_mode",
+           "simulate", "Lora", "lora_params", "predict_placement", "Cluster", "get_placement", "model_spec", "ResponseLengths",
+           "Workload", "algorithm", "validation_band"]
+
+
+def validation_band() -> tuple[dict | None, str]:
+    """The predictor's validated error on published cluster measurements (issue 21's ``rlm-lab validate
+    --published``): ``({"step_time": median |error|, "ratio": median |error|, "cases": n, "source": ...}, "")``
+    computed now from the registry ``data/published/`` and its committed fit, or ``(None, why)`` when that
+    validation is not part of this checkout (then the book says "not validated yet")."""
+    try:
+        from ...validate import published, published_predict
+    except ImportError:
+        return None, ("not validated yet: the published-measurement validation (rlm_lab.validate.published) is not "
+                      "in this checkout")
+    from ...errors import RlmLabError
+
+    try:
+        reg = published.load_published()
+        outcomes = published_predict.predict_all(reg, published_predict.fitted_values(published_predict.load_fit()))
+    except (AttributeError, RlmLabError) as e:
+        return None, f"not validated yet: the published validation could not be computed ({e})"
+    return _band(outcomes, published.STEP_QUANTITIES, published.RATIO_QUANTITIES)
+
+
+def _band(outcomes, step_quantities, ratio_quantities) -> tuple[dict | None, str]:
+    """Median |predicted / published - 1| over the validation cases, apart for absolute step times and ratios."""
+    from statistics import median
+
+    errs: dict[str, list[float]] = {"step_time": [], "ratio": []}
+    for o in outcomes:
+        case = o.case
+        if getattr(case, "split", None) != "validation" or o.predicted is None:
+            continue
+        key = "step_time" if case.quantity in step_quantities else "ratio" if case.quantity in ratio_quantities else None
+        if key:
+            errs[key].append(abs(o.predicted / case.published.value - 1))
+    if not any(errs.values()):
+        return None, "not validated yet: no validation case of the published registry could be predicted"
+    return ({k: (median(v) if v else None) for k, v in errs.items()}
+            | {"cases": sum(map(len, errs.values())), "source": "data/published (validation split)"}, "")

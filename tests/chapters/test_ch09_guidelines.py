@@ -1,0 +1,215 @@
+"""Chapter 9: the guideline registry as committed, the evidence read from records (checked against the records read
+by hand), the predictions at scale that need no advisor, the decision map's choice, and the validated band."""
+
+import json
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rlm_lab.chapters.ch09_guidelines import cases, run, upstream
+from rlm_lab.chapters.ch09_guidelines.cases import DEVICES, load_guideline, load_guidelines
+from rlm_lab.errors import RlmLabError
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = ROOT / "data" / "runs" / "cpu"
+BY_ID = {g.id: g for g in load_guidelines()}
+
+
+def newest(folder: Path) -> dict:
+    """A record read by hand: the folder's own record.json, else its newest timestamped run's."""
+    path = folder / "record.json"
+    if not path.exists():
+        path = sorted(folder.glob("*/record.json"))[-1]
+    return json.loads(path.read_text())["results"]
+
+
+def test_the_registry_has_at_least_fifteen_sourced_guidelines():
+    assert len(BY_ID) >= 15
+    for g in BY_ID.values():
+        assert g.sources and all(s["url"].startswith("https://") and len(s["read"]) == 10 for s in g.sources), g.id
+        assert g.evidence["kind"] == "none" or g.evidence.get("quantity"), g.id
+        assert g.predict is None or sorted(g.holds) == sorted(DEVICES), g.id
+
+
+def test_the_registry_names_exactly_the_predictions_that_exist():
+    assert set(cases.PREDICTIONS) == set(run.SCALE)
+
+
+def test_every_record_a_guideline_names_exists():
+    for g in BY_ID.values():
+        ev = g.evidence
+        names = [n for k in ("a", "b", "runs") if k in ev for n in (ev[k] if isinstance(ev[k], list) else [ev[k]])]
+        if ev["kind"] in ("exact", "single", "repeats"):   # folder:metric references
+            names += [ev[k].split(":")[0] for k in ("value", "over", "reps") if k in ev]
+        for name in names:
+            assert run.folders(name, CPU), f"{g.id}: no record folder matches {name}"
+
+
+def test_a_record_name_never_leaves_its_folder(tmp_path):
+    path = tmp_path / "g.yaml"
+    for bad in ("../x", "/etc", "a/b", "", ".."):
+        with pytest.raises(RlmLabError, match="is not a folder name or glob"):
+            cases.check_name(bad, path, "evidence.a")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "ch06_x_seed0").mkdir()
+    (tmp_path / "outside_seed0").mkdir()
+    assert [p.name for p in run.folders("*seed0", tmp_path / "runs")] == ["ch06_x_seed0"]
+
+
+def test_a_guideline_file_round_trips(tmp_path):
+    src = ROOT / "data" / "guidelines" / "g20-zero3-volume.yaml"
+    (tmp_path / src.name).write_text(src.read_text())
+    g = load_guideline(tmp_path / src.name)
+    assert g == BY_ID["g20-zero3-volume"].__class__(**{**BY_ID["g20-zero3-volume"].__dict__, "path": src.name})
+
+
+def test_paired_evidence_is_the_ratio_per_seed():
+    ev = run.evidence(BY_ID["g01-one-step-off-faster"])
+    by_hand = []
+    for seed in (0, 1, 2):
+        s = newest(CPU / f"ch06_sync_tis_seed{seed}")["step_seconds_median"]
+        o = newest(CPU / f"ch06_one_step_off_tis_seed{seed}")["step_seconds_median"]
+        by_hand.append(s / o)
+    assert ev.values == pytest.approx(by_hand) and ev.basis == "seeds" and ev.decides
+    assert ev.interval.estimate == pytest.approx(statistics.median(by_hand))
+    assert len(ev.sources) == 6
+
+
+def test_paired_differences_of_accuracy():
+    ev = run.evidence(BY_ID["g09-staleness-accuracy"])
+    by_hand = [newest(CPU / f"ch06_eta8_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"]
+               - newest(CPU / f"ch06_sync_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"] for k in (0, 1, 2)]
+    assert ev.values == pytest.approx(by_hand)
+
+
+def test_an_exact_count_is_read_from_the_wire():
+    ev = run.evidence(BY_ID["g20-zero3-volume"])
+    z3, dp = newest(CPU / "ch04_dp2-zero3")["comm"], newest(CPU / "ch04_dp2")["comm"]
+    by_hand = sum(v["wire_bytes"] for v in z3.values()) / sum(v["wire_bytes"] for v in dp.values())
+    assert by_hand == 1.5 and ev.interval.estimate == by_hand and ev.interval.lo == ev.interval.hi == by_hand
+    assert ev.basis == "exact count" and ev.decides
+
+
+def test_a_within_target_is_read_from_records():
+    g = BY_ID["g05-lora-sync-bytes"]
+    value, sources = run.target_value(g.test.target, CPU)
+    full, lora = newest(CPU / "ch05_disaggregated"), newest(CPU / "ch05_disaggregated_lora")
+    assert value == full["parameters"] / lora["trainable_parameters"] and len(sources) == 2
+
+
+def test_single_runs_and_one_run_each_do_not_decide():
+    for gid in ("g07-dynamic-sampling-cost", "g03-colocate-small"):
+        ev = run.evidence(BY_ID[gid])
+        assert not ev.decides and ev.interval.lo is None, gid
+
+
+def _record(folder: Path, results: dict):
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(json.dumps({"status": "completed", "config": {}, "provenance": {},
+                                                    "results": results}))
+
+
+def test_several_runs_each_give_the_conservative_ratio_interval(tmp_path):
+    for side, values in (("a", (4.0, 5.0, 6.0)), ("b", (2.0, 2.5, 3.0))):
+        for i, v in enumerate(values):
+            _record(tmp_path / f"cell_{side}" / f"2026010{i}T000000Z", {"step_seconds_median": v})
+    ev = run.evidence(cases.Guideline("x", "x", "x", (), False, None, {"kind": "runs", "a": "cell_a", "b": "cell_b",
+                                                                         "metric": "step_seconds_median"},
+                                      cases.Check("above", 1.0), None), tmp_path)
+    a, b = run.median_interval([4.0, 5.0, 6.0]), run.median_interval([2.0, 2.5, 3.0])
+    assert ev.interval.estimate == 2.0 and ev.basis == "runs" and ev.decides
+    assert (ev.interval.lo, ev.interval.hi) == (a.lo / b.hi, a.hi / b.lo)
+
+
+def test_pooled_runs_contradict_the_lora_sync_time_claim():
+    """Two runs of each side (the placement run and the 300-step accuracy run): the interval of the ratio of
+    sync times lies far below the adapter ratio, so the verdict says it plainly."""
+    from rlm_lab.chapters.ch09_guidelines.compare import judge
+
+    g = BY_ID["g06-lora-sync-time"]
+    full = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated", "ch05_accuracy_full")]
+    lora = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated_lora", "ch05_accuracy_lora")]
+    ev = run.evidence(g)
+    assert ev.basis == "runs" and ev.interval.estimate == pytest.approx(statistics.median(full) / statistics.median(lora))
+    assert ev.interval.lo == pytest.approx(min(full) / max(lora)) and ev.interval.hi == pytest.approx(max(full) / min(lora))
+    g_no_scale = g.__class__(**{**g.__dict__, "predict": None, "holds": {}})
+    assert judge(g_no_scale)["verdict"].word == "contradicted"
+
+
+def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
+    """The measurement protocol's record (paired repeats in fresh processes) decides with its own ratios."""
+    _record(tmp_path / "ch05_protocol_colocated_vs_split" / "20260101T000000Z",
+            {"summary": {"ratios": [1.2, 1.3, 1.25, 1.4], "word": "slower"}, "repeats": []})
+    g = cases.Guideline("x", "x", "x", (), False, None, {"kind": "protocol", "record": "ch05_protocol_colocated_vs_split"},
+                        cases.Check("above", 1.0), None)
+    ev = run.evidence(g, tmp_path)
+    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.275)
+
+
+def test_a_missing_key_names_the_record(tmp_path):
+    _record(tmp_path / "cell", {"x": 1.0})
+    with pytest.raises(RlmLabError, match=r"cell: the record has no y\.z"):
+        run.ref_value("cell:y.z", tmp_path)
+
+
+def test_predictions_that_need_no_advisor():
+    assert run.zero3_volume(64).value == pytest.approx(1.5)
+    # 512 sequences over 64 / 8 = 8 replicas: 64 each, 8 micro-batches of 8, 8 stages: 7 / 15
+    assert run.pp_bubble_at(64).value == pytest.approx(7 / 15)
+    assert run.pp_bubble_at(8).value == pytest.approx(7 / 71)
+    lengths = list(run.tail_lengths())
+    assert len(lengths) == 512 and max(lengths) <= 4096 and min(lengths) >= 1
+    assert run.packing_gain(8).value > 1
+
+
+def _fake_split(g=3.0, t=2.0, s=0.5):
+    phases = {"reshard": (0.0, "-"), "generation": (g, "rollout"), "preparation": (0.0, "train"),
+              "advantage": (0.0, "train"), "training": (t, "train"), "sync": (s, "-")}
+    placement = SimpleNamespace(rollout_separate=True, describe=lambda: "rollout | train", name="disaggregated",
+                                roles={"rollout": "rollout"}, sets=(SimpleNamespace(name="rollout", devices=2),
+                                                                    SimpleNamespace(name="train", devices=6)))
+    return SimpleNamespace(placement=placement, phases=phases, step_s=g + t + s)
+
+
+def test_one_step_off_and_balance_on_a_hand_built_split(monkeypatch):
+    monkeypatch.setattr(run, "advised", lambda n, *a: run.Advised(None, None, _fake_split(), 1))
+    # 64 batches, one step of overlap: the generator sets the pace (3 s a batch), the last update adds t + s
+    assert run.one_step_off_speedup(8).value == pytest.approx(5.5 / ((64 * 3.0 + 2.0 + 0.5) / 64))
+    assert run.split_balance(8).value == pytest.approx(0.5 / 3.0)
+    assert run.capacity_bound(8).value == pytest.approx(1.0)
+
+
+def test_the_map_takes_the_faster_option(monkeypatch):
+    # the split's one-step-off step is (64 x 3 + 2.5) / 64 = 3.04 s: a 2.5 s colocated step beats it, a 9 s one not
+    one = SimpleNamespace(placement=SimpleNamespace(name="colocated", describe=lambda: "all"), step_s=2.5)
+    monkeypatch.setattr(run, "advised", lambda *a: run.Advised(one, one, _fake_split(), 5))
+    row = run.decide(8, "qwen2.5-7b", "fixed 1024")
+    assert row["kind"] == "colocated" and row["step_s"] == 2.5 and row["considered"] == 5
+    one.step_s = 9.0
+    row = run.decide(8, "qwen2.5-7b", "fixed 1024")
+    assert row["kind"] == "split" and row["mode"] == "one_step_off" and row["eta"] == 1
+    assert row["split"] == "2 rollout + 6 train" and row["sync_step_s"] == 5.5
+    assert row["step_s"] == pytest.approx((64 * 3.0 + 2.5) / 64)
+
+
+def test_the_map_says_where_nothing_fits(monkeypatch):
+    def nothing(*a):
+        raise RlmLabError(f"no placement fits ({ROOT}/configs/models/x.json)")
+    monkeypatch.setattr(run, "advised", nothing)
+    row = run.decide(8, "qwen2.5-7b", "fixed 1024")
+    assert row["placement"] is None and "no placement fits" in row["note"] and str(ROOT) not in row["note"]
+
+
+def test_the_validated_band_is_the_median_over_validation_cases():
+    def outcome(split, quantity, predicted, published):
+        return SimpleNamespace(predicted=predicted, case=SimpleNamespace(
+            split=split, quantity=quantity, published=SimpleNamespace(value=published)))
+    outs = [outcome("validation", "step_time", 12, 10), outcome("validation", "step_time", 5, 10),
+            outcome("validation", "step_time", 9, 10), outcome("validation", "speedup", 1.5, 2.0),
+            outcome("calibration", "step_time", 100, 10), outcome("validation", "step_time", None, 10)]
+    band, why = upstream._band(outs, ("step_time",), ("speedup",))
+    assert why == "" and band["step_time"] == pytest.approx(0.2) and band["ratio"] == pytest.approx(0.25)
+    assert band["cases"] == 4
+    assert upstream._band(outs[4:], ("step_time",), ("speedup",))[0] is None
