@@ -1,0 +1,252 @@
+"""Each published case asked of the cost model, and the calibration fit of its named assumed efficiencies.
+
+    outcome = predict_case(case)                  # Outcome(case, predicted, why)
+    outcome = predict_case(case, fitted_values())  # with the efficiencies fitted on the calibration cases
+    fit = fit_efficiencies(registry)               # scipy least squares on the calibration cases only
+
+**What is asked.** A case is a predict configuration (model, algorithm, workload, placement, cluster of the case's
+GPUs on its hardware profile) and a quantity read from the placement's prediction
+(:func:`rlm_lab.cost.placement.predict_placement`, the chain of phases reshard -> generation -> preparation ->
+advantage -> training -> sync):
+
+* ``step_time``: one step in the case's mode; ``speedup``: the baseline's step over the variant's;
+* ``stage_share``: a phase's seconds over the synchronous step; ``stage_time``: a phase's seconds;
+* ``sync_time``: the weight sync phase (the transport must be one the predictor prices).
+
+**Modes.** ``sync`` is the placement's step. The asynchronous modes compose its phases with the closed forms of
+:mod:`rlm_lab.cost.asynchrony` (chapter 6): with g = reshard + generation, t = preparation + advantage + training and
+s = sync, one-step-off is ``max(g, t + s)`` (verl's one-step-off recipe; Trinity-RFT arXiv 2505.17826) and fully
+asynchronous is ``1 / min(1/g, 1/(t + s))`` (AReaL arXiv 2505.24298 Sec. 4; LlamaRL arXiv 2505.24034 Sec. 3).
+
+A case the cost model cannot price (an unknown profile, a model type it refuses, a set that does not fit its GPUs'
+memory, a transport it has no term for) is an :class:`Outcome` with ``predicted = None`` and the one-line reason;
+it stays in the tables and out of the error statistics.
+
+**The fit.** :data:`FIT_PARAMETERS` are the predictor's named assumed efficiencies of a datasheet profile
+(eta_F of the products, eta_B of memory traffic; :mod:`rlm_lab.cost.assumed`). They are fitted on the calibration
+cases only, one common value each for every GPU profile, by ``scipy.optimize.least_squares`` on the log ratios
+log(predicted / published) within the bounds :data:`FIT_BOUNDS`; the result is written with its provenance
+(``data/published/fit.json``): the values before and after, the cases used and left out, the residuals, the
+sha256 and commit of ``split.yaml`` at the time of the fit, the predictor's commit, scipy's version and the time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .published import PUBLISHED, REPO, Case, Registry, expand_response
+
+FIT_FILE = PUBLISHED / "fit.json"
+SPLIT_FILE = PUBLISHED / "split.yaml"
+# the named assumed efficiencies of a datasheet profile (its `efficiency` mapping): name -> profile key
+FIT_PARAMETERS = {"eta_F": ("efficiency", "matmul"), "eta_B": ("efficiency", "memory")}
+FIT_BOUNDS = (0.05, 1.0)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A case and what the cost model says of it: ``predicted`` in the case's unit, or None and ``why``."""
+
+    case: Case
+    predicted: float | None
+    why: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """predicted / published - 1 (None when not predicted)."""
+        return None if self.predicted is None else self.predicted / self.case.published.value - 1.0
+
+
+def profile_for(case: Case, values: dict | None = None) -> dict:
+    """The case's hardware profile as a mapping, with ``values`` ({parameter name: value} of
+    :data:`FIT_PARAMETERS`) replacing its assumed efficiencies."""
+    from ..cost.hardware import load_profile
+
+    prof = load_profile(case.hardware["profile"]).to_dict()
+    for name, value in (values or {}).items():
+        if name not in FIT_PARAMETERS:
+            raise RlmLabError(f"unknown fitted parameter {name!r}; known: {', '.join(FIT_PARAMETERS)}")
+        section, key = FIT_PARAMETERS[name]
+        prof[section] = dict(prof.get(section) or {}, **{key: float(value)})
+    if values:
+        prof["name"] = prof["name"] + "+fitted"
+    return prof
+
+
+def predict_config(case: Case, part: dict, profile: dict) -> dict:
+    """The ``rlm-lab predict`` configuration of the case's baseline (``part = {}``) or of its variant."""
+    wl = dict(case.workload) | dict(part.get("workload", {}))
+    wl["response"] = expand_response(wl.get("response", {}))
+    cluster = {"devices": case.hardware["count"], "kind": "gpu"}
+    if "link_gbps" in case.hardware:
+        cluster["link_gbps"] = case.hardware["link_gbps"]
+    return {"model": str(case.model_config), "algorithm": case.algorithm["name"], "beta": case.algorithm["beta"],
+            "hardware": profile, "workload": wl, "placement": part.get("placement", case.placement),
+            "cluster": cluster}
+
+
+def phases(pp) -> dict:
+    """{phase: seconds} of a placement prediction; one error line if a set does not fit its devices."""
+    if not pp.fits:
+        raise RlmLabError(pp.memory_error())
+    return {p: t for p, (t, _) in pp.phases.items()}
+
+
+def step_seconds(pp, mode: str) -> float:
+    """One step of the placement prediction ``pp`` in ``mode`` (see the module docstring)."""
+    from ..cost.asynchrony import async_rate, one_step_off_step
+
+    ph = phases(pp)
+    if mode == "sync":
+        return pp.step_s
+    g = ph["reshard"] + ph["generation"]
+    t = ph["preparation"] + ph["advantage"] + ph["training"]
+    if mode == "one_step_off":
+        return one_step_off_step(g, t, ph["sync"])
+    return 1.0 / async_rate(g, t, ph["sync"])
+
+
+def _placement(case: Case, part: dict, profile: dict):
+    from ..cost.placement_config import predict_placement_from_config
+
+    return predict_placement_from_config(predict_config(case, part, profile))
+
+
+def _predict(case: Case, values: dict | None) -> float:
+    profile = profile_for(case, values)
+    base = _placement(case, {}, profile)
+    q = case.quantity
+    if q == "step_time":
+        return step_seconds(base, case.mode)
+    if q == "speedup":
+        variant = _placement(case, case.variant, profile)
+        return step_seconds(base, case.mode) / step_seconds(variant, case.variant.get("mode", case.mode))
+    if q == "stage_share":
+        return phases(base)[case.stage] / base.step_s
+    if q == "stage_time":
+        return phases(base)[case.stage]
+    # sync_time: only a transport the placement prices (a collective broadcast between separate sets)
+    if case.transport != "nccl_broadcast":
+        raise RlmLabError(f"no term for a {case.transport.replace('_', ' ')} weight update in the cost model")
+    if not base.placement.rollout_separate:
+        raise RlmLabError("an NCCL weight broadcast needs the rollout on its own set (a disaggregated placement)")
+    return phases(base)["sync"]
+
+
+def predict_case(case: Case, values: dict | None = None) -> Outcome:
+    """The cost model's answer to one case (``values``: fitted parameters, else the profile's assumed ones)."""
+    try:
+        value = _predict(case, values)
+    except RlmLabError as e:   # the reason as a reader sees it: paths relative to the repository
+        return Outcome(case, None, str(e).replace(str(REPO) + "/", ""))
+    if not math.isfinite(value) or value <= 0:
+        return Outcome(case, None, f"the cost model gave {value!r}")
+    return Outcome(case, value)
+
+
+def predict_all(registry: Registry, values: dict | None = None) -> list[Outcome]:
+    return [predict_case(c, values) for c in registry.cases.values()]
+
+
+# ---- the calibration fit ------------------------------------------------------------------------------
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def split_sha256(path: Path = SPLIT_FILE) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fit_efficiencies(registry: Registry) -> dict:
+    """Fit :data:`FIT_PARAMETERS` on the calibration cases the cost model prices (see the module docstring); the
+    record to write to ``fit.json``."""
+    import numpy as np
+    import scipy
+    from scipy.optimize import least_squares
+
+    from ..cost.hardware import load_profile
+
+    cal = registry.by_split("calibration")
+    if any(c.split != "calibration" for c in cal):
+        raise RlmLabError("the fit may read calibration cases only")
+    profiles = sorted({c.hardware["profile"] for c in cal})
+    assumed = {}
+    for name, (section, key) in FIT_PARAMETERS.items():
+        vals = set()
+        for p in profiles:
+            try:
+                vals.add(float(getattr(load_profile(p), section).get(key, 1.0)))
+            except RlmLabError:
+                continue
+        if len(vals) > 1:
+            raise RlmLabError(f"the calibration profiles assume different {name} ({sorted(vals)}); a common fit "
+                              f"would hide that")
+        assumed[name] = vals.pop() if vals else None
+    names = list(FIT_PARAMETERS)
+    before = {o.case.id: o for o in (predict_case(c) for c in cal)}
+    used = [cid for cid, o in before.items() if o.predicted is not None]
+    if not used:
+        raise RlmLabError("no calibration case is priced by the cost model: nothing to fit")
+    cases = [registry.cases[cid] for cid in used]
+
+    def residuals(x):
+        vals = dict(zip(names, x))
+        out = []
+        for c in cases:
+            o = predict_case(c, vals)
+            out.append(math.log(o.predicted / c.published.value) if o.predicted else 10.0)
+        return np.array(out)
+
+    x0 = [min(max(assumed[n] if assumed[n] is not None else 0.5, FIT_BOUNDS[0]), FIT_BOUNDS[1]) for n in names]
+    res = least_squares(residuals, x0, bounds=FIT_BOUNDS, method="trf", diff_step=1e-3, xtol=1e-6, ftol=1e-8)
+    fitted = dict(zip(names, (round(float(v), 6) for v in res.x)))
+    after = {c.id: predict_case(c, fitted) for c in cases}
+    return {
+        "parameters": {n: {"profile_key": ".".join(FIT_PARAMETERS[n]), "assumed": assumed[n], "fitted": fitted[n]}
+                       for n in names},
+        "bounds": list(FIT_BOUNDS),
+        "method": "scipy.optimize.least_squares (trf) on log(predicted / published), one common value per "
+                  "parameter for every GPU datasheet profile",
+        "cases": used,
+        "left_out": {cid: o.why for cid, o in before.items() if o.predicted is None},
+        "log_residuals_before": {cid: round(math.log(before[cid].predicted / registry.cases[cid].published.value), 6)
+                                 for cid in used},
+        "log_residuals_after": {cid: round(math.log(o.predicted / registry.cases[cid].published.value), 6)
+                                for cid, o in after.items() if o.predicted},
+        "converged": bool(res.success), "message": str(res.message),
+        "split_sha256": split_sha256(), "split_commit": _git("log", "-1", "--format=%H", "--", str(SPLIT_FILE)),
+        "predictor_commit": _git("rev-parse", "HEAD"), "scipy": scipy.__version__,
+        "fitted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def load_fit(path: Path = FIT_FILE) -> dict | None:
+    """The committed fit record, or None when there is none; a malformed one is one error line."""
+    import json
+
+    if not path.is_file():
+        return None
+    try:
+        fit = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RlmLabError(f"fit file {path.name} is not valid JSON ({e})") from None
+    params = fit.get("parameters") if isinstance(fit, dict) else None
+    if not isinstance(params, dict) or set(params) != set(FIT_PARAMETERS) or not all(
+            isinstance(p, dict) and isinstance(p.get("fitted"), (int, float)) for p in params.values()):
+        raise RlmLabError(f"fit file {path.name} must give a fitted value for each of {', '.join(FIT_PARAMETERS)}")
+    return fit
+
+
+def fitted_values(fit: dict | None) -> dict | None:
+    """{parameter: fitted value} of a fit record (None: no fit)."""
+    return None if fit is None else {n: float(p["fitted"]) for n, p in fit["parameters"].items()}

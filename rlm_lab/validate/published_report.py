@@ -1,0 +1,202 @@
+"""``rlm-lab validate --published``: the cost model against published cluster measurements, case by case, and the
+issue's bars (issue 21 item 4 and 6).
+
+    rep = report()                 # the registry predicted with the assumed and with the fitted efficiencies
+    print(format_report(rep))      # what the command prints
+    rep["summary"]["ratio"]        # the validation cases' numbers and verdicts
+    html_table(rep["rows"], "validation")   # the book's table
+
+**Errors.** A case's error is predicted / published - 1 (its unit: seconds, a speed-up or a share). A ratio's
+**direction** is right when the prediction lies on the same side of :data:`rlm_lab.validate.published.DIRECTION_REFERENCE`
+as the published value (a speed-up above or below 1, a share above or below one half).
+
+**Bars**, fixed in issue 21 before any case was predicted (:data:`BARS`): over the validation cases the cost
+model prices, ratios (speed-ups and shares) median |error| <= 25 % with the direction right in >= 90 % of them;
+absolute step times median |error| <= 50 %. A bar is ``met`` or ``not met`` from the live numbers, and
+``undecided`` while fewer than :data:`MIN_CASES` validation cases of its group are priced. Stage and sync times have
+no bar; they are reported.
+
+The predictions use the efficiencies fitted on the calibration cases (``data/published/fit.json``) when the fit
+exists, else the profiles' assumed ones (and say which).
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+
+from .published import DIRECTION_REFERENCE, QUANTITIES, Registry, load_published
+from .published_predict import Outcome, fitted_values, load_fit, predict_all
+
+BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
+MIN_CASES = 3
+GROUPS = {"ratio": "ratios (speed-ups, shares)", "step": "absolute step times", "other": "stage and sync times (no bar)"}
+
+
+def direction_right(outcome: Outcome) -> bool | None:
+    """For a ratio case: is the prediction on the published value's side of the reference? None otherwise or when
+    not predicted."""
+    q = outcome.case.quantity
+    if q not in DIRECTION_REFERENCE or outcome.predicted is None:
+        return None
+    ref = DIRECTION_REFERENCE[q]
+    return (outcome.predicted - ref > 0) == (outcome.case.published.value - ref > 0) and outcome.predicted != ref
+
+
+def group_summary(outcomes: list[Outcome], group: str) -> dict:
+    """The numbers of one group (``ratio``, ``step`` or ``other``) over ``outcomes`` and its verdicts."""
+    cases = [o for o in outcomes if o.case.group == group]
+    priced = [o for o in cases if o.predicted is not None]
+    errs = [abs(o.error) for o in priced]
+    out = {"cases": len(cases), "priced": len(priced),
+           "median_abs_error": statistics.median(errs) if errs else None,
+           "worst_abs_error": max(errs) if errs else None,
+           "under_predicted": sum(o.error < 0 for o in priced)}
+    verdicts = {}
+    if group == "ratio":
+        right = [direction_right(o) for o in priced]
+        out["direction_right"] = sum(bool(r) for r in right)
+        out["direction_share"] = out["direction_right"] / len(priced) if priced else None
+        verdicts["ratio_median"] = _verdict(out["median_abs_error"], BARS["ratio_median"], len(priced))
+        verdicts["ratio_direction"] = _verdict(out["direction_share"], BARS["ratio_direction"], len(priced), at_least=True)
+    elif group == "step":
+        verdicts["step_median"] = _verdict(out["median_abs_error"], BARS["step_median"], len(priced))
+    out["verdicts"] = verdicts
+    return out
+
+
+def _verdict(value, bar: float, n: int, at_least: bool = False) -> str:
+    """``met (...)``, ``not met (...)`` or ``undecided (...)``: the bar against the live value."""
+    if value is None or n < MIN_CASES:
+        return f"undecided ({n} case{'s' if n != 1 else ''} priced, {MIN_CASES} needed)"
+    ok = value >= bar if at_least else value <= bar
+    rel = (">=" if ok else "<") if at_least else ("<=" if ok else ">")
+    return f"{'met' if ok else 'not met'} ({value:.0%} {rel} {bar:.0%}, {n} cases)"
+
+
+def summary(outcomes: list[Outcome], split: str = "validation") -> dict:
+    """Each group's numbers and verdicts over the cases of ``split``."""
+    chosen = [o for o in outcomes if o.case.split == split]
+    return {g: group_summary(chosen, g) for g in GROUPS}
+
+
+def _fmt(value, quantity: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g} s" if QUANTITIES[quantity] == "s" else f"{value:.2f}" + ("x" if quantity == "speedup" else "")
+
+
+def rows(assumed: list[Outcome], fitted: list[Outcome] | None) -> list[dict]:
+    """One row per case: the published number (with the source's interval), the prediction with the assumed
+    efficiencies and with the fitted ones, the error and direction of the one the bars read, and why a case is not
+    priced."""
+    out = []
+    for i, a in enumerate(assumed):
+        c = a.case
+        f = fitted[i] if fitted else None
+        judged = f if f is not None else a
+        d = direction_right(judged)
+        pub = c.published
+        out.append({
+            "case": c.id, "split": c.split, "source": c.source, "quantity": c.quantity, "group": c.group,
+            "hardware": f"{c.hardware['count']} x {c.hardware['gpu']}", "model": c.model["name"],
+            "mode": c.mode if c.quantity != "speedup" else f"{c.mode} -> {c.variant.get('mode', c.mode)}",
+            "published": _fmt(pub.value, c.quantity),
+            "interval": "-" if pub.interval is None else f"[{_fmt(pub.interval[0], c.quantity)}, "
+                                                         f"{_fmt(pub.interval[1], c.quantity)}]",
+            "predicted_assumed": _fmt(a.predicted, c.quantity),
+            "predicted_fitted": _fmt(f.predicted, c.quantity) if f is not None else "-",
+            "error": "-" if judged.error is None else f"{judged.error:+.0%}",
+            "direction": "-" if d is None else ("right" if d else "wrong"),
+            "lengths": c.lengths, "where": c.where, "why": judged.why,
+            "error_value": judged.error,
+        })
+    return out
+
+
+def report(registry: Registry | None = None, fit: dict | None = None, use_fit: bool = True) -> dict:
+    """The registry predicted with the assumed efficiencies and (when a fit exists and ``use_fit``) the fitted ones;
+    the table rows and each split's summary, judged on the fitted predictions when there are any."""
+    registry = registry or load_published()
+    fit = load_fit() if fit is None and use_fit else fit
+    values = fitted_values(fit) if use_fit else None
+    assumed = predict_all(registry)
+    fitted = predict_all(registry, values) if values else None
+    judged = fitted or assumed
+    return {"cases": len(registry.cases), "sources": len(registry.sources),
+            "projects": len({s.project for s in registry.sources.values()}),
+            "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit if values else None,
+            "efficiencies": "fitted on the calibration cases" if values else "assumed (no fit used)",
+            "rows": rows(assumed, fitted),
+            "summary": {side: summary(judged, side) for side in ("calibration", "validation")}}
+
+
+COLUMNS = {"case": ("case", 44), "hardware": ("hardware", 27), "mode": ("mode", 20), "published": ("published", 10),
+           "interval": ("interval", 16), "predicted_assumed": ("pred, η assumed", 15),
+           "predicted_fitted": ("pred, η fitted", 14), "error": ("error", 6), "direction": ("direction", 9),
+           "lengths": ("lengths", 11)}
+
+
+def format_report(rep: dict) -> str:
+    """The command's text: the fit, both tables, the validation summary with its verdicts, the unpriced cases."""
+    lines = [f"published cluster measurements: {rep['cases']} cases from {rep['sources']} sources "
+             f"({rep['projects']} projects); split by source: calibration {', '.join(rep['split']['calibration'])}; "
+             f"validation {', '.join(rep['split']['validation'])}",
+             f"efficiencies: {rep['efficiencies']}"]
+    if rep["fit"]:
+        f = rep["fit"]
+        lines.append("  " + ", ".join(f"{n} {p['assumed']} -> {p['fitted']:.3f} ({p['profile_key']})"
+                                      for n, p in f["parameters"].items())
+                     + f" on {len(f['cases'])} calibration cases, {f['fitted_at']}, split {f['split_sha256'][:12]}")
+    for side in ("calibration", "validation"):
+        lines += ["", f"{side} cases"]
+        lines.append(" ".join(f"{h:{w}.{w}}" for h, w in COLUMNS.values()))
+        for r in rep["rows"]:
+            if r["split"] == side:
+                lines.append(" ".join(f"{str(r[k]):{w}.{w}}" for k, (_, w) in COLUMNS.items()))
+        for g, label in GROUPS.items():
+            s = rep["summary"][side][g]
+            med = "-" if s["median_abs_error"] is None else f"{s['median_abs_error']:.0%}"
+            extra = f", direction right {s['direction_right']} of {s['priced']}" if g == "ratio" else ""
+            lines.append(f"  {label}: {s['priced']} of {s['cases']} priced, median |error| {med}{extra}")
+            if side == "validation":
+                lines += [f"    bar {k}: {v}" for k, v in s["verdicts"].items()]
+    unpriced = [r for r in rep["rows"] if r["why"]]
+    if unpriced:
+        lines += ["", "not priced by the cost model (left out of the numbers above):"]
+        lines += [f"  {r['case']}: {r['why']}" for r in unpriced]
+    return "\n".join(lines)
+
+
+def html_table(table_rows: list[dict], split: str) -> str:
+    """The book's table of one split: case (with where it was read), hardware, mode, published (the source's
+    interval), predicted with the assumed and the fitted efficiencies, error, direction, lengths, or why not priced."""
+    head = ("case (where)", "hardware", "mode", "published", "source's interval", "predicted, assumed η",
+            "predicted, fitted η", "error", "direction", "lengths")
+    out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for r in table_rows:
+        if r["split"] != split:
+            continue
+        case = f"{html.escape(r['case'])}<br><small>{html.escape(r['source'])}: {html.escape(r['where'])}</small>"
+        cells = [case] + [html.escape(str(r[k])) for k in ("hardware", "mode", "published", "interval",
+                                                            "predicted_assumed", "predicted_fitted", "error",
+                                                            "direction", "lengths")]
+        if r["why"]:
+            cells[5] = f"not priced: {html.escape(r['why'])}"
+        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def book_numbers(rep: dict) -> dict:
+    """The numbers the book's prose glues, as text: counts, the fit, each bar's verdict."""
+    v = rep["summary"]["validation"]
+    out = {"cases": str(rep["cases"]), "sources": str(rep["sources"]), "projects": str(rep["projects"]),
+           "ratio_verdict": v["ratio"]["verdicts"]["ratio_median"],
+           "direction_verdict": v["ratio"]["verdicts"]["ratio_direction"],
+           "step_verdict": v["step"]["verdicts"]["step_median"],
+           "priced": str(sum(v[g]["priced"] for g in GROUPS)), "validation_cases": str(sum(v[g]["cases"] for g in GROUPS))}
+    if rep["fit"]:
+        for n, p in rep["fit"]["parameters"].items():
+            out[f"{n}_assumed"], out[f"{n}_fitted"] = f"{p['assumed']:g}", f"{p['fitted']:.2f}"
+    return out
