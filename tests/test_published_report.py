@@ -92,7 +92,7 @@ def test_the_fit_reads_calibration_only_and_recovers_known_efficiencies(monkeypa
     reg = Registry({}, {"calibration": ("src",), "validation": ("other",)}, cases)
     monkeypatch.setattr(PP, "predict_case", model)
     fit = PP.fit_efficiencies(reg)
-    assert fit["cases"] == ["c1", "c2"] and fit["left_out"] == {}
+    assert fit["cases"] == ["c1", "c2"] and fit["left_out"] == {} and fit["determined"] == "exactly"
     assert fit["parameters"]["eta_F"]["fitted"] == pytest.approx(0.3, rel=1e-3)
     assert fit["parameters"]["eta_B"]["fitted"] == pytest.approx(0.6, rel=1e-3)
     assert fit["parameters"]["eta_F"]["assumed"] == 0.4          # the h100-sxm datasheet profile's value

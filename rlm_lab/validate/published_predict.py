@@ -218,16 +218,19 @@ def fit_efficiencies(registry: Registry) -> dict:
         "method": "scipy.optimize.least_squares (trf) on log(predicted / published), one common value per "
                   "parameter for every GPU datasheet profile",
         "cases": used,
+        "determined": ("over" if len(used) > len(names) else "exactly" if len(used) == len(names) else "under"),
         "left_out": {cid: o.why for cid, o in before.items() if o.predicted is None},
-        "log_residuals_before": {cid: round(math.log(before[cid].predicted / registry.cases[cid].published.value), 6)
-                                 for cid in used},
-        "log_residuals_after": {cid: round(math.log(o.predicted / registry.cases[cid].published.value), 6)
-                                for cid, o in after.items() if o.predicted},
+        "log_residuals_before": {cid: _log_ratio(before[cid]) for cid in used},
+        "log_residuals_after": {cid: _log_ratio(o) for cid, o in after.items() if o.predicted},
         "converged": bool(res.success), "message": str(res.message),
         "split_sha256": split_sha256(), "split_commit": _git("log", "-1", "--format=%H", "--", str(SPLIT_FILE)),
         "predictor_commit": _git("rev-parse", "HEAD"), "scipy": scipy.__version__,
         "fitted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def _log_ratio(o: Outcome) -> float:
+    return round(math.log(o.predicted / o.case.published.value), 6) + 0.0    # + 0.0: no "-0.0"
 
 
 def load_fit(path: Path = FIT_FILE) -> dict | None:

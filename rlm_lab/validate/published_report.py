@@ -148,6 +148,9 @@ def format_report(rep: dict) -> str:
         lines.append("  " + ", ".join(f"{n} {p['assumed']} -> {p['fitted']:.3f} ({p['profile_key']})"
                                       for n, p in f["parameters"].items())
                      + f" on {len(f['cases'])} calibration cases, {f['fitted_at']}, split {f['split_sha256'][:12]}")
+        if f.get("determined") != "over":
+            lines.append(f"  the fit is {f.get('determined')} determined ({len(f['cases'])} cases for "
+                         f"{len(f['parameters'])} parameters): its residuals are no evidence of a good model")
     for side in ("calibration", "validation"):
         lines += ["", f"{side} cases"]
         lines.append(" ".join(f"{h:{w}.{w}}" for h, w in COLUMNS.values()))
