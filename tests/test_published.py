@@ -16,6 +16,7 @@ from rlm_lab.validate.published import (DIRECTION_REFERENCE, PUBLISHED, RATIO_QU
 from rlm_lab.validate.published_predict import FIT_FILE, SPLIT_FILE, load_fit, split_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
+BIB = (ROOT / "book" / "references.bib").read_text()
 
 # Where each source's pages live, written here independently of sources.yaml: a URL must start with one of them.
 SOURCE_HOSTS = {
@@ -57,6 +58,7 @@ def test_every_url_is_an_https_url_of_the_named_source(reg):
         for url in (src.url, src.permalink):
             assert url.startswith(SOURCE_HOSTS[sid]), (sid, url)
             assert " " not in url and url.count("://") == 1
+        assert f"{{{src.bib}," in BIB, (sid, src.bib)              # cited in the book's bibliography
         if "github.com" in src.permalink and "/blob/" in src.permalink:
             ref = src.permalink.split("/blob/")[1].split("/")[0]
             assert ref == "main" or len(ref) == 40, (sid, ref)       # a branch or a full commit hash

@@ -130,3 +130,30 @@ def test_report_text_and_table_show_every_case_and_the_bars():
     row = next(r for r in rep["rows"] if r["case"] == keep[1])
     assert math.isclose(row["error_value"], float(row["predicted_assumed"]) / 0.5862 - 1, abs_tol=0.01)
     assert row["error"] == f"{row['error_value']:+.0%}" and row["direction"] == "right"
+
+
+def test_the_committed_prediction_record_is_current():
+    """The book's table comes from data/published/predictions.json: it must have been made from this registry and this
+    fit (record_report refuses another), and its numbers must be what the cost model says now (two fast cases,
+    recomputed here; any change to the predictor that moves them makes this fail until the record is rewritten)."""
+    rep = R.record_report()
+    fit = PP.load_fit()
+    values = PP.fitted_values(fit)
+    reg = load_published()
+    for cid in ("prime-rl-qwen3-4b-16k-8xh100", "openrlhf-llama2-7b-dschat-gen-share"):
+        row = next(r for r in rep["rows"] if r["case"] == cid)
+        fresh = PP.predict_case(reg.cases[cid], values)
+        assert row["predicted_fitted"] == R._fmt(fresh.predicted, fresh.case.quantity), cid
+        assert row["error_value"] == pytest.approx(fresh.error, rel=1e-9), cid
+    assert rep["record"]["dirty"] is False          # made from committed predictor code
+
+
+def test_a_record_from_another_registry_is_refused(tmp_path):
+    import json
+
+    rec = json.loads(R.RECORD.read_text())
+    rec["registry_sha256"] = "0" * 64
+    path = tmp_path / "predictions.json"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(Exception, match="was made from another registry"):
+        R.record_report(path)

@@ -56,6 +56,9 @@ def register(subparsers) -> None:
                    help="with --published: fit the named efficiencies on the calibration cases and write the fit "
                         "(default data/published/fit.json, or --fit-out)")
     p.add_argument("--fit-out", metavar="PATH", help="with --fit: where to write the fit record")
+    p.add_argument("--write", action="store_true",
+                   help="with --published: also write the prediction record the book reads "
+                        "(data/published/predictions.json)")
     p.add_argument("--assumed", action="store_true",
                    help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
     p.set_defaults(func=_run)
@@ -67,13 +70,15 @@ def _run_published(args) -> int:
 
     from .published import load_published
     from .published_predict import FIT_FILE, fit_efficiencies, load_fit
-    from .published_report import format_report, report
+    from .published_report import format_report, report, write_record
 
     suite_only = [f"--{k}" for k in ("run", "only", "profile", "out") if getattr(args, k)]
     if suite_only:
         raise RlmLabError(f"{', '.join(suite_only)} belong(s) to the CPU validation suite, not to --published")
     if args.fit and args.assumed:
         raise RlmLabError("--fit writes a fit and --assumed ignores it; give one of them")
+    if args.write and (args.assumed or args.fit_out):
+        raise RlmLabError("--write records the committed fit's predictions; it does not go with --assumed or --fit-out")
     target = _P(args.fit_out) if args.fit_out else FIT_FILE
     if args.fit_out and not args.fit:
         raise RlmLabError("--fit-out needs --fit")
@@ -89,7 +94,11 @@ def _run_published(args) -> int:
         print(f"fit written to {target}")
     elif not args.assumed:
         fit = load_fit()
-    rep = report(registry, fit, use_fit=not args.assumed)
+    if args.write:
+        rep = write_record(registry, fit)
+        print("prediction record written to data/published/predictions.json")
+    else:
+        rep = report(registry, fit, use_fit=not args.assumed)
     if args.json:
         from ..records.files import json_text
 
@@ -104,7 +113,7 @@ def _run_published(args) -> int:
 def _run(args) -> int:
     if args.published:
         return _run_published(args)
-    for flag in ("fit", "fit_out", "assumed"):
+    for flag in ("fit", "fit_out", "assumed", "write"):
         if getattr(args, flag):
             raise RlmLabError(f"--{flag.replace('_', '-')} needs --published")
     from ..cost import load_profile

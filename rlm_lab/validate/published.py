@@ -8,8 +8,8 @@ can be asked the same question and judged on the answer.
 
 Layout of ``data/published/``:
 
-* ``sources.yaml``: one entry per document read (title, project, kind, the page's ``url``, the ``permalink`` of the
-  file read at the commit read, and when it was read);
+* ``sources.yaml``: one entry per document read (title, project, its ``bib`` key in ``book/references.bib``, kind,
+  the page's ``url``, the ``permalink`` of the file read at the commit read, and when it was read);
 * ``split.yaml``: which sources are ``calibration`` and which ``validation``; the split is **by source** and was
   committed before any fitting (``tests/test_published.py`` checks both);
 * ``cases/<id>.yaml``: one case per file (schema below);
@@ -76,7 +76,7 @@ CASE_KEYS = {"id", "source", "where", "split", "quantity", "published", "hardwar
 OPTIONAL_KEYS = {"stage", "variant", "transport"}
 PUBLISHED_KEYS = {"value", "interval", "derived"}
 HARDWARE_KEYS = {"gpu", "count", "nodes", "profile"}
-SOURCE_KEYS = {"title", "project", "kind", "url", "permalink", "read"}
+SOURCE_KEYS = {"title", "project", "bib", "kind", "url", "permalink", "read"}
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}(/\S*)?$")
 
 
@@ -85,6 +85,7 @@ class Source:
     id: str
     title: str
     project: str
+    bib: str             # its key in book/references.bib
     kind: str
     url: str
     permalink: str
@@ -207,9 +208,9 @@ def load_sources(folder: Path = PUBLISHED) -> dict:
     for sid, entry in data.items():
         where = f"published registry sources.yaml: source {sid!r}"
         entry = _mapping(entry, where, SOURCE_KEYS)
-        for key in ("title", "project", "kind", "read"):
+        for key in ("title", "project", "bib", "kind", "read"):
             _text(entry[key], f"{where} {key}")
-        out[str(sid)] = Source(str(sid), entry["title"], entry["project"], entry["kind"],
+        out[str(sid)] = Source(str(sid), entry["title"], entry["project"], entry["bib"], entry["kind"],
                                check_url(entry["url"], f"{where} url"), check_url(entry["permalink"], f"{where} permalink"),
                                entry["read"])
     return out

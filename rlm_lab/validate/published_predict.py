@@ -112,10 +112,21 @@ def step_seconds(pp, mode: str) -> float:
     return 1.0 / async_rate(g, t, ph["sync"])
 
 
+_CACHE: dict = {}     # predict configuration (as JSON) -> placement prediction: cases share their baselines
+
+
 def _placement(case: Case, part: dict, profile: dict):
+    import json
+
     from ..cost.placement_config import predict_placement_from_config
 
-    return predict_placement_from_config(predict_config(case, part, profile))
+    cfg = predict_config(case, part, profile)
+    key = json.dumps(cfg, sort_keys=True, default=str)
+    if key not in _CACHE:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = predict_placement_from_config(cfg)
+    return _CACHE[key]
 
 
 def _predict(case: Case, values: dict | None) -> float:
@@ -167,6 +178,25 @@ def split_sha256(path: Path = SPLIT_FILE) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def assumed_values(profiles) -> dict:
+    """{parameter: the value the known ``profiles`` assume} (None when none of them is known); one error line when
+    they assume different values (one common fitted value would hide that)."""
+    from ..cost.hardware import load_profile
+
+    out = {}
+    for name, (section, key) in FIT_PARAMETERS.items():
+        vals = set()
+        for p in sorted(profiles):
+            try:
+                vals.add(float(getattr(load_profile(p), section).get(key, 1.0)))
+            except RlmLabError:
+                continue
+        if len(vals) > 1:
+            raise RlmLabError(f"the profiles assume different {name} ({sorted(vals)}); a common fit would hide that")
+        out[name] = vals.pop() if vals else None
+    return out
+
+
 def fit_efficiencies(registry: Registry) -> dict:
     """Fit :data:`FIT_PARAMETERS` on the calibration cases the cost model prices (see the module docstring); the
     record to write to ``fit.json``."""
@@ -174,24 +204,10 @@ def fit_efficiencies(registry: Registry) -> dict:
     import scipy
     from scipy.optimize import least_squares
 
-    from ..cost.hardware import load_profile
-
     cal = registry.by_split("calibration")
     if any(c.split != "calibration" for c in cal):
         raise RlmLabError("the fit may read calibration cases only")
-    profiles = sorted({c.hardware["profile"] for c in cal})
-    assumed = {}
-    for name, (section, key) in FIT_PARAMETERS.items():
-        vals = set()
-        for p in profiles:
-            try:
-                vals.add(float(getattr(load_profile(p), section).get(key, 1.0)))
-            except RlmLabError:
-                continue
-        if len(vals) > 1:
-            raise RlmLabError(f"the calibration profiles assume different {name} ({sorted(vals)}); a common fit "
-                              f"would hide that")
-        assumed[name] = vals.pop() if vals else None
+    assumed = assumed_values({c.hardware["profile"] for c in cal})
     names = list(FIT_PARAMETERS)
     before = {o.case.id: o for o in (predict_case(c) for c in cal)}
     used = [cid for cid, o in before.items() if o.predicted is not None]

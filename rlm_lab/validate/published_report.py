@@ -18,15 +18,24 @@ no bar; they are reported.
 
 The predictions use the efficiencies fitted on the calibration cases (``data/published/fit.json``) when the fit
 exists, else the profiles' assumed ones (and say which).
+
+The book reads the committed prediction record ``data/published/predictions.json`` (:func:`record_report`), written
+by ``rlm-lab validate --published --write`` with the hashes of the registry and the fit it was computed from (a
+record made from another registry or fit is refused); predicting every case takes tens of seconds, too long for a
+chapter at smoke size. Its verdicts are recomputed from its numbers, and a test recomputes some of its predictions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import statistics
+from datetime import datetime, timezone
+from pathlib import Path
 
-from .published import DIRECTION_REFERENCE, QUANTITIES, Registry, load_published
-from .published_predict import Outcome, fitted_values, load_fit, predict_all
+from ..errors import RlmLabError
+from .published import DIRECTION_REFERENCE, PUBLISHED, QUANTITIES, Registry, load_published
+from .published_predict import FIT_FILE, Outcome, fitted_values, load_fit, predict_all
 
 BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
 MIN_CASES = 3
@@ -121,11 +130,16 @@ def report(registry: Registry | None = None, fit: dict | None = None, use_fit: b
     fit = load_fit() if fit is None and use_fit else fit
     values = fitted_values(fit) if use_fit else None
     assumed = predict_all(registry)
-    fitted = predict_all(registry, values) if values else None
+    return _assemble(registry, fit if values else None, assumed, predict_all(registry, values) if values else None)
+
+
+def _assemble(registry: Registry, fit: dict | None, assumed: list[Outcome], fitted: list[Outcome] | None) -> dict:
     judged = fitted or assumed
+    values = fitted is not None
     return {"cases": len(registry.cases), "sources": len(registry.sources),
+            "profiles": sorted({c.hardware["profile"] for c in registry.cases.values()}),
             "projects": len({s.project for s in registry.sources.values()}),
-            "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit if values else None,
+            "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit,
             "efficiencies": "fitted on the calibration cases" if values else "assumed (no fit used)",
             "rows": rows(assumed, fitted),
             "summary": {side: summary(judged, side) for side in ("calibration", "validation")}}
@@ -199,7 +213,81 @@ def book_numbers(rep: dict) -> dict:
            "direction_verdict": v["ratio"]["verdicts"]["ratio_direction"],
            "step_verdict": v["step"]["verdicts"]["step_median"],
            "priced": str(sum(v[g]["priced"] for g in GROUPS)), "validation_cases": str(sum(v[g]["cases"] for g in GROUPS))}
-    if rep["fit"]:
-        for n, p in rep["fit"]["parameters"].items():
-            out[f"{n}_assumed"], out[f"{n}_fitted"] = f"{p['assumed']:g}", f"{p['fitted']:.2f}"
+    from .published_predict import assumed_values
+
+    fitted = (rep["fit"] or {}).get("parameters", {})
+    for n, v in assumed_values(rep.get("profiles", ())).items():
+        out[f"{n}_assumed"] = "-" if v is None else f"{v:g}"
+        out[f"{n}_fitted"] = f"{fitted[n]['fitted']:.2f}" if n in fitted else "not fitted"
     return out
+
+
+# ---- the committed prediction record (what the book reads) ----------------------------------------------
+RECORD = PUBLISHED / "predictions.json"
+
+
+def registry_sha256(folder: Path = PUBLISHED) -> str:
+    """One hash of everything a prediction reads from the registry: sources, split and every case file."""
+    h = hashlib.sha256()
+    for path in [folder / "sources.yaml", folder / "split.yaml", *sorted((folder / "cases").glob("*.yaml"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def prediction_record(rep_outcomes: dict, fit: dict | None) -> dict:
+    """The record of one ``--published`` run: every case's prediction (assumed and fitted efficiencies) or reason,
+    with what it was computed from (the registry's and the fit's hashes, the predictor's commit, the time)."""
+    from .published_predict import _git
+
+    cases = {}
+    for key, outs in rep_outcomes.items():
+        for o in outs or []:
+            cases.setdefault(o.case.id, {})[key] = o.predicted if o.predicted is not None else {"why": o.why}
+    return {"registry_sha256": registry_sha256(), "fit_sha256": _sha(FIT_FILE) if fit else None,
+            "predictor_commit": _git("rev-parse", "HEAD"), "dirty": bool(_git("status", "--porcelain", "rlm_lab")),
+            "written_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "cases": cases}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> dict:
+    """Predict every case and write the record the book reads; returns the report."""
+    values = fitted_values(fit)
+    assumed = predict_all(registry)
+    fitted = predict_all(registry, values) if values else None
+    record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
+    from ..records.files import json_text
+
+    path.write_text(json_text(record, indent=1) + "\n", encoding="utf-8")
+    return _assemble(registry, fit, assumed, fitted)
+
+
+def record_report(path: Path = RECORD) -> dict:
+    """The report rebuilt from the committed prediction record: the verdicts are recomputed here from its numbers.
+    One error line when the record is missing or was made from another registry or another fit."""
+    import json
+
+    if not path.is_file():
+        raise RlmLabError(f"no prediction record {path.name}; write it with `rlm-lab validate --published --write`")
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    registry = load_published()
+    fit = load_fit()
+    if rec.get("registry_sha256") != registry_sha256():
+        raise RlmLabError(f"{path.name} was made from another registry (data/published changed since); rewrite it "
+                          f"with `rlm-lab validate --published --write`")
+    if rec.get("fit_sha256") != (_sha(FIT_FILE) if fit else None):
+        raise RlmLabError(f"{path.name} was made with another fit than fit.json; rewrite it with "
+                          f"`rlm-lab validate --published --write`")
+
+    def outcomes(key):
+        out = []
+        for c in registry.cases.values():
+            v = rec["cases"].get(c.id, {}).get(key)
+            out.append(Outcome(c, v, "") if isinstance(v, (int, float)) else Outcome(c, None, (v or {}).get("why", "")))
+        return out
+
+    rep = _assemble(registry, fit, outcomes("assumed"), outcomes("fitted") if fit else None)
+    rep["record"] = {k: rec[k] for k in ("predictor_commit", "dirty", "written_at")}
+    return rep

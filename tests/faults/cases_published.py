@@ -96,3 +96,6 @@ CASES += [
          argv=["validate", "--published", "--fit", "--fit-out", "{tmp}/no/such/fit.json"],
          message=r"--fit-out .*no/such/fit\.json: not a file in an existing folder"),
 ]
+CASES.append(Case("write-and-assumed", "validate --published --write --assumed (the record holds the fitted predictions)",
+                  argv=["validate", "--published", "--write", "--assumed"],
+                  message=r"--write records the committed fit's predictions; it does not go with --assumed or --fit-out"))
