@@ -14,15 +14,28 @@ Time of one collective (Hockney's alpha-beta model): t = alpha(d) + beta * bytes
 with alpha and beta per op fitted by ``rlm-lab calibrate`` (or assumed in datasheet profiles).
 A profile measured at world d0 is scaled to d by the ring step count: alpha(d) = alpha(d0) * (d-1)/(d0-1).
 
+**Topology** (where the ranks sit): a group inside one node runs at the profile's fitted (NVLink) beta. A group
+spanning ``nodes`` nodes with k = ceil(d / nodes) ranks in each runs NCCL's rings through the nodes' network
+cards, one card per GPU (rail-optimized nodes: NVIDIA DGX SuperPOD reference architecture,
+https://docs.nvidia.com/dgx-superpod/reference-architecture/ ; NCCL builds one ring per card,
+https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html), so the k ranks of a node share k cards:
+the per-rank bandwidth is min(intra-node, k x the card's), i.e. beta = max(beta_intra, 1 / (k B_net)), and each
+of the ring's d - 1 steps waits for the network's latency: alpha = (d - 1) alpha_net. A group with one rank per
+node (a data-parallel group strided by tensor parallelism) gets one card's bandwidth; a group with all 8 GPUs of
+each node gets 8 cards'. :class:`Topology` says how many nodes a group of ranks spans.
+
 gloo specifics (seen in torch.profiler traces on this torch version): FSDP2's reduce-scatter runs as a
 ``gloo:all_reduce`` on CPU, so its bytes are all-reduce-sized; :func:`bytes_per_rank` applies that
 with ``backend="gloo"``. gloo's all-to-all (equal and uneven splits) works (probe 7).
 
-Ignores: contention between concurrent collectives, topology (NVLink vs network tiers), in-network
-reduction, tree algorithms at small sizes (NCCL switches algorithm by size), compute of reductions.
+Ignores: contention between concurrent collectives, in-network reduction (SHARP, NVLS), tree algorithms at
+small sizes (NCCL switches algorithm by size), compute of reductions, a card shared by two groups at once.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 from ..errors import RlmLabError
 
@@ -48,18 +61,70 @@ def bytes_per_rank(op: str, nbytes: float, world: int, backend: str = "nccl") ->
     return ring_factor(op, world, backend) * nbytes
 
 
-def collective_time(op: str, nbytes: float, world: int, profile) -> float:
+def collective_time(op: str, nbytes: float, world: int, profile, nodes: int = 1) -> float:
     """Seconds for one collective on a tensor of ``nbytes`` over ``world`` ranks: alpha + beta * bytes.
 
     ``profile`` is a :class:`~rlm_lab.cost.hardware.HardwareProfile`; its fitted (alpha, beta) at
     its calibration world size d0 is rescaled to ``world`` (module docstring). world == 1 costs 0.
+    ``nodes``: how many nodes the ranks span (module docstring: topology); 1 = inside one node.
     """
     if world <= 1 and op != "send_recv":
         return 0.0
     fit = profile.collective(op)
     d0 = max(fit.get("world", 2), 2)
     alpha = fit["alpha_s"] * (max(world - 1, 1) / (d0 - 1))
-    return alpha + fit["beta_s_per_byte"] * bytes_per_rank(op, nbytes, world, profile.backend)
+    beta = fit["beta_s_per_byte"]
+    if nodes > 1:
+        per_node = math.ceil(world / nodes)
+        beta = max(beta, 1.0 / (per_node * profile.network_bandwidth()))
+        alpha = max(alpha, max(world - 1, 1) * profile.network_alpha())
+    return alpha + beta * bytes_per_rank(op, nbytes, world, profile.backend)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Nodes of ``devices_per_node`` devices (None: one node holds everything); devices are numbered in order,
+    node j holding devices [j p, (j + 1) p)."""
+
+    devices_per_node: int | None = None
+
+    def nodes(self, start: int, count: int, stride: int = 1) -> int:
+        """Nodes spanned by the ``count`` devices start, start + stride, ...: 1 when they share one node."""
+        p = self.devices_per_node
+        if not p or count <= 1:
+            return 1
+        return len({(start + i * stride) // p for i in range(count)})
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one prediction's ranks sit and what memory its devices have (placement.py builds one per set):
+    tensor- and expert-parallel sizes, the nodes the tensor-, expert- and data-parallel groups span, the device
+    capacity (None: the profile's) and the bytes other models hold on a device while the engine generates
+    (None: the prediction's own persistent state)."""
+
+    tp: int = 1
+    ep: int = 1
+    tp_nodes: int = 1
+    ep_nodes: int = 1
+    dp_nodes: int = 1
+    capacity: float | None = None
+    held: float | None = None
+
+
+def layer_comm_time(spec, tokens: float, profile, layout: Layout, dtype_bytes: int = 2) -> float:
+    """Collectives of one forward pass over ``tokens`` tokens on one rank: tensor parallelism's 2 all-reduces
+    of tokens x h per layer (Megatron-LM, arXiv 1909.08053 Sec. 3) and expert parallelism's dispatch and combine
+    all-to-alls of tokens x top_k x h per MoE layer (GShard, arXiv 2006.16668 Sec. 2; :func:`ep_all_to_all_bytes`).
+    A backward pass moves the same again (callers count passes)."""
+    t = 0.0
+    if layout.tp > 1:
+        msg = tp_message_bytes(tokens, 1, spec.hidden, dtype_bytes)
+        t += 2 * spec.layers * collective_time("all_reduce", msg, layout.tp, profile, layout.tp_nodes)
+    if layout.ep > 1 and spec.moe_layers:
+        msg = tokens * spec.top_k * spec.hidden * dtype_bytes
+        t += 2 * spec.moe_layers * collective_time("all_to_all", msg, layout.ep, profile, layout.ep_nodes)
+    return t
 
 
 # ---- volumes of the intra-model parallelisms (Megatron-LM arXiv 1909.08053; ZeRO arXiv 1910.02054; sequence parallelism arXiv 2205.05198) ------------------------

@@ -7,7 +7,9 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
     matmul_flops    {dtype: FLOP/s}  peak (datasheet) or best measured (calibrated)
     matmul_curve    {dtype: [[gemm_flops, FLOP/s], ...]}  optional: measured rate vs product size
     memory_bandwidth                 bytes/s (datasheet peak or measured large copy)
-    efficiency      {"matmul": eta_F, "memory": eta_B}  applied to peaks (1.0 for measured numbers)
+    efficiency      {"matmul": eta_F, "memory": eta_B, "network": eta_N, "host": eta_H}  applied to peaks (1.0
+                    for measured numbers; absent keys 1.0); every one a named assumption a user can override
+                    (assumed.ASSUMPTIONS, ``assume:`` in a predict config)
     overhead        {op_s, forward_base_s, forward_layer_s, decode_step_base_s, decode_step_layer_s,
                      backward_layer_s, optimizer_tensor_s}   per-call costs (launch / Python dispatch);
                     optional: backward_base_s, optimizer_base_s, generate_base_s (setup of one generate call),
@@ -17,7 +19,11 @@ A profile is a JSON file in ``data/hardware/<name>.json``::
                     tensor, measured on a real GRPOTrainer (step_benchmarks.py); absent: 0 for calibrated
                     profiles, the ASSUMED figures of ``assumed.ASSUMED_TRL_STEP`` for datasheet profiles
     overlap_overhead                 true when launches overlap compute (asynchronous CUDA streams)
-    link_bandwidth                   bytes/s between devices (weight sync, p2p)
+    link_bandwidth                   bytes/s between devices of one node (NVLink, one direction; weight sync, p2p)
+    network         optional {bandwidth, alpha_s, devices_per_node, host_bandwidth}: the node's shape and its
+                    slower tiers: bytes/s of the network card each GPU has (one direction), the per-step latency
+                    of a collective crossing nodes, GPUs per node, bytes/s to host memory (PCIe, one direction);
+                    absent: one node, no slower tier (comm.py: topology)
     collectives     {backend, world, ops: {op: {alpha_s, beta_s_per_byte}}}
     threads, provenance              (calibrated profiles) how and where it was measured
     spread          (calibrated, repeated) {statistic, repeats, quartiles, min_max, noisy}: for every
@@ -99,6 +105,7 @@ class HardwareProfile:
     load: dict = field(default_factory=dict)
     distributed: dict = field(default_factory=dict)
     insitu: dict = field(default_factory=dict)  # per-call terms fitted on traced runs (rlm_lab.insitu)
+    network: dict = field(default_factory=dict)  # the node's shape and its slower tiers (module docstring)
 
     # ---- rates ------------------------------------------------------------------------------
     @property
@@ -195,6 +202,28 @@ class HardwareProfile:
         if not ws or model_bytes <= ws.get("cache_bytes", 0):
             return None
         return float(ws["bandwidth"]) / self.kernel_factor
+
+    # ---- the node and its slower tiers ---------------------------------------------------------------
+    @property
+    def devices_per_node(self) -> int | None:
+        """GPUs per node (None: the profile knows no node boundary; everything sits in one node)."""
+        v = self.network.get("devices_per_node")
+        return int(v) if v else None
+
+    def network_bandwidth(self) -> float:
+        """Achieved bytes/s of one GPU's network card, eta_N * B_net (the intra-node link when there is none)."""
+        bw = float(self.network.get("bandwidth") or self.link_bandwidth or self.memory_bandwidth)
+        return self.efficiency.get("network", 1.0) * bw
+
+    def network_alpha(self) -> float:
+        """Latency of one step of a collective that crosses nodes (0 when the profile gives none)."""
+        return float(self.network.get("alpha_s", 0.0))
+
+    def host_bandwidth(self) -> float:
+        """Achieved bytes/s between a device and host memory (PCIe), eta_H * B_host; the memory bandwidth when
+        the profile gives none (a CPU device: its host memory is its memory)."""
+        bw = float(self.network.get("host_bandwidth") or self.memory_bandwidth)
+        return self.efficiency.get("host", 1.0) * bw
 
     def call_overhead(self, key: str) -> float:
         return float(self.overhead.get(key, 0.0))

@@ -1,7 +1,11 @@
-"""Predict one synchronous RL step of a placement: time per resource set, exposed weight sync and reshard,
+"""Predict one RL step of a placement in an execution mode: time per resource set, exposed weight sync and reshard,
 memory per set with "does not fit" and its numbers.
 
-    predict_placement(get_placement("disaggregated", Cluster(8, "gpu")), model, "grpo", workload, "h100-sxm")
+    predict_placement(get_placement("disaggregated", Cluster(8, "gpu")), model, "grpo", workload, "h100-sxm",
+                      mode="async", eta=None)
+
+The synchronous step's phases are built below; the other modes (one-step-off, bounded staleness eta, fully
+asynchronous with partial rollouts) overlap its generation with its training (modes.py).
 
 **Time rule** (HybridFlow, arXiv 2409.19256, Sec. 4 and 5: stages on one set run one after another, sets run
 concurrently). The step is a chain of phases in data-dependency order:
@@ -23,22 +27,36 @@ Hence, precisely:
 splitting the batch (``workload.devices = dp``) under ZeRO-``zero``; with a tensor-parallel size ``tp > 1`` each
 rank is priced as its shard of the model (:func:`tp_shard`: heads, MLP width and vocabulary / tp, per-call
 overheads whole) plus Megatron's 2 all-reduces of the activations per layer per pass (arXiv 1909.08053 Sec. 3;
-comm.tp_message_bytes); printed as an assumption.
+comm.layer_comm_time); with expert parallelism ``ep > 1`` (MoE) each rank holds E / ep experts (:func:`ep_shard`)
+and every MoE layer adds a dispatch and a combine all-to-all per pass (GShard, arXiv 2006.16668). A continuous
+engine prices these collectives inside its decode steps (engine.py).
 
-**Weight sync** (rollout on another set): bytes = parameter bytes of the synced tensors (the adapters' with LoRA),
-sent in buckets: t = bytes / link bandwidth + buckets x latency ("collective": a torch.distributed broadcast
-between the sets; "object_store": Ray's object store, put then get, so the bytes cross twice - an assumption).
+**Topology** (comm.py): the sets take consecutive devices in their order, nodes of ``devices_per_node`` (the
+cluster's, else the profile's); each collective runs at the bandwidth of the tier its ranks span (a tensor-parallel
+group inside a node on NVLink; a data-parallel group strided across nodes on the network cards).
+
+**Weight sync** (rollout on another set): bytes = parameter bytes of the synced tensors (the adapters' with LoRA).
+"collective" (a bucketed NCCL broadcast from the trainer's first rank to the rollout ranks, as verl's and
+OpenRLHF's weight-sync groups do): under ZeRO-3 the trainer first all-gathers the full weights (not overlapped
+with the broadcast: an assumption), then t = bytes / B + buckets x latency, B the cluster's ``link_gbps`` when given,
+else NVLink when every rollout rank shares the sender's node and one network card when not; "object_store":
+Ray's object store, put then get, so the bytes cross twice (an assumption).
 **Reshard** (hybrid engine, HybridFlow Sec. 5.4, Table 2): the actor trained under FSDP/ZeRO-3 over the set's
-s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks:
-each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's (tp - t_g p_g) / (t_g p_g tp) M with the
-training shards s = devices); going back to training frees the gathered copy (no transfer: zero redundancy).
+s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks
+(strided by t_g, so across nodes on a large set): each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's
+(tp - t_g p_g) / (t_g p_g tp) M with the training shards s = devices), one collective per parameter tensor (as
+FSDP's full-tensor gathers do: tensors x latency). A continuous engine then loads its shard M / t_g by a copy on the
+device (CUDA IPC handles between the trainer's and the engine's processes: 2 M / t_g bytes at memory bandwidth),
+and sleeps between steps at vLLM's level 1 (its weights to host memory and back, 2 M / t_g over the host link;
+https://docs.vllm.ai/en/latest/features/sleep_mode.html); going back to training frees the gathered copy.
 
 **Memory per set and device**: the persistent state of the roles placed there (trained models' weights and
 optimizer state under the set's ZeRO, frozen models' weights; a rollout on the actor's set shares its weights)
-plus the largest transient of the set's stages (KV cache, activations, logits, gradients, gathered weights).
+plus the largest transient of the set's stages (KV cache, activations, logits, gradients, gathered weights; a
+continuous engine's whole memory pool: its own weights, reserve and KV cache, engine.py).
 
-Ignores: overlap of sync with generation (synchronous algorithm), pipeline parallelism, the reshard's peak
-over the gathered weights beyond M / t_g, host-side Ray scheduling latency.
+Ignores: pipeline parallelism, the reshard's peak over the gathered weights beyond M / t_g, the engine's KV cache
+re-allocation at wake-up, host-side Ray scheduling latency, a network card shared by two groups at once.
 """
 
 from __future__ import annotations
@@ -50,8 +68,9 @@ from ..errors import RlmLabError
 from .placement_spec import Cluster, Placement, PlacementError
 from ..stages import Stage
 from . import memory as M
-from .comm import collective_time, tp_message_bytes
+from .comm import Layout, Topology, collective_time, layer_comm_time
 from .hardware import load_profile
+from .modes import ModeStep, check_mode, mode_step
 from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
@@ -71,8 +90,17 @@ ROLE_OF = {S.PREFILL: "rollout", S.DECODE: "rollout", S.OLD_LOGPROB: "actor", S.
            S.ACTOR_BACKWARD: "actor", S.OPTIMIZER: "actor"}
 ASSUMED_TP = ("tensor parallelism: a rank runs its shard of heads, MLP and vocabulary with whole per-call overheads, "
               "plus 2 activation all-reduces per layer per pass; activations not sequence-parallel")
-ASSUMED_BUCKET = f"weight sync in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one link latency (send_recv alpha) per bucket"
+ASSUMED_BUCKET = (f"weight sync: an NCCL broadcast in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one latency per "
+                  f"bucket, after the trainer's ZeRO-3 all-gather (not overlapped)")
 ASSUMED_OBJECT_STORE = "object-store sync moves the bytes twice (put, then get)"
+ASSUMED_EP = ("expert parallelism: experts balanced over the ep ranks (no routing imbalance), a dispatch and a combine "
+              "all-to-all per MoE layer per pass")
+ASSUMED_ENGINE = ("continuous engine: vLLM's defaults for max_num_seqs and max_num_batched_tokens on this device "
+                  "unless the workload sets gen_batch; memory share 0.9 of the device less the other models' state "
+                  "unless engine_memory_fraction is set; activation reserve = fp32 logits of max_num_seqs rows + one "
+                  "layer's activations of a prefill chunk; prefill added to decode (no mixed steps)")
+ASSUMED_SLEEP = ("hybrid engine: vLLM sleeps at level 1 between steps (its weights to host memory and back over the "
+                 "host link each step), loads the resharded weights by a device copy (CUDA IPC)")
 
 
 def _mem_sub(a: M.MemoryBreakdown, b: M.MemoryBreakdown) -> M.MemoryBreakdown:
@@ -81,7 +109,8 @@ def _mem_sub(a: M.MemoryBreakdown, b: M.MemoryBreakdown) -> M.MemoryBreakdown:
 
 @dataclass
 class SetCost:
-    """One resource set: its stages' seconds, busy time and peak memory per device."""
+    """One resource set: its stages' seconds, busy time and peak memory per device; the engine generating on it
+    (engine.EngineInfo, a continuous engine only) and whether that engine can hold one sequence."""
 
     name: str
     devices: int
@@ -89,6 +118,7 @@ class SetCost:
     stages: dict                 # Stage -> seconds on this set
     memory: M.MemoryBreakdown    # peak per device
     capacity: float
+    engine: object = None
 
     @property
     def busy_s(self) -> float:
@@ -96,7 +126,7 @@ class SetCost:
 
     @property
     def fits(self) -> bool:
-        return self.memory.total <= self.capacity
+        return self.memory.total <= self.capacity and (self.engine is None or self.engine.fits)
 
 
 @dataclass
@@ -106,38 +136,77 @@ class PlacementPrediction:
     workload: Workload
     profile_name: str
     sets: list
-    phases: dict                 # phase -> (seconds, name of the set that sets it)
+    phases: dict                 # phase -> (seconds, name of the set that sets it): the synchronous step
     sync_bytes: float            # total over the step
     reshard_bytes: float         # total over the devices
     lora: object = None
     cluster: Cluster | None = None
     assumptions: tuple = ()      # the placement model's assumed constants this prediction uses
+    mode: str = "sync"           # execution mode (modes.py) and its staleness bound
+    eta: int | None = 0
 
     @property
     def fits(self) -> bool:
         return all(s.fits for s in self.sets)
 
     @property
-    def step_s(self) -> float:
-        """Predicted seconds of one synchronous step (raises RlmLabError if a set does not fit)."""
+    def sync_step_s(self) -> float:
+        """Predicted seconds of one synchronous step: the sum of the phases (raises RlmLabError if a set does not
+        fit)."""
         if not self.fits:
             raise RlmLabError(self.memory_error())
         return sum(t for t, _ in self.phases.values())
 
+    def in_mode(self, mode: str, eta=None) -> ModeStep:
+        """The step of this placement in ``mode`` with staleness bound ``eta`` (modes.py)."""
+        if not self.fits:
+            raise RlmLabError(self.memory_error())
+        gen_set = self.placement.roles.get("rollout", "-")
+        by_name = {s.name: s for s in self.sets}
+        sides = {"gen": ("-", "-", 0.0), "train": ("-", "-", 0.0)}
+        for s in self.sets:
+            for st, t in s.stages.items():
+                side = "gen" if PHASE_OF[st] == "generation" else "train"
+                if t > sides[side][2]:
+                    sides[side] = (str(st), s.name, t)
+        return mode_step(mode, eta, {p: t for p, (t, _) in self.phases.items()},
+                         {s.name: s.busy_s for s in self.sets}, self.placement.rollout_separate,
+                         by_name[gen_set].engine if gen_set in by_name else None, gen_set,
+                         sides["train"], sides["gen"], self._sync_critical())
+
+    @property
+    def mode_result(self) -> ModeStep:
+        return self.in_mode(self.mode, self.eta)
+
+    @property
+    def step_s(self) -> float:
+        """Predicted seconds of one step in this prediction's mode (the synchronous step in mode sync; raises
+        RlmLabError if a set does not fit)."""
+        if self.mode == "sync":
+            return self.sync_step_s
+        return self.mode_result.step_s
+
     @property
     def sync_s(self) -> float:
-        return self.phases["sync"][0] + self.phases["reshard"][0]
+        """Exposed weight sync and reshard of the step in its mode (modes.py: the step less the step without them)."""
+        if self.mode == "sync":
+            return self.phases["sync"][0] + self.phases["reshard"][0]
+        return self.mode_result.exposed_sync_s
 
     def memory_error(self) -> str:
         bad = [s for s in self.sets if not s.fits]
-        parts = [f"set {s.name!r} needs {s.memory.total / GIB:.2f} GiB per device (weights "
-                 f"{s.memory.weights / GIB:.2f}, gradients {s.memory.gradients / GIB:.2f}, optimizer "
-                 f"{s.memory.optimizer / GIB:.2f}, KV cache {s.memory.kv_cache / GIB:.2f}, activations "
-                 f"{s.memory.activations / GIB:.2f}) of {s.capacity / GIB:.2f}" for s in bad]
+        parts = []
+        for s in bad:
+            if s.engine is not None and not s.engine.fits:
+                parts.append(f"set {s.name!r}: {s.engine.why}")
+                continue
+            parts.append(f"set {s.name!r} needs {s.memory.total / GIB:.2f} GiB per device (weights "
+                         f"{s.memory.weights / GIB:.2f}, gradients {s.memory.gradients / GIB:.2f}, optimizer "
+                         f"{s.memory.optimizer / GIB:.2f}, KV cache {s.memory.kv_cache / GIB:.2f}, activations "
+                         f"{s.memory.activations / GIB:.2f}) of {s.capacity / GIB:.2f}")
         return f"does not fit: placement {self.placement.name!r}: " + "; ".join(parts)
 
-    def critical(self) -> tuple[str, str, float]:
-        """(stage, set, seconds) of the longest stage on the critical path (in the set that sets each phase)."""
+    def _sync_critical(self) -> tuple[str, str, float]:
         best = ("weight_sync", "-", self.phases["sync"][0])
         if self.phases["reshard"][0] > best[2]:
             best = ("reshard", "-", self.phases["reshard"][0])
@@ -149,16 +218,35 @@ class PlacementPrediction:
                         best = (str(st), set_name, t)
         return best
 
+    def critical(self) -> tuple[str, str, float]:
+        """(stage, set, seconds) of the longest stage on the critical path: in the synchronous step, in the set that
+        sets each phase; in an overlapping mode, on the side (generation or training) that bounds the step."""
+        if self.mode == "sync":
+            return self._sync_critical()
+        return self.mode_result.critical
+
+    def idle(self) -> dict:
+        """Set name -> idle share of the step (1 - busy / step) in this prediction's mode."""
+        if self.mode == "sync":
+            step = self.step_s
+            return {s.name: min(1.0, max(0.0, 1 - s.busy_s / step)) if step else 0.0 for s in self.sets}
+        return self.mode_result.idle
+
+    def memory_per_device(self) -> float:
+        """The largest peak bytes per device over the sets."""
+        return max(s.memory.total for s in self.sets)
+
     def reason(self) -> str:
         stage, set_name, t = self.critical()
         step = self.step_s
         where = f" on {set_name}" if set_name != "-" else ""
         return (f"critical stage {stage}{where} {100 * t / step:.0f} %, sync+reshard {100 * self.sync_s / step:.0f} %, "
-                f"idle time of the busiest set {max(0.0, 100 * (1 - max(s.busy_s for s in self.sets) / step)):.0f} %")
+                f"idle time of the busiest set {100 * min(self.idle().values()):.0f} %")
 
     def to_dict(self) -> dict:
         d = {"placement": self.placement.to_dict(), "describe": self.placement.describe(),
              "algorithm": self.algo.name, "profile": self.profile_name, "fits": self.fits,
+             "mode": self.mode, "eta": self.eta,
              "sync_bytes": self.sync_bytes, "reshard_bytes": self.reshard_bytes,
              "phases": {p: {"seconds": t, "set": s} for p, (t, s) in self.phases.items()},
              "sets": [{"name": s.name, "devices": s.devices, "roles": list(s.roles), "busy_s": s.busy_s,
@@ -167,7 +255,12 @@ class PlacementPrediction:
              "assumptions": list(self.assumptions)}
         if self.fits:
             d["step_s"] = self.step_s
+            d["sync_step_s"] = self.sync_step_s
+            d["exposed_sync_s"] = self.sync_s
             d["critical"] = dict(zip(("stage", "set", "seconds"), self.critical()))
+            d["idle"] = self.idle()
+            if self.mode != "sync":
+                d["mode_step"] = self.mode_result.to_dict()
         return d
 
 
@@ -187,8 +280,22 @@ def tp_shard(spec, tp: int):
                    shared_intermediate=spec.shared_intermediate // tp, vocab=-(-spec.vocab // tp))
 
 
+def ep_shard(spec, ep: int):
+    """One expert-parallel rank's share of a MoE model: E / ep experts (their weights, gradients and optimizer
+    state), each expert still processing top_k / E of all tokens of the ep group, so a rank's expert FLOPs per token
+    of its own are unchanged under balanced routing (Megatron-Core MoE guide; GShard arXiv 2006.16668). The router
+    is counted over the local experts (h x E / ep: a few thousandths of the layer, ignored)."""
+    if ep == 1:
+        return spec
+    if not spec.moe_layers:
+        raise RlmLabError(f"ep={ep}: {spec.name} is a dense model; expert parallelism needs a MoE model")
+    if spec.experts % ep:
+        raise RlmLabError(f"ep={ep} does not divide {spec.name}'s {spec.experts} experts")
+    return replace(spec, name=f"{spec.name}/ep{ep}", experts=spec.experts // ep)
+
+
 class _Predictor:
-    """Caches one :func:`predict` per (dp, zero, LoRA, tp) so that the advisor can price thousands of
+    """Caches one :func:`predict` per (dp, zero, LoRA, tp, ep, layout) so that the advisor can price thousands of
     placements of the same model and workload."""
 
     def __init__(self, model, algo, workload, profile, critic=None, reward_model=None, beta=None):
@@ -201,41 +308,45 @@ class _Predictor:
         self.critic_spec, self.rm_spec = scalar_head(self.critic_base), scalar_head(self.rm_base)
         self._cache: dict = {}
 
-    def specs(self, tp: int):
-        """(actor, critic, reward model) specs of one tensor-parallel rank."""
-        return (tp_shard(self.spec, tp), scalar_head(tp_shard(self.critic_base, tp)),
-                scalar_head(tp_shard(self.rm_base, tp)))
+    def specs(self, tp: int, ep: int = 1):
+        """(actor, critic, reward model) specs of one tensor- and expert-parallel rank."""
+        return (ep_shard(tp_shard(self.spec, tp), ep), scalar_head(ep_shard(tp_shard(self.critic_base, tp), ep)),
+                scalar_head(ep_shard(tp_shard(self.rm_base, tp), ep)))
 
-    def base(self, dp: int, zero: int, lora, tp: int = 1):
-        key = (dp, zero, lora, tp)
+    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None):
+        layout = layout or Layout(tp=tp, ep=ep)
+        key = (dp, zero, lora, tp, ep, layout)
         if key not in self._cache:
             wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
-            self._cache[key] = predict(tp_shard(self.spec, tp), self.alg, wl, self.prof,
-                                       critic=tp_shard(self.critic_base, tp),
-                                       reward_model=tp_shard(self.rm_base, tp), lora=lora)
+            actor, critic, rm = (ep_shard(tp_shard(m, tp), ep) for m in (self.spec, self.critic_base, self.rm_base))
+            self._cache[key] = predict(actor, self.alg, wl, self.prof, critic=critic, reward_model=rm, lora=lora,
+                                       layout=layout)
         return self._cache[key]
 
 
-def _tp_comm(stage, row, shape, spec, wl, tp, prof) -> float:
-    """Megatron TP: 2 all-reduces of the activations per layer per pass (4 for a training pass)."""
-    if tp <= 1 or stage in (S.OPTIMIZER, S.ADVANTAGE) or row.model == "verifier":
+def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
+    """Tensor- and expert-parallel collectives of one stage row (comm.layer_comm_time per pass: one pass per
+    forward or backward call, two for the critic's update); a continuous engine's decode and prefill price theirs
+    inside the engine."""
+    if (layout.tp <= 1 and layout.ep <= 1) or stage in (S.OPTIMIZER, S.ADVANTAGE) or row.model == "verifier":
         return 0.0
-    db = wl.dtype_bytes
+    if stage in (S.PREFILL, S.DECODE) and wl.engine == "continuous":
+        return 0.0
     if stage == S.DECODE:
-        msg = tp_message_bytes(shape["g"], 1, spec.hidden, db)
+        tokens = shape["g"]
     elif stage == S.PREFILL:
-        msg = tp_message_bytes(shape["g"], wl.prompt_len, spec.hidden, db)
+        tokens = shape["g"] * wl.prompt_len
     else:
-        msg = tp_message_bytes(shape["m"], shape["seq"], spec.hidden, db)
-    per_call = (4 if stage == S.CRITIC_UPDATE else 2) * spec.layers
-    return row.calls * per_call * collective_time("all_reduce", msg, tp, prof)
+        tokens = shape["m"] * shape["seq"]
+    passes = 2 if stage == S.CRITIC_UPDATE else 1
+    return row.calls * passes * layer_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
 
 
 def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.MemoryBreakdown:
     """Persistent bytes per device of one role on its set (gradients are counted while training)."""
     wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp
     prec = wl.precision
-    actor, critic, rm = pr.specs(rset.tp)
+    actor, critic, rm = pr.specs(rset.tp, rset.ep)
     if role in ("actor", "critic"):
         spec = actor if role == "actor" else critic
         if role == "actor" and lora:
@@ -245,8 +356,8 @@ def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.Memo
         g = spec.params * M.PRECISIONS[prec][1] / (dp if zero >= 2 else 1)
         return M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - g))
     if role == "rollout":
-        if not separate:
-            return M.MemoryBreakdown()   # generates with the actor's own weights (TRL without vLLM)
+        if not separate or wl.engine == "continuous":
+            return M.MemoryBreakdown()   # the actor's own weights (TRL without vLLM), or in the engine's pool
         return M.MemoryBreakdown(weights=int(actor.params * db))
     if role == "reference":
         return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(actor.params * db))
@@ -264,78 +375,157 @@ def _lora_actor(pr: _Predictor, spec, dp: int, zero: int, lora) -> M.MemoryBreak
 
 
 def _grads(role: str, pr: _Predictor, rset, lora) -> int:
-    actor, critic, _ = pr.specs(rset.tp)
+    actor, critic, _ = pr.specs(rset.tp, rset.ep)
     spec = actor if role == "actor" else critic
     n = lora_params(actor, lora) if (role == "actor" and lora) else spec.params
     return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1))
 
 
-def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: float):
-    """(SetCost, reshard seconds, reshard bytes) of the roles ``roles`` on the resource set ``rset``; depends on
-    nothing else, so the advisor prices each (roles, set) once."""
+def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | None, tp: int | None = None,
+               ep: int | None = None) -> Layout:
+    """The Layout of a set that starts at device ``start``: its tensor-parallel groups (consecutive devices), its
+    data- and expert-parallel groups (strided by tp), the nodes each spans; ``tp``/``ep`` override the set's (the
+    hybrid engine's generation layout)."""
+    tp = tp or rset.tp
+    ep = ep or rset.ep
+    dp = rset.devices // tp
+    return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
+                  dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held)
+
+
+def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
+    """(seconds, bytes over the set) of the hybrid engine's transition into its generation layout (module
+    docstring): the all-gather of M / t_g inside groups of s / t_g ranks strided by t_g, one collective per tensor;
+    with a continuous engine its device copy of M / t_g (CUDA IPC) and its level-1 wake-up (M / t_g from host
+    memory) and sleep (back)."""
+    prof, db = pr.prof, pr.wl.dtype_bytes
+    tg, s_dev = rset.generation_tp, rset.devices
+    m_bytes = pr.spec.params * db
+    group = s_dev // tg
+    gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+    t = 0.0
+    if group > 1:
+        nodes = topo.nodes(start, group, tg)
+        alpha = collective_time("all_gather", 0.0, group, prof, nodes)
+        t = collective_time("all_gather", m_bytes / tg, group, prof, nodes) + (pr.spec.param_tensors - 1) * alpha
+    if pr.wl.engine == "continuous":
+        shard = m_bytes / tg
+        t += 2 * shard / prof.bandwidth() + 2 * shard / prof.host_bandwidth()
+    return t, s_dev * gathered
+
+
+def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: float,
+             topo: Topology | None = None, start: int = 0):
+    """(SetCost, reshard seconds, reshard bytes) of the roles ``roles`` on the resource set ``rset`` starting at
+    device ``start`` of a cluster with topology ``topo``; depends on nothing else, so the advisor prices each
+    (roles, set, start) once."""
     spec, wl, prof, db = pr.spec, pr.wl, pr.prof, pr.wl.dtype_bytes
+    topo = topo or Topology()
     separate = "rollout" in roles and "actor" not in roles
     stages: dict = {}
     transients: list[M.MemoryBreakdown] = []
     persistent = M.MemoryBreakdown()
     reshard_s = reshard_bytes = gathered = 0.0
+    engine = None
     for role in roles:
         persistent += _role_state(role, pr, rset, separate, lora)
+    held = float(sum(_role_state(r, pr, rset, separate, lora).total for r in roles if r != "rollout"))
     for role in roles:
         hybrid_gen = role == "rollout" and reshard
         if hybrid_gen:
             # hybrid engine: generation replicas of t_g devices each, weights already gathered by the reshard
             tg = rset.generation_tp
-            base, tp = pr.base(rset.devices // tg, 0, lora, tg), tg
-            s_dev, m_bytes = rset.devices, spec.params * db
-            gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
-            reshard_bytes = s_dev * gathered
-            if s_dev // tg > 1:
-                reshard_s = collective_time("all_gather", m_bytes / tg, s_dev // tg, prof)
+            ep = rset.ep if (rset.devices // tg) % rset.ep == 0 else 1
+            lay = set_layout(rset, topo, start, capacity, held, tp=tg, ep=ep)
+            base, tp = pr.base(rset.devices // tg, 0, lora, tg, ep, lay), tg
+            reshard_s, reshard_bytes = reshard_time(pr, rset, topo, start)
+            gathered = reshard_bytes / rset.devices
         else:
             tp = rset.tp
-            base = pr.base(rset.dp, rset.zero, lora, tp)
+            lay = set_layout(rset, topo, start, capacity, held if role == "rollout" else None)
+            base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay)
+        shard = pr.specs(tp, lay.ep)[0]
         for row in base.rows:
             owner = ROLE_OF.get(row.stage)
             if row.stage == S.REWARD:
                 owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
             if owner != role:
                 continue
-            t = row.seconds + _tp_comm(row.stage, row, base.shape, spec, wl, tp, prof)   # row: one TP rank's share
+            t = row.seconds + _layout_comm(row.stage, row, base.shape, shard, wl, lay, prof)  # one rank's share
             stages[row.stage] = stages.get(row.stage, 0.0) + t
             tr = _mem_sub(row.breakdown, base.persistent)
             if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
                 tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
                                                   pr, rset, lora))
-            if separate and role == "rollout":
+            if role == "rollout" and wl.engine == "continuous":
+                pass                              # the engine's whole pool (its own weights, reserve, KV cache)
+            elif separate and role == "rollout":
                 tr = replace(tr, weights=0)   # the rollout copy is whole (its own set), nothing to gather
-            if hybrid_gen:
+            elif hybrid_gen:
                 tr = replace(tr, weights=int(gathered))   # the generation layout's weights beyond the training shard
             transients.append(tr)
+        if role == "rollout":
+            engine = base.engine
         if role == "actor":  # TRL's per-step bookkeeping (predict.py, bookkeeping_s) runs in the trainer's process
             stages[S.OPTIMIZER] = stages.get(S.OPTIMIZER, 0.0) + base.bookkeeping_s
     peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
-    return SetCost(rset.name, rset.devices, tuple(roles), stages, persistent + peak, capacity), reshard_s, reshard_bytes
+    return (SetCost(rset.name, rset.devices, tuple(roles), stages, persistent + peak, capacity, engine),
+            reshard_s, reshard_bytes)
 
 
-def _link(prof, cluster: Cluster | None) -> float:
+def cluster_profile(prof, cluster: Cluster | None):
+    """The profile with the cluster's own network card (``network_gbps``, taken as achieved: efficiency 1)."""
+    if cluster is None or not cluster.network_gbps:
+        return prof
+    return replace(prof, network=dict(prof.network, bandwidth=cluster.network_gbps * 1e9),
+                   efficiency=dict(prof.efficiency, network=1.0))
+
+
+def cluster_topology(prof, cluster: Cluster | None) -> Topology:
+    """The nodes of the cluster: its ``devices_per_node``, else the profile's (None: one node)."""
+    per = cluster.devices_per_node if cluster is not None and cluster.devices_per_node else prof.devices_per_node
+    return Topology(per)
+
+
+def sync_time(pr: _Predictor, placement: Placement, cluster: Cluster | None, topo: Topology, nbytes: float) -> float:
+    """Seconds of the weight sync from the trainer's set to the rollout set (module docstring)."""
+    prof = pr.prof
+    actor_set, roll_set = placement.set_of("actor"), placement.set_of("rollout")
+    a0, r0 = placement.start(actor_set.name), placement.start(roll_set.name)
+    cross = topo.devices_per_node and any((r0 + i) // topo.devices_per_node != a0 // topo.devices_per_node
+                                          for i in range(roll_set.devices))
     if cluster is not None and cluster.link_gbps:
-        return cluster.link_gbps * 1e9
-    if prof.link_bandwidth:
-        return float(prof.link_bandwidth)
-    raise RlmLabError(f"profile {prof.name!r} has no link_bandwidth and the cluster gives none: "
-                      f"a placement with a separate rollout set needs one (cluster link_gbps)")
+        bw = cluster.link_gbps * 1e9
+    elif cross:
+        bw = prof.network_bandwidth()
+    elif prof.link_bandwidth:
+        bw = float(prof.link_bandwidth)
+    else:
+        raise RlmLabError(f"profile {prof.name!r} has no link_bandwidth and the cluster gives none: "
+                          f"a placement with a separate rollout set needs one (cluster link_gbps)")
+    buckets = max(1, math.ceil(nbytes / BUCKET_BYTES))
+    alpha = prof.collective("send_recv")["alpha_s"] + (prof.network_alpha() if cross else 0.0)
+    crossings = 2 if placement.sync == "object_store" else 1
+    t = crossings * nbytes / bw + buckets * alpha
+    if actor_set.zero == 3 and actor_set.dp > 1 and placement.sync == "collective":
+        t += collective_time("all_gather", nbytes, actor_set.dp, prof,
+                             topo.nodes(a0, actor_set.dp, actor_set.tp))
+    return t
 
 
 def predict_placement(placement: Placement, model, algo="grpo", workload=None, profile="cpu-2core-epyc",
                       cluster: Cluster | None = None, critic=None, reward_model=None, beta=None, lora=None,
-                      _predictor: _Predictor | None = None, _cache: dict | None = None) -> PlacementPrediction:
-    """Predict one synchronous step of ``placement`` (validated here) for ``algo`` on ``model``.
+                      _predictor: _Predictor | None = None, _cache: dict | None = None, mode: str = "sync",
+                      eta=None) -> PlacementPrediction:
+    """Predict one step of ``placement`` (validated here) for ``algo`` on ``model`` in execution ``mode`` with
+    staleness bound ``eta`` (modes.py; default: synchronous).
 
     ``lora``: LoRA settings (cost/lora.py); default ``placement.lora`` with PEFT's defaults (r = 8, q/v).
-    ``cluster``: device memory and link bandwidth override the profile's.
+    ``cluster``: device memory, link bandwidth and topology override the profile's.
     """
-    pr = _predictor or _Predictor(model, algo, workload, profile, critic, reward_model, beta)
+    mode, eta = check_mode(mode, eta)
+    pr = _predictor or _Predictor(model, algo, workload, cluster_profile(load_profile(profile), cluster), critic,
+                                  reward_model, beta)
     lora = lora_from(lora) if lora is not None else lora_from(placement.lora)
     if lora is not None and not placement.lora:
         placement = replace(placement, lora=True)   # validated as a LoRA placement (reference on the actor's set)
@@ -343,15 +533,17 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     prof, wl, spec = pr.prof, pr.wl, pr.spec
     capacity = (cluster.memory_per_device_gib * GIB if cluster is not None and cluster.memory_per_device_gib
                 else float(prof.memory_bytes))
+    topo = cluster_topology(prof, cluster)
     db = wl.dtype_bytes
     sets: list[SetCost] = []
     reshard_s = reshard_bytes = 0.0
     for rset in placement.sets:
-        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity)
+        start = placement.start(rset.name)
+        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity, topo, start)
         if _cache is not None and key in _cache:
             sc, r_s, r_b = _cache[key]
         else:
-            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity)
+            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity, topo, start)
             if _cache is not None:
                 _cache[key] = (sc, r_s, r_b)
         sets.append(sc)
@@ -361,11 +553,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     if placement.rollout_separate:
         trained = lora_params(spec, lora) if lora else spec.params
         sync_bytes = trained * db
-        bw = _link(prof, cluster)
-        buckets = max(1, math.ceil(sync_bytes / BUCKET_BYTES))
-        alpha = prof.collective("send_recv")["alpha_s"]
-        crossings = 2 if placement.sync == "object_store" else 1
-        sync_s = crossings * sync_bytes / bw + buckets * alpha
+        sync_s = sync_time(pr, placement, cluster, topo, sync_bytes)
 
     phases = {p: (0.0, "-") for p in PHASES}
     for phase in PHASES[1:-1]:
@@ -375,7 +563,10 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     phases["sync"] = (sync_s, "-")
     assumed = tuple(a for a, used in (
         (ASSUMED_TP, any(s.tp > 1 or (placement.reshard and s.generation_tp > 1) for s in placement.sets)),
+        (ASSUMED_EP, any(s.ep > 1 for s in placement.sets)),
+        (ASSUMED_ENGINE, wl.engine == "continuous"),
+        (ASSUMED_SLEEP, wl.engine == "continuous" and placement.reshard),
         (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"))
         if used)
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
-                               cluster, assumed)
+                               cluster, assumed, mode, eta)

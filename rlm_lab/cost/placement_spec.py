@@ -46,20 +46,28 @@ class Cluster:
     """What there is to place on: ``devices`` CPU cores or GPUs of one kind.
 
     ``memory_per_device_gib``: memory one device holds (a GPU's HBM; on CPU the machine's RAM divided by
-    the cores); ``link_gbps``: bandwidth between two sets, in GB/s (bytes, not bits); None = unknown.
+    the cores); ``link_gbps``: bandwidth between two sets, in GB/s (bytes, not bits); None = from the topology.
+    ``devices_per_node``: devices of one node (None: the hardware profile's, e.g. 8 for an HGX/DGX node);
+    ``network_gbps``: GB/s of the network card each device has (None: the profile's), the tier a collective
+    whose ranks span nodes runs on (comm.py: topology).
     """
 
     devices: int
     kind: str = "cpu"
     memory_per_device_gib: float | None = None
     link_gbps: float | None = None
+    devices_per_node: int | None = None
+    network_gbps: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.devices, int) or isinstance(self.devices, bool) or self.devices <= 0:
             raise PlacementError(f"cluster devices must be an integer > 0, got {self.devices!r}")
         if self.kind not in KINDS:
             raise PlacementError(f"cluster kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        for name in ("memory_per_device_gib", "link_gbps"):
+        d = self.devices_per_node
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool) or d <= 0):
+            raise PlacementError(f"cluster devices_per_node must be an integer > 0, got {d!r}")
+        for name in ("memory_per_device_gib", "link_gbps", "network_gbps"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                                   or v <= 0):
@@ -75,6 +83,10 @@ class ResourceSet:
     ZeRO stage of the data-parallel group (3 = FSDP). On a rollout-only set ``dp`` is the number of rollout
     replicas and ``tp`` the tensor-parallel size of each. ``gen_tp`` (hybrid engine only): the tensor-parallel
     size of the generation layout the actor is resharded into (HybridFlow's t_g; 0 = same as ``tp``).
+    ``ep`` (MoE models): expert parallelism, the experts split over ``ep`` of the data-parallel ranks (each rank
+    holds E / ep experts; tokens travel to their experts by all-to-all: Megatron-Core's expert parallel group
+    inside the data-parallel group, https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/
+    moe.html); it must divide ``dp``.
     """
 
     name: str
@@ -84,6 +96,7 @@ class ResourceSet:
     tp: int = 1
     zero: int = 0
     gen_tp: int = 0
+    ep: int = 1
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -101,6 +114,9 @@ class ResourceSet:
                                  f"does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+        if not isinstance(self.ep, int) or isinstance(self.ep, bool) or self.ep < 1 or self.dp % self.ep:
+            raise PlacementError(f"set {self.name!r}: ep={self.ep!r} must be an integer >= 1 dividing its "
+                                 f"data-parallel size {self.dp}")
 
     @property
     def generation_tp(self) -> int:
@@ -176,6 +192,15 @@ class Placement:
     def devices(self) -> int:
         return sum(s.devices for s in self.sets)
 
+    def start(self, set_name: str) -> int:
+        """The first device of a set: sets take consecutive devices in their order (the topology's numbering)."""
+        first = 0
+        for s in self.sets:
+            if s.name == set_name:
+                return first
+            first += s.devices
+        raise PlacementError(f"placement {self.name!r} has no set {set_name!r}")
+
     @property
     def rollout_separate(self) -> bool:
         """True when generation runs on another set than training (weights must be shipped)."""
@@ -238,14 +263,15 @@ class Placement:
     def to_dict(self) -> dict:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
         """One line: ``rollout[4 gpu tp2] | actor+reference[4 gpu zero3] sync=collective``."""
         parts = []
         for s in self.sets:
-            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" zero{s.zero}" if s.zero else "")
+            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" ep{s.ep}" if s.ep > 1 else "")
+            lay += f" zero{s.zero}" if s.zero else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
@@ -264,7 +290,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):

@@ -7,7 +7,9 @@ Stage costs (FLOPs: Kaplan et al., arXiv 2001.08361; memory: ZeRO, arXiv 1910.02
 * prefill: a forward of P tokens per generated row (per prompt with prefix sharing), logits of the
   last position only.
 * decode: static engine (transformers ``generate``) runs every row of a generation batch for
-  R_max - 1 steps, t = sum_k t_step(g, P + k); continuous engine (vLLM-style) runs only active rows.
+  R_max - 1 steps, t = sum_k t_step(g, P + k); continuous engine (vLLM/SGLang): continuous batching whose
+  concurrency the KV cache limits, with its own copy of the weights in its share of the device's memory, drained
+  to its longest sequence (engine.py; ``Prediction.engine`` keeps the engine for the asynchronous modes).
 * old/ref log-probs, values, reward model: a forward over padded sequences, in micro-batches.
 * actor forward/backward: E epochs over all sequences; optimizer: E*M AdamW steps; critic alike.
 * weight sync: none (the policy generates itself), a copy (colocated) or link transfer (LoRA: the adapters).
@@ -46,7 +48,7 @@ from ..errors import RlmLabError
 from ..stages import Stage
 from . import flops as F
 from . import memory as M
-from .comm import collective_time
+from .comm import Layout, collective_time, layer_comm_time
 from .hardware import HardwareProfile, load_profile
 from .lora import Lora, lora_forward_flops, lora_from, lora_params, lora_tensors
 from .spec import ModelSpec, model_spec, scalar_head
@@ -87,6 +89,7 @@ class Prediction:
     shape: dict = field(default_factory=dict)   # rows per forward call (m), per generate call (g), padded seq
     lora: Lora | None = None
     bookkeeping_s: float = 0.0    # TRL's per-step bookkeeping between the stages (the tracer's "other")
+    engine: object = None         # EngineInfo of a continuous engine (engine.py), None for the static one
 
     # ---- memory ----------------------------------------------------------------------------
     @property
@@ -95,10 +98,12 @@ class Prediction:
 
     @property
     def fits(self) -> bool:
-        return self.memory.total <= self.capacity
+        return self.memory.total <= self.capacity and (self.engine is None or self.engine.fits)
 
     def memory_error(self) -> RlmLabError:
         m = self.memory
+        if self.engine is not None and not self.engine.fits:
+            return RlmLabError(f"does not fit: {self.engine.why}")
         return RlmLabError(
             f"does not fit: needs {m.total / GIB:.2f} GiB per device (weights {m.weights / GIB:.2f}, "
             f"gradients {m.gradients / GIB:.2f}, optimizer {m.optimizer / GIB:.2f}, KV cache {m.kv_cache / GIB:.2f}, "
@@ -168,12 +173,15 @@ class Prediction:
 
 def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | None = None,
             profile="cpu-2core-epyc", critic=None, reward_model=None, beta: float | None = None,
-            lora=None) -> Prediction:
+            lora=None, layout: Layout | None = None) -> Prediction:
     """Predict one iteration of ``algo`` on ``model`` with ``workload`` on hardware ``profile``.
 
     ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head;
     ``beta=0`` drops the reference model; ``lora`` (a :class:`Lora`, a rank, a mapping or True) trains
-    LoRA adapters on the frozen actor (lora.py).
+    LoRA adapters on the frozen actor (lora.py). ``layout`` (comm.Layout; placement.py passes one per set): the
+    tensor-/expert-parallel sizes the model shards were cut for, the nodes each group spans, the device memory
+    and what other models hold on it; default: tp = ep = 1, the data-parallel ranks packed into the profile's
+    nodes, its memory.
     """
     spec = model_spec(model)
     alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
@@ -182,12 +190,18 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
     prof.peak_flops(wl.dtype)  # fail early, naming the dtype, if the profile lacks it
     critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
     rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
-    return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec, lora_from(lora)).run()
+    if layout is None:
+        from .comm import Topology
+
+        layout = Layout(dp_nodes=Topology(prof.devices_per_node).nodes(0, wl.devices))
+    return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec, lora_from(lora), layout).run()
 
 
 class _Assembler:
-    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec, lora=None):
+    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec, lora=None, layout: Layout | None = None):
         self.spec, self.alg, self.wl, self.prof = spec, alg, wl, prof
+        self.layout = layout or Layout()
+        self.engine = None
         self.lora = lora
         self.adapter = lora_params(spec, lora) if lora else 0   # trainable parameters of the actor's adapters
         self.critic_spec, self.rm_spec = critic_spec, rm_spec
@@ -310,7 +324,7 @@ class _Assembler:
         assert mem.total == peak.memory
         shape = {"m": self.m, "g": self.g, "seq": self.seq, "n_dev": self.n_dev, "r_gen": self.r_gen}
         return Prediction(self.spec, self.alg, self.wl, self.prof, self.rows, mem, dag, self.persistent, shape,
-                          self.lora, self.bookkeeping())
+                          self.lora, self.bookkeeping(), self.engine)
 
     def bookkeeping(self) -> float:
         """TRL's bookkeeping of one iteration: per optimizer step, base + rows x row + trainable tensors x tensor
@@ -336,6 +350,8 @@ class _Assembler:
                 r.calls = math.ceil(r.calls * k)
 
     def generation(self):
+        if self.wl.engine == "continuous":
+            return self._engine_generation()
         spec, wl, prof, P = self.spec, self.wl, self.prof, self.wl.prompt_len
         batches = math.ceil(self.n_dev / self.g)
         rows = max(1, self.g // wl.group_size) if wl.prefix_sharing else self.g
@@ -349,7 +365,7 @@ class _Assembler:
             # ZeRO-3: TRL's unwrap_model_for_generation gathers the whole model (gather_deepspeed3_params=True)
             # once per generate call: the full weights are resident while generating, and the all-gather is paid
             gathered = int(w_bytes - w_bytes / self.dev)
-            t_gather = collective_time("all_gather", w_bytes, self.dev, prof)
+            t_gather = collective_time("all_gather", w_bytes, self.dev, prof, self.layout.dp_nodes)
             t_pre += batches * t_gather
         tr = M.MemoryBreakdown(weights=gathered, kv_cache=kv, activations=M.logits_bytes(spec, self.g))
         self._track(tr)
@@ -373,6 +389,54 @@ class _Assembler:
         b_dec = self.dev * n_runs * (len(active) * w_bytes + kv_read)
         depth_dec = self._sum_steps([1] * (self.r_max - 1))
         self._add(S.DECODE, "actor", f_dec, b_dec, tr, t_dec, n_runs * len(active), depth_dec)
+
+    def _engine_generation(self):
+        """A continuous engine (engine.py) generating this device's sequences with its own copy of the weights: its
+        memory pool (the workload's fraction of the device, or 0.9 of it less what the other models hold), the KV
+        capacity left in it, and the drained batch's prefill and decode; ZeRO-3 gathers the weights once per step
+        to refresh the engine's copy."""
+        from .engine import AUTO_MEMORY_FRACTION, Engine, EngineInfo, EngineRun, arrival_order, kv_capacity, \
+            vllm_defaults
+
+        spec, wl, prof, P, lay = self.spec, self.wl, self.prof, self.wl.prompt_len, self.layout
+        capacity = float(lay.capacity or prof.memory_bytes)
+        held = float(lay.held if lay.held is not None else self.persistent.total)
+        default_seqs, chunk = vllm_defaults(prof)
+        max_seqs = wl.gen_batch or default_seqs
+        f = wl.engine_memory_fraction
+        pool = f * capacity if f is not None else AUTO_MEMORY_FRACTION * capacity - held
+        K, w_bytes, reserve = kv_capacity(spec, self.db, pool, max_seqs, chunk)
+
+        def comm(tokens):
+            return layer_comm_time(spec, tokens, prof, lay, self.db)
+
+        eng = Engine(spec, prof, P, max(K, 0.0), max_seqs, chunk, wl.group_size, wl.prefix_sharing, self.dt,
+                     self.db, comm)
+        lengths = arrival_order(self.lengths[self.dev - 1::self.dev] or self.lengths[:1])
+        fits = eng.fits_one(max(lengths))
+        share = (f"{f:g} of" if f is not None else f"{AUTO_MEMORY_FRACTION:g} of the device less "
+                 f"{held / GIB:.1f} GiB the other models hold, of")
+        why = (f"the generation engine's KV cache holds {max(K, 0):.0f} tokens per replica ({share} "
+               f"{capacity / GIB:.1f} GiB, less weights {w_bytes / GIB:.1f} GiB and reserve {reserve / GIB:.1f} GiB)"
+               f" but one sequence needs {P + max(lengths)}; use more tensor parallelism, a larger memory share or "
+               f"shorter sequences")
+        run = eng.drain(lengths) if fits else EngineRun(0.0, 0.0, 0.0, 0, 0, 0.0)
+        kappa = spec.kv_bytes_per_token(self.db)
+        tr = M.MemoryBreakdown(weights=int(w_bytes), kv_cache=int(max(K, 0.0) * kappa), activations=int(reserve))
+        self._track(tr)
+        t_pre, depth_pre = run.prefill_s, forward_time(spec, prof, 1, P, 1, self.dt, self.db)
+        if wl.zero_stage == 3 and self.dev > 1:
+            t_gather = collective_time("all_gather", spec.params * self.db, self.dev, prof, lay.dp_nodes)
+            t_pre, depth_pre = t_pre + t_gather, depth_pre + t_gather
+        prompts = len(lengths) / wl.group_size if wl.prefix_sharing else len(lengths)
+        f_pre = self.dev * prompts * F.prefill_flops(spec, P)
+        self._add(S.PREFILL, "actor", f_pre, self.dev * w_bytes, tr, t_pre, max(1, math.ceil(prompts)), depth_pre)
+        f_dec = self.dev * sum(F.decode_flops(spec, P, r) for r in lengths)
+        kv_read = sum((r - 1) * P + (r - 1) * r // 2 for r in lengths) * kappa
+        b_dec = self.dev * (run.steps * w_bytes + kv_read)
+        depth_dec = self._sum_steps([1] * (self.r_max - 1))
+        self._add(S.DECODE, "actor", f_dec, b_dec, tr, run.decode_s, math.ceil(run.steps), depth_dec)
+        self.engine = EngineInfo(eng, lengths, run, fits, max(K, 0.0), pool, max_seqs, why)
 
     def _sum_steps(self, active: list[int]) -> float:
         """sum_k t_step(b_k, P + k); evaluated on a stride for long generations (t_step is smooth in c)."""
@@ -406,7 +470,7 @@ class _Assembler:
                                  self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
             if stage == S.OLD_LOGPROB and self.wl.zero_stage == 3 and self.dev > 1:
                 # the ZeRO-3 actor all-gathers its parameters for every forward call (layer by layer: N bytes)
-                gather = collective_time("all_gather", spec.params * self.db, self.dev, self.prof)
+                gather = collective_time("all_gather", spec.params * self.db, self.dev, self.prof, self.layout.dp_nodes)
                 t, depth = t + calls * gather, depth + gather
             self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
         self._verifier()
@@ -493,11 +557,12 @@ class _Assembler:
         + all-gather: same bytes) or ZeRO-3's 2 all-gathers + 1 reduce-scatter (comm.py)."""
         if self.dev == 1:
             return 0.0
+        nodes = self.layout.dp_nodes
         if self.wl.zero_stage == 3:
             p_bytes = spec.params * self.db
-            return (2 * collective_time("all_gather", p_bytes, self.dev, self.prof)
-                    + collective_time("reduce_scatter", grad_bytes, self.dev, self.prof))
-        return collective_time("all_reduce", grad_bytes, self.dev, self.prof)
+            return (2 * collective_time("all_gather", p_bytes, self.dev, self.prof, nodes)
+                    + collective_time("reduce_scatter", grad_bytes, self.dev, self.prof, nodes))
+        return collective_time("all_reduce", grad_bytes, self.dev, self.prof, nodes)
 
     def sync(self):
         mode = self.wl.weight_sync

@@ -7,7 +7,7 @@ Mixtral (every layer MoE) and Qwen2-MoE (sparse layers, shared expert) are under
 Parameter count (exact for the transformers implementations of these families):
 
     embed V*h + per layer [ q h*a*d + k,v 2*h*kv*d + o a*d*h (+ biases) + 2 norms 2h + MLP ]
-    + final norm h + lm_head V*h (0 if tied)
+    (+ Qwen3's q_norm and k_norm 2*d_h) + final norm h + lm_head V*h (0 if tied)
     dense MLP: 3*h*I ; MoE MLP: E*3*h*I_e + router h*E (+ shared expert 3*h*I_s + its gate h)
 
 "Matmul parameters per token" are the weights a token multiplies with (the active ones for MoE):
@@ -29,7 +29,7 @@ class ModelSpec:
     """The shape of one decoder-only LM (L layers, hidden size h, n_kv KV heads of size d_h)."""
 
     name: str
-    arch: str            # llama | qwen2 | mistral | mixtral | qwen2_moe
+    arch: str            # llama | qwen2 | qwen3 | mistral | mixtral | qwen2_moe | qwen3_moe
     vocab: int           # V
     hidden: int          # h
     layers: int          # L
@@ -47,6 +47,7 @@ class ModelSpec:
     attention_bias: bool = False   # Llama's bias on q, k, v and o
     mlp_bias: bool = False
     head_out: int | None = None    # output width of the head; None = vocab (an LM head), 1 = value/reward head
+    qk_norm: bool = False          # Qwen3: an RMSNorm of width d_h on the queries and on the keys of every layer
 
     # ---- derived counts -------------------------------------------------------------------
     @property
@@ -82,7 +83,7 @@ class ModelSpec:
     def params(self) -> int:
         """Total parameters N, embeddings and lm_head included."""
         dense_layers = self.layers - self.moe_layers
-        per_layer = self.attention_params() + 2 * self.hidden
+        per_layer = self.attention_params() + 2 * self.hidden + (2 * self.head_dim if self.qk_norm else 0)
         n = self.vocab * self.hidden + self.layers * per_layer + self.hidden
         n += dense_layers * self.dense_mlp_params() + self.moe_layers * self.moe_mlp_params()
         return n + self.head_params()
@@ -104,7 +105,8 @@ class ModelSpec:
         dense = 3 + (3 if self.mlp_bias else 0)
         # Mixtral stores experts as 2 fused 3-D tensors (+ router); Qwen2-MoE adds a shared expert (3) and its gate
         moe = 3 + (4 if self.shared_intermediate else 0)
-        n = self.layers * (attn + 2) + (self.layers - self.moe_layers) * dense + self.moe_layers * moe
+        norms = 2 + (2 if self.qk_norm else 0)
+        n = self.layers * (attn + norms) + (self.layers - self.moe_layers) * dense + self.moe_layers * moe
         head = 2 if self.head_out is not None else (0 if self.tied else 1)
         return n + 2 + head
 
@@ -131,8 +133,8 @@ class ModelSpec:
 
 
 # ---- constructors ------------------------------------------------------------------------------
-_MOE_TYPES = {"mixtral", "qwen2_moe"}
-_KNOWN_TYPES = {"llama", "qwen2", "mistral", "mixtral", "qwen2_moe", "qwen3"}
+_MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe"}
+_KNOWN_TYPES = {"llama", "qwen2", "mistral", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 
 def _field(cfg: dict, key: str, where: str, default=None, required: bool = True):
@@ -174,10 +176,11 @@ def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
     if model_type == "mixtral":
         experts, top_k = g("num_local_experts"), g("num_experts_per_tok")
         expert_inter, moe_layers = intermediate, layers
-    elif model_type == "qwen2_moe":
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
         experts, top_k = g("num_experts"), g("num_experts_per_tok")
         expert_inter = g("moe_intermediate_size")
-        shared_inter = g("shared_expert_intermediate_size", 0, req=False) or 0
+        if model_type == "qwen2_moe":   # Qwen3-MoE has no shared expert
+            shared_inter = g("shared_expert_intermediate_size", 0, req=False) or 0
         step = g("decoder_sparse_step", 1) or 1
         only = set(cfg.get("mlp_only_layers") or [])
         moe_layers = sum(1 for i in range(layers) if i not in only and experts > 0 and (i + 1) % step == 0)
@@ -192,6 +195,7 @@ def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
         qkv_bias=model_type in ("qwen2", "qwen2_moe"),
         attention_bias=bool(cfg.get("attention_bias", False)) and model_type in ("llama", "mistral", "mixtral"),
         mlp_bias=bool(cfg.get("mlp_bias", False)) and model_type == "llama",
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
     )
 
 

@@ -174,6 +174,24 @@ def kv_append_bytes(spec: ModelSpec, batch: int, context: int, dtype_bytes: int)
     return 4.0 * spec.layers * batch * context * spec.kv_dim * dtype_bytes
 
 
+def decode_step_parts(spec: ModelSpec, batch: int, profile, dtype: str = "bf16", dtype_bytes: int = 2,
+                      kv_append: bool = True) -> tuple[float, float]:
+    """(compute, overhead) seconds of one decode step of ``batch`` rows *beyond its attention* (and beyond the
+    cache append): the weight products (weights read once, roofline per product), the elementwise work, and the
+    per-call overheads. Its attention depends only on the total number T of cached tokens the rows read
+    (``attention_time(spec, profile, 1, 1, T)`` equals ``attention_time(spec, profile, b, 1, T / b)``: FLOPs
+    4 a T d_h and bytes 2 T d_kv are both linear in T), which is what a continuous engine with rows of different
+    lengths needs (engine.py)."""
+    compute = matmul_time(spec, profile, batch, batch, dtype, dtype_bytes)
+    compute += elementwise_time(spec, profile, batch, "forward", dtype_bytes)
+    over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
+    over += _autocast_overhead(spec, profile, "decode", dtype)
+    over += expert_overhead(spec, profile, "decode", batch)
+    if kv_append:  # the HF generation loop as TRL drives it (loop_benchmarks.py); 0 in profiles without the terms
+        over += profile.call_overhead("generate_loop_base_s") + batch * profile.call_overhead("generate_loop_row_s")
+    return compute, over
+
+
 def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: str = "bf16",
                      dtype_bytes: int | None = None, kv_append: bool = True) -> float:
     """t_step(b, c): one token for each of ``batch`` sequences whose KV cache holds ``context`` tokens.
@@ -187,16 +205,10 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
 
     profile, spec = load_profile(profile), model_spec(spec)
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
-    compute = matmul_time(spec, profile, batch, batch, dtype, dtype_bytes)
+    compute, over = decode_step_parts(spec, batch, profile, dtype, dtype_bytes, kv_append)
     compute += attention_time(spec, profile, batch, 1, context, dtype, dtype_bytes)
-    compute += elementwise_time(spec, profile, batch, "forward", dtype_bytes)
     if kv_append:
         compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
-    over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
-    over += _autocast_overhead(spec, profile, "decode", dtype)
-    over += expert_overhead(spec, profile, "decode", batch)
-    if kv_append:  # the HF generation loop as TRL drives it (loop_benchmarks.py); 0 in profiles without the terms
-        over += profile.call_overhead("generate_loop_base_s") + batch * profile.call_overhead("generate_loop_row_s")
     return _combine(profile, compute, over)
 
 

@@ -148,10 +148,15 @@ class Workload:
     """One iteration's shape. n = prompts * group_size sequences.
 
     micro_batch: sequences per forward/backward call (default: a whole mini-batch);
-    gen_batch: sequences per ``generate`` call (default: all n); padding: "batch" (every row padded
+    gen_batch: sequences per ``generate`` call (default: all n); with the continuous engine the most sequences one
+    engine replica runs at once (vLLM's ``max_num_seqs``; default vLLM's own, engine.vllm_defaults);
+    engine_memory_fraction: the continuous engine's share of a device's memory (vLLM's ``gpu_memory_utilization``,
+    SGLang's ``mem_fraction_static``) holding its weights, activation reserve and KV cache; default (None) 0.9 of
+    the device less what the other models on it hold while it generates (engine.py); padding: "batch" (every row padded
     to the longest response of the rollout, as TRL does), "minibatch" (to the expected longest of
     its micro-batch) or "none" (packed); engine: "static" (transformers ``generate``: finished rows
-    keep computing until the longest ends) or "continuous" (vLLM-style: only active rows);
+    keep computing until the longest ends) or "continuous" (vLLM/SGLang: continuous batching whose concurrency the
+    KV cache limits, engine.py);
     logits: "completion" (TRL keeps logits of the completion only) or "all";
     dynamic_sampling_p: with DAPO-style dynamic sampling, generation (and reward) repeats until the
     batch holds n useful sequences: expected inflation 1 / (1 - p^G - (1-p)^G) (workdepth.py);
@@ -173,6 +178,7 @@ class Workload:
     precision: str = "fp32"
     padding: str = "batch"
     engine: str = "static"
+    engine_memory_fraction: float | None = None   # continuous engine: share of a device's memory (None: auto)
     logits: str = "completion"
     prefix_sharing: bool = False
     reward_s_per_sample: float = 0.0
@@ -217,6 +223,10 @@ class Workload:
         for name in ("autocast", "gradient_checkpointing"):
             if not isinstance(getattr(self, name), bool):
                 raise RlmLabError(f"workload.{name} must be true or false, got {getattr(self, name)!r}")
+        f = self.engine_memory_fraction
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1):
+            raise RlmLabError(f"workload.engine_memory_fraction must be in (0, 1] (vLLM's gpu_memory_utilization), "
+                              f"got {f!r}")
         if self.reward_s_per_sample < 0:
             raise RlmLabError("workload.reward_s_per_sample must be >= 0")
 
