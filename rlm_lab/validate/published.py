@@ -31,8 +31,9 @@ A case (every key required unless marked optional)::
     algorithm: {name: grpo | ppo | dapo | rloo | reinforce_pp, beta: <KL weight>}
     workload: <the cost model's Workload fields; response may be {kind: reasoning_tail, max: M[, mean: m]}>
     placement: <a predict placement: {name: colocated|disaggregated|split|hybrid, ...} or {sets, roles}>
-    mode: sync | one_step_off | async
-    variant: {placement, mode, workload}   # speedup only: the faster configuration (the case itself is the baseline)
+    mode: sync | one_step_off | stale | async          # rlm_lab.cost.modes
+    eta: <optional staleness bound of the mode; none: the mode's default>
+    variant: {placement, mode, eta, workload}   # speedup only: the faster configuration (the case is the baseline)
     transport: nccl_broadcast | cuda_ipc | host_broadcast   # sync_time only: how the weights move
     assumed: [<every choice the source does not state, in words>]
 
@@ -66,14 +67,14 @@ STEP_QUANTITIES = ("step_time",)
 # a ratio's direction is the side of this reference the value lies on: faster or slower, more or less than half
 DIRECTION_REFERENCE = {"speedup": 1.0, "stage_share": 0.5}
 STAGES = ("generation", "preparation", "training")
-MODES = ("sync", "one_step_off", "async")
+MODES = ("sync", "one_step_off", "stale", "async")   # rlm_lab.cost.modes
 TRANSPORTS = ("nccl_broadcast", "cuda_ipc", "host_broadcast")
 ASSUMED_TAIL_SIGMA = 0.8           # log-normal sigma of a reasoning model's response lengths (assumed)
 ASSUMED_TAIL_MEDIAN_FRACTION = 0.125   # median / cap when a source states only the cap (assumed)
 
 CASE_KEYS = {"id", "source", "where", "split", "quantity", "published", "hardware", "model", "algorithm", "workload",
              "placement", "mode", "assumed"}
-OPTIONAL_KEYS = {"stage", "variant", "transport"}
+OPTIONAL_KEYS = {"stage", "variant", "transport", "eta"}
 PUBLISHED_KEYS = {"value", "interval", "derived"}
 HARDWARE_KEYS = {"gpu", "count", "nodes", "profile"}
 SOURCE_KEYS = {"title", "project", "bib", "kind", "url", "permalink", "read"}
@@ -120,6 +121,7 @@ class Case:
     stage: str | None = None
     variant: dict = field(default_factory=dict)
     transport: str | None = None
+    eta: int | None = None
 
     @property
     def unit(self) -> str:
@@ -315,7 +317,10 @@ def load_case(path: Path, sources: dict, split: dict) -> Case:
         raise RlmLabError(f"{name}: stage must be one of {', '.join(STAGES)}, got {stage!r}")
     if (q == "speedup") != ("variant" in data):
         raise RlmLabError(f"{name}: variant (the faster configuration) is required for a speedup and only for it")
-    variant = _mapping(data.get("variant", {}), f"{name} variant", set(), {"placement", "mode", "workload"})
+    variant = _mapping(data.get("variant", {}), f"{name} variant", set(), {"placement", "mode", "eta", "workload"})
+    for eta in (data.get("eta"), variant.get("eta")):
+        if eta is not None and (isinstance(eta, bool) or not isinstance(eta, int) or eta < 0):
+            raise RlmLabError(f"{name}: eta must be an integer >= 0 or omitted, got {eta!r}")
     if (q == "sync_time") != ("transport" in data):
         raise RlmLabError(f"{name}: transport is required for a sync_time and only for it")
     if "transport" in data and data["transport"] not in TRANSPORTS:
@@ -346,7 +351,7 @@ def load_case(path: Path, sources: dict, split: dict) -> Case:
         raise RlmLabError(f"{name}: {e}") from None
     return Case(data["id"], data["source"], _text(data["where"], f"{name} where"), data["split"], q, published,
                 hw, _model(data["model"], f"{name} model"), algo, workload, data["placement"], data["mode"],
-                tuple(data["assumed"]), stage, variant, data.get("transport"))
+                tuple(data["assumed"]), stage, variant, data.get("transport"), data.get("eta"))
 
 
 def load_published(folder: Path | str = PUBLISHED) -> Registry:

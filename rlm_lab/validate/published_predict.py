@@ -13,10 +13,8 @@ advantage -> training -> sync):
 * ``stage_share``: a phase's seconds over the synchronous step; ``stage_time``: a phase's seconds;
 * ``sync_time``: the weight sync phase (the transport must be one the predictor prices).
 
-**Modes.** ``sync`` is the placement's step. The asynchronous modes compose its phases with the closed forms of
-:mod:`rlm_lab.cost.asynchrony` (chapter 6): with g = reshard + generation, t = preparation + advantage + training and
-s = sync, one-step-off is ``max(g, t + s)`` (verl's one-step-off recipe; Trinity-RFT arXiv 2505.17826) and fully
-asynchronous is ``1 / min(1/g, 1/(t + s))`` (AReaL arXiv 2505.24298 Sec. 4; LlamaRL arXiv 2505.24034 Sec. 3).
+**Modes** are the cost model's own (:mod:`rlm_lab.cost.modes`: sync, one-step-off, bounded staleness, fully
+asynchronous with partial rollouts; ``PlacementPrediction.in_mode``), with the case's ``eta`` where it gives one.
 
 A case the cost model cannot price (an unknown profile, a model type it refuses, a set that does not fit its GPUs'
 memory, a transport it has no term for) is an :class:`Outcome` with ``predicted = None`` and the one-line reason;
@@ -98,18 +96,10 @@ def phases(pp) -> dict:
     return {p: t for p, (t, _) in pp.phases.items()}
 
 
-def step_seconds(pp, mode: str) -> float:
-    """One step of the placement prediction ``pp`` in ``mode`` (see the module docstring)."""
-    from ..cost.asynchrony import async_rate, one_step_off_step
-
-    ph = phases(pp)
-    if mode == "sync":
-        return pp.step_s
-    g = ph["reshard"] + ph["generation"]
-    t = ph["preparation"] + ph["advantage"] + ph["training"]
-    if mode == "one_step_off":
-        return one_step_off_step(g, t, ph["sync"])
-    return 1.0 / async_rate(g, t, ph["sync"])
+def step_seconds(pp, mode: str, eta: int | None = None) -> float:
+    """One step of the placement prediction ``pp`` in ``mode`` (the cost model's modes, rlm_lab.cost.modes)."""
+    phases(pp)     # one error line if a set does not fit
+    return pp.in_mode(mode, eta).step_s
 
 
 _CACHE: dict = {}     # predict configuration (as JSON) -> placement prediction: cases share their baselines
@@ -134,12 +124,13 @@ def _predict(case: Case, values: dict | None) -> float:
     base = _placement(case, {}, profile)
     q = case.quantity
     if q == "step_time":
-        return step_seconds(base, case.mode)
+        return step_seconds(base, case.mode, case.eta)
     if q == "speedup":
         variant = _placement(case, case.variant, profile)
-        return step_seconds(base, case.mode) / step_seconds(variant, case.variant.get("mode", case.mode))
+        return step_seconds(base, case.mode, case.eta) / step_seconds(variant, case.variant.get("mode", case.mode),
+                                                                     case.variant.get("eta"))
     if q == "stage_share":
-        return phases(base)[case.stage] / base.step_s
+        return phases(base)[case.stage] / base.sync_step_s
     if q == "stage_time":
         return phases(base)[case.stage]
     # sync_time: only a transport the placement prices (a collective broadcast between separate sets)
