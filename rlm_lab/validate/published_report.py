@@ -213,6 +213,7 @@ def book_numbers(rep: dict) -> dict:
            "direction_verdict": v["ratio"]["verdicts"]["ratio_direction"],
            "step_verdict": v["step"]["verdicts"]["step_median"],
            "priced": str(sum(v[g]["priced"] for g in GROUPS)), "validation_cases": str(sum(v[g]["cases"] for g in GROUPS))}
+    out |= {f"{k}_bar": f"{b:.0%}" for k, b in BARS.items()}
     from .published_predict import assumed_values
 
     fitted = (rep["fit"] or {}).get("parameters", {})
