@@ -129,7 +129,8 @@ def gpu_profile(known) -> str:
     if default_name("cuda") in known:
         return default_name("cuda")
     name = torch.cuda.get_device_name(0).lower()
-    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
+    for key, prof in (("h200", "h200"), ("h20", "h20"), ("h100", "h100-sxm"), ("h800", "h800"), ("b200", "b200"),
+                      ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
         if key in name:
             return prof
     raise RlmLabError(f"no hardware profile for GPU {name!r}; run `rlm-lab calibrate --device cuda` "

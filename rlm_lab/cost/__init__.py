@@ -10,10 +10,13 @@ Main entry points::
     load_profile(name_or_path) -> HardwareProfile               (hardware.py)
     decode_step_time(spec, batch, context, profile)             (timing.py)
     generate_time(spec, profile, prompt_len, lengths, batch)    (timing.py)
-    collective_time(op, nbytes, world, profile)                 (comm.py)
+    collective_time(op, nbytes, world, profile, nodes=1)        (comm.py; Topology, Layout)
+    Engine(...).drain(lengths) / .stream(lengths, cap)          (engine.py: vLLM/SGLang-style continuous batching)
     tail_bubble(lengths), dynamic_sampling_inflation(p, G)      (workdepth.py)
-    predict_placement(placement, model, algo, workload, profile, cluster) -> PlacementPrediction  (placement.py)
-    advise(model, algo, workload, cluster, profile) -> Advice; kendall_tau, regret               (advise.py)
+    predict_placement(placement, model, algo, workload, profile, cluster, mode="sync", eta=None)
+        -> PlacementPrediction (.step_s in its mode, .sync_step_s, .in_mode(mode, eta))     (placement.py, modes.py)
+    advise(model, algo, workload, cluster, profile, modes=("sync",), eta=None) -> Advice     (advise.py)
+    apply_assumptions(profile, {"eta_F": 0.5, ...}) -> HardwareProfile                       (assumed.py)
     Lora(rank, targets), lora_params(spec, lora)                 (lora.py)
 """
 

@@ -1,7 +1,9 @@
-"""The placement advisor: enumerate placements of an RL step's models on a cluster, drop what does not fit,
-rank the rest by predicted step time (placement.py), and say why each is fast or slow.
+"""The placement advisor: enumerate placements of an RL step's models on a cluster and the execution modes they
+can run in, drop what does not fit, rank the rest by predicted step time (placement.py, modes.py), and say why
+each is fast or slow.
 
-    advise("configs/models/qwen2.5-7b.config.json", "ppo", workload, Cluster(64, "gpu", 80, 50), "h100-sxm")
+    advise("configs/models/qwen2.5-7b.config.json", "ppo", workload, Cluster(64, "gpu", 80, 50), "h100-sxm",
+           modes=("sync", "one_step_off", "stale", "async"))
 
 Search space (issue 9 item 6; the planners of ReaL arXiv 2406.14088 and HybridFlow arXiv 2409.19256 Sec. 6 search
 the same kind of space with their own estimators):
@@ -10,13 +12,20 @@ the same kind of space with their own estimators):
    reference, 52 for PPO's five roles; ``placement_spec.enumerate_groupings``);
 2. every split of the cluster's devices between the sets, with set sizes from a grid (every size up to 16
    devices; beyond, powers of two and multiples of devices/8) that add up to the cluster;
-3. inside each set, its parallel layout: tensor-parallel size tp (powers of two up to ``max_tp``), ZeRO 0 or 3
-   for sets that train a model, and for a set holding both actor and rollout the hybrid engine (FSDP training
-   resharded into generation tensor-parallel size t_g).
+3. inside each set, its parallel layout: tensor-parallel size tp (powers of two up to ``max_tp``), expert
+   parallelism ep for a MoE model (powers of two up to ``max_ep`` dividing the data-parallel size and the experts),
+   ZeRO 0 or 3 for sets that train a model, and for a set holding both actor and rollout the hybrid engine (FSDP
+   training resharded into generation tensor-parallel size t_g);
+4. each placement in each of the asked execution modes (sync, one_step_off, stale eta, async; modes.py).
 
-Per set, the layout is chosen independently as the one that fits and gives that set the shortest busy time
-(exact for one-set placements; across sets a heuristic, since the step takes a max over concurrent sets).
-Each (roles, set, layout) is priced once and cached, so 64 GPUs enumerate in seconds.
+Per set, the layout is chosen independently as the one that fits and gives that set the shortest busy time of
+the synchronous step (exact for one-set placements; across sets and for the overlapping modes a heuristic, since
+the step takes a max over concurrent sets). Each (roles, set, first device, layout) is priced once and cached.
+
+**Ranking and ties** (:data:`TIE_RULE`): by predicted step time; step times equal to 3 significant digits are tied
+and ordered by lower staleness (on-policy first: a stale sample changes learning, chapter 6), then less memory per
+device (more headroom), then fewer sets, then the placement's description (alphabetical), so the order is
+deterministic and the report says why two equal times are listed as they are.
 
 Validation against measurements (chapter 5): :func:`kendall_tau` (predicted against measured ranking) and
 :func:`regret` (measured time of the advisor's first pick over the best measured time).
@@ -25,12 +34,17 @@ Validation against measurements (chapter 5): :func:`kendall_tau` (predicted agai
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..errors import RlmLabError, number_arg
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
-from .placement import GIB, PlacementPrediction, _Predictor, predict_placement, set_cost
+from .placement import GIB, PlacementPrediction, _Predictor, cluster_profile, cluster_topology, predict_placement, \
+    set_cost
 from .workload import workload_from_dict
+
+TIE_RULE = ("ties (equal step time to 3 significant digits) are ordered by lower staleness, then less memory per "
+            "device, then fewer sets, then the placement's description")
 
 
 # ---- validation statistics ----------------------------------------------------------------------
@@ -109,18 +123,25 @@ def _tp_ok(pr, tp: int) -> bool:
 
 
 TPS = (1, 2, 4, 8, 16)  # tensor-parallel sizes tried (up to --max-tp)
+EPS = (1, 2, 4, 8, 16, 32, 64)  # expert-parallel sizes tried for a MoE model (up to --max-ep)
 
 
-def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int):
-    """(ResourceSet, reshard) options for one set: tp x zero, plus the hybrid engine for actor + rollout.
+def _ep_ok(pr, ep: int) -> bool:
+    return ep == 1 or (pr.spec.moe_layers > 0 and pr.spec.experts % ep == 0)
+
+
+def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int, max_ep: int = 8):
+    """(ResourceSet, reshard) options for one set: tp x ep x zero, plus the hybrid engine for actor + rollout.
     A layout with more data-parallel ranks than the step has sequences is left out: a rank with no sequence
     (what `rlm-lab predict` refuses for the same shape)."""
     trains = "actor" in roles or "critic" in roles
     n = pr.wl.n
     tps = [t for t in TPS if t <= max_tp and devices % t == 0 and devices // t <= n and _tp_ok(pr, t)]
     for tp in tps:
-        for zero in ((0, 3) if trains and devices // tp > 1 else (0,)):
-            yield ResourceSet(name, devices, kind, dp=devices // tp, tp=tp, zero=zero), False
+        dp = devices // tp
+        for ep in (e for e in EPS if e <= max_ep and dp % e == 0 and _ep_ok(pr, e)):
+            for zero in ((0, 3) if trains and dp > 1 else (0,)):
+                yield ResourceSet(name, devices, kind, dp=dp, tp=tp, zero=zero, ep=ep), False
     if "actor" in roles and "rollout" in roles and 1 < devices <= n:
         for tg in tps:
             yield ResourceSet(name, devices, kind, dp=devices, tp=1, zero=3, gen_tp=tg), True
@@ -128,31 +149,61 @@ def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int):
 
 @dataclass
 class Advice:
-    ranked: list            # PlacementPrediction, fastest first (fitting only)
-    considered: int         # placements priced
+    ranked: list            # PlacementPrediction (each in its mode), fastest first (fitting only), TIE_RULE
+    considered: int         # placements priced (each placement once, whatever the number of modes)
     dropped: int            # of which did not fit
     cluster: Cluster
     groupings: int = 0      # groupings of the roles into sets that had a device split
+    modes: tuple = ("sync",)
+    workload: object = None
+    profile: object = None
 
     def top(self, k: int = 5) -> list[PlacementPrediction]:
         return self.ranked[:k]
 
 
+def _staleness(pp: PlacementPrediction) -> float:
+    return float("inf") if pp.eta is None else float(pp.eta)
+
+
+def rank_key(pp: PlacementPrediction) -> tuple:
+    """The ranking's sort key (:data:`TIE_RULE`)."""
+    return (float(f"{pp.step_s:.3g}"), _staleness(pp), pp.memory_per_device(), len(pp.sets), pp.placement.describe())
+
+
 def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profile="h100-sxm", max_tp: int = 8,
-           lora=None, critic=None, reward_model=None, beta=None) -> Advice:
-    """Enumerate, price and rank placements (module docstring). Raises RlmLabError when nothing fits."""
+           lora=None, critic=None, reward_model=None, beta=None, modes=("sync",), eta=None,
+           max_ep: int = 8) -> Advice:
+    """Enumerate, price and rank placements x modes (module docstring). ``modes``: execution modes to rank
+    (modes.MODES); ``eta``: the staleness bound of ``stale`` (default 2) and ``async`` (default unbounded).
+    Raises RlmLabError when nothing fits."""
+    from .modes import check_mode
+
     if isinstance(cluster, int) and not isinstance(cluster, bool):
         cluster = Cluster(cluster)
     if not isinstance(cluster, Cluster):
         raise RlmLabError(f"advise needs a Cluster or a device count, got {cluster!r}")
-    if not isinstance(max_tp, int) or isinstance(max_tp, bool) or max_tp < 1:
-        raise RlmLabError(f"max_tp must be an integer >= 1, got {max_tp!r}")
+    for name, v in (("max_tp", max_tp), ("max_ep", max_ep)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise RlmLabError(f"{name} must be an integer >= 1, got {v!r}")
+    if isinstance(modes, str):
+        modes = (modes,)
+    mode_etas = []
+    for m in modes:
+        mm, e = check_mode(m, eta if m not in ("sync", "one_step_off") else None)
+        if (mm, e) not in mode_etas:
+            mode_etas.append((mm, e))
+    if not mode_etas:
+        raise RlmLabError("advise needs at least one mode")
     wl = workload if workload is not None and not isinstance(workload, dict) else workload_from_dict(workload or {})
-    pr = _Predictor(model, algo, wl, profile, critic, reward_model, beta)
+    from .hardware import load_profile
+
+    pr = _Predictor(model, algo, wl, cluster_profile(load_profile(profile), cluster), critic, reward_model, beta)
     from .lora import lora_from
 
     lora = lora_from(lora)
     capacity = (cluster.memory_per_device_gib * GIB if cluster.memory_per_device_gib else float(pr.prof.memory_bytes))
+    topo = cluster_topology(pr.prof, cluster)
     roles = roles_for(pr.alg)
     widest = max(t for t in TPS if t <= max_tp)
     if cluster.devices > pr.wl.n * widest * len(roles):
@@ -162,6 +213,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                           f"tensor-parallel size {widest}, at most {pr.wl.n * widest * len(roles)} devices get a "
                           f"sequence (data parallelism needs at least one sequence per replica)")
     sizes = set_sizes(cluster.devices)
+    per_node = topo.devices_per_node
     cache: dict = {}
     best_layout: dict = {}
     results: list[PlacementPrediction] = []
@@ -175,13 +227,13 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
         names = tuple("+".join(g) for g in grouping)
         separate = any("rollout" in g and "actor" not in g for g in grouping)
         for split in compositions(cluster.devices, len(grouping), sizes):
-            chosen, reshard = [], False
+            chosen, reshard, start = [], False, 0
             for name, group, devices in zip(names, grouping, split):
-                key = (group, devices)
+                key = (group, devices, start % per_node if per_node else 0)   # what node boundaries it crosses
                 if key not in best_layout:
                     best = None
-                    for rset, hy in _layouts(pr, name, devices, cluster.kind, group, max_tp):
-                        sc, r_s, _ = set_cost(pr, rset, group, hy, lora, capacity)
+                    for rset, hy in _layouts(pr, name, devices, cluster.kind, group, max_tp, max_ep):
+                        sc, r_s, _ = set_cost(pr, rset, group, hy, lora, capacity, topo, start)
                         if sc.fits and (best is None or sc.busy_s + r_s < best[0]):
                             best = (sc.busy_s + r_s, rset, hy)
                     best_layout[key] = best
@@ -190,22 +242,26 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                     best = (0.0, ResourceSet(name, devices, cluster.kind, dp=devices), False)
                 chosen.append(best[1])
                 reshard = reshard or best[2]
+                start += devices
             placement = Placement(_label(grouping, separate, reshard), tuple(chosen),
                                   {r: n for n, g in zip(names, grouping) for r in g},
                                   sync="collective" if separate else "none", reshard=reshard, lora=lora is not None)
             pp = predict_placement(placement, pr.spec, pr.alg, wl, pr.prof, cluster, lora=lora, _predictor=pr,
                                    _cache=cache)
             considered += 1
-            if pp.fits:
-                results.append(pp)
-            else:
+            if not pp.fits:
                 dropped += 1
+                continue
+            for mode, e in mode_etas:
+                if mode != "sync" and not separate and mode in ("one_step_off", "stale"):
+                    continue   # on one set nothing overlaps: the synchronous step again (modes.py)
+                results.append(replace(pp, mode=mode, eta=e))
     if not results:
         raise RlmLabError(f"no placement of {pr.alg.name} on {pr.spec.name} fits {cluster.devices} {cluster.kind} "
                           f"devices of {capacity / GIB:.1f} GiB ({considered} tried); add devices or memory, or use "
                           f"LoRA / smaller batches")
-    results.sort(key=lambda p: p.step_s)
-    return Advice(results, considered, dropped, cluster, used)
+    results.sort(key=rank_key)
+    return Advice(results, considered, dropped, cluster, used, tuple(m for m, _ in mode_etas), wl, pr.prof)
 
 
 def _label(grouping, separate: bool, reshard: bool) -> str:
@@ -219,34 +275,109 @@ def _label(grouping, separate: bool, reshard: bool) -> str:
     return f"{len(grouping)}-set"
 
 
+def describe_workload(wl) -> str:
+    """The workload in full, one line (a newcomer sees exactly what was priced)."""
+    r = wl.response
+    resp = {"fixed": lambda: f"{r.length} tokens", "uniform": lambda: f"uniform {r.low}-{r.high} tokens",
+            "lognormal": lambda: f"lognormal median {r.median:g}, sigma {r.sigma:g}, {r.min}-{r.max} tokens",
+            "list": lambda: f"{len(r.values)} listed lengths"}[r.kind]()
+    extra = [f"{wl.epochs} epoch(s) x {wl.minibatches} mini-batch(es)", f"micro-batch {wl.micro}",
+             f"{wl.precision}", f"engine {wl.engine}" + (" (prefix sharing)" if wl.prefix_sharing else "")]
+    if wl.gradient_checkpointing:
+        extra.append("gradient checkpointing")
+    return (f"workload: {wl.prompts} prompts x {wl.group_size} samples = {wl.n} sequences, prompt {wl.prompt_len} "
+            f"tokens, responses {resp}; " + ", ".join(extra))
+
+
+VALIDATION_FILE = Path(__file__).resolve().parents[2] / "data" / "published" / "validation.json"
+
+
+def validated_error(path: Path = VALIDATION_FILE) -> str:
+    """The predictor's error against published cluster measurements, from ``rlm-lab validate --published``'s result
+    file (``data/published/validation.json``: its ``summary`` of the validation split, ``ratio`` and ``step``
+    groups with ``median_abs_error``, ``priced``, ``direction_right``), or "not validated" when there is none."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text())
+        summary = doc["summary"]
+        parts = []
+        for group, what in (("ratio", "ratios (speed-ups, shares)"), ("step", "absolute step times")):
+            g = summary.get(group) or {}
+            if g.get("median_abs_error") is not None:
+                extra = (f", direction right in {g['direction_right']} of {g['priced']}"
+                         if group == "ratio" and "direction_right" in g else "")
+                parts.append(f"{what} median |error| {100 * g['median_abs_error']:.0f} % over {g.get('priced', '?')} "
+                             f"cases{extra}")
+        if parts:
+            return ("validated error of the predictor against published cluster measurements (validation split, "
+                    f"{Path(path).name}): " + "; ".join(parts))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return ("validated error of the predictor at cluster scale: not validated (no result of `rlm-lab validate "
+            "--published` in data/published/validation.json): read the ranking as a relative guide")
+
+
 def format_advice(advice: Advice, k: int = 5) -> str:
-    from .units import _seconds
+    from .units import _bytes, _seconds
 
     c = advice.cluster
     best = advice.ranked[0].step_s
-    lines = [f"advise: {advice.considered} placements priced on {c.devices} {c.kind} devices, "
-             f"{advice.dropped} do not fit; the fastest {min(k, len(advice.ranked))}:"]
-    for i, pp in enumerate(advice.top(k), 1):
-        lines.append(f"{i}. {_seconds(pp.step_s)} (x{pp.step_s / best:.2f})  {pp.placement.name}: "
-                     f"{pp.placement.describe()}")
-        lines.append(f"   {pp.reason()}")
+    top = advice.top(k)
+    lines = [f"advise: {advice.considered} placements priced on {c.devices} {c.kind} devices in mode(s) "
+             f"{', '.join(advice.modes)}, {advice.dropped} do not fit; the fastest {len(top)}:"]
+    keys = [float(f"{pp.step_s:.3g}") for pp in advice.ranked]
+    for i, pp in enumerate(top, 1):
+        tied = any(keys[j] == keys[i - 1] for j in (i - 2, i) if 0 <= j < len(keys))
+        r = pp.in_mode(pp.mode, pp.eta) if pp.mode != "sync" else None
+        mode = pp.mode + ("" if pp.mode in ("sync", "one_step_off") else
+                          f" eta {'unbounded' if pp.eta is None else pp.eta}")
+        lines.append(f"{i}. {_seconds(pp.step_s)} (x{pp.step_s / best:.2f}){' tied' if tied else ''}  [{mode}]  "
+                     f"{pp.placement.name}: {pp.placement.describe()}")
+        stage, set_name, _ = pp.critical()
+        idle = ", ".join(f"{n} {100 * v:.0f} %" for n, v in pp.idle().items())
+        cap = min(s.capacity for s in pp.sets)
+        lines.append(f"   critical stage {stage}{'' if set_name == '-' else ' on ' + set_name}; exposed sync "
+                     f"{_seconds(pp.sync_s)}; idle {idle}; memory {_bytes(pp.memory_per_device())} of {_bytes(cap)} "
+                     f"per device (fits)" + (f"; {r.note}" if r is not None and r.note else ""))
+    lines.append(TIE_RULE)
     return "\n".join(lines)
 
 
 # ---- the command ---------------------------------------------------------------------------------
 def register(subparsers) -> None:
-    p = subparsers.add_parser("advise", help="rank placements of the RL models on a cluster by predicted step time",
+    from .modes import MODE_HELP
+
+    p = subparsers.add_parser("advise", help="rank placements x modes of the RL models on a cluster by predicted step "
+                                             "time",
                               description="Enumerate placements (groupings of the models into sets x device "
-                                          "splits x layouts), drop what does not fit, rank by predicted step time.")
+                                          "splits x layouts) in execution modes, drop what does not fit, rank by "
+                                          "predicted step time. A workload is required (a config's workload: or "
+                                          "the --prompts/--group-size/--prompt-len/--response-len flags).")
     p.add_argument("config", nargs="?", help="predict config YAML (model, algorithm, hardware, workload, cluster)")
     p.add_argument("--model", help="zoo name or path to a config.json")
     p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
-    p.add_argument("--hardware", help="hardware profile name or JSON path (default h100-sxm)")
+    p.add_argument("--hardware", help="hardware profile name or JSON path (default: the same as predict's, this "
+                                      "machine's calibrated CPU profile)")
     p.add_argument("--devices", type=int, help="devices in the cluster (default 8)")
     p.add_argument("--kind", choices=("cpu", "gpu"), help="device kind (default: gpu for GPU profiles)")
     p.add_argument("--memory-gib", type=number_arg("--memory-gib"), help="memory per device, GiB (default: the profile's)")
-    p.add_argument("--link-gbps", type=number_arg("--link-gbps"), help="GB/s between sets (default: the profile's link)")
+    p.add_argument("--link-gbps", type=number_arg("--link-gbps"), help="GB/s between sets (default: from the topology)")
+    p.add_argument("--devices-per-node", type=number_arg("--devices-per-node", integer=True),
+                   help="devices per node (default: the profile's, 8 for the GPU datasheets)")
+    p.add_argument("--network-gbps", type=number_arg("--network-gbps"),
+                   help="GB/s of each device's network card (default: the profile's)")
+    p.add_argument("--prompts", type=int)
+    p.add_argument("--group-size", type=int)
+    p.add_argument("--prompt-len", type=int)
+    p.add_argument("--response-len", type=int, help="fixed response length")
     p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size tried (default 8)")
+    p.add_argument("--max-ep", type=int, default=8, help="largest expert-parallel size tried, MoE models (default 8)")
+    p.add_argument("--mode", default="sync",
+                   help=f"modes to rank, comma-separated, or all: {MODE_HELP} (default sync)")
+    p.add_argument("--eta", type=int, help="staleness bound of stale (default 2) and async (default unbounded)")
+    p.add_argument("--assume", action="append", metavar="NAME=VALUE",
+                   help="override a named assumption (eta_F, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s)")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
@@ -255,41 +386,80 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def parse_modes(text: str) -> tuple:
+    """``--mode``: ``all`` or a comma-separated list of modes.MODES (``-`` read as ``_``)."""
+    from .modes import MODES, check_mode
+
+    if str(text).strip().lower() == "all":
+        return MODES
+    out = tuple(check_mode(m, None)[0] for m in str(text).split(",") if m.strip())
+    if not out:
+        raise RlmLabError(f"--mode needs at least one of {', '.join(MODES)} or all, got {text!r}")
+    return out
+
+
 def run(args) -> int:
-    from .cli import DEFAULTS, check_inputs, load_config
+    from .assumed import apply_assumptions, parse_assume
+    from .cli import DEFAULTS, check_inputs, hardware_line, load_config
     from .placement_config import cluster_from
 
     cfg = load_config(args.config) if args.config else {}
     for key in ("model", "algorithm", "hardware", "lora"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
+    given_hw = cfg.get("hardware") is not None
     if cfg.get("placement") is not None:
         raise RlmLabError("advise enumerates the placements itself; drop the config's placement key")
     if not isinstance(args.top, int) or args.top < 1:
         raise RlmLabError(f"--top must be >= 1, got {args.top}")
-    cfg = DEFAULTS | {"hardware": "h100-sxm"} | {k: v for k, v in cfg.items() if v is not None}
+    modes = parse_modes(args.mode if cfg.get("mode") is None or args.mode != "sync" else cfg["mode"])
+    eta = args.eta if args.eta is not None else cfg.get("eta")
+    if eta is not None and not set(modes) & {"stale", "async"}:
+        raise RlmLabError(f"--eta {eta} bounds the staleness of --mode stale or async; the modes asked are "
+                          f"{', '.join(modes)}")
+    if args.assume:
+        cfg["assume"] = dict(cfg.get("assume") or {}) | parse_assume(args.assume)
+    if not isinstance(cfg.get("workload") or {}, dict):
+        raise RlmLabError(f"workload must be a mapping of workload fields, got {cfg['workload']!r}")
+    wl = dict(cfg.get("workload") or {})
+    for key in ("prompts", "group_size", "prompt_len"):
+        if getattr(args, key) is not None:
+            wl[key] = getattr(args, key)
+    if args.response_len is not None:
+        wl["response"] = {"kind": "fixed", "length": args.response_len}
+    cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
     check_inputs(cfg)
+    prof = apply_assumptions(cfg["hardware"], cfg.get("assume"))
     cl = dict(cfg.get("cluster") or {}) if isinstance(cfg.get("cluster") or {}, dict) else cfg["cluster"]
     if not isinstance(cl, dict):
         raise RlmLabError("cluster must be a mapping {devices, kind, memory_per_device_gib, link_gbps}")
     for key, attr in (("devices", "devices"), ("kind", "kind"), ("memory_per_device_gib", "memory_gib"),
-                      ("link_gbps", "link_gbps")):
+                      ("link_gbps", "link_gbps"), ("devices_per_node", "devices_per_node"),
+                      ("network_gbps", "network_gbps")):
         if getattr(args, attr) is not None:
             cl[key] = getattr(args, attr)
-    cluster = cluster_from(cl, cfg["hardware"], (cfg.get("workload") or {}).get("devices") or 8)
-    adv = advise(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cluster, cfg["hardware"],
+    cluster = cluster_from(cl, prof, wl.get("devices") or 8)
+    if not wl:
+        raise RlmLabError("advise needs a workload: give a config with workload: (e.g. configs/predict/"
+                          "ppo-7b-split-8xh100.yaml without its placement key) or --prompts, --group-size, "
+                          "--prompt-len and --response-len; it prices no default (the toy one, 8 prompts x 4 with "
+                          "8-token prompts, is no run's)")
+    adv = advise(cfg["model"], cfg["algorithm"], wl, cluster, prof,
                  max_tp=args.max_tp, lora=cfg.get("lora"), critic=cfg.get("critic"),
-                 reward_model=cfg.get("reward_model"), beta=cfg.get("beta"))
+                 reward_model=cfg.get("reward_model"), beta=cfg.get("beta"), modes=modes, eta=eta, max_ep=args.max_ep)
     if args.json:
         from ..records.files import json_text
 
-        print(json_text({"considered": adv.considered, "dropped": adv.dropped,
+        print(json_text({"considered": adv.considered, "dropped": adv.dropped, "modes": list(adv.modes),
+                         "hardware": prof.name, "workload": adv.workload.to_dict(), "tie_rule": TIE_RULE,
+                         "validated_error": validated_error(),
                          "ranked": [pp.to_dict() for pp in adv.top(args.top)]}))
     else:
         from .assumed import assumption_lines
 
-        lines = [format_advice(adv, args.top)]
+        lines = [hardware_line(cfg, given_hw), describe_workload(adv.workload), validated_error(),
+                 format_advice(adv, args.top)]
         lines += [f"assumed: {a}" for a in sorted({a for pp in adv.top(args.top) for a in pp.assumptions})]
-        lines += assumption_lines(cfg["hardware"])
+        lines += assumption_lines(prof, engine=adv.workload.engine == "continuous")
         print("\n".join(lines))
     return 0

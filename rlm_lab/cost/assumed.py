@@ -10,9 +10,62 @@ alpha = 0): a conclusion that changes with it leans on the assumption (issue 12 
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
+from ..errors import RlmLabError
 from .hardware import HardwareProfile, load_profile
+
+# The named assumptions a user can override (``assume:`` in a predict config, ``--assume NAME=VALUE``): name ->
+# (where it lives in a profile, what it means). Each is a round figure in the datasheet profiles (their ``notes``);
+# rlm-lab validate --published fits some of them on the calibration split of the published cases.
+ASSUMPTIONS = {
+    "eta_F": (("efficiency", "matmul"), "fraction of the datasheet matrix-product peak achieved"),
+    "eta_B": (("efficiency", "memory"), "fraction of the datasheet memory bandwidth achieved"),
+    "eta_N": (("efficiency", "network"), "fraction of the network card's bandwidth a collective across nodes achieves"),
+    "eta_H": (("efficiency", "host"), "fraction of the host link (PCIe) a device-host copy achieves"),
+    "engine_step_s": (("overhead", "engine_step_s"), "host seconds per decode step of a serving engine (engine.py)"),
+    "network_alpha_s": (("network", "alpha_s"), "latency of one ring step of a collective across nodes"),
+}
+FRACTIONS = ("eta_F", "eta_B", "eta_N", "eta_H")
+
+
+def apply_assumptions(profile, overrides) -> HardwareProfile:
+    """``profile`` with the named assumptions of ``overrides`` ({name: value}) replaced; an unknown name or a value
+    that is not a finite number (in (0, 1] for an efficiency, >= 0 for a time) is refused in one line."""
+    prof = load_profile(profile)
+    if not overrides:
+        return prof
+    if not isinstance(overrides, dict):
+        raise RlmLabError(f"assume must map assumption names to numbers, got {overrides!r}")
+    d = prof.to_dict()
+    for name, value in overrides.items():
+        if name not in ASSUMPTIONS:
+            raise RlmLabError(f"unknown assumption {name!r}; known: {', '.join(ASSUMPTIONS)}")
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if not ok or (name in FRACTIONS and not 0 < value <= 1) or value < 0:
+            want = "a number in (0, 1]" if name in FRACTIONS else "a finite number >= 0"
+            raise RlmLabError(f"assumption {name} must be {want}, got {value!r}")
+        section, key = ASSUMPTIONS[name][0]
+        d[section] = dict(d.get(section) or {}, **{key: float(value)})
+    d["name"] = prof.name
+    d.setdefault("provenance", {})
+    d["provenance"] = dict(d["provenance"] or {}, assumed_by_user={k: float(v) for k, v in overrides.items()})
+    return load_profile(d)
+
+
+def parse_assume(items) -> dict:
+    """``["eta_F=0.5", "engine_step_s=1e-3"]`` (the ``--assume`` flags) -> {name: value}; malformed ones named."""
+    out = {}
+    for item in items or ():
+        name, sep, value = str(item).partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise RlmLabError(f"--assume takes NAME=NUMBER, got {item!r}") from None
+        if not sep:
+            raise RlmLabError(f"--assume takes NAME=NUMBER, got {item!r}")
+    return out
 
 # TRL's per-optimizer-step bookkeeping between the stages (step_benchmarks.py: padding, decoding, gathering,
 # clipping, logging, dataloader): host-side Python, so a GPU host pays about what a CPU host does. A datasheet
@@ -61,9 +114,11 @@ def _variant(prof: HardwareProfile, **changes) -> HardwareProfile:
     return load_profile(d)
 
 
-def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = None) -> list[str]:
+def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = None,
+                     engine: bool = False) -> list[str]:
     """``assumed: ...`` lines for ``profile``; ``step(profile) -> seconds`` (None: labels only) gives each
-    group's sensitivity: the predicted step with that group removed."""
+    group's sensitivity: the predicted step with that group removed; ``engine``: a continuous engine generates
+    (its per-step host cost is named too)."""
     prof = load_profile(profile)
     lines: list[str] = []
     base = step(prof) if step else None
@@ -74,6 +129,9 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
         t = step(variant)
         return f"; without it the step is {_fmt_s(t)} ({100 * (t - base) / base:+.0f} %)"
 
+    user = (prof.provenance or {}).get("assumed_by_user") or {}
+    if user:
+        lines.append("assumed: set by you: " + ", ".join(f"{k}={v:g}" for k, v in user.items()))
     if prof.kind == "datasheet":
         for group, keys in OVERHEAD_GROUPS.items():
             present = {k: prof.overhead[k] for k in keys if prof.overhead.get(k)}
@@ -86,11 +144,26 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
             zeroed = prof.overhead | {k: 0.0 for k in ASSUMED_TRL_STEP}
             lines.append(f"assumed: TRL per-step bookkeeping {vals} (round figures of a CPU host, not measured on "
                          f"this device){moved(_variant(prof, overhead=zeroed))}")
+        if engine:
+            from .engine import engine_step_overhead
+
+            t = engine_step_overhead(prof)
+            lines.append(f"assumed: a serving engine's host cost per decode step engine_step_s={_fmt_s(t)} (CUDA-graph "
+                         f"replay, vLLM V1; a round figure){moved(_variant(prof, overhead=prof.overhead | {'engine_step_s': 0.0}))}")
         eff = prof.efficiency
         if eff.get("matmul", 1.0) != 1.0 or eff.get("memory", 1.0) != 1.0:
             lines.append(f"assumed: efficiencies eta_F={eff.get('matmul', 1.0):g}, eta_B={eff.get('memory', 1.0):g} "
                          f"on the datasheet peaks"
                          f"{moved(_variant(prof, efficiency={'matmul': 1.0, 'memory': 1.0}))}")
+        net = prof.network
+        if net:
+            from .units import _bytes
+
+            lines.append(f"assumed: nodes of {net.get('devices_per_node')} devices, a network card of "
+                         f"{_bytes(net.get('bandwidth', 0))}/s per device at eta_N={eff.get('network', 1.0):g}, "
+                         f"{prof.network_alpha() * 1e6:g} us per ring step across nodes, host link "
+                         f"{_bytes(net.get('host_bandwidth', 0))}/s at eta_H={eff.get('host', 1.0):g} (the vendor's "
+                         f"reference node; cluster devices_per_node and network_gbps override)")
         ops = prof.collectives.get("ops", {})
         if ops:
             alpha = max(o.get("alpha_s", 0.0) for o in ops.values())

@@ -11,10 +11,14 @@ Config (YAML), every key optional; flags override it::
     workload: {prompts: 8, group_size: 4, prompt_len: 8, response: {kind: uniform, low: 4, high: 16}}
     lora: {rank: 8, targets: [q_proj, v_proj]}   # train LoRA adapters (cost/lora.py)
     placement: disaggregated    # or {name: disaggregated, rollout_devices: 2} or {sets: [...], roles: {...}}
-    cluster: {devices: 8, kind: gpu, memory_per_device_gib: 80, link_gbps: 50}   # for a placement
+    cluster: {devices: 8, kind: gpu, memory_per_device_gib: 80, link_gbps: 50, devices_per_node: 8, network_gbps: 50}
+    mode: async                 # sync | one_step_off | stale | async (modes.py); with a placement
+    eta: 4                      # staleness bound of stale / async (async: omitted = unbounded)
+    assume: {eta_F: 0.5, engine_step_s: 0.001}   # override named assumptions (assumed.ASSUMPTIONS)
 
 Every ``assumed:`` line names a constant of the hardware profile that is not a measurement, and the step
-time without it.
+time without it. The default hardware, for ``predict`` and ``advise`` alike, is this machine's calibrated CPU
+profile (``DEFAULTS``); a report names the profile it used and says when it is the default.
 """
 
 from __future__ import annotations
@@ -25,9 +29,21 @@ from pathlib import Path
 from ..errors import RlmLabError
 from .units import _bytes, _count, _seconds, _si  # noqa: F401 - the report formats
 
+from .hardware import CPU_PROFILE
+
 CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model", "workload", "brent_p", "lora",
-               "placement", "cluster")
-DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": "cpu-2core-epyc"}
+               "placement", "cluster", "mode", "eta", "assume")
+DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": CPU_PROFILE}
+
+
+def hardware_line(cfg: dict, given: bool) -> str:
+    """One line naming the hardware profile a report used, and whether it is the default (issue 21 item 5)."""
+    from .hardware import load_profile
+
+    prof = load_profile(cfg["hardware"])
+    return (f"hardware: {prof.name} [{prof.kind}] " + ("(given)" if given else
+            "(the default: this machine's calibrated CPU profile; --hardware NAME for another, e.g. h100-sxm, h200, "
+            "b200)"))
 
 
 def load_config(path) -> dict:
@@ -95,10 +111,12 @@ def check_inputs(cfg: dict) -> None:
 
 
 def predict_from_config(cfg: dict):
+    from .assumed import apply_assumptions
     from .predict import predict
 
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None}
-    return predict(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
+    return predict(cfg["model"], cfg["algorithm"], cfg.get("workload") or {},
+                   apply_assumptions(cfg["hardware"], cfg.get("assume")),
                    critic=cfg.get("critic"), reward_model=cfg.get("reward_model"), beta=cfg.get("beta"),
                    lora=cfg.get("lora"))
 
@@ -157,6 +175,11 @@ def register(subparsers) -> None:
                         "checkpointing (workload autocast / gradient_checkpointing)")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank (q_proj, v_proj)")
     p.add_argument("--placement", help="colocated | disaggregated | split | hybrid: predict that placement")
+    p.add_argument("--mode", help="execution mode of a placement: sync | one_step_off | stale | async (modes.py)")
+    p.add_argument("--eta", type=int, help="staleness bound of --mode stale (default 2) or async (default unbounded)")
+    p.add_argument("--assume", action="append", metavar="NAME=VALUE",
+                   help="override a named assumption (eta_F, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s); "
+                        "repeatable")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
@@ -164,11 +187,31 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def mode_inputs(cfg: dict, args) -> None:
+    """``--mode``, ``--eta`` and ``--assume`` into the config, checked before any work (one line each)."""
+    from .assumed import apply_assumptions, parse_assume
+    from .modes import check_mode
+
+    for key in ("mode", "eta"):
+        if getattr(args, key, None) is not None:
+            cfg[key] = getattr(args, key)
+    if getattr(args, "assume", None):
+        cfg["assume"] = dict(cfg.get("assume") or {}) | parse_assume(args.assume)
+    if cfg.get("eta") is not None and cfg.get("mode") is None:
+        raise RlmLabError(f"--eta {cfg['eta']} bounds the staleness of --mode stale or async; give the mode too")
+    if cfg.get("mode") is not None:
+        check_mode(cfg["mode"], cfg.get("eta"))
+    if cfg.get("assume"):
+        apply_assumptions(cfg.get("hardware") or DEFAULTS["hardware"], cfg["assume"])
+
+
 def run(args) -> int:
     cfg = load_config(args.config) if args.config else {}
     for key in ("model", "algorithm", "hardware", "beta", "lora", "placement"):
         if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
+    given_hw = cfg.get("hardware") is not None
+    mode_inputs(cfg, args)
     if not isinstance(cfg.get("workload") or {}, dict):
         raise RlmLabError(f"config {args.config}: workload must be a mapping of workload fields, "
                           f"got {cfg['workload']!r}")
@@ -183,7 +226,10 @@ def run(args) -> int:
     cfg["workload"] = wl
     check_inputs(cfg)
     if cfg.get("placement") is not None:
-        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json)
+        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw)
+    if cfg.get("mode") not in (None, "sync"):
+        raise RlmLabError(f"--mode {cfg['mode']} prices a placement: give one (--placement disaggregated, or "
+                          f"placement: in the config); without one the step is a single synchronous set")
     pred = predict_from_config(cfg)
     from .assumed import assumption_lines
     from .predict import predict
@@ -193,21 +239,24 @@ def run(args) -> int:
         def step(prof):
             return predict(pred.spec, pred.algo, pred.workload, prof, critic=cfg.get("critic"),
                            reward_model=cfg.get("reward_model"), lora=pred.lora).total_time
-    assumed = assumption_lines(pred.profile, step)
+    assumed = assumption_lines(pred.profile, step, engine=pred.workload.engine == "continuous")
     if args.json:
         from ..records.files import json_text
 
         print(json_text(pred.to_dict() | {"assumed": assumed}))
     else:
-        print("\n".join([format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8))))] + assumed))
+        hw = [] if given_hw else [hardware_line(DEFAULTS | cfg, False)]
+        print("\n".join(hw + [format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8))))] + assumed))
     return 0 if pred.fits else 1
 
 
-def _run_placement(cfg: dict, as_json: bool) -> int:
+def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
     from .assumed import assumption_lines
     from .placement import predict_placement
     from .placement_config import format_placement, predict_placement_from_config
+
+    from .assumed import apply_assumptions
 
     pp = predict_placement_from_config(cfg)
     step = None
@@ -215,13 +264,16 @@ def _run_placement(cfg: dict, as_json: bool) -> int:
         def step(prof):
             return predict_placement(pp.placement, cfg["model"], pp.algo, pp.workload, prof,
                                      pp.cluster, critic=cfg.get("critic"),
-                                     reward_model=cfg.get("reward_model"), lora=pp.lora).step_s
+                                     reward_model=cfg.get("reward_model"), lora=pp.lora, mode=pp.mode,
+                                     eta=pp.eta).step_s
     assumed = [f"assumed: {a}" for a in pp.assumptions]
-    assumed += assumption_lines(cfg["hardware"], step)
+    assumed += assumption_lines(apply_assumptions(cfg["hardware"], cfg.get("assume")), step,
+                                engine=pp.workload.engine == "continuous")
     if as_json:
         from ..records.files import json_text
 
         print(json_text(pp.to_dict() | {"assumed": assumed}))
     else:
-        print("\n".join([format_placement(pp)] + assumed))
+        hw = [] if given_hw else [hardware_line(cfg, False)]
+        print("\n".join(hw + [format_placement(pp)] + assumed))
     return 0 if pp.fits else 1

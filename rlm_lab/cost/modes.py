@@ -30,7 +30,8 @@ the max over the training sets), ``s`` the weight sync and ``r`` the reshard.
 **One set** (colocated, hybrid: generation and training time-share the devices): nothing overlaps, so
 ``one_step_off`` and ``stale`` cost the synchronous step; ``async`` keeps the partial rollouts that carry
 unfinished requests over to the next step (APRIL, arXiv 2509.18521; Kimi k1.5's partial rollouts, arXiv
-2501.12599): step = r + g_stream + recompute + t + s.
+2501.12599): step = r + g_stream + recompute + t + s, with at most two batches in flight (the batch and the
+carried-over partials) when eta is unbounded.
 
 Per mode the result gives the step, the side that bounds it and its longest stage, each set's idle share
 (1 - busy / step, busy = its engine's generation time on a rollout set, its stages on a training set), and the
@@ -133,7 +134,10 @@ def mode_step(mode: str, eta, phases: dict, busy: dict, separate: bool, engine=N
         return ModeStep(mode, eta, sync_step, r + g, t + s, r + s, "sequential", sync_critical,
                         idle(sync_step, r + g), note)
 
-    streamed = _stream(engine, None if eta is None else eta + 1)
+    # requests in flight: (eta + 1) batches; unbounded on separate sets, the batch and its carried-over partial
+    # rollouts (2 batches) on one set
+    cap = (eta + 1) if eta is not None else (None if separate else 2)
+    streamed = _stream(engine, cap)
     if streamed is None:
         g_stream, recompute = g, 0.0
         if mode in ("stale", "async"):

@@ -44,9 +44,10 @@ Ray's object store, put then get, so the bytes cross twice (an assumption).
 **Reshard** (hybrid engine, HybridFlow Sec. 5.4, Table 2): the actor trained under FSDP/ZeRO-3 over the set's
 s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks
 (strided by t_g, so across nodes on a large set): each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's
-(tp - t_g p_g) / (t_g p_g tp) M with the training shards s = devices), one collective per parameter tensor (as
-FSDP's full-tensor gathers do: tensors x latency). A continuous engine then loads its shard M / t_g by a copy on the
-device (CUDA IPC handles between the trainer's and the engine's processes: 2 M / t_g bytes at memory bandwidth),
+(tp - t_g p_g) / (t_g p_g tp) M with the training shards s = devices): one coalesced collective for the static engine
+(TRL's ZeRO-3 gather for generation), one per parameter tensor for a continuous engine (FSDP's full-tensor
+gathers into vLLM, as verl's sharding manager does: tensors x latency). A continuous engine then loads its shard
+M / t_g by a copy on the device (CUDA IPC handles between the trainer's and the engine's processes: 2 M / t_g bytes at memory bandwidth),
 and sleeps between steps at vLLM's level 1 (its weights to host memory and back, 2 M / t_g over the host link;
 https://docs.vllm.ai/en/latest/features/sleep_mode.html); going back to training frees the gathered copy.
 
@@ -62,7 +63,7 @@ re-allocation at wake-up, host-side Ray scheduling latency, a network card share
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import RlmLabError
 from .placement_spec import Cluster, Placement, PlacementError
@@ -144,6 +145,8 @@ class PlacementPrediction:
     assumptions: tuple = ()      # the placement model's assumed constants this prediction uses
     mode: str = "sync"           # execution mode (modes.py) and its staleness bound
     eta: int | None = 0
+    _modes: dict = field(default_factory=dict, repr=False, compare=False)   # (mode, eta) -> ModeStep
+
 
     @property
     def fits(self) -> bool:
@@ -161,6 +164,12 @@ class PlacementPrediction:
         """The step of this placement in ``mode`` with staleness bound ``eta`` (modes.py)."""
         if not self.fits:
             raise RlmLabError(self.memory_error())
+        key = check_mode(mode, eta)
+        if key not in self._modes:
+            self._modes[key] = self._in_mode(*key)
+        return self._modes[key]
+
+    def _in_mode(self, mode: str, eta) -> ModeStep:
         gen_set = self.placement.roles.get("rollout", "-")
         by_name = {s.name: s for s in self.sets}
         sides = {"gen": ("-", "-", 0.0), "train": ("-", "-", 0.0)}
@@ -395,20 +404,22 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
 
 def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
     """(seconds, bytes over the set) of the hybrid engine's transition into its generation layout (module
-    docstring): the all-gather of M / t_g inside groups of s / t_g ranks strided by t_g, one collective per tensor;
-    with a continuous engine its device copy of M / t_g (CUDA IPC) and its level-1 wake-up (M / t_g from host
-    memory) and sleep (back)."""
+    docstring): the all-gather of M / t_g inside groups of s / t_g ranks strided by t_g; with a continuous engine one
+    collective per tensor, its device copy of M / t_g (CUDA IPC) and its level-1 wake-up (M / t_g from host memory)
+    and sleep (back)."""
     prof, db = pr.prof, pr.wl.dtype_bytes
     tg, s_dev = rset.generation_tp, rset.devices
     m_bytes = pr.spec.params * db
     group = s_dev // tg
     gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+    engine = pr.wl.engine == "continuous"
     t = 0.0
     if group > 1:
         nodes = topo.nodes(start, group, tg)
-        alpha = collective_time("all_gather", 0.0, group, prof, nodes)
-        t = collective_time("all_gather", m_bytes / tg, group, prof, nodes) + (pr.spec.param_tensors - 1) * alpha
-    if pr.wl.engine == "continuous":
+        t = collective_time("all_gather", m_bytes / tg, group, prof, nodes)
+        if engine:   # FSDP's full-tensor gather, parameter by parameter, into the engine (verl's sharding manager)
+            t += (pr.spec.param_tensors - 1) * collective_time("all_gather", 0.0, group, prof, nodes)
+    if engine:
         shard = m_bytes / tg
         t += 2 * shard / prof.bandwidth() + 2 * shard / prof.host_bandwidth()
     return t, s_dev * gathered
@@ -539,11 +550,13 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     reshard_s = reshard_bytes = 0.0
     for rset in placement.sets:
         start = placement.start(rset.name)
-        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity, topo, start)
+        # a set's cost depends on its first device only through the node boundaries it crosses: start mod node size
+        offset = start % topo.devices_per_node if topo.devices_per_node else 0
+        key = (rset, placement.roles_on(rset.name), placement.reshard, lora, capacity, topo, offset)
         if _cache is not None and key in _cache:
             sc, r_s, r_b = _cache[key]
         else:
-            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity, topo, start)
+            sc, r_s, r_b = set_cost(pr, rset, key[1], placement.reshard, lora, capacity, topo, offset)
             if _cache is not None:
                 _cache[key] = (sc, r_s, r_b)
         sets.append(sc)

@@ -434,7 +434,7 @@ class _Assembler:
         f_dec = self.dev * sum(F.decode_flops(spec, P, r) for r in lengths)
         kv_read = sum((r - 1) * P + (r - 1) * r // 2 for r in lengths) * kappa
         b_dec = self.dev * (run.steps * w_bytes + kv_read)
-        depth_dec = self._sum_steps([1] * (self.r_max - 1))
+        depth_dec = eng.segment_time(1, P + 1, self.r_max - 1)      # the longest sequence alone, step after step
         self._add(S.DECODE, "actor", f_dec, b_dec, tr, run.decode_s, math.ceil(run.steps), depth_dec)
         self.engine = EngineInfo(eng, lengths, run, fits, max(K, 0.0), pool, max_seqs, why)
 

@@ -177,7 +177,9 @@ def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
         experts, top_k = g("num_local_experts"), g("num_experts_per_tok")
         expert_inter, moe_layers = intermediate, layers
     elif model_type in ("qwen2_moe", "qwen3_moe"):
-        experts, top_k = g("num_experts"), g("num_experts_per_tok")
+        # the Hub's config.json says num_experts; transformers 5's to_dict() writes num_local_experts
+        key = "num_experts" if cfg.get("num_experts") is not None or "num_local_experts" not in cfg else "num_local_experts"
+        experts, top_k = g(key), g("num_experts_per_tok")
         expert_inter = g("moe_intermediate_size")
         if model_type == "qwen2_moe":   # Qwen3-MoE has no shared expert
             shared_inter = g("shared_expert_intermediate_size", 0, req=False) or 0

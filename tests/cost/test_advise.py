@@ -75,7 +75,8 @@ def test_advise_cli_bad_input(capsys):
     from rlm_lab.cli import main
 
     assert main(["advise", "--max-tp", "0", "--devices", "2"]) == 2
-    assert main(["advise", "--model", QWEN_7B, "--devices", "1", "--hardware", "l4"]) == 2
+    assert main(["advise", "--model", QWEN_7B, "--devices", "1", "--hardware", "l4", "--prompts", "8",
+                 "--group-size", "4", "--prompt-len", "8", "--response-len", "16"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(e.startswith("rlm-lab: error: ") for e in err)
     assert "no placement" in err[1]

@@ -129,3 +129,46 @@ for id, text, msg in [
      r"cluster memory_per_device_gib must be a finite number > 0, got inf"),
 ]:
     add(id, f"a predict config with a placement: {text[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", text))
+
+
+# ---- modes, engines, topology and named assumptions (issue 21) ---------------------------------------------------
+DIS = "configs/predict/grpo-micro-cpu-disaggregated.yaml"
+for id, argv, msg in [
+    ("mode-without-placement", ["--mode", "async"], r"--mode async prices a placement: give one"),
+    ("mode-unknown", [DIS, "--mode", "fast"], r"unknown mode 'fast'; choose one of: sync, one_step_off, stale, async"),
+    ("eta-without-mode", [DIS, "--eta", "2"], r"--eta 2 bounds the staleness of --mode stale or async"),
+    ("eta-one-step-off", [DIS, "--mode", "one_step_off", "--eta", "3"], r"mode one_step_off has eta 1, got eta 3"),
+    ("assume-unknown", ["--assume", "speed=2"], r"unknown assumption 'speed'; known: eta_F"),
+    ("assume-negative", ["--assume", "engine_step_s=-1"], r"assumption engine_step_s must be a finite number >= 0"),
+]:
+    add(id, "predict " + " ".join(argv), argv, msg)
+for id, data, msg in [
+    ("engine-fraction-over-one", b"workload: {engine: continuous, engine_memory_fraction: 1.5}\n",
+     r"workload.engine_memory_fraction must be in \(0, 1\]"),
+    ("engine-fraction-nan", b"workload: {engine: continuous, engine_memory_fraction: .nan}\n",
+     r"workload.engine_memory_fraction must be in \(0, 1\]"),
+    ("cluster-node-zero", b"placement: colocated\ncluster: {devices: 2, devices_per_node: 0}\n",
+     r"cluster devices_per_node must be an integer > 0, got 0"),
+    ("cluster-network-nan", b"placement: disaggregated\ncluster: {devices: 2, network_gbps: .nan}\n",
+     r"cluster network_gbps must be a finite number > 0, got nan"),
+    ("ep-not-dividing", b"placement: {sets: [{name: all, devices: 2, ep: 4}], roles: {actor: all, rollout: all, "
+     b"reference: all}}\ncluster: {devices: 2}\n", r"set 'all': ep=4 must be an integer >= 1 dividing its data-parallel size 2"),
+    ("ep-dense-model", b"placement: {sets: [{name: all, devices: 2, ep: 2}], roles: {actor: all, rollout: all, "
+     b"reference: all}}\ncluster: {devices: 2}\n", r"ep=2: micro is a dense model; expert parallelism needs a MoE model"),
+    ("assume-config-word", b"assume: {eta_F: fast}\n", r"assumption eta_F must be a number in \(0, 1\], got 'fast'"),
+]:
+    add(id, f"a predict config: {data[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
+add("engine-kv-too-small", "a continuous engine on an L4 next to a 7B trainer: no KV cache left for one sequence",
+    ["--model", "configs/models/qwen2.5-7b.config.json", "--hardware", "l4", "{tmp}/c.yaml"],
+    r"DOES NOT FIT: .*KV cache holds 0 tokens", cls="correct-result", exit=1,
+    setup=write("c.yaml", b"workload: {engine: continuous, precision: bf16-mixed, prompts: 4, group_size: 2}\n"))
+
+
+def _modes_printed(tmp, out):
+    # the synchronous step and the asked mode, each with its critical stage, exposed sync and idle share per set
+    assert "mode sync: step" in out and "mode async eta unbounded: step" in out, out
+    assert "idle rollout" in out and "exposed sync" in out
+
+
+add("mode-async-placement", "the shipped disaggregated CPU example in the fully asynchronous mode",
+    [DIS, "--mode", "async"], r"step time: .* \(mode async\)", cls="correct-result", check=_modes_printed)
