@@ -75,40 +75,41 @@ def test_only_the_chosen_split_is_judged():
 
 
 def test_the_fit_reads_calibration_only_and_recovers_known_efficiencies(monkeypatch):
-    """A synthetic cost model t = a / eta_F + b / eta_B: published values made at eta_F = 0.3, eta_B = 0.6; the fit
-    finds them from the two calibration cases and never predicts the validation case."""
-    truth = {"eta_F": 0.3, "eta_B": 0.6}
-    coef = {"c1": (1.0, 0.1), "c2": (0.1, 1.0), "v1": (1.0, 1.0)}
+    """A synthetic cost model t = sum_k c_k / eta_k over the four named efficiencies: published values made at known
+    efficiencies; the fit finds them from the five calibration cases and never predicts the validation case."""
+    truth = {"eta_F": 0.3, "eta_B": 0.6, "eta_N": 0.5, "eta_H": 0.7}
+    names = list(truth)
+    coef = {"c1": (1, .1, .1, .1), "c2": (.1, 1, .1, .1), "c3": (.1, .1, 1, .1), "c4": (.1, .1, .1, 1),
+            "c5": (1, 1, 1, 1), "v1": (1, 1, 1, 1)}
+
+    def t(cid, v):
+        return sum(c / v[n] for c, n in zip(coef[cid], names))
 
     def model(case, values=None):
         if case.split != "calibration":
             raise AssertionError("the fit predicted a validation case")
-        v = values or {"eta_F": 0.4, "eta_B": 0.7}
-        a, b = coef[case.id]
-        return PP.Outcome(case, a / v["eta_F"] + b / v["eta_B"])
+        return PP.Outcome(case, t(case.id, values or {"eta_F": 0.4, "eta_B": 0.7, "eta_N": 0.9, "eta_H": 0.8}))
 
-    cases = {cid: _case(cid, "step_time", coef[cid][0] / truth["eta_F"] + coef[cid][1] / truth["eta_B"],
-                        split="calibration" if cid != "v1" else "validation") for cid in coef}
+    cases = {cid: _case(cid, "step_time", t(cid, truth), split="calibration" if cid != "v1" else "validation")
+             for cid in coef}
     reg = Registry({}, {"calibration": ("src",), "validation": ("other",)}, cases)
     monkeypatch.setattr(PP, "predict_case", model)
     fit = PP.fit_efficiencies(reg)
-    assert fit["cases"] == ["c1", "c2"] and fit["left_out"] == {} and fit["determined"] == "exactly"
-    assert fit["parameters"]["eta_F"]["fitted"] == pytest.approx(0.3, rel=1e-3)
-    assert fit["parameters"]["eta_B"]["fitted"] == pytest.approx(0.6, rel=1e-3)
+    assert fit["cases"] == ["c1", "c2", "c3", "c4", "c5"] and fit["left_out"] == {} and fit["determined"] == "over"
+    for n, v in truth.items():
+        assert fit["parameters"][n]["fitted"] == pytest.approx(v, rel=1e-3), n
     assert fit["parameters"]["eta_F"]["assumed"] == 0.4          # the h100-sxm datasheet profile's value
     assert all(abs(r) < 1e-3 for r in fit["log_residuals_after"].values())
     assert fit["converged"] and len(fit["split_sha256"]) == 64
 
 
-def test_fitted_values_change_the_profile_only_where_named():
+def test_fitted_values_go_to_the_predictor_as_named_assumptions():
     case = load_published().cases["prime-rl-qwen3-4b-16k-8xh100"]
-    prof = PP.profile_for(case, {"eta_F": 0.2})
-    assert prof["efficiency"] == {"matmul": 0.2, "memory": 0.7} and prof["name"] == "h100-sxm+fitted"
+    assert PP.predict_config(case, {}, {"eta_F": 0.2})["assume"] == {"eta_F": 0.2}
     slow = PP.predict_case(case, {"eta_F": 0.2}).predicted
     base = PP.predict_case(case).predicted
     assert 1.5 < slow / base <= 2.0 + 1e-9      # compute-bound training: about twice as long at half the rate
-    with pytest.raises(Exception, match="unknown fitted parameter 'eta_X'"):
-        PP.profile_for(case, {"eta_X": 0.5})
+    assert "unknown fitted parameter(s) eta_X" in PP.predict_case(case, {"eta_X": 0.5}).why
 
 
 def test_report_text_and_table_show_every_case_and_the_bars():

@@ -11,7 +11,8 @@ advantage -> training -> sync):
 
 * ``step_time``: one step in the case's mode; ``speedup``: the baseline's step over the variant's;
 * ``stage_share``: a phase's seconds over the synchronous step; ``stage_time``: a phase's seconds;
-* ``sync_time``: the weight sync phase (the transport must be one the predictor prices).
+* ``sync_time``: the weight sync phase of a separate rollout set (``nccl_broadcast``), or the reshard phase of a
+  hybrid engine (``cuda_ipc``: gathers, the engine's load by CUDA IPC, its sleep); ``host_broadcast`` has no term.
 
 **Modes** are the cost model's own (:mod:`rlm_lab.cost.modes`: sync, one-step-off, bounded staleness, fully
 asynchronous with partial rollouts; ``PlacementPrediction.in_mode``), with the case's ``eta`` where it gives one.
@@ -20,10 +21,11 @@ A case the cost model cannot price (an unknown profile, a model type it refuses,
 memory, a transport it has no term for) is an :class:`Outcome` with ``predicted = None`` and the one-line reason;
 it stays in the tables and out of the error statistics.
 
-**The fit.** :data:`FIT_PARAMETERS` are the predictor's named assumed efficiencies of a datasheet profile
-(eta_F of the products, eta_B of memory traffic; :mod:`rlm_lab.cost.assumed`). They are fitted on the calibration
-cases only, one common value each for every GPU profile, by ``scipy.optimize.least_squares`` on the log ratios
-log(predicted / published) within the bounds :data:`FIT_BOUNDS`; the result is written with its provenance
+**The fit.** :data:`FIT_PARAMETERS` are the cost model's named assumed efficiencies of a datasheet profile
+(``rlm_lab.cost.assumed.FRACTIONS``: eta_F of the products, eta_B of memory traffic, eta_N of the network across
+nodes, eta_H of the host link), applied as a predict configuration's ``assume:`` does. They are fitted on the
+calibration cases only, one common value each for every GPU profile, by ``scipy.optimize.least_squares`` on the
+log ratios log(predicted / published) within the bounds :data:`FIT_BOUNDS`; the result is written with its provenance
 (``data/published/fit.json``): the values before and after, the cases used and left out, the residuals, the
 sha256 and commit of ``split.yaml`` at the time of the fit, the predictor's commit, scipy's version and the time.
 """
@@ -37,13 +39,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..cost.assumed import ASSUMPTIONS
+from ..cost.assumed import FRACTIONS as FIT_PARAMETERS   # the named assumed efficiencies the fit adjusts
 from ..errors import RlmLabError
 from .published import PUBLISHED, REPO, Case, Registry, expand_response
 
 FIT_FILE = PUBLISHED / "fit.json"
 SPLIT_FILE = PUBLISHED / "split.yaml"
-# the named assumed efficiencies of a datasheet profile (its `efficiency` mapping): name -> profile key
-FIT_PARAMETERS = {"eta_F": ("efficiency", "matmul"), "eta_B": ("efficiency", "memory")}
 FIT_BOUNDS = (0.05, 1.0)
 
 
@@ -61,32 +63,20 @@ class Outcome:
         return None if self.predicted is None else self.predicted / self.case.published.value - 1.0
 
 
-def profile_for(case: Case, values: dict | None = None) -> dict:
-    """The case's hardware profile as a mapping, with ``values`` ({parameter name: value} of
-    :data:`FIT_PARAMETERS`) replacing its assumed efficiencies."""
-    from ..cost.hardware import load_profile
-
-    prof = load_profile(case.hardware["profile"]).to_dict()
-    for name, value in (values or {}).items():
-        if name not in FIT_PARAMETERS:
-            raise RlmLabError(f"unknown fitted parameter {name!r}; known: {', '.join(FIT_PARAMETERS)}")
-        section, key = FIT_PARAMETERS[name]
-        prof[section] = dict(prof.get(section) or {}, **{key: float(value)})
-    if values:
-        prof["name"] = prof["name"] + "+fitted"
-    return prof
-
-
-def predict_config(case: Case, part: dict, profile: dict) -> dict:
-    """The ``rlm-lab predict`` configuration of the case's baseline (``part = {}``) or of its variant."""
+def predict_config(case: Case, part: dict, values: dict | None = None) -> dict:
+    """The ``rlm-lab predict`` configuration of the case's baseline (``part = {}``) or of its variant, with
+    ``values`` ({name: value} of :data:`FIT_PARAMETERS`) as its ``assume:``."""
+    unknown = sorted(set(values or {}) - set(FIT_PARAMETERS))
+    if unknown:
+        raise RlmLabError(f"unknown fitted parameter(s) {', '.join(unknown)}; known: {', '.join(FIT_PARAMETERS)}")
     wl = dict(case.workload) | dict(part.get("workload", {}))
     wl["response"] = expand_response(wl.get("response", {}))
     cluster = {"devices": case.hardware["count"], "kind": "gpu"}
     if "link_gbps" in case.hardware:
         cluster["link_gbps"] = case.hardware["link_gbps"]
     return {"model": str(case.model_config), "algorithm": case.algorithm["name"], "beta": case.algorithm["beta"],
-            "hardware": profile, "workload": wl, "placement": part.get("placement", case.placement),
-            "cluster": cluster}
+            "hardware": case.hardware["profile"], "assume": dict(values or {}), "workload": wl,
+            "placement": part.get("placement", case.placement), "cluster": cluster}
 
 
 def phases(pp) -> dict:
@@ -105,12 +95,12 @@ def step_seconds(pp, mode: str, eta: int | None = None) -> float:
 _CACHE: dict = {}     # predict configuration (as JSON) -> placement prediction: cases share their baselines
 
 
-def _placement(case: Case, part: dict, profile: dict):
+def _placement(case: Case, part: dict, values: dict | None):
     import json
 
     from ..cost.placement_config import predict_placement_from_config
 
-    cfg = predict_config(case, part, profile)
+    cfg = predict_config(case, part, values)
     key = json.dumps(cfg, sort_keys=True, default=str)
     if key not in _CACHE:
         if len(_CACHE) > 256:
@@ -120,25 +110,29 @@ def _placement(case: Case, part: dict, profile: dict):
 
 
 def _predict(case: Case, values: dict | None) -> float:
-    profile = profile_for(case, values)
-    base = _placement(case, {}, profile)
+    base = _placement(case, {}, values)
     q = case.quantity
     if q == "step_time":
         return step_seconds(base, case.mode, case.eta)
     if q == "speedup":
-        variant = _placement(case, case.variant, profile)
+        variant = _placement(case, case.variant, values)
         return step_seconds(base, case.mode, case.eta) / step_seconds(variant, case.variant.get("mode", case.mode),
                                                                      case.variant.get("eta"))
     if q == "stage_share":
         return phases(base)[case.stage] / base.sync_step_s
     if q == "stage_time":
         return phases(base)[case.stage]
-    # sync_time: only a transport the placement prices (a collective broadcast between separate sets)
-    if case.transport != "nccl_broadcast":
-        raise RlmLabError(f"no term for a {case.transport.replace('_', ' ')} weight update in the cost model")
-    if not base.placement.rollout_separate:
-        raise RlmLabError("an NCCL weight broadcast needs the rollout on its own set (a disaggregated placement)")
-    return phases(base)["sync"]
+    # sync_time: a transport the placement prices: an NCCL broadcast to a separate rollout set (the sync phase),
+    # or the CUDA IPC hand-over of a hybrid engine (the reshard phase: gathers, the engine's load, its sleep)
+    if case.transport == "nccl_broadcast":
+        if not base.placement.rollout_separate:
+            raise RlmLabError("an NCCL weight broadcast needs the rollout on its own set (a disaggregated placement)")
+        return phases(base)["sync"]
+    if case.transport == "cuda_ipc":
+        if not base.placement.reshard:
+            raise RlmLabError("a CUDA IPC weight hand-over is the hybrid engine's reshard (placement hybrid)")
+        return phases(base)["reshard"]
+    raise RlmLabError(f"no term for a {case.transport.replace('_', ' ')} weight update in the cost model")
 
 
 def predict_case(case: Case, values: dict | None = None) -> Outcome:
@@ -175,7 +169,8 @@ def assumed_values(profiles) -> dict:
     from ..cost.hardware import load_profile
 
     out = {}
-    for name, (section, key) in FIT_PARAMETERS.items():
+    for name in FIT_PARAMETERS:
+        section, key = ASSUMPTIONS[name][0]
         vals = set()
         for p in sorted(profiles):
             try:
@@ -219,8 +214,8 @@ def fit_efficiencies(registry: Registry) -> dict:
     fitted = dict(zip(names, (round(float(v), 6) for v in res.x)))
     after = {c.id: predict_case(c, fitted) for c in cases}
     return {
-        "parameters": {n: {"profile_key": ".".join(FIT_PARAMETERS[n]), "assumed": assumed[n], "fitted": fitted[n]}
-                       for n in names},
+        "parameters": {n: {"profile_key": ".".join(ASSUMPTIONS[n][0]), "meaning": ASSUMPTIONS[n][1],
+                           "assumed": assumed[n], "fitted": fitted[n]} for n in names},
         "bounds": list(FIT_BOUNDS),
         "method": "scipy.optimize.least_squares (trf) on log(predicted / published), one common value per "
                   "parameter for every GPU datasheet profile",
