@@ -162,6 +162,15 @@ def format_report(rep: dict) -> str:
         lines.append("  " + ", ".join(f"{n} {p['assumed']} -> {p['fitted']:.3f} ({p['profile_key']})"
                                       for n, p in f["parameters"].items())
                      + f" on {len(f['cases'])} calibration cases, {f['fitted_at']}, split {f['split_sha256'][:12]}")
+        lo, hi = f.get("bounds", (None, None))
+        at_bound = [n for n, p in f["parameters"].items() if p["fitted"] in (lo, hi)]
+        unmoved = [n for n, p in f["parameters"].items() if p["fitted"] == p["assumed"]]
+        if at_bound:
+            lines.append(f"  at a bound of the fit ({lo}, {hi}): {', '.join(at_bound)}: the calibration cases pull it past "
+                         f"any plausible value, a sign that another term of the model is wrong for them")
+        if unmoved:
+            lines.append(f"  not moved by the fit: {', '.join(unmoved)} (the calibration cases the cost model prices "
+                         f"do not constrain it)")
         if f.get("determined") != "over":
             lines.append(f"  the fit is {f.get('determined')} determined ({len(f['cases'])} cases for "
                          f"{len(f['parameters'])} parameters): its residuals are no evidence of a good model")
