@@ -245,8 +245,9 @@ def run(args) -> int:
 
         print(json_text(pred.to_dict() | {"assumed": assumed}))
     else:
+        head, _, rest = format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))).partition("\n")
         hw = [] if given_hw else [hardware_line(DEFAULTS | cfg, False)]
-        print("\n".join(hw + [format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8))))] + assumed))
+        print("\n".join([head] + hw + [rest] + assumed))
     return 0 if pred.fits else 1
 
 
@@ -274,6 +275,7 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
 
         print(json_text(pp.to_dict() | {"assumed": assumed}))
     else:
+        head, _, rest = format_placement(pp).partition("\n")
         hw = [] if given_hw else [hardware_line(cfg, False)]
-        print("\n".join(hw + [format_placement(pp)] + assumed))
+        print("\n".join([head] + hw + [rest] + assumed))
     return 0 if pp.fits else 1

@@ -24,7 +24,9 @@ the max over the training sets), ``s`` the weight sync and ``r`` the reshard.
   generator's time per batch is g_stream + s + the recompute prefill (engine.Engine.interrupt_time), the
   trainer's t + s, the step the larger. eta (None = unbounded) caps the requests in flight at (eta + 1) batches.
 
-``g_stream`` is the engine's steady state (engine.Engine.stream): no tail. A static engine (transformers'
+``g_stream`` is the engine's steady state (engine.Engine.stream): no tail. The requests it keeps in flight are k
+batches, k from 1 to eta + 1 (unbounded: until ``max_num_seqs``), the k that makes the generator fastest: more in
+flight fills the decode batch, but in ``async`` every update recomputes the KV of all of them. A static engine (transformers'
 ``generate``) has no streaming regime, so its ``stale`` and ``async`` steps use g (the overlap, not the stream).
 
 **One set** (colocated, hybrid: generation and training time-share the devices): nothing overlaps, so
@@ -40,6 +42,7 @@ exposed sync: the step minus the step with s = r = 0. The staleness a sample is 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..errors import RlmLabError
@@ -98,14 +101,22 @@ class ModeStep:
                 "note": self.note}
 
 
-def _stream(engine, cap_batches):
-    """(g_stream, recompute seconds per update) of the rollout replica's batch; None without an engine."""
+def _stream(engine, max_batches, interrupt: bool):
+    """(g_stream, recompute seconds per update, batches in flight) of the rollout replica's batch; None without an
+    engine. The engine keeps k batches of requests in flight, k from 1 to ``max_batches`` ((eta + 1); None:
+    until max_num_seqs is reached), the k that makes the generator fastest (AReaL's ``max_concurrent_rollouts`` set
+    well): more in flight fills the decode batch, but with ``interrupt`` every update recomputes all of them."""
     if engine is None or not engine.fits:
         return None
     n = len(engine.lengths)
-    cap = None if cap_batches is None else cap_batches * n
-    run = engine.engine.stream(engine.lengths, cap)
-    return run.seconds, engine.engine.interrupt_time(engine.lengths, cap)
+    top = max_batches if max_batches is not None else math.ceil(engine.max_num_seqs / n) + 1
+    best = None
+    for k in range(1, min(top, 64) + 1):
+        g = engine.engine.stream(engine.lengths, k * n).seconds
+        rec = engine.engine.interrupt_time(engine.lengths, k * n) if interrupt else 0.0
+        if best is None or g + rec < best[0] + best[1] - 1e-12:
+            best = (g, rec, k)
+    return best
 
 
 def mode_step(mode: str, eta, phases: dict, busy: dict, separate: bool, engine=None, gen_set: str = "-",
@@ -134,16 +145,17 @@ def mode_step(mode: str, eta, phases: dict, busy: dict, separate: bool, engine=N
         return ModeStep(mode, eta, sync_step, r + g, t + s, r + s, "sequential", sync_critical,
                         idle(sync_step, r + g), note)
 
-    # requests in flight: (eta + 1) batches; unbounded on separate sets, the batch and its carried-over partial
-    # rollouts (2 batches) on one set
+    # requests in flight: at most (eta + 1) batches; unbounded on separate sets, the batch and its carried-over
+    # partial rollouts (2 batches) on one set
     cap = (eta + 1) if eta is not None else (None if separate else 2)
-    streamed = _stream(engine, cap)
+    streamed = _stream(engine, cap, interrupt=mode == "async")
     if streamed is None:
         g_stream, recompute = g, 0.0
         if mode in ("stale", "async"):
             note = "a static engine (transformers generate) cannot stream: generation overlaps, batch by batch"
     else:
-        g_stream, recompute = streamed
+        g_stream, recompute, k = streamed
+        note = f"{k} batch{'es' if k > 1 else ''} of requests in flight"
     if not separate:   # async on one set: partial rollouts carry the unfinished requests over
         gen = r + g_stream + recompute
         step = gen + t + s

@@ -40,7 +40,9 @@ group inside a node on NVLink; a data-parallel group strided across nodes on the
 OpenRLHF's weight-sync groups do): under ZeRO-3 the trainer first all-gathers the full weights (not overlapped
 with the broadcast: an assumption), then t = bytes / B + buckets x latency, B the cluster's ``link_gbps`` when given,
 else NVLink when every rollout rank shares the sender's node and one network card when not; "object_store":
-Ray's object store, put then get, so the bytes cross twice (an assumption).
+Ray's object store, put then get, so the bytes cross twice (an assumption). A continuous engine on the trainer's own
+devices without the hybrid engine (TRL's colocated vLLM, OpenRLHF's ``colocate_all``) refreshes its copy through
+CUDA IPC handles: 2 x bytes / tp at memory bandwidth per device.
 **Reshard** (hybrid engine, HybridFlow Sec. 5.4, Table 2): the actor trained under FSDP/ZeRO-3 over the set's
 s devices is all-gathered into the generation layout of tensor-parallel size t_g inside groups of s / t_g ranks
 (strided by t_g, so across nodes on a large set): each device receives M (s - t_g) / (t_g s) bytes (HybridFlow's
@@ -563,10 +565,15 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         reshard_s, reshard_bytes = reshard_s + r_s, reshard_bytes + r_b
 
     sync_bytes = sync_s = 0.0
+    trained = lora_params(spec, lora) if lora else spec.params
     if placement.rollout_separate:
-        trained = lora_params(spec, lora) if lora else spec.params
         sync_bytes = trained * db
         sync_s = sync_time(pr, placement, cluster, topo, sync_bytes)
+    elif wl.engine == "continuous" and not placement.reshard:
+        # a colocated engine holds its own copy of the weights, refreshed on each device through CUDA IPC handles
+        # (the trainer's and the engine's processes share the device): read and write its tp shard once
+        sync_bytes = trained * db
+        sync_s = 2 * sync_bytes / placement.set_of("rollout").tp / prof.bandwidth()
 
     phases = {p: (0.0, "-") for p in PHASES}
     for phase in PHASES[1:-1]:

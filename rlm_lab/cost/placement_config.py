@@ -42,7 +42,6 @@ def format_placement(pp: PlacementPrediction) -> str:
     if not pp.fits:
         lines.append("  " + pp.memory_error().replace("does not fit", "DOES NOT FIT", 1))
         return "\n".join(lines)
-    lines.append(f"  synchronous step: {_seconds(pp.sync_step_s)}")
     for mode in ((pp.mode,) if pp.mode == "sync" else ("sync", pp.mode)):
         r = pp.in_mode(mode, pp.eta if mode == pp.mode else None)
         idle = ", ".join(f"{k} {100 * v:.0f} %" for k, v in r.idle.items())

@@ -168,3 +168,15 @@ def test_named_assumptions_override():
     for bad, msg in (({"eta_X": 1}, "unknown assumption"), ({"eta_B": 0}, r"\(0, 1\]"), ({"eta_F": True}, "number")):
         with pytest.raises(RlmLabError, match=msg):
             apply_assumptions("h100-sxm", bad)
+
+
+def test_colocated_engine_refreshes_its_copy_through_ipc():
+    """A continuous engine colocated with the trainer (no hybrid reshard) holds its own copy: the sync reads and
+    writes the tp shard once at memory bandwidth (CUDA IPC); the static engine generates with the actor's weights."""
+    c = Cluster(2, "gpu", 80)
+    wl = dict(prompts=8, group_size=2, prompt_len=16, response=16, precision="bf16-mixed")
+    pl = get_placement("colocated", c, "grpo", tp=2)
+    nbytes = model_spec("small").params * 2
+    cont = predict_placement(pl, "small", "grpo", wl | {"engine": "continuous"}, "h100-sxm", c)
+    assert cont.phases["sync"][0] == pytest.approx(2 * nbytes / 2 / (0.7 * 3.35e12), rel=1e-12)
+    assert predict_placement(pl, "small", "grpo", wl, "h100-sxm", c).phases["sync"][0] == 0.0

@@ -30,8 +30,20 @@ class FakeEngine:
         return 0.5
 
 
+class TradeOffEngine(FakeEngine):
+    """More in flight: a faster stream (8 / k s) but a dearer interruption (1.5 k s): the best k is 2 (4 + 3 = 7
+    against 8 + 1.5 = 9.5 and 2.67 + 4.5 = 7.17)."""
+
+    def stream(self, lengths, cap=None):
+        self.caps.append(cap)
+        return SimpleNamespace(seconds=8.0 / (cap // 8))
+
+    def interrupt_time(self, lengths, cap=None):
+        return 1.5 * (cap // 8)
+
+
 def engine():
-    return SimpleNamespace(fits=True, lengths=[1] * 8, engine=FakeEngine())
+    return SimpleNamespace(fits=True, lengths=[1] * 8, engine=FakeEngine(), max_num_seqs=16)
 
 
 def step(mode, eta=None, separate=True, eng=None):
@@ -62,10 +74,20 @@ def test_stale_and_async_by_hand():
     a = step("async", None, eng=e)
     assert a.step_s == pytest.approx(6.0) and a.bound == "training" and a.critical[0] == "actor_backward"
     assert a.exposed_sync_s == pytest.approx(1.0)
-    assert e.engine.caps == [None]                                     # unbounded: no cap on the requests in flight
+    # unbounded: 1 .. max_num_seqs / 8 + 1 = 3 batches of 8 in flight tried (the fake costs the same: the first kept)
+    assert e.engine.caps == [8, 16, 24] and "1 batch of requests in flight" in a.note
     e = engine()
     step("async", 3, eng=e)
-    assert e.engine.caps == [4 * 8]                                    # eta 3: (3 + 1) batches of 8 in flight
+    assert e.engine.caps == [8, 16, 24, 32]                            # eta 3: up to (3 + 1) batches of 8
+
+
+def test_async_keeps_the_best_number_of_batches_in_flight():
+    e = SimpleNamespace(fits=True, lengths=[1] * 8, engine=TradeOffEngine(), max_num_seqs=24)
+    a = step("async", None, eng=e)
+    assert a.gen_s == pytest.approx(4 + 3 + 1) and "2 batches of requests in flight" in a.note
+    st = step("stale", 2, eng=SimpleNamespace(fits=True, lengths=[1] * 8, engine=TradeOffEngine(), max_num_seqs=24))
+    # no interruption in stale: the most in flight (eta + 1 = 3 batches) streams fastest: 8 / 3 + (tail + s) / 2
+    assert st.gen_s == pytest.approx(8 / 3 + (10 - 8 / 3 + 1) / 2)
 
 
 def test_one_set_overlaps_nothing():
@@ -75,7 +97,7 @@ def test_one_set_overlaps_nothing():
     e = engine()
     a = step("async", None, separate=False, eng=e)
     assert a.step_s == pytest.approx(0 + 4 + 0.5 + 5 + 1)             # partial rollouts carried over, in sequence
-    assert e.engine.caps == [2 * 8]                                    # the batch and its carried-over partials
+    assert e.engine.caps == [8, 16]                                    # the batch and its carried-over partials
 
 
 def test_static_engine_cannot_stream():
