@@ -134,7 +134,7 @@ def test_report_text_and_table_show_every_case_and_the_bars():
 
 
 def test_the_committed_prediction_record_is_current():
-    """The book's table comes from data/published/predictions.json: it must have been made from this registry and this
+    """The book's table comes from data/published/validation.json: it must have been made from this registry and this
     fit (record_report refuses another), and its numbers must be what the cost model says now (two fast cases,
     recomputed here; any change to the predictor that moves them makes this fail until the record is rewritten)."""
     rep = R.record_report()
@@ -154,7 +154,7 @@ def test_a_record_from_another_registry_is_refused(tmp_path):
 
     rec = json.loads(R.RECORD.read_text())
     rec["registry_sha256"] = "0" * 64
-    path = tmp_path / "predictions.json"
+    path = tmp_path / "validation.json"
     path.write_text(json.dumps(rec))
     with pytest.raises(Exception, match="was made from another registry"):
         R.record_report(path)

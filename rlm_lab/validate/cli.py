@@ -58,7 +58,7 @@ def register(subparsers) -> None:
     p.add_argument("--fit-out", metavar="PATH", help="with --fit: where to write the fit record")
     p.add_argument("--write", action="store_true",
                    help="with --published: also write the prediction record the book reads "
-                        "(data/published/predictions.json)")
+                        "(data/published/validation.json)")
     p.add_argument("--assumed", action="store_true",
                    help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
     p.set_defaults(func=_run)
@@ -96,7 +96,7 @@ def _run_published(args) -> int:
         fit = load_fit()
     if args.write:
         rep = write_record(registry, fit)
-        print("prediction record written to data/published/predictions.json")
+        print("prediction record written to data/published/validation.json")
     else:
         rep = report(registry, fit, use_fit=not args.assumed)
     if args.json:

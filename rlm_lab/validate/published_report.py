@@ -19,7 +19,7 @@ no bar; they are reported.
 The predictions use the efficiencies fitted on the calibration cases (``data/published/fit.json``) when the fit
 exists, else the profiles' assumed ones (and say which).
 
-The book reads the committed prediction record ``data/published/predictions.json`` (:func:`record_report`), written
+The book reads the committed prediction record ``data/published/validation.json`` (:func:`record_report`), written
 by ``rlm-lab validate --published --write`` with the hashes of the registry and the fit it was computed from (a
 record made from another registry or fit is refused); predicting every case takes tens of seconds, too long for a
 chapter at smoke size. Its verdicts are recomputed from its numbers, and a test recomputes some of its predictions.
@@ -233,7 +233,7 @@ def book_numbers(rep: dict) -> dict:
 
 
 # ---- the committed prediction record (what the book reads) ----------------------------------------------
-RECORD = PUBLISHED / "predictions.json"
+RECORD = PUBLISHED / "validation.json"
 
 
 def registry_sha256(folder: Path = PUBLISHED) -> str:
@@ -246,7 +246,8 @@ def registry_sha256(folder: Path = PUBLISHED) -> str:
 
 def prediction_record(rep_outcomes: dict, fit: dict | None) -> dict:
     """The record of one ``--published`` run: every case's prediction (assumed and fitted efficiencies) or reason,
-    with what it was computed from (the registry's and the fit's hashes, the predictor's commit, the time)."""
+    with what it was computed from (the registry's and the fit's hashes, the predictor's commit, the time);
+    :func:`write_record` adds the validation split's ``summary``."""
     from .published_predict import _git
 
     cases = {}
@@ -268,10 +269,13 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> d
     assumed = predict_all(registry)
     fitted = predict_all(registry, values) if values else None
     record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
+    rep = _assemble(registry, fit, assumed, fitted)
+    # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
+    record["summary"] = rep["summary"]["validation"]
     from ..records.files import json_text
 
     path.write_text(json_text(record, indent=1) + "\n", encoding="utf-8")
-    return _assemble(registry, fit, assumed, fitted)
+    return rep
 
 
 def record_report(path: Path = RECORD) -> dict:
