@@ -158,3 +158,16 @@ def test_a_record_from_another_registry_is_refused(tmp_path):
     path.write_text(json.dumps(rec))
     with pytest.raises(Exception, match="was made from another registry"):
         R.record_report(path)
+
+
+def test_advise_reads_the_validation_summary_from_the_record():
+    """rlm-lab advise prints the predictor's validated error beside its ranking from the same committed record (the
+    cost layer cannot import this one, so it reads the file): its numbers are the record's validation summary."""
+    from rlm_lab.cost.advise import validated_error
+
+    rep = R.record_report()
+    text = validated_error()
+    ratio = rep["summary"]["validation"]["ratio"]
+    assert text.startswith("validated error of the predictor against published cluster measurements")
+    assert f"median |error| {100 * ratio['median_abs_error']:.0f} % over {ratio['priced']} cases" in text
+    assert f"direction right in {ratio['direction_right']} of {ratio['priced']}" in text
