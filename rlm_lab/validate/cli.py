@@ -1,4 +1,5 @@
-"""``rlm-lab validate``: print the suite's comparison, or run the suite first (see :mod:`rlm_lab.validate`)."""
+"""``rlm-lab validate``: print the suite's comparison, or run the suite first (see :mod:`rlm_lab.validate`);
+``--published``: the cost model against published cluster measurements (:mod:`.published_report`)."""
 
 from __future__ import annotations
 
@@ -48,10 +49,73 @@ def register(subparsers) -> None:
     p.add_argument("--statistic", default="median", choices=STATISTICS,
                    help="per stage and step over the traced steps: median (default) or min (least disturbed)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--published", action="store_true",
+                   help="the cost model against the published cluster measurements of data/published/ (calibration "
+                        "and validation cases, the fitted efficiencies, issue 21's bars); reads no CPU records")
+    p.add_argument("--fit", action="store_true",
+                   help="with --published: fit the named efficiencies on the calibration cases and write the fit "
+                        "(default data/published/fit.json, or --fit-out)")
+    p.add_argument("--fit-out", metavar="PATH", help="with --fit: where to write the fit record")
+    p.add_argument("--write", action="store_true",
+                   help="with --published: also write the prediction record the book reads "
+                        "(data/published/validation.json)")
+    p.add_argument("--assumed", action="store_true",
+                   help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
     p.set_defaults(func=_run)
 
 
+def _run_published(args) -> int:
+    """``--published`` (see :mod:`rlm_lab.validate.published_report`); every argument checked before any work."""
+    from pathlib import Path as _P
+
+    from .published import load_published
+    from .published_predict import FIT_FILE, fit_efficiencies, load_fit
+    from .published_report import format_report, report, write_record
+
+    suite_only = [f"--{k}" for k in ("run", "only", "profile", "out") if getattr(args, k)]
+    if suite_only:
+        raise RlmLabError(f"{', '.join(suite_only)} belong(s) to the CPU validation suite, not to --published")
+    if args.fit and args.assumed:
+        raise RlmLabError("--fit writes a fit and --assumed ignores it; give one of them")
+    if args.write and (args.assumed or args.fit_out):
+        raise RlmLabError("--write records the committed fit's predictions; it does not go with --assumed or --fit-out")
+    target = _P(args.fit_out) if args.fit_out else FIT_FILE
+    if args.fit_out and not args.fit:
+        raise RlmLabError("--fit-out needs --fit")
+    if args.fit and (target.is_dir() or not target.parent.is_dir()):
+        raise RlmLabError(f"--fit-out {target}: not a file in an existing folder")
+    registry = load_published()
+    fit = None
+    if args.fit:
+        from ..records.files import json_text
+
+        fit = fit_efficiencies(registry)
+        target.write_text(json_text(fit, indent=1) + "\n", encoding="utf-8")
+        print(f"fit written to {target}")
+    elif not args.assumed:
+        fit = load_fit()
+    if args.write:
+        rep = write_record(registry, fit)
+        print("prediction record written to data/published/validation.json")
+    else:
+        rep = report(registry, fit, use_fit=not args.assumed)
+    if args.json:
+        from ..records.files import json_text
+
+        print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
+                                             "summary")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
+                                                                     for r in rep["rows"]]}, indent=1))
+    else:
+        print(format_report(rep))
+    return 0
+
+
 def _run(args) -> int:
+    if args.published:
+        return _run_published(args)
+    for flag in ("fit", "fit_out", "assumed", "write"):
+        if getattr(args, flag):
+            raise RlmLabError(f"--{flag.replace('_', '-')} needs --published")
     from ..cost import load_profile
     from ..record import runs_root
 

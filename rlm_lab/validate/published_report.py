@@ -1,0 +1,307 @@
+"""``rlm-lab validate --published``: the cost model against published cluster measurements, case by case, and the
+issue's bars (issue 21 item 4 and 6).
+
+    rep = report()                 # the registry predicted with the assumed and with the fitted efficiencies
+    print(format_report(rep))      # what the command prints
+    rep["summary"]["ratio"]        # the validation cases' numbers and verdicts
+    html_table(rep["rows"], "validation")   # the book's table
+
+**Errors.** A case's error is predicted / published - 1 (its unit: seconds, a speed-up or a share). A ratio's
+**direction** is right when the prediction lies on the same side of :data:`rlm_lab.validate.published.DIRECTION_REFERENCE`
+as the published value (a speed-up above or below 1, a share above or below one half).
+
+**Bars**, fixed in issue 21 before any case was predicted (:data:`BARS`): over the validation cases the cost
+model prices, ratios (speed-ups and shares) median |error| <= 25 % with the direction right in >= 90 % of them;
+absolute step times median |error| <= 50 %. A bar is ``met`` or ``not met`` from the live numbers, and
+``undecided`` while fewer than :data:`MIN_CASES` validation cases of its group are priced. Stage and sync times have
+no bar; they are reported.
+
+The predictions use the efficiencies fitted on the calibration cases (``data/published/fit.json``) when the fit
+exists, else the profiles' assumed ones (and say which).
+
+The book reads the committed prediction record ``data/published/validation.json`` (:func:`record_report`), written
+by ``rlm-lab validate --published --write`` with the hashes of the registry and the fit it was computed from (a
+record made from another registry or fit is refused); predicting every case takes tens of seconds, too long for a
+chapter at smoke size. Its verdicts are recomputed from its numbers, and a test recomputes some of its predictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import RlmLabError
+from .published import DIRECTION_REFERENCE, PUBLISHED, QUANTITIES, Registry, load_published
+from .published_predict import FIT_FILE, Outcome, fitted_values, load_fit, predict_all
+
+BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
+MIN_CASES = 3
+GROUPS = {"ratio": "ratios (speed-ups, shares)", "step": "absolute step times", "other": "stage and sync times (no bar)"}
+
+
+def direction_right(outcome: Outcome) -> bool | None:
+    """For a ratio case: is the prediction on the published value's side of the reference? None otherwise or when
+    not predicted."""
+    q = outcome.case.quantity
+    if q not in DIRECTION_REFERENCE or outcome.predicted is None:
+        return None
+    ref = DIRECTION_REFERENCE[q]
+    return (outcome.predicted - ref > 0) == (outcome.case.published.value - ref > 0) and outcome.predicted != ref
+
+
+def group_summary(outcomes: list[Outcome], group: str) -> dict:
+    """The numbers of one group (``ratio``, ``step`` or ``other``) over ``outcomes`` and its verdicts."""
+    cases = [o for o in outcomes if o.case.group == group]
+    priced = [o for o in cases if o.predicted is not None]
+    errs = [abs(o.error) for o in priced]
+    out = {"cases": len(cases), "priced": len(priced),
+           "median_abs_error": statistics.median(errs) if errs else None,
+           "worst_abs_error": max(errs) if errs else None,
+           "under_predicted": sum(o.error < 0 for o in priced)}
+    verdicts = {}
+    if group == "ratio":
+        right = [direction_right(o) for o in priced]
+        out["direction_right"] = sum(bool(r) for r in right)
+        out["direction_share"] = out["direction_right"] / len(priced) if priced else None
+        verdicts["ratio_median"] = _verdict(out["median_abs_error"], BARS["ratio_median"], len(priced))
+        verdicts["ratio_direction"] = _verdict(out["direction_share"], BARS["ratio_direction"], len(priced), at_least=True)
+    elif group == "step":
+        verdicts["step_median"] = _verdict(out["median_abs_error"], BARS["step_median"], len(priced))
+    out["verdicts"] = verdicts
+    return out
+
+
+def _verdict(value, bar: float, n: int, at_least: bool = False) -> str:
+    """``met (...)``, ``not met (...)`` or ``undecided (...)``: the bar against the live value."""
+    if value is None or n < MIN_CASES:
+        return f"undecided ({n} case{'s' if n != 1 else ''} priced, {MIN_CASES} needed)"
+    ok = value >= bar if at_least else value <= bar
+    rel = (">=" if ok else "<") if at_least else ("<=" if ok else ">")
+    return f"{'met' if ok else 'not met'} ({value:.0%} {rel} {bar:.0%}, {n} cases)"
+
+
+def summary(outcomes: list[Outcome], split: str = "validation") -> dict:
+    """Each group's numbers and verdicts over the cases of ``split``."""
+    chosen = [o for o in outcomes if o.case.split == split]
+    return {g: group_summary(chosen, g) for g in GROUPS}
+
+
+def _fmt(value, quantity: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g} s" if QUANTITIES[quantity] == "s" else f"{value:.2f}" + ("x" if quantity == "speedup" else "")
+
+
+def rows(assumed: list[Outcome], fitted: list[Outcome] | None) -> list[dict]:
+    """One row per case: the published number (with the source's interval), the prediction with the assumed
+    efficiencies and with the fitted ones, the error and direction of the one the bars read, and why a case is not
+    priced."""
+    out = []
+    for i, a in enumerate(assumed):
+        c = a.case
+        f = fitted[i] if fitted else None
+        judged = f if f is not None else a
+        d = direction_right(judged)
+        pub = c.published
+        out.append({
+            "case": c.id, "split": c.split, "source": c.source, "quantity": c.quantity, "group": c.group,
+            "hardware": f"{c.hardware['count']} x {c.hardware['gpu']}", "model": c.model["name"],
+            "mode": c.mode if c.quantity != "speedup" else f"{c.mode} -> {c.variant.get('mode', c.mode)}",
+            "published": _fmt(pub.value, c.quantity),
+            "interval": "-" if pub.interval is None else f"[{_fmt(pub.interval[0], c.quantity)}, "
+                                                         f"{_fmt(pub.interval[1], c.quantity)}]",
+            "predicted_assumed": _fmt(a.predicted, c.quantity),
+            "predicted_fitted": _fmt(f.predicted, c.quantity) if f is not None else "-",
+            "error": "-" if judged.error is None else f"{judged.error:+.0%}",
+            "direction": "-" if d is None else ("right" if d else "wrong"),
+            "lengths": c.lengths, "where": c.where, "why": judged.why,
+            "error_value": judged.error,
+        })
+    return out
+
+
+def report(registry: Registry | None = None, fit: dict | None = None, use_fit: bool = True) -> dict:
+    """The registry predicted with the assumed efficiencies and (when a fit exists and ``use_fit``) the fitted ones;
+    the table rows and each split's summary, judged on the fitted predictions when there are any."""
+    registry = registry or load_published()
+    fit = load_fit() if fit is None and use_fit else fit
+    values = fitted_values(fit) if use_fit else None
+    assumed = predict_all(registry)
+    return _assemble(registry, fit if values else None, assumed, predict_all(registry, values) if values else None)
+
+
+def _assemble(registry: Registry, fit: dict | None, assumed: list[Outcome], fitted: list[Outcome] | None) -> dict:
+    judged = fitted or assumed
+    values = fitted is not None
+    return {"cases": len(registry.cases), "sources": len(registry.sources),
+            "profiles": sorted({c.hardware["profile"] for c in registry.cases.values()}),
+            "projects": len({s.project for s in registry.sources.values()}),
+            "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit,
+            "efficiencies": "fitted on the calibration cases" if values else "assumed (no fit used)",
+            "rows": rows(assumed, fitted),
+            "summary": {side: summary(judged, side) for side in ("calibration", "validation")}}
+
+
+COLUMNS = {"case": ("case", 44), "hardware": ("hardware", 27), "mode": ("mode", 20), "published": ("published", 10),
+           "interval": ("interval", 16), "predicted_assumed": ("pred, η assumed", 15),
+           "predicted_fitted": ("pred, η fitted", 14), "error": ("error", 6), "direction": ("direction", 9),
+           "lengths": ("lengths", 11)}
+
+
+def format_report(rep: dict) -> str:
+    """The command's text: the fit, both tables, the validation summary with its verdicts, the unpriced cases."""
+    lines = [f"published cluster measurements: {rep['cases']} cases from {rep['sources']} sources "
+             f"({rep['projects']} projects); split by source: calibration {', '.join(rep['split']['calibration'])}; "
+             f"validation {', '.join(rep['split']['validation'])}",
+             f"efficiencies: {rep['efficiencies']}"]
+    if rep["fit"]:
+        f = rep["fit"]
+        lines.append("  " + ", ".join(f"{n} {p['assumed']} -> {p['fitted']:.3f} ({p['profile_key']})"
+                                      for n, p in f["parameters"].items())
+                     + f" on {len(f['cases'])} calibration cases, {f['fitted_at']}, split {f['split_sha256'][:12]}")
+        lo, hi = f.get("bounds", (None, None))
+        at_bound = [n for n, p in f["parameters"].items() if p["fitted"] in (lo, hi)]
+        unmoved = [n for n, p in f["parameters"].items() if p["fitted"] == p["assumed"]]
+        if at_bound:
+            lines.append(f"  at a bound of the fit ({lo}, {hi}): {', '.join(at_bound)}: the calibration cases pull it past "
+                         f"any plausible value, a sign that another term of the model is wrong for them")
+        if unmoved:
+            lines.append(f"  not moved by the fit: {', '.join(unmoved)} (the calibration cases the cost model prices "
+                         f"do not constrain it)")
+        if f.get("determined") != "over":
+            lines.append(f"  the fit is {f.get('determined')} determined ({len(f['cases'])} cases for "
+                         f"{len(f['parameters'])} parameters): its residuals are no evidence of a good model")
+    for side in ("calibration", "validation"):
+        lines += ["", f"{side} cases"]
+        lines.append(" ".join(f"{h:{w}.{w}}" for h, w in COLUMNS.values()))
+        for r in rep["rows"]:
+            if r["split"] == side:
+                lines.append(" ".join(f"{str(r[k]):{w}.{w}}" for k, (_, w) in COLUMNS.items()))
+        for g, label in GROUPS.items():
+            s = rep["summary"][side][g]
+            med = "-" if s["median_abs_error"] is None else f"{s['median_abs_error']:.0%}"
+            extra = f", direction right {s['direction_right']} of {s['priced']}" if g == "ratio" else ""
+            lines.append(f"  {label}: {s['priced']} of {s['cases']} priced, median |error| {med}{extra}")
+            if side == "validation":
+                lines += [f"    bar {k}: {v}" for k, v in s["verdicts"].items()]
+    unpriced = [r for r in rep["rows"] if r["why"]]
+    if unpriced:
+        lines += ["", "not priced by the cost model (left out of the numbers above):"]
+        lines += [f"  {r['case']}: {r['why']}" for r in unpriced]
+    return "\n".join(lines)
+
+
+def html_table(table_rows: list[dict], split: str) -> str:
+    """The book's table of one split: case (with where it was read), hardware, mode, published (the source's
+    interval), predicted with the assumed and the fitted efficiencies, error, direction, lengths, or why not priced."""
+    head = ("case (where)", "hardware", "mode", "published", "source's interval", "predicted, assumed η",
+            "predicted, fitted η", "error", "direction", "lengths")
+    out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for r in table_rows:
+        if r["split"] != split:
+            continue
+        case = f"{html.escape(r['case'])}<br><small>{html.escape(r['source'])}: {html.escape(r['where'])}</small>"
+        cells = [case] + [html.escape(str(r[k])) for k in ("hardware", "mode", "published", "interval",
+                                                            "predicted_assumed", "predicted_fitted", "error",
+                                                            "direction", "lengths")]
+        if r["why"]:
+            cells[5] = f"not priced: {html.escape(r['why'])}"
+        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def book_numbers(rep: dict) -> dict:
+    """The numbers the book's prose glues, as text: counts, the fit, each bar's verdict."""
+    v = rep["summary"]["validation"]
+    out = {"cases": str(rep["cases"]), "sources": str(rep["sources"]), "projects": str(rep["projects"]),
+           "ratio_verdict": v["ratio"]["verdicts"]["ratio_median"],
+           "direction_verdict": v["ratio"]["verdicts"]["ratio_direction"],
+           "step_verdict": v["step"]["verdicts"]["step_median"],
+           "priced": str(sum(v[g]["priced"] for g in GROUPS)), "validation_cases": str(sum(v[g]["cases"] for g in GROUPS))}
+    out |= {f"{k}_bar": f"{b:.0%}" for k, b in BARS.items()}
+    from .published_predict import assumed_values
+
+    fitted = (rep["fit"] or {}).get("parameters", {})
+    for n, v in assumed_values(rep.get("profiles", ())).items():
+        out[f"{n}_assumed"] = "-" if v is None else f"{v:g}"
+        out[f"{n}_fitted"] = f"{fitted[n]['fitted']:.2f}" if n in fitted else "not fitted"
+    return out
+
+
+# ---- the committed prediction record (what the book reads) ----------------------------------------------
+RECORD = PUBLISHED / "validation.json"
+
+
+def registry_sha256(folder: Path = PUBLISHED) -> str:
+    """One hash of everything a prediction reads from the registry: sources, split and every case file."""
+    h = hashlib.sha256()
+    for path in [folder / "sources.yaml", folder / "split.yaml", *sorted((folder / "cases").glob("*.yaml"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def prediction_record(rep_outcomes: dict, fit: dict | None) -> dict:
+    """The record of one ``--published`` run: every case's prediction (assumed and fitted efficiencies) or reason,
+    with what it was computed from (the registry's and the fit's hashes, the predictor's commit, the time);
+    :func:`write_record` adds the validation split's ``summary``."""
+    from .published_predict import _git
+
+    cases = {}
+    for key, outs in rep_outcomes.items():
+        for o in outs or []:
+            cases.setdefault(o.case.id, {})[key] = o.predicted if o.predicted is not None else {"why": o.why}
+    return {"registry_sha256": registry_sha256(), "fit_sha256": _sha(FIT_FILE) if fit else None,
+            "predictor_commit": _git("rev-parse", "HEAD"), "dirty": bool(_git("status", "--porcelain", "rlm_lab")),
+            "written_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "cases": cases}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> dict:
+    """Predict every case and write the record the book reads; returns the report."""
+    values = fitted_values(fit)
+    assumed = predict_all(registry)
+    fitted = predict_all(registry, values) if values else None
+    record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
+    rep = _assemble(registry, fit, assumed, fitted)
+    # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
+    record["summary"] = rep["summary"]["validation"]
+    from ..records.files import json_text
+
+    path.write_text(json_text(record, indent=1) + "\n", encoding="utf-8")
+    return rep
+
+
+def record_report(path: Path = RECORD) -> dict:
+    """The report rebuilt from the committed prediction record: the verdicts are recomputed here from its numbers.
+    One error line when the record is missing or was made from another registry or another fit."""
+    import json
+
+    if not path.is_file():
+        raise RlmLabError(f"no prediction record {path.name}; write it with `rlm-lab validate --published --write`")
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    registry = load_published()
+    fit = load_fit()
+    if rec.get("registry_sha256") != registry_sha256():
+        raise RlmLabError(f"{path.name} was made from another registry (data/published changed since); rewrite it "
+                          f"with `rlm-lab validate --published --write`")
+    if rec.get("fit_sha256") != (_sha(FIT_FILE) if fit else None):
+        raise RlmLabError(f"{path.name} was made with another fit than fit.json; rewrite it with "
+                          f"`rlm-lab validate --published --write`")
+
+    def outcomes(key):
+        out = []
+        for c in registry.cases.values():
+            v = rec["cases"].get(c.id, {}).get(key)
+            out.append(Outcome(c, v, "") if isinstance(v, (int, float)) else Outcome(c, None, (v or {}).get("why", "")))
+        return out
+
+    rep = _assemble(registry, fit, outcomes("assumed"), outcomes("fitted") if fit else None)
+    rep["record"] = {k: rec[k] for k in ("predictor_commit", "dirty", "written_at")}
+    return rep

@@ -1,0 +1,173 @@
+"""The arithmetic of rlm-lab validate --published (rlm_lab.validate.published_report) on hand-derived cases: the
+error, the direction (a mutant whose direction is wrong is counted wrong), the medians and the bars' words; the
+fit's machinery on a synthetic cost model; the text and the book's table."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from rlm_lab.validate import published_predict as PP
+from rlm_lab.validate import published_report as R
+from rlm_lab.validate.published import Case, Published, Registry, load_published
+
+
+def _case(id, quantity, value, split="validation", stage=None):
+    return Case(id=id, source="src", where="table 1", split=split, quantity=quantity,
+                published=Published(value, None, "read"), hardware={"gpu": "X", "count": 8, "nodes": 1, "profile": "h100-sxm"},
+                model={"name": "m", "config": "qwen3-4b.config.json"}, algorithm={"name": "grpo", "beta": 0},
+                workload={}, placement={"name": "colocated"}, mode="sync", assumed=(), stage=stage,
+                variant={"mode": "async"} if quantity == "speedup" else {})
+
+
+def _out(case, predicted, why=""):
+    return PP.Outcome(case, predicted, why)
+
+
+def test_error_and_direction_by_hand():
+    up = _case("a", "speedup", 2.0)
+    assert _out(up, 1.5).error == pytest.approx(-0.25)          # 1.5 / 2 - 1
+    assert R.direction_right(_out(up, 1.5)) is True             # both faster than 1
+    mutant = _out(up, 0.8)                                      # predicted a slow-down: direction wrong
+    assert R.direction_right(mutant) is False
+    assert R.direction_right(_out(up, 1.0)) is False            # no direction is not the right one
+    share = _case("s", "stage_share", 0.6, stage="generation")
+    assert R.direction_right(_out(share, 0.55)) is True         # both above one half
+    assert R.direction_right(_out(share, 0.4)) is False
+    assert R.direction_right(_out(_case("t", "step_time", 10.0), 12.0)) is None   # no direction for a time
+    assert R.direction_right(_out(up, None, "does not fit")) is None
+    assert _out(up, None, "does not fit").error is None
+
+
+def test_group_summary_by_hand():
+    cases = [_case("r1", "speedup", 2.0), _case("r2", "speedup", 1.5), _case("r3", "stage_share", 0.6, stage="generation"),
+             _case("r4", "speedup", 1.2), _case("t1", "step_time", 100.0), _case("t2", "step_time", 50.0)]
+    outs = [_out(cases[0], 1.5),    # -25 %, right
+            _out(cases[1], 1.8),    # +20 %, right
+            _out(cases[2], 0.45),   # -25 %, wrong (below one half)
+            _out(cases[3], None, "no profile"),
+            _out(cases[4], 160.0),  # +60 %
+            _out(cases[5], 40.0)]   # -20 %
+    s = R.summary(outs)
+    ratio = s["ratio"]
+    assert (ratio["cases"], ratio["priced"], ratio["direction_right"]) == (4, 3, 2)
+    assert ratio["median_abs_error"] == pytest.approx(0.25)     # median of 0.25, 0.20, 0.25
+    assert ratio["direction_share"] == pytest.approx(2 / 3)
+    assert ratio["verdicts"]["ratio_median"].startswith("met (25% <= 25%")
+    assert ratio["verdicts"]["ratio_direction"].startswith("not met (67% < 90%")
+    step = s["step"]
+    assert step["median_abs_error"] == pytest.approx(0.40)      # median of 0.60 and 0.20
+    assert step["verdicts"]["step_median"].startswith("undecided (2 cases priced, 3 needed")
+    assert step["under_predicted"] == 1
+
+
+def test_a_bar_is_not_met_when_the_median_is_over():
+    cases = [_case(f"t{i}", "step_time", 10.0) for i in range(3)]
+    s = R.group_summary([_out(c, p) for c, p in zip(cases, (16.0, 4.0, 30.0))], "step")   # 60 %, 60 %, 200 %
+    assert s["median_abs_error"] == pytest.approx(0.6)
+    assert s["verdicts"]["step_median"] == "not met (60% > 50%, 3 cases)"
+
+
+def test_only_the_chosen_split_is_judged():
+    cal = _case("c", "speedup", 2.0, split="calibration")
+    s = R.summary([_out(cal, 0.5)])
+    assert s["ratio"]["cases"] == 0
+
+
+def test_the_fit_reads_calibration_only_and_recovers_known_efficiencies(monkeypatch):
+    """A synthetic cost model t = sum_k c_k / eta_k over the four named efficiencies: published values made at known
+    efficiencies; the fit finds them from the five calibration cases and never predicts the validation case."""
+    truth = {"eta_F": 0.3, "eta_B": 0.6, "eta_N": 0.5, "eta_H": 0.7}
+    names = list(truth)
+    coef = {"c1": (1, .1, .1, .1), "c2": (.1, 1, .1, .1), "c3": (.1, .1, 1, .1), "c4": (.1, .1, .1, 1),
+            "c5": (1, 1, 1, 1), "v1": (1, 1, 1, 1)}
+
+    def t(cid, v):
+        return sum(c / v[n] for c, n in zip(coef[cid], names))
+
+    def model(case, values=None):
+        if case.split != "calibration":
+            raise AssertionError("the fit predicted a validation case")
+        return PP.Outcome(case, t(case.id, values or {"eta_F": 0.4, "eta_B": 0.7, "eta_N": 0.9, "eta_H": 0.8}))
+
+    cases = {cid: _case(cid, "step_time", t(cid, truth), split="calibration" if cid != "v1" else "validation")
+             for cid in coef}
+    reg = Registry({}, {"calibration": ("src",), "validation": ("other",)}, cases)
+    monkeypatch.setattr(PP, "predict_case", model)
+    fit = PP.fit_efficiencies(reg)
+    assert fit["cases"] == ["c1", "c2", "c3", "c4", "c5"] and fit["left_out"] == {} and fit["determined"] == "over"
+    for n, v in truth.items():
+        assert fit["parameters"][n]["fitted"] == pytest.approx(v, rel=1e-3), n
+    assert fit["parameters"]["eta_F"]["assumed"] == 0.4          # the h100-sxm datasheet profile's value
+    assert all(abs(r) < 1e-3 for r in fit["log_residuals_after"].values())
+    assert fit["converged"] and len(fit["split_sha256"]) == 64
+
+
+def test_fitted_values_go_to_the_predictor_as_named_assumptions():
+    case = load_published().cases["prime-rl-qwen3-4b-16k-8xh100"]
+    assert PP.predict_config(case, {}, {"eta_F": 0.2})["assume"] == {"eta_F": 0.2}
+    slow = PP.predict_case(case, {"eta_F": 0.2}).predicted
+    base = PP.predict_case(case).predicted
+    assert 1.5 < slow / base <= 2.0 + 1e-9      # compute-bound training: about twice as long at half the rate
+    assert "unknown fitted parameter(s) eta_X" in PP.predict_case(case, {"eta_X": 0.5}).why
+
+
+def test_report_text_and_table_show_every_case_and_the_bars():
+    reg = load_published()
+    keep = ["prime-rl-qwen3-4b-16k-8xh100", "openrlhf-llama2-7b-dschat-gen-share", "slime-qwen3-30b-a3b-colocated-sync"]
+    few = {k: reg.cases[k] for k in keep}
+    small = replace(reg, cases=few)
+    rep = R.report(small, use_fit=False)
+    text = R.format_report(rep)
+    for cid in keep:
+        assert cid in text
+    assert "bar ratio_median: undecided (1 case priced, 3 needed)" in text
+    assert "not priced by the cost model" in text and "slime-qwen3-30b-a3b-colocated-sync:" in text
+    html = R.html_table(rep["rows"], "validation")
+    assert html.count("<tr>") == 3                      # the header and the two validation cases
+    assert "not priced:" in html and "0.59" in html      # the slime case's reason; the published share
+    nums = R.book_numbers(rep)
+    assert nums["cases"] == "3" and nums["priced"] == "1" and nums["ratio_verdict"].startswith("undecided")
+    row = next(r for r in rep["rows"] if r["case"] == keep[1])
+    assert math.isclose(row["error_value"], float(row["predicted_assumed"]) / 0.5862 - 1, abs_tol=0.01)
+    assert row["error"] == f"{row['error_value']:+.0%}" and row["direction"] == "right"
+
+
+def test_the_committed_prediction_record_is_current():
+    """The book's table comes from data/published/validation.json: it must have been made from this registry and this
+    fit (record_report refuses another), and its numbers must be what the cost model says now (two fast cases,
+    recomputed here; any change to the predictor that moves them makes this fail until the record is rewritten)."""
+    rep = R.record_report()
+    fit = PP.load_fit()
+    values = PP.fitted_values(fit)
+    reg = load_published()
+    for cid in ("prime-rl-qwen3-4b-16k-8xh100", "openrlhf-llama2-7b-dschat-gen-share"):
+        row = next(r for r in rep["rows"] if r["case"] == cid)
+        fresh = PP.predict_case(reg.cases[cid], values)
+        assert row["predicted_fitted"] == R._fmt(fresh.predicted, fresh.case.quantity), cid
+        assert row["error_value"] == pytest.approx(fresh.error, rel=1e-9), cid
+    assert rep["record"]["dirty"] is False          # made from committed predictor code
+
+
+def test_a_record_from_another_registry_is_refused(tmp_path):
+    import json
+
+    rec = json.loads(R.RECORD.read_text())
+    rec["registry_sha256"] = "0" * 64
+    path = tmp_path / "validation.json"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(Exception, match="was made from another registry"):
+        R.record_report(path)
+
+
+def test_advise_reads_the_validation_summary_from_the_record():
+    """rlm-lab advise prints the predictor's validated error beside its ranking from the same committed record (the
+    cost layer cannot import this one, so it reads the file): its numbers are the record's validation summary."""
+    from rlm_lab.cost.advise import validated_error
+
+    rep = R.record_report()
+    text = validated_error()
+    ratio = rep["summary"]["validation"]["ratio"]
+    assert text.startswith("validated error of the predictor against published cluster measurements")
+    assert f"median |error| {100 * ratio['median_abs_error']:.0f} % over {ratio['priced']} cases" in text
+    assert f"direction right in {ratio['direction_right']} of {ratio['priced']}" in text
