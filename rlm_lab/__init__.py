@@ -40,6 +40,6 @@ LAYERS = (
     ("calibration", ("calibrate",)),
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
-    ("chapters", ("experiments",)),
+    ("chapters", ("chapters",)),
     ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),
 )

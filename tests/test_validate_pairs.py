@@ -3,7 +3,7 @@ was fitted on: only calibration runs, never a validation workload."""
 
 from rlm_lab import validate as V
 from rlm_lab.cost import load_profile
-from rlm_lab.experiments.anatomy import INSITU_PROFILE, Case
+from rlm_lab.chapters.ch02_anatomy import INSITU_PROFILE, Case
 from rlm_lab.record import REPO_ROOT, load_record
 from rlm_lab.validate.pairs import BEFORE, PAIRS
 

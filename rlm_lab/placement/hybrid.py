@@ -202,7 +202,7 @@ def measure_hybrid(size: str, root, steps: int | None = None, session=None, comm
     """Predict, then run, the hybrid placement of the size's GRPO run (chapter 5's config and SFT start, or
     ``overrides`` of it: ``key="hybrid_memory", **MEMORY_RUN``) into a new folder ``<root>/ch05_<key>/<UTC
     time>``; bad input is one error before Ray starts. Returns the results (plus ``dir``)."""
-    from .experiment import _now, cluster, predict, run_config
+    from ..chapters.ch05_placement.run import _now, cluster, predict, run_config
     from .runtime import algo_roles, check_placement
     from ..cost.placement_spec import get_placement
 

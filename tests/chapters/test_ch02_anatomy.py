@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.experiments import anatomy as A
+from rlm_lab.chapters import ch02_anatomy as A
 from rlm_lab.stages import Stage
 
 PROFILE = "h200"  # any profile: these tests check the joins and the byte counts, not the seconds

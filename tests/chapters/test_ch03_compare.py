@@ -1,11 +1,11 @@
-"""Chapter 3's comparison step (rlm_lab.experiments.work_depth.compare) on a synthetic record and a
+"""Chapter 3's comparison step (rlm_lab.chapters.ch03_work_depth.compare) on a synthetic record and a
 hand-written cost model, so that every expected number below is worked out by hand."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from rlm_lab.experiments.work_depth import compare as C
+from rlm_lab.chapters.ch03_work_depth import compare as C
 
 STEP = 0.01  # the stand-in cost model: a static batch takes R_max steps of 10 ms, whatever its size
 

@@ -4,7 +4,7 @@ the knee and Brent's bounds on a recorded (synthetic) run."""
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.experiments import work_depth as W
+from rlm_lab.chapters import ch03_work_depth as W
 
 
 def test_distributions_share_a_mean_and_grow_a_tail():

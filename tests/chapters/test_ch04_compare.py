@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlm_lab.experiments import intra_model as I
+from rlm_lab.chapters.ch04_parallelism import compare as I
 
 
 def row(layout, meas, pred, base_meas=10.0, base_pred=5.0):

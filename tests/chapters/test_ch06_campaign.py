@@ -9,7 +9,7 @@ import pytest
     (["--size", "gpu"], "smoke or cpu size"),
 ])
 def test_bad_input_is_one_line_and_no_record(argv, says, tmp_path, capsys):
-    from rlm_lab.asynchrony.campaign import main
+    from rlm_lab.chapters.ch06_async.campaign import main
 
     assert main(argv + ["--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
@@ -18,7 +18,7 @@ def test_bad_input_is_one_line_and_no_record(argv, says, tmp_path, capsys):
 
 
 def test_a_cell_needs_its_seeds_synchronous_record_first(tmp_path, capsys):
-    from rlm_lab.asynchrony.campaign import main
+    from rlm_lab.chapters.ch06_async.campaign import main
 
     assert main(["--mode", "eta2", "--seed", "1", "--out", str(tmp_path)]) == 2
     assert "no (sync, none) record of seed 1" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlm_lab.asynchrony import analysis as A
+from rlm_lab.chapters.ch06_async import compare as A
 
 
 def run(step, finals, wall=10.0, tokens=5000, waits=(0.25, 0.25), pred=None, hist=None, evals=(0.0, 0.4, 0.1)):

@@ -3,7 +3,7 @@ push 0.1 s, step 1.0 s, so the trainer's remainder t = 0.6 s; one-step-off = max
 
 import pytest
 
-from rlm_lab.asynchrony.experiment import predict_from_sync, stage_times
+from rlm_lab.chapters.ch06_async.run import predict_from_sync, stage_times
 
 SYNC = {"glue": {"steps": [{"wait_s": 5.0}] + [{"wait_s": 0.3, "importance_seconds": 0.0}] * 4},  # step 0: warm-up
         "sync": {"seconds_mean": 0.1}, "step_seconds_median": 1.0, "train_seconds": 9.0, "steps": 5}

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.longtail.learning import OverProvisionRollout
+from rlm_lab.chapters.ch07_long_tail.learning import OverProvisionRollout
 from rlm_lab.longtail.trl_hooks import FIELD
 from rlm_lab.tasks import Chain
 from rlm_lab.tasks.chain import predicted_length
@@ -52,8 +52,8 @@ def test_overprovision_rollout_bad_input():
 
 
 def test_gain_spread_outside_noise_and_accuracy_bar():
-    from rlm_lab.longtail import report
-    from rlm_lab.longtail.run import _spread
+    from rlm_lab.chapters.ch07_long_tail import report
+    from rlm_lab.chapters.ch07_long_tail.run import _spread
 
     # per-repeat gains from paired times, by hand: 2/1, 3/2, 1/2
     sp = _spread({"a": [2.0, 3.0, 1.0], "b": [1.0, 2.0, 2.0]}, "a", "b")
@@ -73,7 +73,7 @@ def test_gain_spread_outside_noise_and_accuracy_bar():
 
 
 def test_seeds_effect_needs_the_bar_and_one_sign():
-    from rlm_lab.longtail.report import seeds_effect
+    from rlm_lab.chapters.ch07_long_tail.report import seeds_effect
 
     e = seeds_effect([0.7, 0.72, 0.69], [0.6, 0.61, 0.62], 500)
     assert e["difference"] == pytest.approx(0.0933, abs=1e-3) and e["effect"] is True
@@ -105,7 +105,7 @@ def test_make_trainer_hands_the_rollout_func_to_grpo(tmp_path):
 def test_learning_table_and_effects_from_the_committed_records():
     import statistics
 
-    from rlm_lab.longtail import report
+    from rlm_lab.chapters.ch07_long_tail import report
 
     learn = report.load_learning("cpu")
     if not learn["baseline"]:

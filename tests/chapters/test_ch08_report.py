@@ -1,4 +1,4 @@
-"""Chapter 8's tables (rlm_lab.frameworks.report), checked against the registry files and records read directly."""
+"""Chapter 8's tables (rlm_lab.chapters.ch08_frameworks.report), checked against the registry files and records read directly."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from rlm_lab.cost.asynchrony import one_step_off_step
 from rlm_lab.errors import RlmLabError
 from rlm_lab.frameworks import registry as R
-from rlm_lab.frameworks import report as P
+from rlm_lab.chapters.ch08_frameworks import report as P
 
 ROOT = Path(__file__).resolve().parents[2]
 

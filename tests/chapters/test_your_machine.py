@@ -1,4 +1,4 @@
-"""rlm_lab.experiments.your_machine: the reader's calibration is cached per machine key and a stale one is not
+"""rlm_lab.chapters.your_machine: the reader's calibration is cached per machine key and a stale one is not
 reused; each prediction is on disk before its measurement starts; smoke size does no work; bad input is one
 error line before any work."""
 
@@ -12,8 +12,8 @@ import pytest
 from rlm_lab import cli
 from rlm_lab.cost.spread import calibration_files
 from rlm_lab.errors import RlmLabError
-from rlm_lab.experiments import work_depth as W
-from rlm_lab.experiments import your_machine as Y
+from rlm_lab.chapters import ch03_work_depth as W
+from rlm_lab.chapters import your_machine as Y
 
 KEY = {"host": "reader", "cpu_model": "CPU A", "cores": 2, "torch": "2.13.0+cpu", "threads": 2}
 QUIET, BUSY = (lambda: (0.1, 0.1, 0.1)), (lambda: (9.0, 9.0, 9.0))
@@ -123,7 +123,7 @@ def test_a_second_build_waits_for_the_calibration_lock(tmp_path):
     import sys
     import time
 
-    from rlm_lab.experiments.your_machine.calibration import key_slug
+    from rlm_lab.chapters.your_machine.calibration import key_slug
 
     folder = tmp_path / key_slug(KEY)
     folder.mkdir(parents=True)

@@ -123,7 +123,7 @@ def build_run_dir(name: str, size: str) -> Path:
     so executing the book at cpu size cannot overwrite the reference records."""
     import os
 
-    from ..record import REPO_ROOT
+    from ...record import REPO_ROOT
 
     root = Path(os.environ.get("RLM_RUNS_DIR") or REPO_ROOT / "_build" / "runs")
     return root / size / name
@@ -132,7 +132,7 @@ def build_run_dir(name: str, size: str) -> Path:
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:
     """The committed reference runs ``data/runs/<size>/<name>``, as RunRecords: each must exist and be a
     finished training run (a RecordError naming the folder otherwise, never a shorter list)."""
-    from ..record import load_records, reference_root
+    from ...record import load_records, reference_root
 
     return list(load_records(reference_root(size), names, require=("accuracy_after", "total_seconds")).values())
 

@@ -23,7 +23,7 @@ and TRL bookkeeping outside the stages ("other", shown but not predicted).
 """
 
 from ...compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
-from ..memory_probes import Probe, measure_kv_cache, measured_memory
+from ...train.memory_probes import Probe, measure_kv_cache, measured_memory
 from ...cost.hardware import CPU_PROFILE, INSITU_PROFILE, profile_for
 from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
 from .compare import (ALGORITHMS, MEASURED_STAGES, algorithms_table, case_of, comparison, errors_by_calibration,

@@ -1,4 +1,4 @@
-"""``python -m rlm_lab.experiments.anatomy --size cpu``: make chapter 2's records (see :func:`.run.main`)."""
+"""``python -m rlm_lab.chapters.ch02_anatomy --size cpu``: make chapter 2's records (see :func:`.run.main`)."""
 
 from .run import main
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ...record import RunRecord, runs_root
 from ...sizes import check_size
 from ...compare import reference_dir
-from ..memory_probes import Probe, measure_kv_cache, measured_memory
+from ...train.memory_probes import Probe, measure_kv_cache, measured_memory
 from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
 from ...host import load_average
 
@@ -32,7 +32,7 @@ def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, 
                     extra={"generation_kwargs": {"min_new_tokens": case.length}})
     task = parse_task(TASK)
     record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.experiments.anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch02_anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
     from transformers.utils import logging as hf_logging
 
     import torch
@@ -100,7 +100,7 @@ def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, se
         times.append(time.perf_counter() - t0)
     record = RunRecord(run_dir or runs_root(size) / "ch02_reward_calibration",
                        {"task": TASK, "samples": n, "completion_length": length},
-                       command=f"rlm_lab.experiments.anatomy.reward_calibration(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch02_anatomy.reward_calibration(size={size!r})", seed=seed)
     record.complete(reward_s_per_sample=statistics.median(times) / n, repeats_s=times)
     return record
 
@@ -111,7 +111,7 @@ def tracer_overhead(size: str, repeats: int = 3, run_dir: Path | None = None, se
     case = algorithm_cases(size)["grpo"]
     walls = {"traced": [], "plain": []}
     record = RunRecord(run_dir or runs_root(size) / "ch02_tracer_overhead", {"case": asdict(case), "repeats": repeats},
-                       command=f"rlm_lab.experiments.anatomy.tracer_overhead(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch02_anatomy.tracer_overhead(size={size!r})", seed=seed)
     tmp = record.scratch("overhead_")  # inside the run folder: a killed run's leftovers are cleaned by the next
     for i in range(repeats):
         for mode in ("plain", "traced"):
@@ -161,7 +161,7 @@ def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.experiments.anatomy --size cpu [--force] [--overhead]``: make the chapter's records."""
+    """``python -m rlm_lab.chapters.ch02_anatomy --size cpu [--force] [--overhead]``: make the chapter's records."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)

@@ -1,4 +1,4 @@
-"""``python -m rlm_lab.experiments.work_depth --size cpu``: make chapter 3's records (see :func:`.run.main`)."""
+"""``python -m rlm_lab.chapters.ch03_work_depth --size cpu``: make chapter 3's records (see :func:`.run.main`)."""
 
 from .run import main
 

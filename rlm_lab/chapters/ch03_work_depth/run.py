@@ -79,7 +79,7 @@ def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0) -> RunRec
     p = params(size)
     record = RunRecord(run_dir or runs_root(size) / "ch03_decode_knee",
                        {k: p[k] for k in ("models", "batches", "k0", "k1", "reps")} | {"prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.experiments.work_depth.decode_knee(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch03_work_depth.decode_knee(size={size!r})", seed=seed)
     results = {}
     for name in p["models"]:
         model = _load(name, seed)
@@ -108,7 +108,7 @@ def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int =
                      "bubble": bubble(lengths), "r_max": max(lengths), "r_mean": sum(lengths) / len(lengths)})
     record = RunRecord(run_dir or runs_root(size) / "ch03_long_tail",
                        {"model": p["tail_model"], "n": p["n"], "mean": p["mean"], "reps": reps, "prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.experiments.work_depth.long_tail(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch03_work_depth.long_tail(size={size!r})", seed=seed)
     record.complete(rows=rows, loadavg=load_average())
     return record
 
@@ -154,7 +154,7 @@ def replicas(size: str, run_dir: Path | None = None, seed: int = 0, dist_index: 
     record = RunRecord(run_dir or runs_root(size) / "ch03_replicas",
                        {"model": p["tail_model"], "dist": asdict(dist), "replicas": p["replicas"], "real": p["real"],
                         "prompt_len": PROMPT_LEN, "threads_per_replica": 1},
-                       command=f"rlm_lab.experiments.work_depth.replicas(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch03_work_depth.replicas(size={size!r})", seed=seed)
     record.complete(lengths=lengths, depth_s=depth_s, simulated=_str_keys(sim), real=_str_keys(real), loadavg=load_average())
     return record
 
@@ -197,7 +197,7 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.experiments.work_depth --size cpu [--force] [--only decode_knee ...]``."""
+    """``python -m rlm_lab.chapters.ch03_work_depth --size cpu [--force] [--only decode_knee ...]``."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import statistics
 
-from ..compare import verdict
+from ...compare import verdict
 
 
 def _pairs(rows: list[dict]) -> tuple[int, int]:

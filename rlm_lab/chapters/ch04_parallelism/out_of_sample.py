@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..mesh import Layout
+from ...parallel.mesh import Layout
 from ...host import load_average
 
 BAR = 0.25
@@ -41,8 +41,8 @@ def case_name(layout: Layout, kw: dict) -> str:
 def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
     """Run the cases without a record under ``root`` (one set of processes per world size) and write one
     record each; an existing record is kept, never overwritten (its case is skipped and said so)."""
-    from .measure import spawn_layouts, write_record
-    from .suite import oversubscribed
+    from ...parallel.bench.measure import spawn_layouts, write_record
+    from .run import oversubscribed
 
     root = Path(root)
     todo: dict[int, list] = {}
@@ -67,7 +67,7 @@ def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
 def rows(root: str | Path, profile) -> list[dict]:
     """Measured vs predicted (``suite.compare``) for the validation records under ``root``."""
     from .report import load_records
-    from .suite import compare
+    from .run import compare
 
     return compare(load_records(root, PREFIX), profile)
 

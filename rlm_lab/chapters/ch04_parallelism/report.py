@@ -36,7 +36,7 @@ def load_records(root: str | Path, prefix: str = "ch04_") -> list:
 
 def rows(records, profile=None) -> list[dict]:
     """:func:`suite.compare` rows plus family, oversubscription and model-state memory (rank 0)."""
-    from .suite import compare
+    from .run import compare
 
     out = []
     cmp = compare(records, profile)
@@ -129,7 +129,7 @@ def calibrated_profile():
 
 def _predicted_state(r: dict) -> float:
     """Model-state bytes per rank from the ZeRO table (arXiv 1910.02054, Fig. 1): AdamW fp32, N parameters."""
-    from .. import data_parallel, fsdp
+    from ...parallel import data_parallel, fsdp
 
     n = r["memory"]["params"] // 4 if r["layout"]["zero"] == 0 else None
     if n is None:  # sharded: N from the gradient all-reduce/reduce-scatter message of the record's model
@@ -177,7 +177,7 @@ def sweep_table(root: str | Path, kind: str, profile=None):
     prediction), bubble and bytes."""
     import pandas as pd
 
-    from .step_time import predict_sweep
+    from ...parallel.bench.step_time import predict_sweep
 
     recs = load_records(root, f"ch04_e2_{kind}")
     rs = []
@@ -202,8 +202,8 @@ def with_and_without(records, profile, sweeps=()) -> list[dict]:
     without them (the profile's own thread count, no framework cost), and both errors. ``sweeps``: the
     ``ch04_e2_*`` records too (without the terms their compute is the profile's; the recorded
     baseline-plus-messages number is no prediction and is not used here)."""
-    from ..predict import layout_of
-    from .step_time import predict_sweep, predicted_step_time
+    from ...parallel.predict import layout_of
+    from ...parallel.bench.step_time import predict_sweep, predicted_step_time
 
     out = []
     for rec in records:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..mesh import Layout
+from ...parallel.mesh import Layout
 
 def run_args(size: str) -> dict:
     """The run arguments of every layout at ``size`` (model, steps, batch, sequence): ``rlm_lab.sizes``."""
@@ -59,7 +59,7 @@ def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profil
     time is judged on the same collectives that ran). ``harness``: the step was timed under
     ``CommCounter`` (``run_layout``): add the counter's calibrated cost.
     """
-    from .step_time import predicted_step_time as predict
+    from ...parallel.bench.step_time import predicted_step_time as predict
 
     return predict(layout, model, batch, seq, profile, comm=comm, cores=cores, threads=threads, harness=harness)
 
@@ -77,7 +77,7 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
     per layout; returns the run directories."""
     from ...sizes import check_size
     from ...record import runs_root
-    from .measure import spawn_layouts, write_record
+    from ...parallel.bench.measure import spawn_layouts, write_record
 
     check_size(size)
     root = out_root or runs_root(size)
@@ -104,7 +104,7 @@ def _median(xs):
 def compare(records, profile=None) -> list[dict]:
     """One row per record: measured median step time and counted bytes next to the predictions."""
     from ...errors import RlmLabError
-    from ..predict import comm_mismatches, layout_of, predicted_comm
+    from ...parallel.predict import comm_mismatches, layout_of, predicted_comm
 
     rows = []
     for rec in records:
@@ -137,7 +137,7 @@ def compare(records, profile=None) -> list[dict]:
 
 
 def _ok(check) -> bool:
-    from .measure import within_tolerance
+    from ...parallel.bench.measure import within_tolerance
 
     return within_tolerance(check)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import cores
+from ...parallel.bench.common import cores
 from ...host import load_average
 
 
@@ -28,7 +28,7 @@ def run_measurements(size: str = "smoke", only: str | None = None, root=None) ->
     from pathlib import Path
 
     from ...record import RunRecord, runs_root
-    from . import cp, ep, pp
+    from ...parallel.bench import cp, ep, pp
 
     fns = {"pp": pp.measure_pp, "cp": cp.measure_cp, "ep": ep.measure_ep}
     root = Path(root) if root else runs_root(size)
@@ -37,7 +37,7 @@ def run_measurements(size: str = "smoke", only: str | None = None, root=None) ->
         if only and kind != only:
             continue
         rec = RunRecord(root / measurement_name(kind, kw), config={"kind": kind, **kw},
-                        command=f"rlm_lab.parallel.bench.sweeps.run_measurements({size!r})", seed=kw.get("seed", 0))
+                        command=f"rlm_lab.chapters.ch04_parallelism.sweeps.run_measurements({size!r})", seed=kw.get("seed", 0))
         rec.update(**fns[kind](**kw), load_average=load_average())
         dirs.append(rec.dir)
     return dirs

@@ -16,7 +16,7 @@ import socket
 
 
 def register(sub) -> None:
-    from .experiment import ALL_KEYS
+    from .run import ALL_KEYS
 
     p = sub.add_parser("place", help="run GRPO and PPO under placements on Ray (colocated, disaggregated, split), "
                                      "predicted first")
@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 def check_address(address: str | None) -> None:
     """An unreachable Ray address is one error line now, not a minute of retries inside ray.init."""
-    from ..errors import RlmLabError
+    from ...errors import RlmLabError
 
     if not address or address == "auto" or "://" in address:
         return
@@ -58,7 +58,7 @@ def check_modes(args) -> None:
     and an --out that is a file is refused before Ray or a model starts."""
     from pathlib import Path
 
-    from ..errors import RlmLabError
+    from ...errors import RlmLabError
 
     modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--lora-memory", args.lora_memory),
                              ("--reshard", args.reshard), ("--hybrid", args.hybrid),
@@ -76,25 +76,25 @@ def check_modes(args) -> None:
 
 
 def main(args) -> int:
-    from ..errors import RlmLabError
-    from ..record import runs_root
-    from ..sizes import check_size
-    from .experiment import ALL_KEYS, configs, measure
-    from ..records.lifecycle import interruptible
-    from .runtime import RaySession, check_placement
+    from ...errors import RlmLabError
+    from ...record import runs_root
+    from ...sizes import check_size
+    from .run import ALL_KEYS, configs, measure
+    from ...records.lifecycle import interruptible
+    from ...placement.runtime import RaySession, check_placement
 
     interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop the local Ray, within seconds
     size = check_size(args.size)
     check_modes(args)
     if args.lora_accuracy:
-        from .experiment import measure_lora_accuracy
+        from .run import measure_lora_accuracy
 
         for key, r in measure_lora_accuracy(size, args.out or runs_root(size)).items():
             print(f"{key}: accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f}, step "
                   f"{r['step_seconds_median']:.4f} s, sync {r['sync']['bytes_per_sync']:,} B -> {r['dir']}")
         return 0
     if args.lora_memory:
-        from .experiment import measure_lora_memory
+        from .run import measure_lora_memory
 
         for key, r in measure_lora_memory(size, args.out or runs_root(size)).items():
             sb = r["state_bytes"]
@@ -103,7 +103,7 @@ def main(args) -> int:
                   f"{sb['optimizer_state']:,} B -> {r['dir']}")
         return 0
     if args.reshard:
-        from .experiment import measure_reshard
+        from .run import measure_reshard
 
         rec = measure_reshard(size, args.out or runs_root(size))
         r = rec.results
@@ -138,11 +138,11 @@ def _hybrid(args, size: str) -> int:
     unreachable --address) is refused before Ray starts."""
     import sys
 
-    from ..record import runs_root
-    from .experiment import cluster, run_config
-    from .hybrid import MEMORY_RUN, check_hybrid, measure_hybrid
-    from .runtime import RaySession, algo_roles, check_placement
-    from ..cost.placement_spec import get_placement
+    from ...record import runs_root
+    from .run import cluster, run_config
+    from ...placement.hybrid import MEMORY_RUN, check_hybrid, measure_hybrid
+    from ...placement.runtime import RaySession, algo_roles, check_placement
+    from ...cost.placement_spec import get_placement
 
     run = dict(key="hybrid_memory", **MEMORY_RUN) if args.hybrid_memory else {}
     cfg = run_config(size, **{**{k: v for k, v in run.items() if k != "key"},

@@ -19,10 +19,10 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from ..errors import RlmLabError
-from ..sizes import get
-from ..cost.placement_spec import Cluster, get_placement
-from ..host import load_average
+from ...errors import RlmLabError
+from ...sizes import get
+from ...cost.placement_spec import Cluster, get_placement
+from ...host import load_average
 
 PROFILE = "cpu-2core-epyc"
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
@@ -31,7 +31,7 @@ ALL_KEYS = KEYS + PPO_KEYS
 
 
 def run_config(size: str, algo: str = "grpo", **overrides):
-    from ..train.config import make_config
+    from ...train.config import make_config
 
     fields = dict(rl_steps=get(size).placement_steps, disable_tqdm=True, eval_every=0)
     fields.update(overrides)
@@ -47,14 +47,14 @@ def size_cluster(cfg) -> Cluster:
     gpu size the GPUs torch sees (at least 2, so that a disaggregated placement exists to ask for)."""
     if cfg.size != "gpu":
         return cluster()
-    from .resources import local_gpus
+    from ...placement.resources import local_gpus
 
     return cluster(max(2, local_gpus()), "gpu")
 
 
 def placements(cfg, devices: int | None = None) -> dict:
     """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores (default: :func:`size_cluster`)."""
-    from .runtime import algo_roles
+    from ...placement.runtime import algo_roles
 
     algo = algo_roles(cfg)
     c = cluster(devices) if devices else size_cluster(cfg)
@@ -73,7 +73,7 @@ def ppo_placements(cfg, devices: int | None = None) -> dict:
     """key -> Placement for :data:`PPO_KEYS`: PPO colocated on every core, and ``split`` (NeMo-Aligner style):
     actor + reference (+ TRL's generation) on ``devices - 1`` cores, the critic on one (the reward is the
     rule-based verifier, no model, so the value set holds the critic alone)."""
-    from .runtime import algo_roles
+    from ...placement.runtime import algo_roles
 
     algo = algo_roles(cfg)
     c = cluster(devices) if devices else size_cluster(cfg)
@@ -96,7 +96,7 @@ def workload(cfg):
     """The cost model's workload for ``cfg``. Prediction made before the run, so the response length is
     not known: it is taken as ``max_completion_length`` (TRL's static ``generate`` runs until the longest
     row of the batch ends, and at temperature 1 some row of a batch usually runs to the limit)."""
-    from ..cost.workload import ResponseLengths, Workload
+    from ...cost.workload import ResponseLengths, Workload
 
     prompt_len = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
     return Workload(prompts=cfg.batch_size // cfg.num_generations, group_size=cfg.num_generations,
@@ -111,10 +111,10 @@ GPU_PROFILE = "h100-sxm"  # gpu size until the lent GPU has a calibrated profile
 def predict(placement, cfg, profile: str | None = None) -> dict:
     """The placement predictor's numbers for ``placement`` (plain JSON, stored in the run record)."""
     profile = profile or (PROFILE if placement.sets[0].kind == "cpu" else GPU_PROFILE)
-    from ..cost.placement import predict_placement
-    from ..cost.workload import algorithm
+    from ...cost.placement import predict_placement
+    from ...cost.workload import algorithm
 
-    from .runtime import LORA
+    from ...placement.runtime import LORA
 
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if placement.lora else None
     import dataclasses
@@ -137,7 +137,7 @@ def _now() -> str:
 
 def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -> dict:
     """Predict, then run, each placement of ``keys``; one new record folder per run. Returns key -> results."""
-    from .runtime import RaySession, run_placement
+    from ...placement.runtime import RaySession, run_placement
 
     cfgs, chosen = configs(size, keys, **overrides)
     own = session is None
@@ -157,7 +157,7 @@ def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -
 
 def latest(root: str | Path, key: str):
     """The newest completed record under ``<root>/ch05_<key>/`` (folders are UTC-time names)."""
-    from ..record import RunRecord
+    from ...record import RunRecord
 
     base = Path(root) / f"ch05_{key}"
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
@@ -227,7 +227,7 @@ def timeline(record, steps: int = 3, title: str | None = None):
     chosen by :func:`representative_window` (their numbers are in the title)."""
     import json
 
-    from ..trace_merge import gantt
+    from ...trace_merge import gantt
 
     trace = json.loads((Path(record.dir) / "trace.json").read_text())
     spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "step"), key=lambda e: e["ts"])
@@ -243,8 +243,8 @@ def timeline(record, steps: int = 3, title: str | None = None):
 def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-sxm") -> list[dict]:
     """By prediction only: one synchronous GRPO step (64 prompts x 8, 256 + 1024 tokens, bf16) colocated
     against disaggregated with a quarter, half and three quarters of the GPUs generating."""
-    from ..cost.placement import predict_placement
-    from ..cost.workload import ResponseLengths, Workload, algorithm
+    from ...cost.placement import predict_placement
+    from ...cost.workload import ResponseLengths, Workload, algorithm
 
     wl = Workload(prompts=64, group_size=8, prompt_len=256, response=ResponseLengths("fixed", length=1024),
                   micro_batch=8, gen_batch=512, precision="bf16")
@@ -264,13 +264,13 @@ def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-
 def formula_sync_bytes(record) -> int:
     """The formula for one sync of the record's run, computed from a fresh model: the bytes of every
     parameter (full fine-tuning) or of the LoRA adapters only (PEFT's trainable parameters)."""
-    from ..models import load
+    from ...models import load
 
     model = load(record.config["run"]["model"])[0]
     if record.config["placement"].get("lora"):
         from peft import LoraConfig, get_peft_model
 
-        from .runtime import LORA
+        from ...placement.runtime import LORA
 
         model = get_peft_model(model, LoraConfig(**LORA))
         return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
@@ -300,8 +300,8 @@ def ranking(rows: list[dict]) -> dict:
 def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
     folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
-    from ..record import RunRecord
-    from .reshard import measure as reshard
+    from ...record import RunRecord
+    from ...placement.reshard import measure as reshard
 
     folder = Path(root) / "ch05_hybrid_reshard" / _now()
     model = get(size).reshard_model  # the size registry
@@ -319,10 +319,10 @@ def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
     """Full fine-tuning against LoRA, both disaggregated, the size's full GRPO run (``rl_steps`` of the preset),
     greedy held-out accuracy after training; records in ``<root>/ch05_accuracy_{full,lora}/<UTC time>``.
     The accuracy before RL (the shared SFT start) is evaluated here and stored in both records."""
-    from ..models import load
-    from ..tasks import parse_task
-    from ..train.evaluate import evaluate, test_rows
-    from .runtime import RaySession, _sft_checkpoint, run_placement
+    from ...models import load
+    from ...tasks import parse_task
+    from ...train.evaluate import evaluate, test_rows
+    from ...placement.runtime import RaySession, _sft_checkpoint, run_placement
 
     base = run_config(size, rl_steps=run_config_preset_steps(size))
     runs = {"full": (base, placements(base)["disaggregated"]),
@@ -347,7 +347,7 @@ def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
 
 
 def run_config_preset_steps(size: str) -> int:
-    from ..train.presets import preset
+    from ...train.presets import preset
 
     return preset("grpo", size)["rl_steps"]
 
@@ -360,7 +360,7 @@ def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps
     no SFT warm start (memory does not depend on the weights' values), ``steps`` steps. Records in
     ``<root>/ch05_memory_{full,lora}/<UTC time>``: the trainer's peak RSS, the tracer's per-stage peaks and
     the state counted from the live objects (:func:`rlm_lab.placement.workers.state_bytes`)."""
-    from .runtime import RaySession, algo_roles, run_placement
+    from ...placement.runtime import RaySession, algo_roles, run_placement
 
     cfg = run_config(size, model=model, sft_steps=0, beta=beta, rl_steps=steps)
     algo = algo_roles(cfg)  # the reference role stays on the actor's set; with LoRA it is the adapter-less base
@@ -385,11 +385,11 @@ def predicted_memory(record, profile: str | None = None) -> dict:
     set name -> ``MemoryBreakdown.to_dict()`` (weights, gradients, optimizer, ...)."""
     import dataclasses
 
-    from ..cost.placement import predict_placement
-    from ..cost.workload import algorithm
-    from ..train.config import from_dict
-    from .runtime import LORA
-    from ..cost.placement_spec import placement_from_dict
+    from ...cost.placement import predict_placement
+    from ...cost.workload import algorithm
+    from ...train.config import from_dict
+    from ...placement.runtime import LORA
+    from ...cost.placement_spec import placement_from_dict
 
     cfg = from_dict(record.config["run"])
     p = placement_from_dict(record.config["placement"])

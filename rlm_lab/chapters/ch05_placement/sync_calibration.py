@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..host import load_average
+from ...host import load_average
 
 SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 20, 1 << 21)  # bytes per sync: 1 KiB .. 2 MiB
 
@@ -23,13 +23,13 @@ class _Side:
     """One end of the sync (a Ray actor): a one-parameter module of ``nbytes`` and a gloo group."""
 
     def __init__(self, threads: int):
-        from .proc import pin as _pin
+        from ...placement.proc import pin as _pin
 
         _pin(threads)
         self.group, self.model = None, None
 
     def join(self, port: int, rank: int, timeout_s: float) -> int:
-        from .weights import make_group
+        from ...placement.weights import make_group
 
         self.group = make_group("127.0.0.1", port, rank, 2, timeout_s)
         return rank
@@ -41,7 +41,7 @@ class _Side:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     def receive(self, bucket_bytes: int) -> dict:
-        from .weights import broadcast_weights
+        from ...placement.weights import broadcast_weights
 
         return broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
 
@@ -49,7 +49,7 @@ class _Side:
         """What the trainer's glue does per sync: ask the worker to receive, broadcast, wait for it."""
         import ray
 
-        from .weights import broadcast_weights
+        from ...placement.weights import broadcast_weights
 
         t0 = time.perf_counter()
         ref = peer.receive.remote(bucket_bytes)
@@ -72,11 +72,11 @@ def fit(samples: list[tuple[int, float]]) -> dict:
 
 def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None, command=None):
     """Record ``<root>/ch05_sync_calibration/<UTC time>``: every (bytes, seconds) sample and the fit."""
-    from ..record import RunRecord
-    from .experiment import _now
-    from .runtime import RaySession
-    from ..host import free_port
-    from .weights import DEFAULT_BUCKET_BYTES
+    from ...record import RunRecord
+    from .run import _now
+    from ...placement.runtime import RaySession
+    from ...host import free_port
+    from ...placement.weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     folder = Path(root) / "ch05_sync_calibration" / _now()

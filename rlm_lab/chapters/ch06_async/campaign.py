@@ -1,9 +1,9 @@
 """Chapter 6's campaign: learning curves against the staleness bound eta, with and without TRL's off-policy
 correction, 3 seeds, and the plain ``trl.GRPOTrainer`` reference; one record per run, one run per call.
 
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.asynchrony.campaign \\
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.campaign \\
         --size cpu --mode eta2 --correction token_truncate --seed 1 --out data/runs/cpu
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.asynchrony.campaign \\
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.campaign \\
         --size cpu --reference --seed 1 --out data/runs/cpu
 
 Task and model: chapter 7's learning runs (``rlm_lab.longtail``: the ``chain`` task, whose completion lengths
@@ -13,7 +13,7 @@ Records: ``<out>/ch06_<mode>_<none|tis>_seed<k>/<UTC time>`` and ``<out>/ch06_tr
 
 Prediction before each run (stored in the record before it starts): every cell but (sync, none) is predicted
 from the newest (sync, none) record of the same seed under ``<out>`` (its measured stage times through
-:func:`rlm_lab.asynchrony.experiment.predict_from_sync`), so run the (sync, none) cell of a seed first.
+:func:`rlm_lab.chapters.ch06_async.run.predict_from_sync`), so run the (sync, none) cell of a seed first.
 The command has no default under data/ (committed records are written only when asked, under the lock).
 """
 
@@ -23,14 +23,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ...errors import RlmLabError
 
-from .cells import (CORRECTIONS, MODES, SEEDS, _now, budget, campaign_config, cell_name,  # noqa: F401
+from .cases import (CORRECTIONS, MODES, SEEDS, _now, budget, campaign_config, cell_name,  # noqa: F401
                     corr_label, curve_spec, reference_name)
 
 
 def _sync_record(root: Path, seed: int):
-    from .experiment import latest_in
+    from .run import latest_in
 
     return latest_in(Path(root) / cell_name("sync", None, seed))
 
@@ -38,9 +38,9 @@ def _sync_record(root: Path, seed: int):
 def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | None = None, session=None,
              command=None) -> dict:
     """One cell of the matrix; returns its results (``dir``: the record folder)."""
-    from .correction import check_correction
-    from .experiment import predict_from_sync
-    from .modes import mode_eta, run_mode
+    from ...asynchrony.correction import check_correction
+    from .run import predict_from_sync
+    from ...asynchrony.modes import mode_eta, run_mode
 
     mode_eta(mode)
     check_correction(correction)
@@ -62,7 +62,7 @@ def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | Non
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.campaign",
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.campaign",
                                  description="chapter 6: one run of the eta x correction x seed matrix, or "
                                              "the plain TRL reference")
     ap.add_argument("--size", default="smoke")
@@ -73,12 +73,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--reference", action="store_true", help="plain trl.GRPOTrainer, its defaults, in-process")
     a = ap.parse_args(argv)
-    from ..records.lifecycle import interruptible
+    from ...records.lifecycle import interruptible
 
     interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop its Ray, within seconds
     try:
-        from ..record import runs_root
-        from ..sizes import check_size
+        from ...record import runs_root
+        from ...sizes import check_size
 
         size = check_size(a.size)
         root = Path(a.out) if a.out else runs_root(size)

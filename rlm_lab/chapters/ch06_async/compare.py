@@ -195,8 +195,8 @@ def advisor_check(sync_results: list[dict], rows: list[dict], correction=None) -
     cell; the error against :data:`GOAL`, and the η that measured fastest."""
     from collections import Counter
 
-    from ..cost.asynchrony import advise_mode
-    from .experiment import stage_times
+    from ...cost.asynchrony import advise_mode
+    from .run import stage_times
 
     advice = []
     for r in sync_results:
@@ -225,8 +225,8 @@ def outlook(sync_results: dict, devices: int = 64, etas=(0, 1, 2, 4, 8, None)) -
     push stays as measured: under those assumptions asynchrony can only hide the variation of g_i and the
     push, so the outlook is a lower bound on what a memory-bound decode (generation scaling worse than
     training) would leave to gain."""
-    from ..cost.asynchrony import advise_mode, best_split, simulate
-    from .experiment import stage_times
+    from ...cost.asynchrony import advise_mode, best_split, simulate
+    from .run import stage_times
 
     st = stage_times(sync_results)
     g, t, s = st["gen_s"], st["train_s"], st["push_s"]
@@ -251,8 +251,8 @@ def load_campaign(root) -> dict:
     import json
     from pathlib import Path
 
-    from .cells import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
-    from .experiment import latest_in
+    from .cases import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
+    from .run import latest_in
 
     def one(name):
         rec = latest_in(Path(root) / name)

@@ -1,5 +1,5 @@
 """What an interruptible rollout costs and what it buys, measured in one process on one core (as a rollout
-worker runs), on the chapter's model, task and batch (``rlm_lab.placement.experiment.run_config(size)``: the
+worker runs), on the chapter's model, task and batch (``rlm_lab.chapters.ch05_placement.run.run_config(size)``: the
 SFT warm start, one generation call of ``batch_size`` prompt entries, ``max_completion_length`` tokens):
 
     flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.asynchrony.interrupt --size cpu \\
@@ -68,7 +68,7 @@ def workload(size: str):
     """(cfg, model, tokenizer, prompt_ids): the chapter's SFT-warm-started policy and one generation call's
     prompt entries (the first batch_size / G training prompts, each G times, as TRL's RepeatSampler orders them)."""
     from ...models import load
-    from ...placement.experiment import run_config
+    from ..ch05_placement.run import run_config
     from ...placement.runtime import _sft_checkpoint
     from ...tasks import ensure_data, parse_task
 
@@ -155,7 +155,7 @@ def measure(size: str, run_dir, repeats: int | None = None, command=None) -> dic
 
     from ...placement.rollout import chunk_seed
     from ...record import RunRecord
-    from . import InterruptibleEngine
+    from ...asynchrony.interrupt import InterruptibleEngine
 
     repeats = repeats or REPEATS
     if repeats < 1:
@@ -226,7 +226,7 @@ def summary(rows: list[dict], pred: dict) -> dict:
 
 def latest(root: str | Path):
     """The newest loadable record under ``<root>/ch06_interrupt/`` (None if there is none)."""
-    from ..experiment import latest_in
+    from .run import latest_in
 
     return latest_in(Path(root) / "ch06_interrupt")
 

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import RlmLabError
-from ..host import load_average
+from ...errors import RlmLabError
+from ...host import load_average
 
 RECORDED_DEFAULTS = ("bf16", "fp16", "gradient_checkpointing", "logging_steps", "lr_scheduler_type", "beta",
                      "loss_type", "temperature", "epsilon", "scale_rewards", "num_iterations", "use_vllm",
@@ -34,13 +34,13 @@ def run_reference(size: str, seed: int, folder, steps: int | None = None, comman
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from ..models import load
-    from ..placement.runtime import _sft_checkpoint
-    from ..record import RunRecord
-    from ..tasks import ensure_data, parse_task
-    from ..train.rl import rl_dataset, task_rewards
-    from .cells import budget, campaign_config, curve_spec
-    from .curves import curve_record, make_eval_curve
+    from ...models import load
+    from ...placement.runtime import _sft_checkpoint
+    from ...record import RunRecord
+    from ...tasks import ensure_data, parse_task
+    from ...train.rl import rl_dataset, task_rewards
+    from .cases import budget, campaign_config, curve_spec
+    from ...asynchrony.curves import curve_record, make_eval_curve
 
     cfg = campaign_config(size, seed, steps)
     spec = curve_spec(cfg, size)

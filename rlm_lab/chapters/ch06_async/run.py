@@ -1,6 +1,6 @@
 """Chapter 6's experiment: predict, then run, each execution mode; one new record folder per run.
 
-    python -m rlm_lab.asynchrony.experiment --size smoke --out _build/runs/smoke
+    python -m rlm_lab.chapters.ch06_async.run --size smoke --out _build/runs/smoke
 
 Order: the synchronous run first (the baseline, measured, not predicted); the other modes are predicted from
 *its* measured stage times before they run (:func:`predict_from_sync`: per-step generation seconds g_i, the
@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ...errors import RlmLabError
 
 MODES = ("sync", "one_step_off", "eta2", "async")
 GOAL = 0.25  # error bar on the predicted step time, fixed before measuring
@@ -41,8 +41,8 @@ def stage_times(results: dict) -> dict:
 
 
 def predict_from_sync(mode: str, sync_results: dict) -> dict:
-    from ..cost.asynchrony import simulate
-    from .modes import mode_eta
+    from ...cost.asynchrony import simulate
+    from ...asynchrony.modes import mode_eta
 
     st = stage_times(sync_results)
     eta = mode_eta(mode)
@@ -58,11 +58,11 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
             session=None, command=None, importance: bool = True, evaluate: bool = False,
             correction: str | None = None) -> dict:
-    from ..placement.experiment import run_config
-    from ..placement.runtime import RaySession
-    from .modes import mode_eta, run_mode
+    from ..ch05_placement.run import run_config
+    from ...placement.runtime import RaySession
+    from ...asynchrony.modes import mode_eta, run_mode
 
-    from .correction import check_correction
+    from ...asynchrony.correction import check_correction
 
     check_correction(correction)
     for m in modes:
@@ -113,7 +113,7 @@ def latest(root: str | Path, mode: str):
 
 def latest_in(base: str | Path):
     """The newest loadable record among the timestamped run folders under ``base`` (None if none)."""
-    from ..record import RunRecord
+    from ...record import RunRecord
 
     base = Path(base)
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
@@ -125,7 +125,7 @@ def latest_in(base: str | Path):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.experiment",
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.run",
                                  description="chapter 6: predict, then run, each execution mode")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root folder of the records (default _build/runs/<size>)")
@@ -141,8 +141,8 @@ def main(argv=None) -> int:
                     help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
     try:
-        from ..record import REPO_ROOT
-        from ..sizes import check_size
+        from ...record import REPO_ROOT
+        from ...sizes import check_size
 
         check_size(a.size)
         out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),

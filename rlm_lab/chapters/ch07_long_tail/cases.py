@@ -3,7 +3,7 @@ registry (``rlm_lab.sizes``, field ``long_tail``)."""
 
 from __future__ import annotations
 
-from ..sizes import get
+from ...sizes import get
 
 
 def params(size: str) -> dict:

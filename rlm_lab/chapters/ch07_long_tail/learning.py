@@ -18,7 +18,7 @@ Each record gets ``learning.json`` next to it: the generated length distribution
 kept, the groups generated per group trained on, and the held-out accuracy by number of operations (where a
 bias toward short answers would show).
 
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.longtail.learning --size cpu --out data/runs/cpu
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch07_long_tail.learning --size cpu --out data/runs/cpu
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..errors import RlmLabError
-from ..sizes import long_tail_learning
-from .trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
-from ..host import load_average
+from ...errors import RlmLabError
+from ...sizes import long_tail_learning
+from ...longtail.trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
+from ...host import load_average
 
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
 
@@ -79,7 +79,7 @@ def _ops(row) -> int:
 
 def accuracy_by_ops(model, tokenizer, task, rows, max_new_tokens: int) -> dict:
     """Greedy held-out accuracy per number of operations (1, 2, 3, 4+), with the count of each."""
-    from ..train.evaluate import generate
+    from ...train.evaluate import generate
 
     outs = generate(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens, 500)
     buckets: dict = {}
@@ -90,8 +90,8 @@ def accuracy_by_ops(model, tokenizer, task, rows, max_new_tokens: int) -> dict:
 
 
 def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
-    from ..train.config import make_config
-    from .params import params
+    from ...train.config import make_config
+    from .cases import params
 
     s = long_tail_learning(size)
     model = s["model"]
@@ -101,9 +101,9 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
                       eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
                       eval_every=0, trace=False, seed=0, name=name, out=str(root / name))
     if seed:  # other seeds: the same SFT warm start as seed 0 (its cached checkpoint), the RL phase reseeded
-        from ..tasks import data_paths, parse_task
-        from ..train.run import cache_root
-        from ..train.sft import sft_cache_key
+        from ...tasks import data_paths, parse_task
+        from ...train.run import cache_root
+        from ...train.sft import sft_cache_key
 
         sft = cache_root() / "sft" / sft_cache_key(cfg, data_paths(parse_task(cfg.task))["train"])
         if not (sft / "config.json").is_file():
@@ -115,13 +115,13 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
 def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = None, force: bool = False) -> dict:
     """One GRPO run per arm at ``size``; returns ``{arm: record}``. Records go under ``out`` (default
     ``_build/runs/<size>``)."""
-    from ..record import atomic_write_json, runs_root
-    from ..sizes import check_size
-    from ..tasks import correctness_reward, ensure_data, parse_task
-    from ..train.run import run as train_run
-    from ..train.evaluate import test_rows
-    from .callbacks import LengthLog
-    from .trl_hooks import fused_reward
+    from ...record import atomic_write_json, runs_root
+    from ...sizes import check_size
+    from ...tasks import correctness_reward, ensure_data, parse_task
+    from ...train.run import run as train_run
+    from ...train.evaluate import test_rows
+    from ...longtail.callbacks import LengthLog
+    from ...longtail.trl_hooks import fused_reward
 
     size = check_size(size)
     if size == "gpu":  # the rollouts generate with CPU tensors only (rlm_lab.longtail.engine), so far
@@ -143,7 +143,7 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
         log = LengthLog()
         load_before = load_average()
         rec = train_run(cfg, callbacks=[log], reward_funcs=[fused_reward], rollout_func=roll, force=force,
-                            command=f"rlm_lab.longtail.learning.learn({size!r}, arms=[{arm!r}], seed={seed})")
+                            command=f"rlm_lab.chapters.ch07_long_tail.learning.learn({size!r}, arms=[{arm!r}], seed={seed})")
         model = rec.trainer.accelerator.unwrap_model(rec.trainer.model)
         extra = {"arm": arm, "length_log": log.rows, "loadavg_before": load_before, "loadavg": load_average(),
                  "accuracy_by_ops": accuracy_by_ops(model, rec.trainer.processing_class, task,
@@ -165,7 +165,7 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.longtail.learning")
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch07_long_tail.learning")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None)
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)

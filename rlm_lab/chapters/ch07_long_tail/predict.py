@@ -7,15 +7,15 @@ the machine."""
 
 from __future__ import annotations
 
-from ..cost import backward_time, forward_time, generate_time, load_profile, model_spec
-from ..cost import longtail as cost
+from ...cost import backward_time, forward_time, generate_time, load_profile, model_spec
+from ...cost import longtail as cost
 
 DTYPE, DTYPE_BYTES = "fp32", 4
 
 
 class Predictor:
     def __init__(self, size: str, model: str):
-        from ..cost.hardware import profile_for
+        from ...cost.hardware import profile_for
 
         self.profile_name = profile_for(size)
         self.profile, self.spec = load_profile(self.profile_name), model_spec(model)

@@ -7,13 +7,13 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 
 from __future__ import annotations
 
-from ..compare import BAR
-from ..evidence import Interval, bar_word, error_interval, median_interval, ratio_word
-from ..record import finished, load_record, reference_root, runs_root
-from ..sizes import check_size
+from ...compare import BAR
+from ...evidence import Interval, bar_word, error_interval, median_interval, ratio_word
+from ...record import finished, load_record, reference_root, runs_root
+from ...sizes import check_size
 from .run import TECHNIQUES, measure
 
-COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.longtail --size {size} --out data/runs/{size}"
+COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch07_long_tail --size {size} --out data/runs/{size}"
 TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "95% interval", "rel. error", "error interval",
                  "verdict")
 
@@ -151,7 +151,7 @@ def summary(table: list[dict], size: str) -> dict:
 def plot_gains(table: list[dict]):
     """Predicted against measured gain per technique: the measured median with its 95 % interval as an error
     bar, the prediction as a cross, the 25 % bar around the prediction shaded; log scale, 1 = no gain."""
-    from ..trace_plots import _figure
+    from ...trace_plots import _figure
 
     rows = [r for r in table if r["measured gain"] is not None]
     fig = _figure(8.0, 0.5 * max(1, len(rows)) + 1.4)
@@ -287,7 +287,7 @@ def _rounded(v):
 def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> str:
     """One technique's section of chapter 7 as text: its prediction (made from the lengths before the run), its
     measurement, and the gain compared (:func:`gain_row`)."""
-    from ..train.plots import format_table
+    from ..ch01_quickstart.report import format_table
 
     if record is None:
         return f"{technique}: not measured yet at {size} size"

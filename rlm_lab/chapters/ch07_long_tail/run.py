@@ -3,7 +3,7 @@ the cost model (:mod:`rlm_lab.cost.longtail`) before the measurement, each a Run
 
 Writes to ``_build/runs/<size>/`` by default; the committed reference records (``data/runs/cpu/ch07_*``) are
 written only with an explicit ``--out``: ``flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m
-rlm_lab.longtail --size cpu --out data/runs/cpu``.
+rlm_lab.chapters.ch07_long_tail --size cpu --out data/runs/cpu``.
 """
 
 from __future__ import annotations
@@ -12,22 +12,22 @@ import random
 import statistics
 from pathlib import Path
 
-from ..cost import longtail as cost
-from ..errors import RlmLabError
-from ..record import RunRecord, runs_root
-from ..sizes import check_size
-from ..tasks import correctness_reward, parse_task
-from ..tasks.chain import answer_length, predicted_length
-from . import engine, techniques as T
-from .params import params
+from ...cost import longtail as cost
+from ...errors import RlmLabError
+from ...record import RunRecord, runs_root
+from ...sizes import check_size
+from ...tasks import correctness_reward, parse_task
+from ...tasks.chain import answer_length, predicted_length
+from ...longtail import engine, techniques as T
+from .cases import params
 from .predict import Predictor
-from ..host import load_average
+from ...host import load_average
 
 TECHNIQUES = ("overprovision", "tail_batching", "dispatch", "packing", "dynamic_sampling", "fusion")
 
 
 def _setup(p, seed):
-    from ..models import build_model
+    from ...models import build_model
 
     model, tok = build_model(p["model"], seed=seed)
     model.eval()
@@ -221,7 +221,7 @@ def dynamic_sampling(p, pr, model, tok, task, rows, seed):
 def fusion(p, pr, model, tok, task, rows, seed):
     import torch
 
-    from ..models import build_model
+    from ...models import build_model
 
     ref, _ = build_model(p["model"], seed=seed + 1)  # the reference model: a second copy, scored per sample
     ref.eval()
@@ -260,7 +260,7 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
     """Measure the techniques (all, or ``only``) at ``size``; one record each under ``out`` (default: the
     build tree's ``runs_root(size)``). Every target folder is checked before any work: one that already
     holds a run outside the build tree is refused unless ``force`` (which sets the old run aside)."""
-    from ..errors import check_output_location
+    from ...errors import check_output_location
 
     size = check_size(size)
     if size == "gpu":  # the engine, the packing forward and the scorer run on CPU tensors only, so far
@@ -282,7 +282,7 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
     model, tok, task, rows = _setup(p, seed)
     records = {}
     for name in names:
-        rec = RunRecord(root / f"ch07_{name}", {"size": size, **p}, command=f"rlm_lab.longtail.measure({size!r}, "
+        rec = RunRecord(root / f"ch07_{name}", {"size": size, **p}, command=f"rlm_lab.chapters.ch07_long_tail.measure({size!r}, "
                         f"only=[{name!r}])", seed=seed, force=force)
         try:
             result = globals()[name](p, pr, model, tok, task, rows, seed)

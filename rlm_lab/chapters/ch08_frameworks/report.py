@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from ..errors import RlmLabError
-from .registry import KNOBS, REPO, Framework, load_registry
+from ...errors import RlmLabError
+from ...frameworks.registry import KNOBS, REPO, Framework, load_registry
 
 # The registry's knobs in four groups, one table each (a 17 x 13 table does not fit a page).
 GROUPS = (
@@ -216,7 +216,7 @@ DEFAULTS: tuple[Default, ...] = (
 def workload_7b(prompts: int = 64, group: int = 8, prompt_len: int = 256, response_len: int = 1024):
     """The chapter's side-by-side workload: one GRPO step of a 7B model, 64 prompts x 8 responses, 256 + 1024
     tokens, bf16 (the workload of chapter 5's GPU outlook)."""
-    from ..cost.workload import ResponseLengths, Workload
+    from ...cost.workload import ResponseLengths, Workload
 
     return Workload(prompts=prompts, group_size=group, prompt_len=prompt_len,
                     response=ResponseLengths("fixed", length=response_len), micro_batch=8, gen_batch=512,
@@ -233,7 +233,7 @@ def mode_step(pp, mode: str, eta: int | None = None) -> float:
     """Seconds per step of placement prediction ``pp`` in ``mode``: the synchronous step, or, when rollout and
     training have their own devices, generation running up to ``eta`` batches ahead of training
     (:func:`rlm_lab.cost.asynchrony.simulate`; one-step-off is eta = 1); on shared devices nothing overlaps."""
-    from ..cost.asynchrony import simulate
+    from ...cost.asynchrony import simulate
 
     if mode not in ("sync", "one_step_off", "async"):
         raise RlmLabError(f"mode must be sync, one_step_off or async, got {mode!r}")
@@ -251,9 +251,9 @@ def mode_step(pp, mode: str, eta: int | None = None) -> float:
 def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None,
                  defaults=DEFAULTS) -> list[dict]:
     """Predictions: the 7B workload on ``devices`` GPUs under each framework's default (:data:`DEFAULTS`)."""
-    from ..cost.placement import predict_placement
-    from ..cost.workload import algorithm
-    from ..cost.placement_spec import Cluster, get_placement
+    from ...cost.placement import predict_placement
+    from ...cost.workload import algorithm
+    from ...cost.placement_spec import Cluster, get_placement
 
     wl = workload or workload_7b()
     cluster = Cluster(devices, "gpu")
@@ -285,9 +285,9 @@ def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODE
 def advisor_row(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None) -> dict:
     """Prediction: the fastest synchronous placement :func:`rlm_lab.cost.advise.advise` finds for the same
     workload, as a row of :func:`default_rows`' table (the reference the defaults are read against)."""
-    from ..cost.advise import advise
-    from ..cost.workload import algorithm
-    from ..cost.placement_spec import Cluster
+    from ...cost.advise import advise
+    from ...cost.workload import algorithm
+    from ...cost.placement_spec import Cluster
 
     cluster = Cluster(devices, "gpu")
     best = advise(str(REPO / model), algorithm("grpo", 0), workload or workload_7b(), cluster, profile).ranked[0]
@@ -321,7 +321,7 @@ def example_rows() -> tuple[list[dict], str]:
     """The importers' prediction for every shipped example config (``rlm_lab.frameworks.importers``), and a
     note; ``([], why)`` when the importers are not part of this checkout."""
     try:
-        from .importers import example_predictions
+        from ...frameworks.importers import example_predictions
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     return example_predictions(), ""
@@ -331,7 +331,7 @@ def same_workload_rows() -> tuple[list[dict], str]:
     """The importers' side-by-side: one GRPO workload written in each supported framework's own config format,
     imported and predicted (``rlm_lab.frameworks.importers.same_workload``); ``([], why)`` without them."""
     try:
-        from .importers.same_workload import same_workload_predictions
+        from ...frameworks.importers.same_workload import same_workload_predictions
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     wl = workload_7b()

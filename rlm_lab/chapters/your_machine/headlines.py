@@ -32,13 +32,13 @@ class Headline:
 
 
 def _ch02_case():
-    from ..anatomy import algorithm_cases
+    from ..ch02_anatomy import algorithm_cases
 
     return replace(algorithm_cases(READER_SIZE)["grpo"], steps=CH02_STEPS, warmup=CH02_WARMUP)
 
 
 def _ch02_prepare(folder: Path) -> dict:
-    from ..anatomy import reward_calibration
+    from ..ch02_anatomy import reward_calibration
 
     rec = reward_calibration(READER_SIZE, run_dir=folder / "reward_calibration")
     return {"reward_s_per_sample": rec.results["reward_s_per_sample"]}
@@ -46,7 +46,7 @@ def _ch02_prepare(folder: Path) -> dict:
 
 def _ch02_predict(profile, prep: dict) -> dict:
     from ...stages import Stage
-    from ..anatomy import predict_case
+    from ..ch02_anatomy import predict_case
 
     pred = predict_case(_ch02_case(), profile, prep["reward_s_per_sample"])
     # as anatomy.time_table compares them: the step is the sum of the predicted stages
@@ -54,7 +54,7 @@ def _ch02_predict(profile, prep: dict) -> dict:
 
 
 def _ch02_measure(folder: Path, prep: dict):
-    from ..anatomy import run_case
+    from ..ch02_anatomy import run_case
 
     rec = run_case(_ch02_case(), READER_SIZE, folder / "run")
     tr = rec.results["trace"]
@@ -63,7 +63,7 @@ def _ch02_measure(folder: Path, prep: dict):
 
 
 def _ch02_reference() -> dict:
-    from ..anatomy import CPU_PROFILE, comparison, load_reference
+    from ..ch02_anatomy import CPU_PROFILE, comparison, load_reference
 
     ref = load_reference(READER_SIZE)
     if not {"grpo", "reward_calibration"} <= set(ref):
@@ -77,7 +77,7 @@ def ch03_headline(knee_model: str = "micro", batches=(1, 64), tail_dists=(0, -1)
     """Chapter 3's headline workloads: decode steps of ``knee_model`` at ``batches`` and whole ``generate``
     calls of the size's tail model for the length distributions at ``tail_dists`` (indices into
     ``work_depth.distributions``); the parameters default to the chapter's own at ``size``."""
-    from .. import work_depth as W
+    from .. import ch03_work_depth as W
 
     p = W.params(size)
     reps = reps or p["reps"]
@@ -117,7 +117,7 @@ def ch03_headline(knee_model: str = "micro", batches=(1, 64), tail_dists=(0, -1)
         return out, {"reps": reps}
 
     def reference():
-        from ..anatomy import CPU_PROFILE
+        from ..ch02_anatomy import CPU_PROFILE
 
         ref = W.load_reference(READER_SIZE)
         if not {"decode_knee", "long_tail"} <= set(ref):

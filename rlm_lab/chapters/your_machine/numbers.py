@@ -38,7 +38,7 @@ def ensure_workloads(head: Headline, cal: dict, folder: Path) -> tuple[RunRecord
         rec = RunRecord.load(folder)
         if rec.config == config:
             return rec, True
-    rec = RunRecord(folder, config, command=f"rlm_lab.experiments.your_machine ({head.chapter})", say=print)
+    rec = RunRecord(folder, config, command=f"rlm_lab.chapters.your_machine ({head.chapter})", say=print)
     with rec:  # completed at the end of the block; failed / interrupted if it raises
         t0 = time.perf_counter()
         prep = head.prepare(folder)  # calibration inputs of this machine, measured before the prediction
@@ -59,7 +59,7 @@ def _gpu_here() -> bool:
 
 
 def _ref_profile() -> str:
-    from ..anatomy import CPU_PROFILE
+    from ..ch02_anatomy import CPU_PROFILE
 
     return CPU_PROFILE
 
@@ -178,7 +178,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ...train.plots import print_table
+    from ..ch01_quickstart.report import print_table
 
     heads = headlines()
     check_size(args.size)  # bad input: one error line before any work
