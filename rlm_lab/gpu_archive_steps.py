@@ -94,7 +94,7 @@ def _runs(out: Path, size: str) -> Path:
 
 def run_train(step, out, size, device) -> dict:
     from .cli import main
-    from .chapters.ch02_anatomy import Case, predict_case
+    from .validate.traced_case import Case, predict_case
     from .record import RunRecord
     from .train.config import make_config
 

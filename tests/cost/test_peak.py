@@ -4,7 +4,7 @@ import pytest
 
 from rlm_lab.cost import model_spec
 from rlm_lab.cost import peak as PK
-from rlm_lab.chapters.ch02_anatomy import Case, predict_case
+from rlm_lab.validate.traced_case import Case, predict_case
 
 
 def test_generation_kv_matches_the_live_cache_of_generate():

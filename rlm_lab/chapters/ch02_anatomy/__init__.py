@@ -25,10 +25,12 @@ and TRL bookkeeping outside the stages ("other", shown but not predicted).
 from ...compare import OTHER, STEP, median_abs_error, reference_dir, relative_error, step_summary, verdict
 from ...train.memory_probes import Probe, measure_kv_cache, measured_memory
 from ...cost.hardware import CPU_PROFILE, INSITU_PROFILE, profile_for
-from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
-from .compare import (ALGORITHMS, MEASURED_STAGES, algorithms_table, case_of, comparison, errors_by_calibration,
-                      generation_shares, headline, memory_table, predict_case, share_row, time_table)
-from .run import ensure_runs, load_reference, main, reward_calibration, run_case, tracer_overhead
+from ...validate.traced_case import (MEASURED_STAGES, PROMPT_LEN, TASK, Case, case_of, predict_case, run_case,
+                                     time_table)
+from .cases import algorithm_cases, case_dir, sweep_cases
+from .compare import (ALGORITHMS, algorithms_table, comparison, errors_by_calibration, generation_shares, headline,
+                      memory_table, share_row)
+from .run import ensure_runs, load_reference, main, reward_calibration, tracer_overhead
 
 __all__ = [
     "ALGORITHMS", "CPU_PROFILE", "INSITU_PROFILE", "MEASURED_STAGES", "OTHER", "PROMPT_LEN", "STEP", "TASK", "Case", "Probe",

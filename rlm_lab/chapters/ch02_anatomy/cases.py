@@ -4,36 +4,12 @@ and where their records go (the hardware profile its predictions use is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ...record import runs_root
-from ...sizes import check_size, get
-
-TASK = "arithmetic:digits=2"
-PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
-
-
-@dataclass(frozen=True)
-class Case:
-    """One traced run. ``batch`` completions per optimizer step = batch / group prompts x group."""
-
-    name: str
-    algo: str = "grpo"       # grpo | ppo  (DAPO-style = grpo with beta 0)
-    beta: float = 0.04
-    model: str = "micro"
-    batch: int = 64
-    group: int = 8
-    length: int = 16         # forced completion length R
-    steps: int = 12
-    warmup: int = 2          # traced steps left out of the summary (one-time costs)
-    bf16: bool = False       # TRL's default bf16=True kept: bf16 autocast on CPU (accelerate)
-    checkpointing: bool = False  # TRL's default gradient_checkpointing=True kept
-
-    @property
-    def label(self) -> str:
-        kind = "DAPO-style" if self.algo == "grpo" and self.beta == 0 else self.algo.upper()
-        return f"{kind} B={self.batch} R={self.length}"
+from ...sizes import get
+from ...validate.traced_case import Case
 
 
 def algorithm_cases(size: str) -> dict[str, Case]:

@@ -6,55 +6,11 @@ from __future__ import annotations
 import statistics
 
 from ...cost.hardware import CPU_PROFILE
-from ...errors import RlmLabError
 from ...record import RunRecord
 from ...stages import Stage
-from ...compare import OTHER, STEP, relative_error, step_summary, verdict
-from .cases import PROMPT_LEN, Case, algorithm_cases
-
-def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
-    """The cost model's prediction for ``case`` (same model, algorithm, batch shape and lengths)."""
-    from ...cost import Algorithm, Workload, algorithm, predict
-    from ...cost.workload import ResponseLengths
-
-    if case.algo == "ppo":  # our PPO scores with the verifier, not a reward model: actor, critic, reference
-        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()) + ("verifier",), "gae")
-    else:
-        algo = algorithm(case.algo, case.beta)
-    wl = Workload(prompts=case.batch // case.group, group_size=case.group, prompt_len=PROMPT_LEN,
-                  response=ResponseLengths("fixed", length=case.length), micro_batch=case.batch,
-                  gen_batch=case.batch, recompute_old=case.algo == "ppo" and case.beta > 0, precision="fp32",
-                  padding="batch", engine="static", logits="completion",
-                  reward_s_per_sample=reward_s_per_sample, weight_sync="none",
-                  autocast=case.bf16, gradient_checkpointing=case.checkpointing)
-    return predict(case.model, algo, wl, profile)
-
-
-MEASURED_STAGES = (Stage.GENERATE, Stage.OLD_LOGPROB, Stage.REF_LOGPROB, Stage.REWARD, Stage.VALUES,
-                   Stage.ADVANTAGE, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.CRITIC_UPDATE, Stage.OPTIMIZER)
-
-
-def time_table(record: RunRecord, prediction) -> list[dict]:
-    """Per stage: predicted and measured seconds per step (median over traced steps), relative error;
-    a last row "step" compares the predicted iteration with the measured step wall time."""
-    summary = record.results.get("trace")
-    if not summary or not summary.get("stages"):
-        raise RlmLabError(f"{record.dir} has no tracer summary; re-run it with the tracer on")
-    rows = []
-    predicted_stages = {r.stage for r in prediction.rows}
-    for stage in MEASURED_STAGES:
-        pred_has = stage in predicted_stages or (stage == Stage.GENERATE and Stage.DECODE in predicted_stages)
-        meas = summary["stages"].get(stage.value)
-        if not pred_has and meas is None:
-            continue
-        p = prediction.seconds(stage) if pred_has else 0.0
-        m = meas["median_s"] if meas else 0.0
-        rows.append({"stage": stage.value, "predicted": p, "measured": m, "rel_error": relative_error(p, m)})
-    other = summary["stages"].get("other", {}).get("median_s", 0.0)
-    rows.append({"stage": OTHER, "predicted": 0.0, "measured": other, "rel_error": float("nan")})
-    step_p, step_m = sum(r.seconds for r in prediction.rows), summary["step_wall_s"]["median"]
-    rows.append({"stage": STEP, "predicted": step_p, "measured": step_m, "rel_error": relative_error(step_p, step_m)})
-    return rows
+from ...compare import relative_error, step_summary, verdict
+from ...validate.traced_case import case_of, predict_case, time_table
+from .cases import algorithm_cases
 
 
 def memory_table(record: RunRecord, prediction) -> list[dict]:
@@ -97,10 +53,6 @@ def share_row(record: RunRecord, prediction, label: str) -> dict:
     return {"label": label, "flop_share": {k: v / total_f for k, v in flops.items() if v},
             "time_share_predicted": {k: v / total_s for k, v in secs.items() if v},
             "time_share": {k: v["median_s"] / wall for k, v in stages.items()}}
-
-
-def case_of(record: RunRecord) -> Case:
-    return Case(**record.config["case"])
 
 
 def algorithms_table(size: str, profile=CPU_PROFILE) -> list[dict]:

@@ -11,67 +11,9 @@ from pathlib import Path
 from ...record import RunRecord, runs_root
 from ...sizes import check_size
 from ...compare import reference_dir
-from ...train.memory_probes import Probe, measure_kv_cache, measured_memory
-from .cases import PROMPT_LEN, TASK, Case, algorithm_cases, case_dir, sweep_cases
+from ...validate.traced_case import TASK, run_case
+from .cases import algorithm_cases, case_dir, sweep_cases
 from ...host import load_average
-
-def run_case(case: Case, size: str, run_dir: Path | None = None, seed: int = 0, trace_on: bool = True,
-             extra_callbacks=()) -> RunRecord:
-    """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts."""
-    from ...models import build_model, save
-    from ...tasks import ensure_data, parse_task
-    from ...train.config import RunConfig
-    from ...train.rl import make_trainer
-    from ...train.tracer import trace
-
-    run_dir = Path(run_dir) if run_dir else case_dir(case, size)
-    cfg = RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
-                    batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
-                    beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
-                    cpu_bf16=case.bf16, activation_checkpointing=case.checkpointing,  # TRL's defaults, if kept
-                    extra={"generation_kwargs": {"min_new_tokens": case.length}})
-    task = parse_task(TASK)
-    record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.chapters.ch02_anatomy.run_case({case.name!r}, size={size!r})", seed=seed)
-    from transformers.utils import logging as hf_logging
-
-    import torch
-
-    hf_logging.disable_progress_bar()  # weight-loading bars of every model load
-    load_before = load_average()
-    # Ends completed, or failed: / interrupted if the block raises. The scratch folder (the saved model, the
-    # Trainer's output) lives in the run folder: removed at the end, or by the next start after a SIGKILL.
-    with record:
-        tmp = record.scratch("ch02")
-        model, tok = build_model(case.model, seed=seed)
-        kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
-        model_dir = save(model, tok, Path(tmp) / "model")
-        del model
-        probe = Probe()
-        trainer = make_trainer(cfg, model_dir, ensure_data(task)["train"], task, Path(tmp) / "out",
-                               [probe, *extra_callbacks])
-        _quiet(trainer)
-        probe.memory = measured_memory(trainer)
-        if trace_on:
-            trace(trainer, record=record, warmup=case.warmup)
-        t0 = time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - t0
-        lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
-        memory = {**probe.memory, "kv_cache": kv}
-        # The load average says whether the machine was quiet (jobs outside the lock still show up here).
-        record.update(memory_measured=memory, train_seconds=round(seconds, 3), step_walls=probe.walls,
-                      completion_mean_lengths=lengths, torch_threads=torch.get_num_threads(),
-                      loadavg_before=load_before, loadavg_after=load_average())
-    return record
-
-
-def _quiet(trainer) -> None:
-    """No per-step log dicts or bars on stdout: the record has them."""
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    trainer.remove_callback(PrinterCallback)
-    trainer.remove_callback(ProgressCallback)
 
 
 def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
@@ -134,7 +76,7 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
         if name in ref and "trace" in ref[name].results:
             out[name] = ref[name]
         else:
-            out[name] = _own(case_dir(case, size), force, ("trace",)) or run_case(case, size)
+            out[name] = _own(case_dir(case, size), force, ("trace",)) or run_case(case, size, case_dir(case, size))
     return out
 
 
@@ -179,7 +121,7 @@ def main(argv=None) -> int:
             elif name == "tracer_overhead":
                 tracer_overhead(size)
             else:
-                run_case(cases[name], size)
+                run_case(cases[name], size, case_dir(cases[name], size))
             print("recorded", name, f"load {load_average()[0]:.1f}", flush=True)
         return 0
     ensure_runs(size, force=args.force)

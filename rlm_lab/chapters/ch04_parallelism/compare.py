@@ -1,7 +1,7 @@
 """Chapter 4, "Intra-model parallelism": the comparison of the layouts' step times, in numbers the prose
-can quote. The cases, runs and per-layout rows live in ``rlm_lab.parallel.bench`` (suite -> records ->
-``report.rows``); this module is the chapter's *compare* step on those rows (the shape every chapter
-shares: cases -> run -> compare -> table; see :mod:`.compare`).
+can quote. :func:`compare` puts each record (:mod:`.run`) next to its predicted bytes and time, one row per
+layout (``report.rows`` adds the family, oversubscription and memory); :func:`summary` is the chapter's
+verdict on those rows.
 
 Three questions, each answered from the rows, never from prose:
 
@@ -21,6 +21,7 @@ import itertools
 import statistics
 
 from ...compare import verdict
+from .run import _median, predicted_step_time
 
 
 def _pairs(rows: list[dict]) -> tuple[int, int]:
@@ -58,3 +59,44 @@ def summary(rows: list[dict]) -> dict:
         "faster_predicted": sorted(r["layout"] for r in ratio if r["slowdown_predicted"] < 1),
         "compared": len(ratio), "pairs_concordant": conc, "pairs": total,
     }
+
+
+def compare(records, profile=None) -> list[dict]:
+    """One row per record: measured median step time and counted bytes next to the predictions."""
+    from ...errors import RlmLabError
+    from ...parallel.predict import comm_mismatches, layout_of, predicted_comm
+
+    rows = []
+    for rec in records:
+        r = rec.results
+        lay = layout_of(r)
+        row = {"layout": r["layout"]["name"], "world": r["world"], "model": r["model"],
+               "measured_ms": 1000 * _median(r["step_s"]),
+               "counted_bytes": sum(v["bytes"] for v in r["comm"].values()),
+               "counted_wire": sum(v["wire_bytes"] for v in r["comm"].values()),
+               "check_ok": None if "check" not in r else _ok(r["check"])}
+        try:
+            pred = predicted_comm(lay, r["model"], r["batch"], r["seq"])
+            row["predicted_bytes"] = sum(v["bytes"] for v in pred.values())
+            row["bytes_equal"] = not comm_mismatches(pred, r["comm"])
+        except RlmLabError:
+            pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
+        if profile is not None:
+            hw = rec.data["provenance"]["hardware"]
+            # spawned ranks run 1 torch thread each (launch.spawn); the one-process layout the CLI's threads
+            threads = 1 if r["world"] > 1 else hw.get("torch_threads")
+            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
+                                    cores=hw.get("cpu_count"), threads=threads, harness=True)
+            row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
+                    "predicted_framework_ms": None if t["framework_s"] is None else 1000 * t["framework_s"],
+                    "predicted_compute_ms": 1000 * (t["compute_s"] + t["optimizer_s"]),
+                    "rank_threads": threads, "rates_threads": t["rates_threads"],
+                    "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
+        rows.append(row)
+    return rows
+
+
+def _ok(check) -> bool:
+    from ...parallel.bench.measure import within_tolerance
+
+    return within_tolerance(check)

@@ -36,7 +36,7 @@ def load_records(root: str | Path, prefix: str = "ch04_") -> list:
 
 def rows(records, profile=None) -> list[dict]:
     """:func:`suite.compare` rows plus family, oversubscription and model-state memory (rank 0)."""
-    from .run import compare
+    from .compare import compare
 
     out = []
     cmp = compare(records, profile)

@@ -1,14 +1,12 @@
 """The chapter-4 experiment: every layout measured, recorded, and put next to its prediction.
 
-* :func:`suite` — per size, the layouts to run (from the size registry, ``rlm_lab.sizes``): all 2-process
-  layouts share ONE process group
-  (spawning costs seconds per process on 2 cores); 4-process layouts (oversubscribed on 2 cores,
-  labelled so) share another.
-* :func:`run_suite` runs them and writes one run record per layout (``ch04_<layout>``, with
-  ``-oversubscribed`` when there are more processes than cores).
+* :func:`run_suite` runs the layouts of :func:`.cases.suite` and writes one run record per layout
+  (``ch04_<layout>``, with ``-oversubscribed`` when there are more processes than cores); the harness
+  (counted collectives, memory, the check against one process) is ``rlm_lab.parallel.bench.measure``.
 * :func:`predicted_step_time` — the time side of the prediction, from the profile alone for every layout
   (DP, ZeRO, TP, PP, CP, EP): ``rlm_lab.parallel.bench.step_time``.
-* :func:`compare` — one row per record: measured vs predicted bytes and time, and the errors.
+* :func:`run_e2e` — the same GRPO run through the HF Trainer (``rlm_lab.parallel.bench.e2e``) per mode.
+* :mod:`.sweeps` — the recorded PP, CP and EP measurements; :func:`.compare.compare` — one row per record.
 
 The time prediction per rank: ``step_time``'s module docstring (compute at the rank's thread count,
 optimizer, alpha-beta messages, calibrated framework cost, oversubscription).
@@ -19,32 +17,7 @@ from __future__ import annotations
 import os
 
 from ...parallel.mesh import Layout
-
-def run_args(size: str) -> dict:
-    """The run arguments of every layout at ``size`` (model, steps, batch, sequence): ``rlm_lab.sizes``."""
-    from ...sizes import get
-
-    return dict(get(size).parallel)
-
-
-def suite(size: str) -> dict:
-    """The layouts of ``size``: ``{world: [(layout, kwargs)]}``. ``gpu`` adapts to the visible GPUs (1-8):
-    every ZeRO stage over all of them, and TP 2 (x DP over the rest, FSDP2) with and without SP.
-    The other sizes' layouts are in the size registry (``rlm_lab.sizes``, ``parallel_layouts``)."""
-    from ...sizes import get
-
-    if size != "gpu":
-        return {world: [(Layout(**deg), dict(kw)) for deg, kw in items] for world, items in get(size).parallel_layouts}
-    import torch
-
-    n = torch.cuda.device_count()
-    if n < 2:
-        return {}
-    items = [(Layout(dp=n, zero=z), {}) for z in (0, 1, 2, 3)]
-    dp = n // 2 if n % 2 == 0 else 0
-    if dp:
-        items += [(Layout(dp=dp, tp=2, zero=2 if dp > 1 else 0, sp=sp), {}) for sp in (False, True)]
-    return {n: items}
+from .cases import run_args, suite
 
 
 def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profile, comm: dict | None = None,
@@ -99,47 +72,6 @@ def _median(xs):
     import statistics
 
     return statistics.median(xs[1:] or xs)
-
-
-def compare(records, profile=None) -> list[dict]:
-    """One row per record: measured median step time and counted bytes next to the predictions."""
-    from ...errors import RlmLabError
-    from ...parallel.predict import comm_mismatches, layout_of, predicted_comm
-
-    rows = []
-    for rec in records:
-        r = rec.results
-        lay = layout_of(r)
-        row = {"layout": r["layout"]["name"], "world": r["world"], "model": r["model"],
-               "measured_ms": 1000 * _median(r["step_s"]),
-               "counted_bytes": sum(v["bytes"] for v in r["comm"].values()),
-               "counted_wire": sum(v["wire_bytes"] for v in r["comm"].values()),
-               "check_ok": None if "check" not in r else _ok(r["check"])}
-        try:
-            pred = predicted_comm(lay, r["model"], r["batch"], r["seq"])
-            row["predicted_bytes"] = sum(v["bytes"] for v in pred.values())
-            row["bytes_equal"] = not comm_mismatches(pred, r["comm"])
-        except RlmLabError:
-            pred, row["predicted_bytes"], row["bytes_equal"] = None, None, None
-        if profile is not None:
-            hw = rec.data["provenance"]["hardware"]
-            # spawned ranks run 1 torch thread each (launch.spawn); the one-process layout the CLI's threads
-            threads = 1 if r["world"] > 1 else hw.get("torch_threads")
-            t = predicted_step_time(lay, r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
-                                    cores=hw.get("cpu_count"), threads=threads, harness=True)
-            row |= {"predicted_ms": 1000 * t["total_s"], "predicted_comm_ms": 1000 * t["comm_s"],
-                    "predicted_framework_ms": None if t["framework_s"] is None else 1000 * t["framework_s"],
-                    "predicted_compute_ms": 1000 * (t["compute_s"] + t["optimizer_s"]),
-                    "rank_threads": threads, "rates_threads": t["rates_threads"],
-                    "time_rel_err": (1000 * t["total_s"] - row["measured_ms"]) / row["measured_ms"]}
-        rows.append(row)
-    return rows
-
-
-def _ok(check) -> bool:
-    from ...parallel.bench.measure import within_tolerance
-
-    return within_tolerance(check)
 
 
 E2E_MODES = ("single", "ddp", "zero2", "zero3", "fsdp")

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from ...parallel.bench.common import cores
 from ...host import load_average
-
-
-def measurements(size: str) -> list:
-    """``[(kind, kwargs)]`` of ``size`` from the size registry (``rlm_lab.sizes``, ``parallel_sweeps``); the
-    gpu size runs the cpu list. "oversubscribed" (world > cores) is recorded with each run."""
-    from ...sizes import get
-
-    return [(kind, dict(kw)) for kind, kw in (get(size).parallel_sweeps or get("cpu").parallel_sweeps)]
+from .cases import measurements
 
 
 def measurement_name(kind: str, kw: dict) -> str:

@@ -16,7 +16,7 @@ import socket
 
 
 def register(sub) -> None:
-    from .run import ALL_KEYS
+    from .cases import ALL_KEYS
 
     p = sub.add_parser("place", help="run GRPO and PPO under placements on Ray (colocated, disaggregated, split), "
                                      "predicted first")
@@ -79,7 +79,8 @@ def main(args) -> int:
     from ...errors import RlmLabError
     from ...record import runs_root
     from ...sizes import check_size
-    from .run import ALL_KEYS, configs, measure
+    from .cases import ALL_KEYS, configs
+    from .run import measure
     from ...records.lifecycle import interruptible
     from ...placement.runtime import RaySession, check_placement
 
@@ -139,8 +140,9 @@ def _hybrid(args, size: str) -> int:
     import sys
 
     from ...record import runs_root
-    from .run import cluster, run_config
-    from ...placement.hybrid import MEMORY_RUN, check_hybrid, measure_hybrid
+    from .cases import MEMORY_RUN, cluster, run_config
+    from .run import measure_hybrid
+    from ...placement.hybrid import check_hybrid
     from ...placement.runtime import RaySession, algo_roles, check_placement
     from ...cost.placement_spec import get_placement
 

@@ -1,17 +1,16 @@
-"""Chapter 5's experiment: GRPO under each placement on this machine, predicted first, then measured.
+"""Chapter 5's runs: GRPO and PPO under each placement on this machine, predicted first, then measured.
 
-- :func:`run_config` -- the GRPO run every placement shares (the size's preset, fewer steps: a placement
-  changes *when* things happen, not what is learned, so a few dozen steps time it).
-- :func:`placements` -- the placements measured: ``colocated`` (one set of all cores),
-  ``disaggregated`` (1 core rollout, the rest training; weights by a gloo broadcast) and
-  ``disaggregated`` with the naive object-store sync (``ray.put`` of the weights), the baseline.
-- :func:`ppo_placements` -- PPO colocated and ``split`` (critic on its own core), keys :data:`PPO_KEYS`;
-  :func:`configs` pairs every key with its run config (GRPO's or PPO's);
-- :func:`measure_lora_memory` -- full fine-tuning against LoRA with a reference model (beta > 0): memory;
-- :func:`predict` -- ``rlm_lab.cost.placement.predict_placement`` with the committed CPU profile, made
-  *before* the run and stored in its record.
-- :func:`measure` -- one run per placement into a new folder ``<root>/ch05_<key>/<UTC time>``.
-- :func:`comparison` -- predicted against measured step time and sync bytes, per placement.
+- :func:`predict` -- ``rlm_lab.cost.placement.predict_placement`` with the committed CPU profile on the
+  workload of :func:`workload`, made *before* the run and stored in its record;
+- :func:`measure` -- one run per placement of :mod:`.cases` into a new folder ``<root>/ch05_<key>/<UTC time>``;
+  :func:`latest` reads the newest completed one back;
+- :func:`measure_reshard`, :func:`measure_hybrid`, :func:`measure_lora_accuracy`, :func:`measure_lora_memory` --
+  the hybrid engine's reshard and GRPO run (the mechanism: :mod:`rlm_lab.placement.hybrid`), LoRA's accuracy
+  and its memory with a reference model (beta > 0);
+- :func:`predicted_memory`, :func:`gpu_outlook` -- the cost model's memory of a record's placement, and a
+  cluster by prediction only.
+
+``rlm-lab place`` (:mod:`.cli`) is the command; :mod:`.sync_calibration` the weight-sync calibration.
 """
 
 from __future__ import annotations
@@ -23,73 +22,9 @@ from ...errors import RlmLabError
 from ...sizes import get
 from ...cost.placement_spec import Cluster, get_placement
 from ...host import load_average
+from .cases import KEYS, LORA_LR, cluster, configs, placements, run_config, run_config_preset_steps
 
 PROFILE = "cpu-2core-epyc"
-KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
-PPO_KEYS = ("ppo_colocated", "ppo_split")  # PPO (our TRL subclass): critic beside the actor, or on its own core
-ALL_KEYS = KEYS + PPO_KEYS
-
-
-def run_config(size: str, algo: str = "grpo", **overrides):
-    from ...train.config import make_config
-
-    fields = dict(rl_steps=get(size).placement_steps, disable_tqdm=True, eval_every=0)
-    fields.update(overrides)
-    return make_config(algo, size, **fields)
-
-
-def cluster(devices: int = 2, kind: str = "cpu") -> Cluster:
-    return Cluster(devices, kind)
-
-
-def size_cluster(cfg) -> Cluster:
-    """The cluster a size's placements are laid on: the 2 cores of this machine at smoke and cpu size; at
-    gpu size the GPUs torch sees (at least 2, so that a disaggregated placement exists to ask for)."""
-    if cfg.size != "gpu":
-        return cluster()
-    from ...placement.resources import local_gpus
-
-    return cluster(max(2, local_gpus()), "gpu")
-
-
-def placements(cfg, devices: int | None = None) -> dict:
-    """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores (default: :func:`size_cluster`)."""
-    from ...placement.runtime import algo_roles
-
-    algo = algo_roles(cfg)
-    c = cluster(devices) if devices else size_cluster(cfg)
-    return {
-        "colocated": get_placement("colocated", c, algo),
-        "disaggregated": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective"),
-        "disaggregated_object_store": get_placement("disaggregated", c, algo, rollout_devices=1,
-                                                    sync="object_store"),
-        # LoRA (PEFT through TRL's peft_config): only the adapters are trained, so only they are synced
-        "disaggregated_lora": get_placement("disaggregated", c, algo, rollout_devices=1, sync="collective",
-                                            lora=True),
-    }
-
-
-def ppo_placements(cfg, devices: int | None = None) -> dict:
-    """key -> Placement for :data:`PPO_KEYS`: PPO colocated on every core, and ``split`` (NeMo-Aligner style):
-    actor + reference (+ TRL's generation) on ``devices - 1`` cores, the critic on one (the reward is the
-    rule-based verifier, no model, so the value set holds the critic alone)."""
-    from ...placement.runtime import algo_roles
-
-    algo = algo_roles(cfg)
-    c = cluster(devices) if devices else size_cluster(cfg)
-    return {"ppo_colocated": get_placement("colocated", c, algo),
-            "ppo_split": get_placement("split", c, algo, value_devices=1)}
-
-
-def configs(size: str, keys, **overrides) -> tuple[dict, dict]:
-    """(key -> RunConfig, key -> Placement) for ``keys`` (GRPO's and PPO's); an unknown key is one error."""
-    unknown_keys = [k for k in keys if k not in ALL_KEYS]
-    if unknown_keys:
-        raise RlmLabError(f"unknown placement(s) {', '.join(unknown_keys)}; choose from {', '.join(ALL_KEYS)}")
-    grpo = run_config(size, **overrides)
-    ppo = run_config(size, "ppo", **overrides) if any(k in PPO_KEYS for k in keys) else None
-    chosen = {**placements(grpo), **(ppo_placements(ppo) if ppo is not None else {})}
-    return ({k: ppo if k in PPO_KEYS else grpo for k in keys}, {k: chosen[k] for k in keys})
 
 
 def workload(cfg):
@@ -168,78 +103,6 @@ def latest(root: str | Path, key: str):
     raise RlmLabError(f"no completed run under {base}; run `rlm-lab place --size cpu --out {root}`")
 
 
-def comparison(records: dict) -> list[dict]:
-    """Per placement: predicted and measured step time (median over the steps after the first) and the
-    sync bytes of one step: the formula (parameter bytes), the predictor's and the counted ones."""
-    rows = []
-    for key, rec in records.items():
-        res = rec.results
-        pred = res.get("prediction") or {}
-        sync = res.get("sync", {})
-        measured = res["step_seconds_median"]
-        rows.append({
-            "placement": key, "describe": res.get("describe"),
-            "predicted_s": pred.get("step_s"), "measured_s": measured,
-            "rel_error": (pred["step_s"] - measured) / measured if pred.get("step_s") and measured else None,
-            "sync_bytes_predicted": pred.get("sync_bytes"), "sync_bytes_measured": sync.get("bytes_per_sync", 0),
-            "sync_bytes_counted": sync.get("counted_bytes_per_sync"),
-            "sync_s_measured": sync.get("seconds_mean", 0.0), "sync_s_predicted": pred.get("sync_s"),
-            "load_start": (res.get("load_average_start") or [None])[0],
-            "load_end": (res.get("load_average_end") or [None])[0],
-            "dir": str(rec.dir),
-        })
-    return rows
-
-
-GOAL = 0.25  # the step-time error goal, fixed before the measurements (as chapters 2-4)
-
-
-def verdict(row: dict, goal: float = GOAL) -> str:
-    """One line per placement from the live numbers: error against the goal, sync bytes against the formula."""
-    err = row["rel_error"]
-    met = "met" if err is not None and abs(err) <= goal else "not met"
-    sync = ""
-    if row["sync_bytes_measured"]:
-        shipped = {row["sync_bytes_predicted"], row["sync_bytes_measured"]}
-        if row["sync_bytes_counted"] is not None:  # the object store is no collective: nothing to count
-            shipped.add(row["sync_bytes_counted"])
-        same = len(shipped) == 1
-        sync = f"; sync {row['sync_bytes_measured']:,} B/step, {'equal to' if same else 'NOT equal to'} the formula"
-    return (f"{row['placement']}: measured {row['measured_s']:.3f} s/step, predicted {row['predicted_s']:.3f} s "
-            f"({100 * err:+.1f} %: goal <= {100 * goal:.0f} % {met}){sync}")
-
-
-def representative_window(durations: list[float], steps: int) -> int:
-    """The first index of the ``steps`` consecutive steps whose total is closest to ``steps`` x the median
-    step (the earliest such run of steps on a tie): the steps a timeline shows beside a table of median step
-    times, so that a warm-up or a final checkpoint's step does not stand for the run."""
-    import statistics
-
-    if len(durations) <= steps:
-        return 0
-    target = steps * statistics.median(durations)
-    sums = [sum(durations[i:i + steps]) for i in range(len(durations) - steps + 1)]
-    return min(range(len(sums)), key=lambda i: (abs(sums[i] - target), i))
-
-
-def timeline(record, steps: int = 3, title: str | None = None):
-    """The merged Gantt (every actor of the run) of the record's trace.json, over ``steps`` consecutive steps
-    chosen by :func:`representative_window` (their numbers are in the title)."""
-    import json
-
-    from ...trace_merge import gantt
-
-    trace = json.loads((Path(record.dir) / "trace.json").read_text())
-    spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "step"), key=lambda e: e["ts"])
-    window, shown = None, ""
-    if len(spans) > steps:
-        i = representative_window([e["dur"] for e in spans], steps)
-        sel = spans[i:i + steps]
-        window = (sel[0]["ts"] / 1e6, (sel[-1]["ts"] + sel[-1]["dur"]) / 1e6)
-        shown = f" (steps {i + 1}-{i + steps} of {len(spans)}: the {steps} closest to the median step)"
-    return gantt(trace, title=(title or record.results.get("describe") or "") + shown, window=window)
-
-
 def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-sxm") -> list[dict]:
     """By prediction only: one synchronous GRPO step (64 prompts x 8, 256 + 1024 tokens, bf16) colocated
     against disaggregated with a quarter, half and three quarters of the GPUs generating."""
@@ -261,42 +124,6 @@ def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-
     return rows
 
 
-def formula_sync_bytes(record) -> int:
-    """The formula for one sync of the record's run, computed from a fresh model: the bytes of every
-    parameter (full fine-tuning) or of the LoRA adapters only (PEFT's trainable parameters)."""
-    from ...models import load
-
-    model = load(record.config["run"]["model"])[0]
-    if record.config["placement"].get("lora"):
-        from peft import LoraConfig, get_peft_model
-
-        from ...placement.runtime import LORA
-
-        model = get_peft_model(model, LoraConfig(**LORA))
-        return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    return sum(p.numel() * p.element_size() for p in model.parameters())
-
-
-def ranking(rows: list[dict]) -> dict:
-    """The predictor as an advisor over the measured placements: Kendall's tau between predicted and
-    measured step times (tau-a: (concordant - discordant) / pairs), and the regret of its first pick
-    (that placement's measured step over the best measured one)."""
-    pairs = [(r["predicted_s"], r["measured_s"]) for r in rows]
-    n = len(pairs)
-    c = d = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s = (pairs[i][0] - pairs[j][0]) * (pairs[i][1] - pairs[j][1])
-            c, d = c + (s > 0), d + (s < 0)
-    pick = min(rows, key=lambda r: r["predicted_s"])
-    best = min(rows, key=lambda r: r["measured_s"])
-    return {"kendall_tau": (c - d) / (n * (n - 1) / 2) if n > 1 else float("nan"),
-            "predicted_order": [r["placement"] for r in sorted(rows, key=lambda r: r["predicted_s"])],
-            "measured_order": [r["placement"] for r in sorted(rows, key=lambda r: r["measured_s"])],
-            "first_pick": pick["placement"], "best_measured": best["placement"],
-            "regret": pick["measured_s"] / best["measured_s"]}
-
-
 def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
     folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
@@ -310,9 +137,6 @@ def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
         res = reshard(model, world)
         rec.update(**res, load_average_end=load_average(2))
     return RunRecord.load(folder)
-
-
-LORA_LR = 1e-3  # adapters train at a higher learning rate than full fine-tuning (1e-4); the usual PEFT practice
 
 
 def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
@@ -344,12 +168,6 @@ def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
         if own:
             session.close()
     return out
-
-
-def run_config_preset_steps(size: str) -> int:
-    from ...train.presets import preset
-
-    return preset("grpo", size)["rl_steps"]
 
 
 def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps: int = 3, beta: float = 0.04,
@@ -399,3 +217,23 @@ def predicted_memory(record, profile: str | None = None) -> dict:
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if p.lora else None
     pp = predict_placement(p, cfg.model, alg, workload(cfg), profile or PROFILE, cluster(p.devices), lora=lora)
     return {s.name: s.memory.to_dict() for s in pp.sets}
+
+
+def measure_hybrid(size: str, root, steps: int | None = None, session=None, command=None, timeout_s: float = 120.0,
+                   key: str = "hybrid", **overrides):
+    """Predict, then run, the hybrid placement of the size's GRPO run (chapter 5's config and SFT start, or
+    ``overrides`` of it: ``key="hybrid_memory", **MEMORY_RUN``) into a new folder ``<root>/ch05_<key>/<UTC
+    time>``; bad input is one error before Ray starts. Returns the results (plus ``dir``)."""
+    from ...placement.hybrid import check_hybrid, run_hybrid
+    from ...placement.runtime import algo_roles, check_placement
+
+    cfg = run_config(size, **{**overrides, **({"rl_steps": steps} if steps else {})})
+    if cfg.size == "gpu":
+        raise RlmLabError("the hybrid run is measured on CPU ranks (gloo); use --size smoke or cpu")
+    p = get_placement("hybrid", cluster(2), algo_roles(cfg))
+    check_placement(p, cfg)
+    check_hybrid(p, cfg)
+    prediction = predict(p, cfg)  # before the run
+    folder = Path(root) / f"ch05_{key}" / _now()
+    res = run_hybrid(p, cfg, folder, session=session, prediction=prediction, command=command, timeout_s=timeout_s)
+    return {**res, "dir": str(folder)}

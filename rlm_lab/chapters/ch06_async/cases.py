@@ -41,7 +41,7 @@ def _now() -> str:
 def campaign_config(size: str, seed: int, steps: int | None = None):
     """The GRPO config of every run of the campaign: chapter 7's learning runs' task, model, lengths and
     SFT warm start (its cached checkpoint when it exists, else the placement runtime trains the same SFT)."""
-    from ..ch05_placement.run import run_config
+    from ..ch05_placement.cases import run_config
     from ...sizes import check_size, get, long_tail_learning
 
     size = check_size(size)

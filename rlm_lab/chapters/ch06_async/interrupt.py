@@ -68,7 +68,7 @@ def workload(size: str):
     """(cfg, model, tokenizer, prompt_ids): the chapter's SFT-warm-started policy and one generation call's
     prompt entries (the first batch_size / G training prompts, each G times, as TRL's RepeatSampler orders them)."""
     from ...models import load
-    from ..ch05_placement.run import run_config
+    from ..ch05_placement.cases import run_config
     from ...placement.runtime import _sft_checkpoint
     from ...tasks import ensure_data, parse_task
 

@@ -58,7 +58,7 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
             session=None, command=None, importance: bool = True, evaluate: bool = False,
             correction: str | None = None) -> dict:
-    from ..ch05_placement.run import run_config
+    from ..ch05_placement.cases import run_config
     from ...placement.runtime import RaySession
     from ...asynchrony.modes import mode_eta, run_mode
 
