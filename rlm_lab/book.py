@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from .record import repo_relative  # noqa: F401 (notebooks show paths through it)
 from .sizes import SIZES, check_size, get
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,7 +139,9 @@ def glue_text(name: str, value, fmt: str = "") -> None:
     nothing, so a cell that ends with it shows no stray value."""
     from myst_nb import glue
 
-    glue(name, _Text(format(value, fmt) if fmt else str(value)), display=False)
+    from .tables import text
+
+    glue(name, _Text(text(value, fmt)), display=False)
 
 
 def glue_all(values: dict) -> None:
@@ -219,13 +222,6 @@ def compare_glued(before: dict, after: dict) -> list[str]:
             elif a[name] != b[name]:
                 lines.append(f"{nb}: {name}: {b[name]!r} -> {a[name]!r}")
     return lines
-
-
-def repo_relative(path) -> str:
-    """``path`` as the page shows it: relative to the repository when inside it (no machine path on a
-    page), else its name only."""
-    p = Path(path).resolve()
-    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else p.name
 
 
 # --- Sphinx extension: the "Open in Colab" badge -------------------------------------------------

@@ -1,18 +1,29 @@
-"""Measurement functions behind the book's chapters (the notebooks stay thin and call these).
+"""The book's chapters, one package each, every one with the same shape (the notebooks stay thin and call it):
 
-Every chapter's experiment has one shape, so that later chapters follow one pattern:
+    cases  ->  run (RunRecords with provenance)  ->  compare (predicted against measured)  ->  report
 
-    cases  ->  run (a RunRecord with provenance)  ->  compare (in the package, unit-tested)  ->  table
+* ``cases``: what runs at each size (from the size registry, :mod:`rlm_lab.sizes`);
+* ``run``: the chapter's measurements, each predicted first where the chapter predicts, each a
+  :class:`rlm_lab.record.RunRecord`; the committed ones (``data/runs/<size>``) are read back, never re-made;
+* ``compare``: the prediction against the measurement, in numbers, with verdicts against goals fixed in
+  advance (:mod:`rlm_lab.compare`, :mod:`rlm_lab.evidence`);
+* ``report``: what the chapter's notebook shows and glues into its prose (tables, figures, verdict words and
+  every glued value), computed from the records and unit-tested.
 
-* :mod:`rlm_lab.compare` -- what every chapter's comparison shares: relative errors, the whole-step error first
-  and the per-stage median second, verdicts against the goals fixed in advance (25 %, then 10 %).
-* :mod:`.anatomy` -- chapter 2: traced PPO/GRPO/DAPO runs, predicted against measured per stage,
-  FLOP share against time share, memory per algorithm, the tracer's own overhead.
-* :mod:`.work_depth` -- chapter 3: decode step time against batch size, the long tail, Brent's bounds
-  against generation replicas, and depth at scale (prediction only).
-* :mod:`.intra_model` -- chapter 4's comparison of the parallel layouts (cases and runs live in
-  ``rlm_lab.parallel.bench``).
-* :mod:`.memory_probes` -- byte counts of the tensors a TRL trainer holds.
+A chapter without one of the four says so in its package docstring ("there is no ``compare`` module: ...");
+a module beyond the four (a second experiment, a command line) is named there too
+(``tests/test_structure.py`` checks both). Mechanisms (how to train, parallelize, place, run asynchronously,
+attack the long tail) stay in their own packages below; a chapter package holds the chapter's experiment.
+
+* :mod:`.ch01_quickstart` -- SFT, then GRPO and PPO; the committed reference runs and the tuning sweep;
+* :mod:`.ch02_anatomy` -- traced PPO/GRPO/DAPO runs predicted against measured per stage, memory, shares;
+* :mod:`.ch03_work_depth` -- decode step against batch, the long tail, Brent's bounds, depth at scale;
+* :mod:`.ch04_parallelism` -- the intra-model layouts on several processes, counted bytes and step times;
+* :mod:`.ch05_placement` -- GRPO and PPO under placements on Ray, LoRA, the hybrid engine;
+* :mod:`.ch06_async` -- the execution modes (staleness bound eta), the campaign, interruptible rollouts;
+* :mod:`.ch07_long_tail` -- the long-tail techniques, each predicted then measured, and their learning effects;
+* :mod:`.ch08_frameworks` -- the RL frameworks' knobs, their defaults predicted, the example configs;
+* :mod:`.your_machine` -- the reader's own calibration and headline measurements of chapters 2 and 3.
 
 Every function that measures writes a :class:`rlm_lab.record.RunRecord` (with provenance) and every
 function that compares reads one back, so the book shows recorded numbers, never hand-typed ones.

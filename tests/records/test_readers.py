@@ -23,7 +23,7 @@ def kill(folder, how):
 
 @pytest.mark.parametrize("how", ["legacy", "running"])
 def test_chapter4_report_refuses_a_killed_layout_run_instead_of_dropping_it(tmp_path, how):
-    from rlm_lab.chapters.ch04_parallelism.report import load_records
+    from rlm_lab.chapters.ch04_parallelism.run import load_records
 
     copy(["ch04_single", "ch04_dp2", "ch04_tp2"], tmp_path)
     assert [r.dir.name for r in load_records(tmp_path)] == ["ch04_dp2", "ch04_single", "ch04_tp2"]

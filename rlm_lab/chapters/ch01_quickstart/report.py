@@ -1,8 +1,9 @@
-"""Chapter-1 figures and tables from run records: train reward and held-out accuracy curves.
+"""Chapter-1 figures and tables from run records: train reward and held-out accuracy curves, the runs' summary
+and provenance, the tuning sweep and the aim judged on its reference run, and the values the page glues.
 
 Everything here reads ``RunRecord`` folders (``record.json`` + ``metrics.jsonl``), so the same
 functions draw this build's run and the committed reference runs in ``data/runs/cpu``.
-Matplotlib only; no torch.
+Matplotlib only; torch only to count a zoo model's parameters (:func:`config_text`).
 """
 
 from __future__ import annotations
@@ -95,40 +96,6 @@ def summary_rows(records) -> list[dict]:
     return rows
 
 
-def _num(x: float) -> str:
-    """Three decimals, or three significant digits for magnitudes below 0.001 (seconds per op, per byte)."""
-    return f"{x:.3g}" if x and abs(x) < 1e-3 else f"{x:.3f}"
-
-
-def format_table(rows: list[dict], keys=None) -> str:
-    """A plain fixed-width table (no pandas needed), as text."""
-    if not rows:
-        return "(no runs)"
-    keys = keys or list(rows[0])
-    cells = [[("-" if row.get(k) is None else _num(row[k]) if isinstance(row.get(k), float) else str(row[k]))
-              for k in keys] for row in rows]
-    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
-    lines = ["  ".join(k.ljust(w) for k, w in zip(keys, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths)) for c in cells]
-    return "\n".join(lines)
-
-
-def print_table(rows: list[dict], keys=None) -> None:
-    """A plain fixed-width table (no pandas needed)."""
-    print(format_table(rows, keys))
-
-
-def build_run_dir(name: str, size: str) -> Path:
-    """Where a notebook's own run goes: ``_build/runs/<size>/<name>`` (never the committed data/runs),
-    so executing the book at cpu size cannot overwrite the reference records."""
-    import os
-
-    from ...record import REPO_ROOT
-
-    root = Path(os.environ.get("RLM_RUNS_DIR") or REPO_ROOT / "_build" / "runs")
-    return root / size / name
-
-
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:
     """The committed reference runs ``data/runs/<size>/<name>``, as RunRecords: each must exist and be a
     finished training run (a RecordError naming the folder otherwise, never a shorter list)."""
@@ -153,3 +120,50 @@ def provenance_line(record) -> str:
             f"{hw.get('torch_threads')} torch threads) · torch {v.get('torch')} · trl {v.get('trl')} · "
             f"commit {(git.get('commit') or '?')[:8]}{_dirty(git)} · seed {p.get('seed')} · "
             f"load average at the end {record.results.get('load_average')}")
+
+
+CONFIG_KEYS = ("model", "task", "sft_steps", "rl_steps", "batch_size", "num_generations", "rl_lr", "eval_problems")
+
+
+def config_text(cfg) -> tuple[str, dict]:
+    """The fields of ``cfg`` a reader checks first and its model's parameter count, as text; and the glued value
+    ``ch01_micro_params`` (the ``micro`` model's parameters, thin-space thousands: the cpu size's model)."""
+    from ...models import build_model, count_parameters
+
+    lines = [f"{key:>16}: {getattr(cfg, key)}" for key in CONFIG_KEYS]
+    n_params = {name: count_parameters(build_model(name)[0]) for name in {cfg.model, "micro"}}
+    lines.append(f"{cfg.model} model: {n_params[cfg.model]:,} parameters")
+    return "\n".join(lines), {"ch01_micro_params": f"{n_params['micro']:,}".replace(",", "\u2009")}
+
+
+SWEEP_COLUMNS = ["setting", "what", "accuracy_sft", "accuracy_rl", "gain_points", "meets_gain_bar", "end_to_end_seconds",
+                 "end_to_end_cpu_seconds", "load_1min"]
+AIM = {"accuracy": 0.95, "seconds": 180.0}  # the longer-term aim, fixed before the sweep (when its file has none)
+
+
+def sweep_section(refs, root=None) -> tuple[str, dict]:
+    """The tuning sweep's table (``<root>/ch01_sweep.json``, default the committed cpu records; columns no row
+    fills are left out) and the aim judged on the reference run ``ch01_grpo_aim`` of ``refs``, as text; and the
+    values the page glues (``ch01_aim_*``: "n/a" without that run)."""
+    import json
+
+    from ...record import reference_root
+    from ...tables import format_table
+
+    sweep_file = (root or reference_root("cpu")) / "ch01_sweep.json"
+    sweep_data = json.loads(sweep_file.read_text()) if sweep_file.exists() else {"rows": [], "aim": {}}
+    sweep = [{**r, "load_1min": (r.get("load_average") or [None])[0]} for r in sweep_data["rows"]]
+    lines = [format_table(sweep, [c for c in SWEEP_COLUMNS if any(r.get(c) is not None for r in sweep)])]
+    aim = sweep_data.get("aim") or AIM
+    by_name = {r.dir.name: r for r in refs}
+    if "ch01_grpo_aim" not in by_name:
+        return "\n".join(lines), dict.fromkeys(("ch01_aim_accuracy", "ch01_aim_seconds", "ch01_aim_verdict",
+                                                "ch01_aim_load"), "n/a")
+    res = by_name["ch01_grpo_aim"].results
+    met = res["accuracy_after"] >= aim["accuracy"] and res["total_seconds"] <= aim["seconds"]
+    verdict = "met" if met else "not met"
+    lines.append(f"aim ({aim['accuracy']:.0%} within {aim['seconds']:.0f} s), judged on the reference run "
+                 f"ch01_grpo_aim: {res['accuracy_after']:.1%} in {res['total_seconds']:.0f} s: {verdict}")
+    return "\n".join(lines), {"ch01_aim_accuracy": format(res["accuracy_after"], ".1%"),
+                              "ch01_aim_seconds": format(res["total_seconds"], ".0f"), "ch01_aim_verdict": verdict,
+                              "ch01_aim_load": " / ".join(f"{x:.1f}" for x in res["load_average"][:2])}

@@ -1,7 +1,10 @@
 """Chapter 2, "Anatomy of an iteration": traced PPO / GRPO / DAPO-style runs against the cost model.
 
 The experiment has the shape every chapter shares: :mod:`.cases` (what runs) -> :mod:`.run` (records)
--> :mod:`.compare` (predicted against measured, the headline numbers) -> the notebook's tables.
+-> :mod:`.compare` (predicted against measured, the headline numbers) -> :mod:`.report` (what the notebook
+prints, draws and glues). A case is a traced case (:mod:`rlm_lab.validate.traced_case`: ``Case``, ``run_case``,
+``predict_case``, ``time_table``), the unit the validation and in-situ suites share with this chapter.
+``python -m rlm_lab.chapters.ch02_anatomy --size cpu`` makes the records (:func:`.run.main`).
 
 What is measured (each a recorded run, ``data/runs/<size>/ch02_*``):
 

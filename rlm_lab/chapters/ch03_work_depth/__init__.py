@@ -1,8 +1,9 @@
 """Chapter 3, "Work and depth": decode step time against batch size, the long tail, Brent's bounds.
 
 The experiment has the shape every chapter shares: :mod:`.cases` -> :mod:`.run` (records) ->
-:mod:`.compare` (predicted against measured, the headline numbers) -> the notebook's tables;
-:mod:`.scale` is the prediction-only section.
+:mod:`.compare` (predicted against measured, the headline numbers) -> :mod:`.report` (what the notebook
+prints, draws and glues); :mod:`.scale` is the prediction-only section. ``python -m
+rlm_lab.chapters.ch03_work_depth --size cpu`` makes the records (:func:`.run.main`).
 
 Measured (each a recorded run, ``data/runs/<size>/ch03_*``):
 
@@ -25,6 +26,7 @@ Ignores: continuous batching (rows join and leave the batch: vLLM), which change
 slots, not the depth; prefix sharing; the weight sync a real disaggregated rollout would add.
 """
 
+from ...cost.hardware import CPU_PROFILE, profile_for
 from .cases import EOS, PROMPT_LEN, Lengths, assign, bubble, distributions, params
 from .compare import (brent_table, headline, knee, knee_table, predicted_decode_steps, predicted_generate,
                       replica_table, tail_table)
@@ -34,8 +36,8 @@ from .run import _load  # noqa: F401 (tests build models through it)
 from .scale import QWEN25_1_5B, scaling
 
 __all__ = [
-    "EOS", "PROMPT_LEN", "QWEN25_1_5B", "Lengths", "assign", "brent_table", "bubble", "decode_knee",
+    "CPU_PROFILE", "EOS", "PROMPT_LEN", "QWEN25_1_5B", "Lengths", "assign", "brent_table", "bubble", "decode_knee",
     "distributions", "ensure_runs", "generate_timed", "headline", "knee", "knee_table", "load_reference",
     "long_tail", "main", "measure_decode_steps", "params", "predicted_decode_steps", "predicted_generate",
-    "replica_table", "replicas", "scaling", "tail_table",
+    "profile_for", "replica_table", "replicas", "scaling", "tail_table",
 ]

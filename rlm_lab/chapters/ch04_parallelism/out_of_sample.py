@@ -66,7 +66,7 @@ def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
 
 def rows(root: str | Path, profile) -> list[dict]:
     """Measured vs predicted (``suite.compare``) for the validation records under ``root``."""
-    from .report import load_records
+    from .run import load_records
     from .compare import compare
 
     return compare(load_records(root, PREFIX), profile)

@@ -15,6 +15,7 @@ optimizer, alpha-beta messages, calibrated framework cost, oversubscription).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ...parallel.mesh import Layout
 from .cases import run_args, suite
@@ -97,3 +98,17 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
                      if ln.startswith((f"{mode}:", "rlm-lab: error"))), f"exit {p.returncode}")
         say(f"e2e {mode}: {line}")
     return codes
+
+
+def load_records(root: str | Path, prefix: str = "ch04_") -> list:
+    """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name. Each must be a
+    completed run: a folder without a record, a damaged record or an unfinished run (killed, interrupted,
+    failed) is a RecordError naming the folder, never a row silently left out; so is a missing ``root``."""
+    from ...record import RecordError, load_record
+
+    root = Path(root)
+    if not root.is_dir():
+        raise RecordError(f"no run records at {root}: the folder does not exist")
+    recs = [load_record(d) for d in sorted(root.iterdir()) if d.name.startswith(prefix) and d.is_dir()]
+    # the layout records (not ch04_measure_* / ch04_e2e_*) unless asked for
+    return [r for r in recs if prefix != "ch04_" or "layout" in r.results]

@@ -287,7 +287,7 @@ def _rounded(v):
 def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> str:
     """One technique's section of chapter 7 as text: its prediction (made from the lengths before the run), its
     measurement, and the gain compared (:func:`gain_row`)."""
-    from ..ch01_quickstart.report import format_table
+    from ...tables import format_table
 
     if record is None:
         return f"{technique}: not measured yet at {size} size"
@@ -299,3 +299,68 @@ def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> s
         f"gain ({row['meaning']}): predicted {row['predicted gain']:.2f}, measured {row['measured gain']:.2f} "
         f"(median of {row['repeats']} paired repeats, 95% interval {row['95% interval']}), error "
         f"{row['rel. error']:+.0%} ({row['error interval']}): {row['verdict']}; the gain's interval is {row['side']}"])
+
+
+# ---- the notebook's sections -------------------------------------------------------------------------------
+
+def lengths_rows(p: dict) -> list[dict]:
+    """The ``chain`` task's reference answers (one token per character plus the EOS) over the size's pool: count,
+    mean, quantiles, max, the expected longest of ``n`` and the bubble that expectation implies."""
+    import statistics
+
+    from ...cost import longtail as C
+    from ...tasks import parse_task
+    from ...tasks.chain import answer_length
+
+    pool, _ = parse_task(p["task"]).split(p["pool"], 1, 0)
+    lengths = sorted(answer_length(r) for r in pool)
+    q = {f"q{int(k * 100)}": lengths[min(len(lengths) - 1, int(k * len(lengths)))] for k in (0.1, 0.5, 0.9, 0.99)}
+    e_max = C.expected_order_statistic(C.pmf(lengths), p["n"], p["n"])
+    return [{"problems": len(lengths), "mean": statistics.mean(lengths), **q, "max": lengths[-1],
+             f"E[max of {p['n']}]": e_max, "bubble ~ 1 - mean / E[max]": 1 - statistics.mean(lengths) / e_max}]
+
+
+def length_log_rows(learn: dict, stages: int = 5) -> list[dict] | None:
+    """The lengths the trained policy generated (TRL's completion-length logs of the baseline learning run, seed
+    0), averaged over ``stages`` consecutive stretches of its GRPO steps; None before the learning runs exist."""
+    import statistics
+
+    if not learn["baseline"]:
+        return None
+    rows_ = learn["baseline"][0][1]["length_log"]  # seed 0
+    k = max(1, len(rows_) // stages)
+    return [{"stage (GRPO steps)": f"{chunk[0]['step']}-{chunk[-1]['step']}",
+             **{key: round(statistics.mean(r[key] for r in chunk), 1)
+                for key in ("mean_length", "min_length", "max_length", "clipped_ratio")}}
+            for chunk in (rows_[i:i + k] for i in range(0, len(rows_), k))]
+
+
+def overprovision_values(record) -> dict:
+    """Over-provisioning's bias toward short answers, predicted and measured in the first step and over all
+    steps, and its number of steps (``ch07_op_*``; "n/a" before the record exists)."""
+    from ...tables import text
+
+    if record is None:
+        return {**{f"ch07_op_bias_{k}": "n/a" for k in ("pred", "first", "all")}, "ch07_op_steps": "n/a"}
+    pred, meas = record.results["predicted"], record.results["measured"]
+    return {"ch07_op_bias_pred": text(pred["short_bias"], "+.0%"),
+            "ch07_op_bias_first": text(meas["short_bias_first"], "+.0%"),
+            "ch07_op_bias_all": text(meas["short_bias_all"], "+.0%"), "ch07_op_steps": text(len(meas["early_s"]))}
+
+
+def learning_section(learn: dict) -> tuple[str, dict]:
+    """The learning runs' table (:func:`learning_table`) and the effects that pass the bar fixed in advance
+    (:func:`learning_effects`), as text; and ``ch07_effects``, the effects in one sentence."""
+    from ...tables import format_table
+
+    lines = [format_table(learning_table(learn)) if learn["baseline"] else "learning runs not made yet"]
+    effects = learning_effects(learn)
+    lines += [f"- {e}" for e in effects]
+    return "\n".join(lines), {"ch07_effects": "; ".join(effects) if effects else "none measured yet"}
+
+
+def show(runs: dict, size: str, technique: str, keys_pred, keys_meas):
+    """Print ``technique``'s section of the notebook (:func:`technique_text`: the prediction made from the lengths
+    before the run, and its measurement) and return its record (None before it exists)."""
+    print(technique_text(technique, runs[technique], keys_pred, keys_meas, size))
+    return runs[technique]

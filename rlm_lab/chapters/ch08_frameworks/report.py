@@ -365,3 +365,42 @@ def example_html(rows: list[dict]) -> str:
         f"<td>{escape(str(r.get('critical') or '-'))}</td><td>{mem(r)}</td></tr>"
         for r in rows)
     return f"<table>{head}{body}</table>"
+
+
+# ---- the values the notebook glues into its prose --------------------------------------------------------------
+
+def coverage_values(cov: dict) -> dict:
+    """From :func:`coverage`: the frameworks, cells, cells that name an option and cells that say "not found"."""
+    return {"ch08_frameworks": str(cov["frameworks"]), "ch08_cells": str(cov["cells"]), "ch08_found": str(cov["found"]),
+            "ch08_not_found": str(cov["cells"] - cov["found"])}
+
+
+def knob_table(rows: list[dict]) -> list[dict]:
+    """:func:`knob_rows` as the page's table: the records counted, the predictor terms named without the package."""
+    return [{**r, "records": len(r["records"]),
+             "predictor terms": ", ".join(t.removeprefix("rlm_lab.cost.") for t in r["predictor terms"])} for r in rows]
+
+
+def packing_values(measured: list[dict]) -> dict:
+    """Packing's measured and predicted gain (chapter 7's record) as the prose quotes them; the unit keeps
+    MyST-NB from reading "1.40" back as the number 1.4."""
+    pk = next(r for r in measured if r["knob"] == KNOBS["packing"].title)
+    return {"ch08_pack_measured": f"{pk['measured']:.2f}×", "ch08_pack_predicted": f"{pk['predicted']:.2f}×"}
+
+
+def default_values(defaults: list[dict], advisor: dict) -> dict:
+    """The advisor's placement and step, how many defaults fit, the fastest of them (ties within 1e-9 all named)
+    and the ones that do not fit."""
+    fit = [r for r in defaults if r["fits"]]
+    best = min(fit, key=lambda r: r["step_s"])
+    return {"ch08_advisor": str(advisor["placement"]), "ch08_advisor_s": f"{advisor['step_s']:.1f} s",
+            "ch08_default_fit": str(len(fit)),
+            "ch08_default_best": ", ".join(r["framework"] for r in fit if r["step_s"] <= best["step_s"] * (1 + 1e-9)),
+            "ch08_default_best_s": f"{best['step_s']:.1f} s",
+            "ch08_default_nofit": ", ".join(r["framework"] for r in defaults if r["fits"] is False)}
+
+
+def example_values(examples: list[dict]) -> dict:
+    """How many example configs were predicted, of how many frameworks, and how many fit."""
+    return {"ch08_examples": str(len(examples)), "ch08_example_frameworks": str(len({r["framework"] for r in examples})),
+            "ch08_examples_fit": str(sum(bool(r["fits"]) for r in examples))}

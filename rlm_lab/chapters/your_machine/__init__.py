@@ -26,10 +26,10 @@ and says that the reader's column appears at cpu size. ``rlm-lab your-numbers`` 
 
 from .calibration import CACHE, CAL_REPEATS, calibration_facts, ensure_calibration, key_slug, machine_key, now
 from .headlines import CH02_STEPS, READER_SIZE, Headline, ch03_headline, headlines
-from .numbers import ensure_workloads, register, summary_text, table, your_numbers
+from .numbers import ensure_workloads, headline_values, register, summary_text, table, your_numbers
 
 __all__ = [
     "CACHE", "CAL_REPEATS", "CH02_STEPS", "READER_SIZE", "Headline", "calibration_facts", "ch03_headline",
-    "ensure_calibration", "ensure_workloads", "headlines", "key_slug", "machine_key", "now", "register",
-    "summary_text", "table", "your_numbers",
+    "ensure_calibration", "ensure_workloads", "headline_values", "headlines", "key_slug", "machine_key", "now",
+    "register", "summary_text", "table", "your_numbers",
 ]

@@ -164,6 +164,29 @@ def summary_text(out: dict) -> str:
             f"an error of {_pct(first['your_error'])}{ref}. {spent}")
 
 
+def headline_values(yours: dict) -> dict:
+    """The values chapters 2 and 3 glue from :func:`your_numbers`: the reference's error and, at cpu size, the
+    reader's error and its verdict against the chapters' goals. Chapter 2 quotes its whole GRPO step (the first
+    row); chapter 3 the largest |error| over its whole ``generate`` calls."""
+    from ...compare import verdict
+    from ...tables import text
+
+    c = yours["chapter"]
+    if c == "ch02":
+        step = yours["rows"][0]
+        return {"ch02_yours_ref_error": text(step["ref_error"] if step["ref_error"] is not None else "n/a",
+                                             "+.0%" if step["ref_error"] is not None else ""),
+                "ch02_yours_error": text(step["your_error"] if yours["reader"] else "n/a (cpu size only)",
+                                         "+.0%" if yours["reader"] else ""),
+                "ch02_yours_verdict": text(verdict(abs(step["your_error"])) if yours["reader"] else "n/a")}
+    gens = [r for r in yours["rows"] if r["workload"].startswith("generate")]
+    ref_errs = [abs(r["ref_error"]) for r in gens if r["ref_error"] is not None]
+    your_errs = [abs(r["your_error"]) for r in gens] if yours["reader"] else []
+    return {f"{c}_yours_ref_error": text(max(ref_errs) if ref_errs else "n/a", ".0%" if ref_errs else ""),
+            f"{c}_yours_error": text(max(your_errs) if your_errs else "n/a (cpu size only)", ".0%" if your_errs else ""),
+            f"{c}_yours_verdict": text(verdict(max(your_errs)) if your_errs else "n/a")}
+
+
 # ---- rlm-lab your-numbers ----------------------------------------------------------------------------------
 
 def register(subparsers) -> None:
@@ -178,7 +201,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ..ch01_quickstart.report import print_table
+    from ...tables import print_table
 
     heads = headlines()
     check_size(args.size)  # bad input: one error line before any work
@@ -194,4 +217,4 @@ def _run(args) -> int:
     return 0
 
 
-__all__ = ["ensure_workloads", "register", "summary_text", "table", "your_numbers"]
+__all__ = ["ensure_workloads", "headline_values", "register", "summary_text", "table", "your_numbers"]
