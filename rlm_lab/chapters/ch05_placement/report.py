@@ -169,25 +169,32 @@ def sync_calibration_section(records: dict, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def lora_accuracy_text() -> str:
-    """Full fine-tuning against LoRA, both disaggregated, the size's full GRPO run: held-out accuracy before and
-    after, the sync per step, the step and the trainer's peak RSS (``ch05_accuracy_{full,lora}``)."""
+def full_and_lora(stem: str) -> tuple[dict, str | None]:
+    """``({"full": record, "lora": record}, None)``: the newest completed committed cpu records
+    ``ch05_<stem>_full`` and ``ch05_<stem>_lora``; or ``({}, why)`` when either is missing."""
     from ...errors import RlmLabError
     from ...record import reference_root
     from .run import latest
 
     try:
-        acc = {k: latest(reference_root("cpu"), f"accuracy_{k}") for k in ("full", "lora")}
+        return {k: latest(reference_root("cpu"), f"{stem}_{k}") for k in ("full", "lora")}, None
     except RlmLabError as e:
-        return str(e)
-    lines = []
-    for k, rec in acc.items():
-        r, c = rec.results, rec.config["run"]
-        lines.append(f"{k:5s} lr {c['rl_lr']:g}, {r['steps']} steps: held-out accuracy {r['accuracy_before']:.3f} -> "
-                     f"{r['accuracy_after']:.3f}; sync {r['sync']['bytes_per_sync']:,} B/step; step "
-                     f"{r['step_seconds_median']:.4f} s; trainer peak RSS {r['trainer_peak_rss_bytes'] / 2**20:.0f} MiB"
-                     f"  ({rel(rec.dir)})")
-    return "\n".join(lines)
+        return {}, str(e)
+
+
+def lora_accuracy_text() -> str:
+    """Full fine-tuning against LoRA, both disaggregated, the size's full GRPO run: held-out accuracy before and
+    after, the sync per step, the step and the trainer's peak RSS (``ch05_accuracy_{full,lora}``)."""
+    acc, why = full_and_lora("accuracy")
+    return why or "\n".join(_accuracy_line(k, rec) for k, rec in acc.items())
+
+
+def _accuracy_line(k: str, rec) -> str:
+    r, c = rec.results, rec.config["run"]
+    return (f"{k:5s} lr {c['rl_lr']:g}, {r['steps']} steps: held-out accuracy {r['accuracy_before']:.3f} -> "
+            f"{r['accuracy_after']:.3f}; sync {r['sync']['bytes_per_sync']:,} B/step; step "
+            f"{r['step_seconds_median']:.4f} s; trainer peak RSS {r['trainer_peak_rss_bytes'] / 2**20:.0f} MiB"
+            f"  ({rel(rec.dir)})")
 
 
 def reshard_section(cfg, size: str) -> tuple[str, bool]:
@@ -339,21 +346,10 @@ def lora_memory_section() -> tuple[str, dict]:
     """Full fine-tuning against LoRA with a reference model (beta > 0), colocated: the state counted in the live
     trainer (reference, trainable, AdamW, actor) and the trainer's peak RSS, and what LoRA saves; and the
     records (``ch05_memory_{full,lora}``, empty in a checkout without them)."""
-    from ...errors import RlmLabError
-    from ...record import reference_root
-    from .run import latest
-
-    try:
-        mem = {k: latest(reference_root("cpu"), f"memory_{k}") for k in ("full", "lora")}
-    except RlmLabError as e:
-        return str(e), {}
-    lines = []
-    for k, rec in mem.items():
-        r, sb = rec.results, rec.results["state_bytes"]
-        lines.append(f"{k:5s} {rec.config['run']['model']}: reference {sb['reference_parameters'] / 2**20:6.1f} MiB, "
-                     f"trainable {sb['actor_trainable'] / 2**20:6.2f} MiB, AdamW state {sb['optimizer_state'] / 2**20:6.2f} "
-                     f"MiB, actor {sb['actor_parameters'] / 2**20:6.1f} MiB; trainer peak RSS "
-                     f"{r['trainer_peak_rss_bytes'] / 2**20:.0f} MiB  ({rel(rec.dir)})")
+    mem, why = full_and_lora("memory")
+    if why:
+        return why, {}
+    lines = [_state_line(k, rec) for k, rec in mem.items()]
     f, l = (mem[k].results for k in ("full", "lora"))
 
     def held(sb):  # the actor (base + adapters), the reference copy, AdamW's state
@@ -362,6 +358,14 @@ def lora_memory_section() -> tuple[str, dict]:
     lines.append(f"LoRA saves {(held(f['state_bytes']) - held(l['state_bytes'])) / 2**20:.0f} MiB of state and "
                  f"{(f['trainer_peak_rss_bytes'] - l['trainer_peak_rss_bytes']) / 2**20:.0f} MiB of peak RSS")
     return "\n".join(lines), mem
+
+
+def _state_line(k: str, rec) -> str:
+    sb = rec.results["state_bytes"]
+    return (f"{k:5s} {rec.config['run']['model']}: reference {sb['reference_parameters'] / 2**20:6.1f} MiB, "
+            f"trainable {sb['actor_trainable'] / 2**20:6.2f} MiB, AdamW state {sb['optimizer_state'] / 2**20:6.2f} "
+            f"MiB, actor {sb['actor_parameters'] / 2**20:6.1f} MiB; trainer peak RSS "
+            f"{rec.results['trainer_peak_rss_bytes'] / 2**20:.0f} MiB  ({rel(rec.dir)})")
 
 
 def predicted_memory_text(mem: dict) -> str:
