@@ -157,10 +157,12 @@ def glued_output(output) -> tuple[str, str] | None:
     import hashlib
     import json
 
-    name = (output.get("metadata") or {}).get("scrapbook", {}).get("name")
+    scrap = (output.get("metadata") or {}).get("scrapbook", {})
+    name = scrap.get("name")
     if name is None:
         return None
-    data = output.get("data") or {}
+    prefix = scrap.get("mime_prefix") or ""  # glue stores "application/papermill.record/text/plain"
+    data = {k.removeprefix(prefix): v for k, v in (output.get("data") or {}).items()}
     if "text/plain" in data:
         text = data["text/plain"]
         return name, text if isinstance(text, str) else "".join(text)

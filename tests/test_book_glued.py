@@ -19,8 +19,12 @@ SOURCE = ("---\njupytext:\n  text_representation:\n    format_name: myst\nkernel
           "The value is {glue:text}`a_x`.\n\n```{code-cell} ipython3\nglue('a_x', x)\n```\n")
 
 
+PREFIX = "application/papermill.record/"  # where MyST-NB's glue puts a value's MIME types
+
+
 def glue_output(name, data):
-    return nbformat.v4.new_output("display_data", data=data, metadata={"scrapbook": {"name": name, "mime_prefix": ""}})
+    return nbformat.v4.new_output("display_data", data={PREFIX + k: v for k, v in data.items()},
+                                  metadata={"scrapbook": {"name": name, "mime_prefix": PREFIX}})
 
 
 def executed(tmp_path, source=SOURCE, outputs=None):
@@ -52,6 +56,8 @@ def test_a_glued_output_without_text_is_named_by_a_hash_of_its_data():
     other = book.glued_output(glue_output("f", {"image/png": "AAAB"}))
     assert one[0] == "f" and one[1].startswith("<image/png sha256:") and one != other
     assert book.glued_output(nbformat.v4.new_output("display_data", data={"text/plain": "x"})) is None
+    unprefixed = nbformat.v4.new_output("display_data", data={"text/plain": "'x'"}, metadata={"scrapbook": {"name": "g"}})
+    assert book.glued_output(unprefixed) == ("g", "'x'")
 
 
 def test_a_source_edited_since_the_build_is_an_error_not_an_old_answer(tmp_path):
