@@ -4,7 +4,7 @@ Parameters of each held model, the actor's gradients just before the first ``opt
 AdamW state just after it (a ``TrainerCallback``, :func:`Probe`, which also times every optimizer step),
 the critic's by wrapping its optimizer's ``step``, and the KV cache of one ``generate`` call. They read
 tensors and change nothing. The cost model's prediction of the same bytes is
-``rlm_lab.cost.memory``; ``anatomy.memory_table`` sets the two side by side.
+``rlm_lab.cost.memory``; ``rlm_lab.chapters.ch02_anatomy.compare.memory_table`` sets the two side by side.
 
 Not probed: activations and the allocator's peak (the tracer records the peak resident set per stage;
 the cost model does not predict it).

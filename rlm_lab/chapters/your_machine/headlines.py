@@ -49,7 +49,7 @@ def _ch02_predict(profile, prep: dict) -> dict:
     from ..ch02_anatomy import predict_case
 
     pred = predict_case(_ch02_case(), profile, prep["reward_s_per_sample"])
-    # as anatomy.time_table compares them: the step is the sum of the predicted stages
+    # as traced_case.time_table compares them: the step is the sum of the predicted stages
     return {"step": sum(r.seconds for r in pred.rows), "generate": pred.seconds(Stage.GENERATE)}
 
 
