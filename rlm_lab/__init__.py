@@ -11,7 +11,8 @@ a function counts), and no two subpackages import each other, directly or round 
 1. core: ``errors``, ``sizes``, ``stages``, ``device``, ``host`` (load average, free port), ``compat``
    (every private of TRL, transformers or torch, guarded), ``records``
    (+ ``record``, its public face), ``compare`` (predicted against measured, the same way everywhere),
-   ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it);
+   ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it),
+   ``tables`` (plain text tables, the text of a glued value);
 2. ``models``, ``tasks``: the model zoo, the task data and rewards;
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
 4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
@@ -19,9 +20,11 @@ a function counts), and no two subpackages import each other, directly or round 
    Ray), ``asynchrony`` (off-policy modes), ``longtail`` (the long-tail techniques);
 5. ``calibrate``: the micro-benchmarks that measure a machine into a hardware profile;
 6. ``frameworks``: the RL frameworks' registry and the importers of their configs into the cost model;
-7. ``validate``, ``insitu``: the cost model against a suite it was not fitted on, and the in-situ fit;
-8. chapters: ``experiments`` (the chapters' cases, runs and comparisons) and ``chapters`` (one package per chapter,
-   ``chNN_slug/``: cases -> run -> compare -> report);
+7. ``validate``, ``insitu``: the traced case (``validate.traced_case``: one TRL run with forced lengths, its
+   prediction and their join, shared by both suites and chapter 2), the cost model against a suite it was
+   not fitted on, and the in-situ fit;
+8. ``chapters``: one package per chapter, ``chapters/chNN_<slug>/``, each ``cases`` -> ``run`` -> ``compare`` ->
+   ``report`` (what the notebook shows and glues), and ``chapters/your_machine`` (the reader's own numbers);
 9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
    ``__main__`` module.
 """
@@ -30,7 +33,8 @@ __version__ = "0.1.0"
 
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
-    ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence")),
+    ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence",
+              "tables")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),
@@ -41,6 +45,6 @@ LAYERS = (
     ("calibration", ("calibrate",)),
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
-    ("chapters", ("experiments", "chapters")),
+    ("chapters", ("chapters",)),
     ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),
 )

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from .record import repo_relative  # noqa: F401 (notebooks show paths through it)
 from .sizes import SIZES, check_size, get
 
 REPO = Path(__file__).resolve().parent.parent
@@ -140,14 +141,91 @@ def glue_text(name: str, value, fmt: str = "") -> None:
     nothing, so a cell that ends with it shows no stray value."""
     from myst_nb import glue
 
-    glue(name, _Text(format(value, fmt) if fmt else str(value)), display=False)
+    from .tables import text
+
+    glue(name, _Text(text(value, fmt)), display=False)
 
 
-def repo_relative(path) -> str:
-    """``path`` as the page shows it: relative to the repository when inside it (no machine path on a
-    page), else its name only."""
-    p = Path(path).resolve()
-    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else p.name
+def glue_all(values: dict) -> None:
+    """Glue every ``name -> text`` of ``values`` (a chapter report's glued values, already formatted)."""
+    for name, text in values.items():
+        glue_text(name, text)
+
+
+def glued_output(output) -> tuple[str, str] | None:
+    """``(name, value)`` of one cell output if MyST-NB's ``glue`` made it (its metadata names it under
+    ``scrapbook``), else None. The value is the ``text/plain`` the page shows; an output without text
+    (a glued figure) is named by its MIME types and a SHA-256 of its data, so a changed figure shows too."""
+    import hashlib
+    import json
+
+    scrap = (output.get("metadata") or {}).get("scrapbook", {})
+    name = scrap.get("name")
+    if name is None:
+        return None
+    prefix = scrap.get("mime_prefix") or ""  # glue stores "application/papermill.record/text/plain"
+    data = {k.removeprefix(prefix): v for k, v in (output.get("data") or {}).items()}
+    if "text/plain" in data:
+        text = data["text/plain"]
+        return name, text if isinstance(text, str) else "".join(text)
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return name, f"<{', '.join(sorted(data))} sha256:{digest[:16]}>"
+
+
+def glued_values(size: str, *, cache: Path | None = None, notebooks: Path = NOTEBOOKS, chapters=CHAPTERS,
+                 only=None) -> dict[str, dict[str, str]]:
+    """Every value the book at ``size`` glues into its prose: ``{notebook: {glue name: text}}``, read from the
+    executed notebooks of the size's execution cache (``_build/.jupyter_cache_<size>``, what
+    ``make book SIZE=<size>`` fills) that match each notebook's current source, exactly as the build matches
+    them (MyST-NB's reader, jupyter-cache's hash). A notebook of ``chapters`` (or of ``only``) whose current
+    source was never executed at that size is an error naming it, never a silently shorter answer.
+
+        python -m rlm_lab.book glued --size cpu --out _build/glue-cpu.json
+    """
+    from jupyter_cache import get_cache
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    from .errors import RlmLabError
+
+    check_size(size)
+    cache = Path(cache or BUILD / f".jupyter_cache_{size}")
+    if not (cache / "global.db").exists():
+        raise RlmLabError(f"no execution cache at {repo_relative(cache)}: build the book first "
+                          f"(make book SIZE={size})")
+    jc = get_cache(str(cache))
+    names = [nb for _, nb in chapters if nb is not None and (notebooks / f"{nb}.md").exists()]
+    out: dict[str, dict[str, str]] = {}
+    for nb in (only or names):
+        source = read_myst_markdown_notebook((notebooks / f"{nb}.md").read_text("utf8"))
+        try:
+            record = jc.match_cache_notebook(source)
+        except KeyError:
+            raise RlmLabError(f"notebooks/{nb}.md as it is now was not executed at {size} size "
+                              f"(no match in {repo_relative(cache)}): make book SIZE={size}") from None
+        values: dict[str, str] = {}
+        for cell in jc.get_cache_bundle(record.pk).nb.cells:
+            for output in cell.get("outputs", []):
+                found = glued_output(output)
+                if found is not None:
+                    values[found[0]] = found[1]
+        out[nb] = values
+    return out
+
+
+def compare_glued(before: dict, after: dict) -> list[str]:
+    """What differs between two :func:`glued_values` answers, one line per glued value (notebook and name)
+    that is missing on one side or has another text; empty when every value is the same."""
+    lines = []
+    for nb in sorted(set(before) | set(after)):
+        b, a = before.get(nb, {}), after.get(nb, {})
+        for name in sorted(set(b) | set(a)):
+            if name not in a:
+                lines.append(f"{nb}: {name} is gone (was {b[name]!r})")
+            elif name not in b:
+                lines.append(f"{nb}: {name} is new ({a[name]!r})")
+            elif a[name] != b[name]:
+                lines.append(f"{nb}: {name}: {b[name]!r} -> {a[name]!r}")
+    return lines
 
 
 # --- Sphinx extension: the "Open in Colab" badge -------------------------------------------------
@@ -184,11 +262,43 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--size", default="cpu", choices=SIZES)
     b.add_argument("--out", type=Path, default=BUILD / "html")
     sub.add_parser("toc", help="write _build/toc.yml from the chapters that exist")
+    g = sub.add_parser("glued", help="write every glued value of the book built at SIZE as JSON")
+    g.add_argument("--size", default="cpu", choices=SIZES)
+    g.add_argument("--out", type=Path, default=None, help="the JSON file (default: standard output)")
+    g.add_argument("--compare", type=Path, default=None,
+                   help="instead of writing: compare with this earlier JSON; exit 1 and list what differs")
     args = p.parse_args(argv)
     if args.cmd == "toc":
         print(write_toc())
         return 0
+    if args.cmd == "glued":
+        return _glued(args)
     return build(args.size, args.out.resolve())
+
+
+def _glued(args) -> int:
+    import json
+
+    from .errors import RlmLabError
+    from .record import atomic_write_text
+
+    try:
+        values = glued_values(args.size)
+        if args.compare is not None:
+            diff = compare_glued(json.loads(args.compare.read_text()), values)
+            print("\n".join(diff) if diff else f"every glued value of the {args.size} book is the same "
+                  f"({sum(map(len, values.values()))} values in {len(values)} notebooks)")
+            return 1 if diff else 0
+    except (RlmLabError, OSError, ValueError) as e:
+        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(values, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(args.out, text)
+        print(f"{sum(map(len, values.values()))} glued values of {len(values)} notebooks -> {args.out}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -25,13 +25,13 @@ COMMANDS = {
     "advise": "rlm_lab.cost.advise",
     "calibrate": "rlm_lab.calibrate.profile",
     "parallel": "rlm_lab.parallel.cli",
-    "place": "rlm_lab.placement.cli",
-    "longtail": "rlm_lab.longtail.cli",
+    "place": "rlm_lab.chapters.ch05_placement.cli",
+    "longtail": "rlm_lab.chapters.ch07_long_tail.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
     "validate": "rlm_lab.validate",
     "insitu": "rlm_lab.insitu",
-    "your-numbers": "rlm_lab.experiments.your_machine.numbers",
+    "your-numbers": "rlm_lab.chapters.your_machine.numbers",
 }
 
 

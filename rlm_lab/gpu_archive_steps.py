@@ -94,7 +94,7 @@ def _runs(out: Path, size: str) -> Path:
 
 def run_train(step, out, size, device) -> dict:
     from .cli import main
-    from .experiments.anatomy import Case, predict_case
+    from .validate.traced_case import Case, predict_case
     from .record import RunRecord
     from .train.config import make_config
 
@@ -116,7 +116,7 @@ def run_train(step, out, size, device) -> dict:
 
 
 def run_anatomy(step, out, size, device) -> dict:
-    from .experiments.anatomy import algorithm_cases, predict_case, run_case
+    from .chapters.ch02_anatomy import algorithm_cases, predict_case, run_case
 
     case = algorithm_cases(size)[step["args"]["case"]]
     if size == "gpu":
@@ -130,7 +130,7 @@ def run_anatomy(step, out, size, device) -> dict:
 
 
 def run_decode_knee(step, out, size, device) -> dict:
-    from .experiments import work_depth as wd
+    from .chapters import ch03_work_depth as wd
 
     p = wd.params(size)
     model = p["models"][0]
@@ -144,7 +144,7 @@ def run_decode_knee(step, out, size, device) -> dict:
 
 
 def run_long_tail(step, out, size, device) -> dict:
-    from .experiments import work_depth as wd
+    from .chapters import ch03_work_depth as wd
 
     p = wd.params(size)
     dists = [d.values(0) for d in wd.distributions(size)]

@@ -34,8 +34,16 @@ __all__ = [
     "PACKAGES", "REPO_ROOT", "SCHEMA_VERSION", "RecordError", "RunRecord", "Terminated", "append_jsonl",
     "atomic_write_json", "atomic_write_text", "check_completed", "clean_scratch", "effective_status",
     "finished", "git_commit", "hardware", "load_record", "load_records", "lock_holder", "provenance", "read_jsonl",
-    "read_record_file", "read_text", "reference_root", "runs_root", "set_aside", "versions",
+    "read_record_file", "read_text", "reference_root", "repo_relative", "runs_root", "set_aside", "versions",
 ]
+
+
+def repo_relative(path) -> str:
+    """``path`` as a page shows it: relative to the repository when inside it (no machine path on a page),
+    else its name only."""
+    root = REPO_ROOT.resolve()
+    p = Path(path).resolve()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else p.name
 
 
 def runs_root(size: str) -> Path:

@@ -36,22 +36,22 @@ class Size:
     shows: str                  # what its numbers show, and what they do not (printed by the book)
     cell_timeout_s: int         # book build: seconds one notebook cell may run
     train: MappingProxyType     # ch. 1: RunConfig fields of the preset (rlm_lab.train.presets)
-    anatomy: MappingProxyType   # ch. 2: the base traced case (rlm_lab.experiments.anatomy.cases)
+    anatomy: MappingProxyType   # ch. 2: the base traced case (rlm_lab.chapters.ch02_anatomy.cases)
     anatomy_sweep: tuple        # ch. 2: (completion lengths at the base batch, batches at the base length)
-    work_depth: MappingProxyType  # ch. 3: the work/depth sweep (rlm_lab.experiments.work_depth.cases)
-    parallel: MappingProxyType  # ch. 4: run arguments of every layout (rlm_lab.parallel.bench.suite)
+    work_depth: MappingProxyType  # ch. 3: the work/depth sweep (rlm_lab.chapters.ch03_work_depth.cases)
+    parallel: MappingProxyType  # ch. 4: run arguments of every layout (rlm_lab.chapters.ch04_parallelism.run)
     parallel_layouts: tuple     # ch. 4: ((world, ((degrees, run kwargs), ...)), ...); gpu: from the GPUs seen
-    parallel_sweeps: tuple      # ch. 4: PP/CP/EP measurements ((kind, kwargs), ...) (rlm_lab.parallel.bench.sweeps)
-    placement_steps: int        # ch. 5: RL steps of each placement run (rlm_lab.placement.experiment)
+    parallel_sweeps: tuple      # ch. 4: PP/CP/EP measurements ((kind, kwargs), ...) (rlm_lab.chapters.ch04_parallelism.sweeps)
+    placement_steps: int        # ch. 5: RL steps of each placement run (rlm_lab.chapters.ch05_placement.run)
     reshard_model: str          # ch. 5: the model the hybrid engine's reshard is measured on
-    long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.longtail.run)
+    long_tail: MappingProxyType  # ch. 7: the long-tail measurements (rlm_lab.chapters.ch07_long_tail.run)
     # rlm-lab validate: the out-of-sample suite, (name, algo, beta, model, batch, group, length, steps, warmup) each
     validation: tuple = ()
     # rlm-lab insitu: the in-situ calibration's traced runs (same fields as ``validation``), never one of them
     calibration: tuple = ()
-    # ch. 7: the learning runs of the techniques that change what is trained on (rlm_lab.longtail.learning)
+    # ch. 7: the learning runs of the techniques that change what is trained on (rlm_lab.chapters.ch07_long_tail.learning)
     long_tail_learning: MappingProxyType = field(default_factory=_frozen)
-    # ch. 6: the campaign's GRPO steps per run and its held-out curve interval (rlm_lab.asynchrony.campaign)
+    # ch. 6: the campaign's GRPO steps per run and its held-out curve interval (rlm_lab.chapters.ch06_async.campaign)
     async_campaign: MappingProxyType = field(default_factory=_frozen)
     # ch. 9: the decision map's grid, priced by the placement advisor at build time (models of
     # rlm_lab.chapters.ch09_guidelines.cases.MAP_MODELS, GPU counts, response-length distributions of MAP_LENGTHS)
@@ -179,7 +179,7 @@ REGISTRY: dict[str, Size] = {
         work_depth=_frozen(models=("small", "base", "large"), batches=(1, 4, 16, 64, 256, 1024, 2048), k0=2, k1=66,
                            reps=3, tail_model="base", n=512, mean=256, replicas=(1, 2, 4, 8), real=(1, 2)),
         parallel=_frozen(model="base", steps=10, batch=16, seq=256),
-        parallel_layouts=(),  # from torch.cuda.device_count() at run time (rlm_lab.parallel.bench.suite.suite)
+        parallel_layouts=(),  # from torch.cuda.device_count() at run time (rlm_lab.chapters.ch04_parallelism.run.suite)
         parallel_sweeps=(),
         placement_steps=40,
         reshard_model="small",

@@ -71,6 +71,6 @@ def _close_shared_ray():
 @pytest.fixture(scope="module")
 def place_cfg():
     """The smoke-size run config the placement and asynchrony tests share (same seed: comparable runs)."""
-    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.chapters.ch05_placement.cases import run_config
 
     return run_config("smoke", rl_steps=PLACE_STEPS, seed=3)

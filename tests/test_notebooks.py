@@ -167,6 +167,18 @@ def test_nothing_points_at_the_teams_private_notes():
     assert not offenders, offenders
 
 
+def test_the_bibliography_parses_with_one_entry_per_key():
+    """A merge that drops an entry's closing brace breaks every build; pybtex (what sphinxcontrib-bibtex reads
+    with) finds it here in a second instead of in the book build."""
+    import pybtex.database
+
+    text = (ROOT / "book" / "references.bib").read_text()
+    keys = re.findall(r"^@\w+\{([^,]+),", text, re.M)
+    assert len(keys) == len(set(keys)), f"keys defined twice: {sorted({k for k in keys if keys.count(k) > 1})}"
+    parsed = pybtex.database.parse_string(text, "bibtex")
+    assert sorted(parsed.entries) == sorted(keys)
+
+
 def test_every_citation_is_in_the_bibliography():
     keys = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
     cited = set()
@@ -175,3 +187,63 @@ def test_every_citation_is_in_the_bibliography():
             cited |= {k.strip() for k in group.split(",")}
     assert cited, "no page cites anything"
     assert cited <= keys, f"cited but not in book/references.bib: {sorted(cited - keys)}"
+
+
+# ---- thin notebooks: short cells, one chapter package ---------------------------------------------------------
+
+MAX_CELL_LINES = 15
+# What a chapter's notebook may import besides its own chapter package: the book's helpers (glue, tables, the
+# size), the GPU edition's section, and what a chapter is about (chapter 1 teaches rlm_lab.train's two calls;
+# chapters 2 and 3 end with the reader's own numbers).
+HELPERS = ("rlm_lab.book", "rlm_lab.sizes", "rlm_lab.tables", "rlm_lab.gpu_archive")
+SUBJECT = {"ch01_quickstart": ("rlm_lab.train",), "ch02_anatomy": ("rlm_lab.chapters.your_machine",),
+           "ch03_work_depth": ("rlm_lab.chapters.your_machine",)}
+CHAPTER_NOTEBOOKS = [n for n in NAMES if re.match(r"ch\d\d_", n) and not n.startswith("ch00")]
+
+
+def rlm_lab_imports(source: str) -> set[str]:
+    """The rlm_lab modules a cell's source imports (``from rlm_lab.x import y`` counts ``rlm_lab.x.y`` when that is
+    a module, else ``rlm_lab.x``); IPython's magics are turned into Python first."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    def is_module(name: str) -> bool:
+        path = ROOT.joinpath(*name.split("."))
+        return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+    out = set()
+    for node in ast.walk(ast.parse(TransformerManager().transform_cell(source))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module
+                 else [])
+        for name in names:
+            if name.split(".")[0] != "rlm_lab":
+                continue
+            out.add(name if isinstance(node, ast.Import) or is_module(name) else name.rsplit(".", 1)[0])
+    return out
+
+
+def test_import_reader_on_a_cell():
+    cell = ("import sys\nif x:\n    %pip install -q y\nfrom rlm_lab.book import glue_all\n"
+            "from rlm_lab.chapters import ch02_anatomy as A, your_machine\nimport numpy\n")
+    assert rlm_lab_imports(cell) == {"rlm_lab.book", "rlm_lab.chapters.ch02_anatomy", "rlm_lab.chapters.your_machine"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_code_cell_is_over_15_lines(name):
+    cells = code_cells(jupytext.read(ROOT / "notebooks" / f"{name}.md"))
+    long = [(i, len(c.source.splitlines())) for i, c in enumerate(cells) if len(c.source.splitlines()) > MAX_CELL_LINES]
+    assert not long, (f"{name}: code cells (index, lines) over {MAX_CELL_LINES} lines: {long}; move the logic into "
+                      f"rlm_lab/chapters/{name}/report.py (with a unit test)")
+
+
+@pytest.mark.parametrize("name", CHAPTER_NOTEBOOKS)
+def test_a_chapter_notebook_imports_its_chapter_package_and_the_helpers_only(name):
+    # A chapter's second page (chapter 9's results page) belongs to the one package of its chapter number.
+    packages = [p.parent.name for p in (ROOT / "rlm_lab" / "chapters").glob(f"{name[:4]}_*/__init__.py")]
+    assert name in packages or len(packages) == 1, f"no chapter package rlm_lab/chapters/{name}"
+    own = f"rlm_lab.chapters.{name if name in packages else packages[0]}"
+    allowed = HELPERS + SUBJECT.get(name, ())
+    imported = set().union(*(rlm_lab_imports(c.source) for c in code_cells(jupytext.read(ROOT / "notebooks" / f"{name}.md"))))
+    others = sorted(m for m in imported if not (m == own or m.startswith(own + ".")) and not m.startswith(allowed))
+    assert own in imported or any(m.startswith(own + ".") for m in imported), f"{name} does not import {own}"
+    assert not others, f"{name} imports {others}: reach them through {own} (its report), not from the notebook"

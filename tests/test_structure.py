@@ -224,11 +224,7 @@ ENTRY = "entry points"
 
 # Imports against the order that are known and not yet moved: (from unit, to unit) -> why. The test fails
 # when one of them disappears, so that this list only ever shrinks.
-KNOWN_UPWARD = {
-    ("validate", "experiments"): "the suite runs chapter 2's Case/run_case/predict_case (issue 19, item 3: "
-                                 "one path from a run to its prediction moves them below both)",
-    ("insitu", "experiments"): "the in-situ fit predicts chapter 2's cases (issue 19, item 3, as above)",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def layers_of(root: Path = ROOT, package: str = PACKAGE) -> tuple:
@@ -298,7 +294,7 @@ def test_layer_checker_finds_an_upward_import_and_a_loop_inside_a_layer(tmp_path
 def test_every_import_goes_down_the_layers_and_no_subpackages_loop():
     graph = import_graph()
     layers = layers_of()
-    assert {"cost", "calibrate", "experiments", "cli"} <= {u for _, us in layers for u in us}
+    assert {"cost", "calibrate", "chapters", "cli"} <= {u for _, us in layers for u in us}
     found = layer_problems(graph, layers, known=KNOWN_UPWARD)
     assert not found, ("imports against the layers of rlm_lab/__init__.py (move the code to the layer it "
                        "belongs to):\n" + "\n".join(found))
@@ -377,3 +373,70 @@ def test_readme_layout_reader_on_a_table():
     text = ("## Layout\n| path | what |\n|---|---|\n| `rlm_lab/{errors,host}.py`, `records/` | core |\n"
             "| `rlm_lab/cost/` | cost |\n| `notebooks/` | not the package |\n## Next\n| `rlm_lab/x/` | |\n")
     assert readme_layout_units(text) == ["errors", "host", "records", "cost"]
+
+
+# ---- one package per chapter, one shape ---------------------------------------------------------------------
+#
+# Every chapter's experiment is a package ``rlm_lab/chapters/chNN_<slug>/`` with the modules ``cases`` -> ``run`` ->
+# ``compare`` -> ``report``. A chapter without one of them says so in its package docstring ("there is no
+# ``compare`` module: ..."), and the docstring names every module the package has (``:mod:`.sweeps```), so that a
+# reader finds each one from the package.
+
+SHAPE = ("cases", "run", "compare", "report")
+
+
+def chapter_packages(root: Path = ROOT, package: str = PACKAGE) -> list[Path]:
+    import re
+
+    base = root / package / "chapters"
+    return sorted(p for p in base.iterdir() if p.is_dir() and re.match(r"ch\d\d_\w+$", p.name))
+
+
+def shape_problems(pkg: Path) -> list[str]:
+    """What keeps the chapter package ``pkg`` from the shape: a step neither present nor said to be absent, a
+    module its docstring does not name, no ``__init__.py`` (the docstring) at all."""
+    import re
+
+    init = pkg / "__init__.py"
+    if not init.exists():
+        return [f"{pkg.name}: no __init__.py (its docstring says what the chapter holds and what it lacks)"]
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    mods = {p.stem for p in pkg.glob("*.py")} | {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    mods -= {"__init__", "__main__"}
+    problems = [f"{pkg.name}: no {step}.py, and its docstring does not say why (\"there is no ``{step}`` module: ...\")"
+                for step in SHAPE
+                if step not in mods and not re.search(rf"\bno\s+(``\w+``(?:,\s+|\s+or\s+|\s+and\s+))*``{step}``", doc)]
+    problems += [f"{pkg.name}: its docstring does not name :mod:`.{m}`" for m in sorted(mods)
+                 if f":mod:`.{m}`" not in doc]
+    return problems
+
+
+def test_shape_checker_on_hand_made_chapters(tmp_path):
+    def chapter(name, doc, modules):
+        pkg = tmp_path / name
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text(f'"""{doc}"""\n')
+        for m in modules:
+            (pkg / f"{m}.py").write_text("")
+        return pkg
+
+    whole = chapter("ch01_a", "Its :mod:`.cases`, :mod:`.run`, :mod:`.compare`, :mod:`.report`.", SHAPE + ("__main__",))
+    assert shape_problems(whole) == []
+    said = chapter("ch02_b", "Its :mod:`.report`. There is no ``cases``, ``run`` or ``compare`` module: it measures "
+                             "nothing.", ("report",))
+    assert shape_problems(said) == []
+    silent = chapter("ch03_c", "Its :mod:`.cases`, :mod:`.run`, :mod:`.report`; and a sweep.", ("cases", "run", "report",
+                                                                                             "sweeps"))
+    assert shape_problems(silent) == [
+        "ch03_c: no compare.py, and its docstring does not say why (\"there is no ``compare`` module: ...\")",
+        "ch03_c: its docstring does not name :mod:`.sweeps`"]
+    (tmp_path / "ch04_d").mkdir()
+    assert shape_problems(tmp_path / "ch04_d") == [
+        "ch04_d: no __init__.py (its docstring says what the chapter holds and what it lacks)"]
+
+
+def test_every_chapter_package_has_the_shape():
+    packages = chapter_packages()
+    assert {"ch01_quickstart", "ch02_anatomy", "ch08_frameworks"} <= {p.name for p in packages}
+    found = [p for pkg in packages for p in shape_problems(pkg)]
+    assert not found, "chapter packages out of shape (cases -> run -> compare -> report):\n" + "\n".join(found)

@@ -7,7 +7,7 @@ import pytest
 
 from rlm_lab import validate as V
 from rlm_lab.cli import main
-from rlm_lab.experiments.anatomy import algorithm_cases, sweep_cases
+from rlm_lab.chapters.ch02_anatomy import algorithm_cases, sweep_cases
 from rlm_lab.compare import OTHER, STEP
 
 

@@ -3,7 +3,8 @@ was fitted on: only calibration runs, never a validation workload."""
 
 from rlm_lab import validate as V
 from rlm_lab.cost import load_profile
-from rlm_lab.experiments.anatomy import INSITU_PROFILE, Case
+from rlm_lab.cost.hardware import INSITU_PROFILE
+from rlm_lab.validate.traced_case import Case
 from rlm_lab.record import REPO_ROOT, load_record
 from rlm_lab.validate.pairs import BEFORE, PAIRS
 

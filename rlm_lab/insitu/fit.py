@@ -91,7 +91,7 @@ def _with(base: dict, values: dict, kernel_factor: float = 1.0, bf16_factor: flo
 def _stage_seconds(rec, profile: dict) -> dict:
     """{stage: predicted seconds} of ``rec``'s case under ``profile`` (chapter 2's time table; "other" =
     TRL's predicted bookkeeping, the step = stages + bookkeeping)."""
-    from ..experiments.anatomy import case_of, predict_case, time_table
+    from ..validate.traced_case import case_of, predict_case, time_table
     from ..compare import OTHER, STEP
     from ..validate.suite import reward_s_per_sample
 
@@ -223,7 +223,7 @@ def fit_retention(recs: dict, baselines: dict, base_profile) -> dict:
     ``{"base_bytes", "factor", "points": [[largest, floor], ...]}``."""
     from ..cost.fitting import fit_nonneg
     from ..cost.peak import stage_peaks
-    from ..experiments.anatomy import case_of, predict_case
+    from ..validate.traced_case import case_of, predict_case
 
     points = []
     for name in sorted(recs):

@@ -27,7 +27,7 @@ def base_path(base: str | None = None):
 def calibration_cases(size: str):
     """The size's calibration suite (``rlm_lab.sizes.get(size).calibration``) as Cases; a size without one
     is one clear error."""
-    from ..experiments.anatomy import Case
+    from ..validate.traced_case import Case
     from ..sizes import check_size, get
 
     size = check_size(size)
@@ -84,7 +84,7 @@ def _repo_relative(path) -> str:
 def predicted_steps(size: str, profile) -> dict:
     """{validation workload: predicted whole step (stages + TRL bookkeeping)} under ``profile``; workloads it
     cannot predict (no bf16 rates) are left out."""
-    from ..experiments.anatomy import predict_case
+    from ..validate.traced_case import predict_case
     from ..validate.suite import reward_s_per_sample, workloads
 
     out = {}

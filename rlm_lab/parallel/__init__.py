@@ -7,6 +7,7 @@ The mechanism, one small module per parallelism, each a function applied to a mo
 validation, the DeviceMesh), ``launch`` (processes and their failures), ``comm_counter`` (what a rank
 sends) and ``predict`` (a layout's collectives from the formulas). ``cli`` is ``rlm-lab parallel``.
 
-The benchmark harness of chapter 4 (measure, verify against one process, record, report, the
-end-to-end Trainer runs) is ``rlm_lab.parallel.bench``.
+The harness that measures a layout (verify against one process, count, record, predict its step time; the
+PP, CP and EP measurements; the end-to-end Trainer runs) is ``rlm_lab.parallel.bench``; chapter 4's experiment
+(its layouts, runs, comparison and report) is ``rlm_lab.chapters.ch04_parallelism``.
 """

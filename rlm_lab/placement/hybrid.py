@@ -190,29 +190,3 @@ def _timeline(folder: Path, placement, outs: list[dict]) -> None:
     trace = merge(processes, t0=t0)
     atomic_write_json(folder / "trace.json", trace)
     gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")
-
-
-# the memory run: a zoo model large enough for its states to stand out of the runtime's resident memory,
-# a few steps, no SFT warm start (memory does not depend on the weights' values), as --lora-memory does
-MEMORY_RUN = {"model": "small", "rl_steps": 3, "sft_steps": 0}
-
-
-def measure_hybrid(size: str, root, steps: int | None = None, session=None, command=None, timeout_s: float = 120.0,
-                   key: str = "hybrid", **overrides):
-    """Predict, then run, the hybrid placement of the size's GRPO run (chapter 5's config and SFT start, or
-    ``overrides`` of it: ``key="hybrid_memory", **MEMORY_RUN``) into a new folder ``<root>/ch05_<key>/<UTC
-    time>``; bad input is one error before Ray starts. Returns the results (plus ``dir``)."""
-    from .experiment import _now, cluster, predict, run_config
-    from .runtime import algo_roles, check_placement
-    from ..cost.placement_spec import get_placement
-
-    cfg = run_config(size, **{**overrides, **({"rl_steps": steps} if steps else {})})
-    if cfg.size == "gpu":
-        raise RlmLabError("the hybrid run is measured on CPU ranks (gloo); use --size smoke or cpu")
-    p = get_placement("hybrid", cluster(2), algo_roles(cfg))
-    check_placement(p, cfg)
-    check_hybrid(p, cfg)
-    prediction = predict(p, cfg)  # before the run
-    folder = Path(root) / f"ch05_{key}" / _now()
-    res = run_hybrid(p, cfg, folder, session=session, prediction=prediction, command=command, timeout_s=timeout_s)
-    return {**res, "dir": str(folder)}

@@ -6,10 +6,10 @@ shape combinations none of the chapters used while the cost model was developed:
 layouts without RL. Here: other zoo models (``nano``, ``mini``, the MoE ``nano-moe`` / ``micro-moe``),
 other G, B and R, GRPO, PPO and DAPO-style GRPO (beta = 0), and two runs with TRL's defaults kept (bf16
 autocast on CPU; bf16 + gradient checkpointing). A workload the profile cannot predict (bf16 and a profile
-without bf16-autocast rates) is listed with the reason and left out of the numbers. Every run uses chapter 2's experiment code
-(:func:`rlm_lab.experiments.anatomy.run_case` to measure, :func:`~rlm_lab.experiments.anatomy.predict_case`
-to predict, :func:`~rlm_lab.experiments.anatomy.time_table` to join them), so the validation exercises
-exactly the predictor the chapters use, with the committed hardware profile.
+without bf16-autocast rates) is listed with the reason and left out of the numbers. Every run is a traced case,
+as chapter 2's are (:mod:`.traced_case`: :func:`~.traced_case.run_case` to measure,
+:func:`~.traced_case.predict_case` to predict, :func:`~.traced_case.time_table` to join them), so the validation
+exercises exactly the predictor the chapters use, with the committed hardware profile.
 
 Reported (:func:`summary`): the median and worst |error| of the whole step, the median and worst |error|
 over every stage that takes >= 5 % of its measured step, and the signed bias (mean signed whole-step

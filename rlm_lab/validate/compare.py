@@ -46,7 +46,7 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
     ``share`` = measured stage / measured step), plus the predicted and measured peak memory per stage
     when ``baselines`` (runtime RSS per run) are given."""
     from ..cost.peak import peak_rows
-    from ..experiments.anatomy import case_of, predict_case, time_table
+    from .traced_case import case_of, predict_case, time_table
 
     reward_s = reward_s_per_sample() if reward_s is None else reward_s
     rows = []

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import RlmLabError
-from ..experiments.anatomy import Case
+from .traced_case import Case
 from ..host import load_average
 
 # The suite of each size is in the one registry (rlm_lab.sizes: ``validation``), as tuples of Case fields.
@@ -53,7 +53,7 @@ def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, con
     thread pools) so that the baseline holds it; what an earlier workload allocated and freed (and the
     allocator kept) is not in this process at all, so the peak above the baseline is this workload's own."""
     try:
-        from ..experiments.anatomy import run_case
+        from .traced_case import run_case
 
         run_case(WARMUP_CASE, size, Path(warmup_dir), seed=seed)
         gc.collect()

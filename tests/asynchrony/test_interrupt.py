@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rlm_lab.asynchrony.interrupt import InterruptibleEngine, check_policy, sample_version  # noqa: E402
-from rlm_lab.asynchrony.interrupt.cost import main, perturbed  # noqa: E402
+from rlm_lab.chapters.ch06_async.interrupt import main, perturbed  # noqa: E402
 from rlm_lab.errors import RlmLabError  # noqa: E402
 from rlm_lab.placement.rollout import RolloutEngine  # noqa: E402
 

@@ -4,14 +4,14 @@ import pytest
 
 from rlm_lab.cost import model_spec
 from rlm_lab.cost import peak as PK
-from rlm_lab.experiments.anatomy import Case, predict_case
+from rlm_lab.validate.traced_case import Case, predict_case
 
 
 def test_generation_kv_matches_the_live_cache_of_generate():
     """The KV term against the tensors of a real transformers generate (independent of the formula)."""
     import torch
 
-    from rlm_lab.experiments.memory_probes import measure_kv_cache
+    from rlm_lab.train.memory_probes import measure_kv_cache
     from rlm_lab.models import build_model
 
     torch.manual_seed(0)

@@ -48,8 +48,8 @@ row("glue-no-workers", "an asynchronous mode on a placement without rollout work
 row("glue-ahead-past-eta", "more batches queued ahead than the staleness bound allows",
     lambda tmp: _glue(eta=1, ahead=2), "AsyncGlue(eta=1, ahead=2)", r"ahead=2 would break the staleness bound eta=1")
 row("experiment-first-not-sync", "the mode experiment without the synchronous baseline first",
-    lambda tmp: __import__("rlm_lab.asynchrony.experiment", fromlist=["x"]).measure("smoke", tmp, modes=("one_step_off",)),
-    "asynchrony.experiment.measure('smoke', modes=('one_step_off',))",
+    lambda tmp: __import__("rlm_lab.chapters.ch06_async.run", fromlist=["x"]).measure("smoke", tmp, modes=("one_step_off",)),
+    "chapters.ch06_async.run.measure('smoke', modes=('one_step_off',))",
     r"the first mode must be sync: the others are predicted from its stage times")
 row("simulate-eta-negative", "the staleness recurrence with eta below 0",
     lambda tmp: __import__("rlm_lab.cost.asynchrony", fromlist=["x"]).simulate([1.0], 1.0, -2),

@@ -41,10 +41,10 @@ row("predictor-bad-prompt", "the length predictor given a prompt that is not a c
     lambda: __import__("rlm_lab.tasks.chain", fromlist=["x"]).predicted_length("3+="),
     "tasks.chain.predicted_length('3+=')", r"chain prompt '3\+=' is not of the form 3\+4\*2=")
 row("measure-gpu", "chapter 7's measurements asked for at gpu size (CPU only so far)",
-    lambda: __import__("rlm_lab.longtail", fromlist=["x"]).measure("gpu", out="/nonexistent/never-written"),
-    "longtail.measure('gpu', out=...)", r"chapter 7 measures on CPU only so far")
-row("measure-unknown", "an unknown technique", lambda: __import__("rlm_lab.longtail", fromlist=["x"]).measure(
-    "smoke", only=["speculation"], out="/nonexistent/never-written"), "longtail.measure('smoke', only=['speculation'])",
+    lambda: __import__("rlm_lab.chapters.ch07_long_tail", fromlist=["x"]).measure("gpu", out="/nonexistent/never-written"),
+    "chapters.ch07_long_tail.measure('gpu', out=...)", r"chapter 7 measures on CPU only so far")
+row("measure-unknown", "an unknown technique", lambda: __import__("rlm_lab.chapters.ch07_long_tail", fromlist=["x"]).measure(
+    "smoke", only=["speculation"], out="/nonexistent/never-written"), "chapters.ch07_long_tail.measure('smoke', only=['speculation'])",
     r"unknown technique 'speculation'; choose from: overprovision, tail_batching")
 
 

@@ -38,14 +38,14 @@ CASES.append(Case("ray-address-env-refused", "RAY_ADDRESS names a port where no 
 
 
 def _cfg(algo="grpo", **kw):
-    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.chapters.ch05_placement.cases import run_config
 
     return run_config("smoke", algo, **kw)
 
 
 def too_many_cpus(tmp):
     """run_placement(colocated on 64 CPUs) on this machine"""
-    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.chapters.ch05_placement.cases import run_config
     from rlm_lab.placement.runtime import algo_roles, run_placement
     from rlm_lab.cost.placement_spec import Cluster, get_placement
 
@@ -109,7 +109,7 @@ def bad_layout(tmp):
 
 def unknown_key(tmp):
     """experiment.measure(keys=['hybrid_gpu'])"""
-    from rlm_lab.placement.experiment import measure
+    from rlm_lab.chapters.ch05_placement.run import measure
 
     measure("smoke", tmp / "runs", keys=["hybrid_gpu"])
 

@@ -105,7 +105,7 @@ add("load-missing", "load_record of a folder that does not exist", r"no run reco
 
 def reference_missing(tmp):
     """reference_records(["ch01_grpo", "ch01_nope"]) (chapter 1's loader)"""
-    from rlm_lab.train.plots import reference_records
+    from rlm_lab.chapters.ch01_quickstart.report import reference_records
 
     reference_records(("ch01_grpo", "ch01_nope"))
 

@@ -141,7 +141,7 @@ def test_repeat_agreement_by_hand():
 def test_retained_floor_by_hand():
     """With a fitted floor every stage's predicted peak above the baseline is max(own terms, base + factor x largest)."""
     from rlm_lab.cost.peak import peak_rows, stage_peaks
-    from rlm_lab.experiments.anatomy import case_of, predict_case
+    from rlm_lab.validate.traced_case import case_of, predict_case
 
     rec = load_record(reference_root("cpu") / "validation_micro_ppo_B32_G4_R24")
     plain = load_profile(BASE).to_dict()
@@ -163,7 +163,7 @@ def test_fit_retention_recovers_a_synthetic_floor():
     from types import SimpleNamespace
 
     from rlm_lab.cost.peak import stage_peaks
-    from rlm_lab.experiments.anatomy import case_of, predict_case
+    from rlm_lab.validate.traced_case import case_of, predict_case
 
     c0, c1, base_rss = 12 * 2**20, 1.3, 500 * 2**20
     recs, baselines = {}, {}

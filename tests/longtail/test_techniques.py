@@ -10,7 +10,8 @@ import pytest
 
 from rlm_lab.cost import longtail as cost
 from rlm_lab.errors import RlmLabError
-from rlm_lab.longtail import engine, report, techniques as T
+from rlm_lab.chapters.ch07_long_tail import report
+from rlm_lab.longtail import engine, techniques as T
 from rlm_lab.tasks import Chain, correctness_reward
 
 
@@ -182,7 +183,7 @@ def test_cli_bad_size_is_one_line(capsys):
 
 
 def test_measure_writes_records_with_prediction_and_load(tmp_path):
-    from rlm_lab.longtail import measure
+    from rlm_lab.chapters.ch07_long_tail import measure
     from rlm_lab.record import load_record
 
     recs = measure("smoke", only=["dynamic_sampling"], out=tmp_path)

@@ -112,7 +112,7 @@ def test_composed_layout_pays_both_families_and_datasheet_terms_are_named_assume
 
 
 def test_validation_verdict_follows_the_live_numbers():
-    from rlm_lab.parallel.bench.out_of_sample import BAR, summary
+    from rlm_lab.chapters.ch04_parallelism.out_of_sample import BAR, summary
 
     rows = [{"time_rel_err": e} for e in (-0.1, 0.2, 0.3)]
     s = summary(rows)

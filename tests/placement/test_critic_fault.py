@@ -17,7 +17,7 @@ def _is_role(pid):
 
 def test_killed_critic_worker_fails_the_run_cleanly(ray_session, tmp_path):
     from rlm_lab.errors import RlmLabError
-    from rlm_lab.placement.experiment import ppo_placements, run_config
+    from rlm_lab.chapters.ch05_placement.cases import ppo_placements, run_config
     from rlm_lab.placement.runtime import run_placement
     from rlm_lab.record import RunRecord, read_jsonl
 

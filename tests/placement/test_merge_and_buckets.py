@@ -113,7 +113,7 @@ def test_bucketed_broadcast_copies_every_parameter_and_counts_its_bytes():
 
 
 def test_ranking_tau_and_regret_by_hand():
-    from rlm_lab.placement.experiment import ranking
+    from rlm_lab.chapters.ch05_placement.compare import ranking
 
     rows = [dict(placement="a", predicted_s=1.0, measured_s=2.0), dict(placement="b", predicted_s=2.0, measured_s=1.0),
             dict(placement="c", predicted_s=3.0, measured_s=3.0)]
@@ -142,7 +142,7 @@ def test_lora_sync_is_the_adapters_by_hand():
 
 
 def test_timeline_window_skips_warm_up_and_final_outliers():
-    from rlm_lab.placement.experiment import representative_window
+    from rlm_lab.chapters.ch05_placement.report import representative_window
 
     # the chapter 5 colocated run's shape: steady 0.05 s steps, then 0.117, 1.865 and 2.252 s at the end
     d = [0.067, 0.054] + [0.05] * 10 + [0.117, 1.865, 2.252]

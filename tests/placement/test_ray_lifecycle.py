@@ -144,7 +144,7 @@ def _started(root, kind) -> bool:
 
 COMMANDS = {
     "place": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--placement", "colocated", "--steps", "400"],
-    "campaign": ["-m", "rlm_lab.asynchrony.campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
+    "campaign": ["-m", "rlm_lab.chapters.ch06_async.campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
     "longtail": ["-m", "rlm_lab.cli", "longtail", "--size", "smoke"],
 }
 

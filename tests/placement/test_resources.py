@@ -6,7 +6,7 @@ import pytest
 
 
 def _grpo(size="gpu"):
-    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.chapters.ch05_placement.cases import run_config
 
     return run_config(size)
 
@@ -32,7 +32,7 @@ def test_gpu_sets_ask_ray_for_gpus_and_sync_over_nccl():
 def test_gpu_size_places_on_gpus_and_is_refused_without_them(monkeypatch):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement import resources, runtime
-    from rlm_lab.placement.experiment import placements
+    from rlm_lab.chapters.ch05_placement.cases import placements
 
     cfg = _grpo()
     monkeypatch.setattr(resources, "local_gpus", lambda: 0)

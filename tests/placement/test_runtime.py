@@ -102,7 +102,7 @@ def test_more_cpus_than_exist_is_one_error_before_anything(place_cfg, tmp_path):
 
 def test_unreachable_ray_address_is_one_error(tmp_path):
     from rlm_lab.errors import RlmLabError
-    from rlm_lab.placement.cli import check_address
+    from rlm_lab.chapters.ch05_placement.cli import check_address
     from rlm_lab.host import free_port
 
     t0 = time.perf_counter()

@@ -60,7 +60,7 @@ def _train(cfg, split: bool, tmp_path):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from rlm_lab.placement.experiment import run_config
+    from rlm_lab.chapters.ch05_placement.cases import run_config
 
     cfg = run_config("smoke", "ppo", rl_steps=STEPS, seed=5)
     tmp = tmp_path_factory.mktemp("split")

@@ -23,7 +23,7 @@ def kill(folder, how):
 
 @pytest.mark.parametrize("how", ["legacy", "running"])
 def test_chapter4_report_refuses_a_killed_layout_run_instead_of_dropping_it(tmp_path, how):
-    from rlm_lab.parallel.bench.report import load_records
+    from rlm_lab.chapters.ch04_parallelism.run import load_records
 
     copy(["ch04_single", "ch04_dp2", "ch04_tp2"], tmp_path)
     assert [r.dir.name for r in load_records(tmp_path)] == ["ch04_dp2", "ch04_single", "ch04_tp2"]
@@ -40,7 +40,7 @@ def test_chapter4_report_refuses_a_killed_layout_run_instead_of_dropping_it(tmp_
 
 def test_chapter1_reference_runs_refuse_a_killed_run(tmp_path, monkeypatch):
     from rlm_lab.records import provenance
-    from rlm_lab.train.plots import reference_records
+    from rlm_lab.chapters.ch01_quickstart.report import reference_records
 
     copy(["ch01_grpo", "ch01_ppo"], tmp_path / "data" / "runs" / "cpu")
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)

@@ -159,7 +159,8 @@ def test_plots_and_sweep_summary_read_the_record(grpo_run, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from rlm_lab.train import plots, sweep
+    from rlm_lab.chapters.ch01_quickstart import report as plots
+    from rlm_lab.train import sweep
 
     steps, acc = plots.accuracy_curve(grpo_run)
     sft_steps = grpo_run.config["sft_steps"]

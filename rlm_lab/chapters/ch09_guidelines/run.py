@@ -606,7 +606,7 @@ def _ch04_profile():
 
 @functools.lru_cache(maxsize=None)
 def _ch04_records(root: Path) -> tuple:
-    return tuple(U.ch04_report.load_records(root))
+    return tuple(U.ch04_records(root))
 
 
 def _ch04(item: Item, root: Path):

@@ -1,24 +1,24 @@
 """Everything chapter 9 takes from the other chapters and from the cost model, imported here and only here.
 
-The other chapters' modules are moving into ``rlm_lab/chapters/chNN_slug/``; when they move, this is the one file
-whose imports change. Nothing here computes: it names what the chapter reads (torch-free, all of it).
+Nothing here computes: it names what the chapter reads (torch-free, all of it).
 """
 
 from __future__ import annotations
 
 # chapter 4: the intra-model layouts' records, compared with the calibrated profile's predictions
-from ...parallel.bench import report as ch04_report
-from ...parallel.bench.suite import record_step_time as ch04_step_time
+from ..ch04_parallelism import report as ch04_report
+from ..ch04_parallelism.run import load_records as ch04_records
+from ..ch04_parallelism.compare import record_step_time as ch04_step_time
 # chapter 5: the placement runs (newest completed run of a cell) and their predicted-against-measured rows
-from ...placement.experiment import comparison as ch05_comparison
-from ...placement.experiment import latest as ch05_latest
+from ..ch05_placement.compare import comparison as ch05_comparison
+from ..ch05_placement.run import latest as ch05_latest
 # chapter 6: one run's final held-out accuracy and tokens per second, as chapter 6 defines them
-from ...asynchrony.analysis import final_accuracy, tokens_per_s
+from ..ch06_async.compare import final_accuracy, tokens_per_s
 # chapter 7: one technique's predicted and measured gain with its interval (the chapter's own estimator)
-from ...longtail.report import GAIN as CH07_GAIN
-from ...longtail.report import gain_row as ch07_gain_row
+from ..ch07_long_tail.report import GAIN as CH07_GAIN
+from ..ch07_long_tail.report import gain_row as ch07_gain_row
 # chapter 8: the 7B GRPO workload the book predicts at scale, its model config, a mode's step on a placement
-from ...frameworks.report import MODEL_7B, mode_step, workload_7b
+from ..ch08_frameworks.report import MODEL_7B, mode_step, workload_7b
 # the cost model
 from ...cost import comm, longtail as cost_longtail
 from ...cost.advise import advise
@@ -29,7 +29,7 @@ from ...cost.placement_spec import Cluster, get_placement
 from ...cost.spec import model_spec
 from ...cost.workload import ResponseLengths, Workload, algorithm
 
-__all__ = ["ch04_report", "ch04_step_time", "ch05_comparison", "ch05_latest", "final_accuracy", "tokens_per_s", "CH07_GAIN",
+__all__ = ["ch04_report", "ch04_records", "ch04_step_time", "ch05_comparison", "ch05_latest", "final_accuracy", "tokens_per_s", "CH07_GAIN",
            "ch07_gain_row", "MODEL_7B", "mode_step", "workload_7b", "comm", "cost_longtail", "advise", "advise_mode",
            "simulate", "Lora", "lora_params", "predict_placement", "Cluster", "get_placement", "model_spec", "ResponseLengths",
            "Workload", "algorithm", "validation_band"]

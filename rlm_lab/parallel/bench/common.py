@@ -3,7 +3,7 @@ step-time prediction.
 
 :mod:`.pp`, :mod:`.cp` and :mod:`.ep` each hold their own ``measure_*`` (what one run measures) and
 ``verify_*`` (correctness against one process); this module holds what the three share, so each of them
-stays readable on its own. The recorded runs (``ch04_e2_*``) are :mod:`.sweeps`'.
+stays readable on its own. The recorded runs (``ch04_e2_*``) are :mod:`rlm_lab.chapters.ch04_parallelism.sweeps`'.
 """
 
 from __future__ import annotations

@@ -1,0 +1,9 @@
+"""Chapter 1, "Quick start": a tiny reasoning LM trained on a CPU, SFT then GRPO, and PPO from the same SFT model.
+
+:mod:`.cases` (this build's two runs, from the size's presets) -> :mod:`.report` (curves, the runs' summary and
+provenance, the committed reference runs, the tuning sweep and the aim judged on its reference run, and every
+glued value). There is no ``run`` module: the chapter's runs are :func:`rlm_lab.train.run` itself, the
+mechanism the chapter introduces, called by the notebook; and no ``compare`` module: the chapter predicts
+nothing, its check is the accuracy gain against the bar fixed before the sweep (:func:`.report.sweep_section`).
+The sweep's runs are made by ``python -m rlm_lab.train.sweep`` (the presets' tuning).
+"""
