@@ -442,11 +442,11 @@ class _Assembler:
         """sum_k t_step(b_k, P + k); evaluated on a stride for long generations (t_step is smooth in c)."""
         P, n = self.wl.prompt_len, len(active)
         stride = max(1, n // 512)
-        total = 0.0
+        total, parts = 0.0, {}
         for k0 in range(0, n, stride):
             k1 = min(n, k0 + stride)
             total += (k1 - k0) * decode_step_time(self.spec, active[k0], P + k0 + 1, self.prof, self.dt, self.db,
-                                                    self.wl.engine == "static")
+                                                    self.wl.engine == "static", parts=parts)
         return total
 
     def preparation(self):

@@ -193,19 +193,27 @@ def decode_step_parts(spec: ModelSpec, batch: int, profile, dtype: str = "bf16",
 
 
 def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: str = "bf16",
-                     dtype_bytes: int | None = None, kv_append: bool = True) -> float:
+                     dtype_bytes: int | None = None, kv_append: bool = True, parts: dict | None = None) -> float:
     """t_step(b, c): one token for each of ``batch`` sequences whose KV cache holds ``context`` tokens.
 
     A roofline per step. Flat in b while the weight read (or the per-step overhead) dominates;
     linear in b beyond the knee b* ~ F/BW. ``kv_append``: the cache grows by ``torch.cat``
     (transformers' DynamicCache, the static engine); False for a paged cache (vLLM-style engines).
+    ``parts``: a dict the caller keeps across the steps of one generation (same spec, profile, dtype): the
+    context-free part :func:`decode_step_parts` is computed once per batch size there (the same numbers;
+    a sum over a long generation otherwise recomputes it for every step).
     """
     from .hardware import load_profile
     from .spec import model_spec
 
     profile, spec = load_profile(profile), model_spec(spec)
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
-    compute, over = decode_step_parts(spec, batch, profile, dtype, dtype_bytes, kv_append)
+    if parts is None:
+        compute, over = decode_step_parts(spec, batch, profile, dtype, dtype_bytes, kv_append)
+    else:
+        if batch not in parts:
+            parts[batch] = decode_step_parts(spec, batch, profile, dtype, dtype_bytes, kv_append)
+        compute, over = parts[batch]
     compute += attention_time(spec, profile, batch, 1, context, dtype, dtype_bytes)
     if kv_append:
         compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
@@ -248,7 +256,8 @@ def generate_time(spec: ModelSpec, profile, prompt_len: int, lengths, batch: int
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
     b = batch or len(lengths)
     t = forward_time(spec, profile, b, prompt_len, b, dtype, dtype_bytes) + profile.call_overhead("generate_base_s")
+    parts: dict = {}
     for k in range(1, max(lengths)):
         b_k = b if engine == "static" else sum(1 for r in lengths if r > k)
-        t += decode_step_time(spec, b_k, prompt_len + k, profile, dtype, dtype_bytes, engine == "static")
+        t += decode_step_time(spec, b_k, prompt_len + k, profile, dtype, dtype_bytes, engine == "static", parts=parts)
     return t

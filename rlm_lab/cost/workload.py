@@ -117,8 +117,11 @@ def expected_max(lengths: list[int], k: int) -> float:
     r = sorted(lengths)
     n = len(r)
     k = max(1, min(k, n))
-    total = math.comb(n, k)
-    return sum(r[j - 1] * math.comb(j - 1, k - 1) for j in range(k, n + 1)) / total
+    total, c, acc = math.comb(n, k), 1, 0  # c = C(j-1, k-1), updated exactly: C(j, k-1) = C(j-1, k-1) j / (j-k+1)
+    for j in range(k, n + 1):
+        acc += r[j - 1] * c
+        c = c * j // (j - k + 1)
+    return acc / total
 
 
 def response_lengths(resp) -> ResponseLengths:

@@ -281,6 +281,23 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> d
 def record_report(path: Path = RECORD) -> dict:
     """The report rebuilt from the committed prediction record: the verdicts are recomputed here from its numbers.
     One error line when the record is missing or was made from another registry or another fit."""
+    rec, registry, fit = _current_record(path)
+    rep = _assemble(registry, fit, _record_outcomes(rec, registry, "assumed"),
+                    _record_outcomes(rec, registry, "fitted") if fit else None)
+    rep["record"] = {k: rec[k] for k in ("predictor_commit", "dirty", "written_at")}
+    return rep
+
+
+def record_outcomes(path: Path = RECORD) -> list[Outcome]:
+    """The committed record's predictions, one :class:`Outcome` per case, with the fitted efficiencies when
+    ``fit.json`` exists (else the assumed ones): what ``predict_all`` with the committed fit gives, read
+    instead of recomputed (the record test keeps the two equal). Same error lines as :func:`record_report`."""
+    rec, registry, fit = _current_record(path)
+    return _record_outcomes(rec, registry, "fitted" if fit else "assumed")
+
+
+def _current_record(path: Path):
+    """(record, registry, fit) or one error line when the record is missing or from another registry or fit."""
     import json
 
     if not path.is_file():
@@ -294,14 +311,12 @@ def record_report(path: Path = RECORD) -> dict:
     if rec.get("fit_sha256") != (_sha(FIT_FILE) if fit else None):
         raise RlmLabError(f"{path.name} was made with another fit than fit.json; rewrite it with "
                           f"`rlm-lab validate --published --write`")
+    return rec, registry, fit
 
-    def outcomes(key):
-        out = []
-        for c in registry.cases.values():
-            v = rec["cases"].get(c.id, {}).get(key)
-            out.append(Outcome(c, v, "") if isinstance(v, (int, float)) else Outcome(c, None, (v or {}).get("why", "")))
-        return out
 
-    rep = _assemble(registry, fit, outcomes("assumed"), outcomes("fitted") if fit else None)
-    rep["record"] = {k: rec[k] for k in ("predictor_commit", "dirty", "written_at")}
-    return rep
+def _record_outcomes(rec: dict, registry, key: str) -> list[Outcome]:
+    out = []
+    for c in registry.cases.values():
+        v = rec["cases"].get(c.id, {}).get(key)
+        out.append(Outcome(c, v, "") if isinstance(v, (int, float)) else Outcome(c, None, (v or {}).get("why", "")))
+    return out

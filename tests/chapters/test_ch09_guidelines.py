@@ -213,3 +213,15 @@ def test_the_validated_band_is_the_median_over_validation_cases():
     assert why == "" and band["step_time"] == pytest.approx(0.2) and band["ratio"] == pytest.approx(0.25)
     assert band["cases"] == 4
     assert upstream._band(outs[4:], ("step_time",), ("speedup",))[0] is None
+
+
+def test_the_band_read_from_the_record_is_the_band_of_a_fresh_prediction():
+    """validation_band reads data/published/validation.json instead of predicting every case again: it must give
+    what predict_all with the committed fit gives now (a stale or hand-edited record would differ)."""
+    from rlm_lab.chapters.ch09_guidelines import upstream
+    from rlm_lab.validate import published, published_predict as pp
+
+    fresh = pp.predict_all(published.load_published(), pp.fitted_values(pp.load_fit()))
+    band, why = upstream.validation_band()
+    assert band is not None, why
+    assert band == upstream._band(fresh, published.STEP_QUANTITIES, published.RATIO_QUANTITIES)[0]

@@ -42,3 +42,23 @@ def test_response_lengths_and_expected_max():
     assert expected_max([1, 2, 3], 2) == pytest.approx((2 + 3 + 3) / 3)
     with pytest.raises(RlmLabError, match="low"):
         ResponseLengths("uniform", low=5, high=2)
+
+
+def test_expected_max_equals_the_binomial_sum_and_brute_force():
+    """The incremental binomial update gives exactly the closed form sum_j r_(j) C(j-1, k-1) / C(n, k), and on a
+    small case the mean of the max over every k-subset (enumerated)."""
+    import itertools
+    import math
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 300)
+        lengths, k = [rng.randint(1, 4000) for _ in range(n)], rng.randint(1, n)
+        r = sorted(lengths)
+        closed = sum(r[j - 1] * math.comb(j - 1, k - 1) for j in range(k, n + 1)) / math.comb(n, k)
+        assert expected_max(lengths, k) == closed
+    small = [5, 1, 9, 3, 7, 7]
+    for k in range(1, 7):
+        subsets = list(itertools.combinations(small, k))
+        assert expected_max(small, k) == pytest.approx(sum(map(max, subsets)) / len(subsets), rel=1e-12)

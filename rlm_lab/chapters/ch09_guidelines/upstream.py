@@ -38,18 +38,14 @@ __all__ = ["ch04_report", "ch04_records", "ch04_step_time", "ch05_comparison", "
 def validation_band() -> tuple[dict | None, str]:
     """The predictor's validated error on published cluster measurements (issue 21's ``rlm-lab validate
     --published``): ``({"step_time": median |error|, "ratio": median |error|, "cases": n, "source": ...}, "")``
-    computed now from the registry ``data/published/`` and its committed fit, or ``(None, why)`` when that
-    validation is not part of this checkout (then the book says "not validated yet")."""
-    try:
-        from ...validate import published, published_predict
-    except ImportError:
-        return None, ("not validated yet: the published-measurement validation (rlm_lab.validate.published) is not "
-                      "in this checkout")
+    from the committed prediction record ``data/published/validation.json`` (checked against the registry and
+    its fit; a test keeps it equal to a fresh prediction), or ``(None, why)`` when it is missing or stale
+    (then the book says "not validated yet")."""
     from ...errors import RlmLabError
+    from ...validate import published, published_report
 
     try:
-        reg = published.load_published()
-        outcomes = published_predict.predict_all(reg, published_predict.fitted_values(published_predict.load_fit()))
+        outcomes = published_report.record_outcomes()
     except (AttributeError, RlmLabError) as e:
         return None, f"not validated yet: the published validation could not be computed ({e})"
     return _band(outcomes, published.STEP_QUANTITIES, published.RATIO_QUANTITIES)
