@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make book SIZE=cpu   execute every chapter's notebook at SIZE and write static HTML to _build/html
-#   make test            unit tests, every notebook under nbval at smoke size, and the book build at smoke size
+#   make test            the unit tests but the slow ones, and the book build at smoke size (it executes every notebook)
 # Both first create .venv from the pinned requirements (torch==2.13.0 is the CPU build; see requirements.txt).
 SIZE ?= cpu
 PY ?= python3
@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-notebooks test-book notebooks venv clean gpu-archive gpu-wheels
+.PHONY: book test test-unit test-slow test-nbval test-book notebooks venv clean gpu-archive gpu-wheels
 
 venv: $(VENV)/.installed
 
@@ -26,20 +26,27 @@ $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt pypro
 book: venv
 	$(BIN)/python -m rlm_lab.book build --size $(SIZE)
 
-# All three phases run even when one fails; the command fails if any did.
+# Both phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
 test: venv
 	@rm -f _build/phases.txt; rc=0; \
-	for phase in unit notebooks book; do \
+	for phase in unit book; do \
 		$(PHASE) $$phase $(MAKE) --no-print-directory test-$$phase || rc=1; \
 	done; \
 	cat _build/phases.txt; exit $$rc
 
-# Everything under tests/ except what executes notebooks or builds the book.
+# Everything under tests/ except what executes notebooks or builds the book, and the tests marked slow.
 test-unit: venv
-	$(PYTEST) -q --durations=10 -m "not notebook" tests
+	$(PYTEST) -q --durations=10 -m "not notebook and not slow" tests
 
-# nbval collects .ipynb files itself: each notebook runs top to bottom at smoke size in this venv.
-test-notebooks: venv
+# The slow tests (each more than ~10 s on 2 cores: Ray runs and their kills and signals, torch.distributed
+# parity, the GPU edition's rehearsal, concurrent writers); CI runs them after `make test`.
+test-slow: venv
+	$(PYTEST) -q --durations=10 -m "slow and not notebook" tests
+
+# The notebooks under nbval (each .ipynb top to bottom at smoke size in this venv). The book build of `make test`
+# executes the same cells (the paired .md; tests/test_notebooks.py checks the pairs) and fails on any error, so
+# `make test` does not run them twice.
+test-nbval: venv
 	RLM_SIZE=smoke $(PYTEST) -q --nbval-lax --nbval-current-env --nbval-cell-timeout=300 notebooks
 
 # Tests marked `notebook`: the book built at smoke size with warnings as errors, then its pages checked.

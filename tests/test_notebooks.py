@@ -1,4 +1,4 @@
-"""Notebook conventions, checked without running anything (nbval runs them: `make test-notebooks`).
+"""Notebook conventions, checked without running anything (the book build runs them; nbval too: `make test-nbval`).
 
 Each notebooks/<name>.md (jupytext MyST, the reviewed source) has a paired, output-free <name>.ipynb
 with the same cells (Colab and nbval read the .ipynb); its first code cell is tagged `parameters` and

@@ -63,6 +63,7 @@ def test_bad_input_is_one_line(argv, msg, capsys):
     assert err.startswith("rlm-lab: error:") and msg in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_one_smoke_workload_end_to_end(tmp_path, capsys):
     name = "nano_dapo_B16_G2_R4"
     assert main(["validate", "--size", "smoke", "--run", "--only", name, "--out", str(tmp_path)]) == 0

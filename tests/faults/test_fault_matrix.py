@@ -6,7 +6,12 @@ from fault_matrix import PAGE, collect, render, run_case, verify
 CASES = collect()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c.area}:{c.id}" for c in CASES])
+# Two concurrent writers each start a full run (seconds of training): the slow phase runs them.
+SLOW_AREAS = ("concurrency",)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.area in SLOW_AREAS else c for c in CASES],
+                         ids=[f"{c.area}:{c.id}" for c in CASES])
 def test_fault(case, tmp_path):
     verify(case, run_case(case, tmp_path), tmp_path)
 

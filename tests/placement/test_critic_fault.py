@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 
 def _is_role(pid):
     try:
