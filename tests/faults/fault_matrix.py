@@ -239,7 +239,7 @@ def render(cases: list[Case] | None = None) -> str:
     lines = [
         "# What happens when things go wrong",
         "",
-        "Every row below is a test: `tests/faults/` runs it in `make test` and checks the promise made here.",
+        "Every row below is a test: `tests/faults/` runs it in `make test` (the concurrent writers in `make test-slow`) and checks the promise made here.",
         "A **clear error** exits with status 2 after printing exactly one line `rlm-lab: error: ...` (no",
         "traceback), before any work starts, and leaves every file it was given, and the folder it was run in,",
         "exactly as they were. A **correct result** is an edge case that is valid input and gives the right",
