@@ -63,8 +63,11 @@ def zigzag_positions(seq: int, cp: int, rank: int):
 
 def predicted_kv_bytes(batch: int, seq: int, kv_heads: int, head_dim: int, cp: int, layers: int = 1,
                        bytes_per_elem: int = 4) -> dict:
-    """Bytes one rank sends per step: (c-1)/c·2·b·s·n_kv·d_h·bytes per layer forward, same backward."""
-    fwd = (cp - 1) * 2 * batch * (seq // cp) * kv_heads * head_dim * bytes_per_elem * layers
+    """Bytes one rank sends per step: ``cost.comm.cp_ring_bytes`` (the formula's one home, (c-1)/c·2·b·s·n_kv·d_h
+    bytes per layer forward) times the layers, same backward; an integer (the ring needs s divisible by 2c)."""
+    from ..cost.comm import cp_ring_bytes
+
+    fwd = round(layers * cp_ring_bytes(seq, kv_heads, head_dim, cp, batch, bytes_per_elem))
     return {"fwd": fwd, "bwd": fwd, "total": 2 * fwd}
 
 

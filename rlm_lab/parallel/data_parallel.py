@@ -39,7 +39,9 @@ def predicted_bytes(param_bytes: int, d: int) -> dict:
     """Collectives of one DDP step: ``{kind: {"bytes": message bytes, "wire_bytes": per-rank ring bytes}}``."""
     if d <= 1:
         return {}
-    return {"all_reduce": {"bytes": param_bytes, "wire_bytes": 2 * (d - 1) / d * param_bytes}}
+    from ..cost.comm import dp_allreduce_bytes
+
+    return {"all_reduce": {"bytes": param_bytes, "wire_bytes": dp_allreduce_bytes(param_bytes, d)}}
 
 
 def predicted_memory(n_params: int, d: int, bytes_per=4) -> dict:

@@ -45,11 +45,6 @@ def predicted_a2a_bytes(send_counts, recv_counts, rank: int, hidden: int, bytes_
     return {"dispatch": dispatch, "combine": combine, "fwd": dispatch + combine, "bwd": dispatch + combine}
 
 
-def expected_a2a_bytes(tokens: int, top_k: int, hidden: int, ep: int, bytes_per_elem: int = 4) -> float:
-    """Uniform-routing expectation for one rank and layer, dispatch or combine: T·k·h·bytes·(e-1)/e."""
-    return tokens * top_k * hidden * bytes_per_elem * (ep - 1) / ep
-
-
 @functools.cache  # one class per process (defined lazily: no torch import at module import)
 def _all_to_all_fn():
     import torch

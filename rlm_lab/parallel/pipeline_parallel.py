@@ -48,11 +48,6 @@ def check_pp(layers: int, pp: int, batch: int | None = None, microbatches: int |
                               f"use a divisor of {batch}")
 
 
-def bubble_fraction(pp: int, microbatches: int) -> float:
-    """Idle fraction of a GPipe/1F1B step with equal stages: (p-1)/(m+p-1)."""
-    return (pp - 1) / (microbatches + pp - 1)
-
-
 def predicted_p2p_bytes(batch: int, seq: int, hidden: int, pp: int, bytes_per_elem: int = 4) -> dict:
     """Bytes sent per step: activations forward and their gradients backward, per boundary.
 

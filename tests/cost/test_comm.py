@@ -50,3 +50,20 @@ def test_collective_time_alpha_beta():
     d0 = fit["world"]
     assert C.collective_time("all_reduce", 1e6, 16, prof) == pytest.approx(
         fit["alpha_s"] * 15 / (d0 - 1) + fit["beta_s_per_byte"] * 1e6 * 2 * 15 / 16)
+
+
+def test_the_mechanisms_byte_breakdowns_add_up_to_the_formulas():
+    """parallel/ breaks a step's collectives down by kind (what the counters see); their per-rank wire bytes add up
+    to the one formula of cost.comm: ZeRO-3 = 3(d-1)/d Psi (two all-gathers and a reduce-scatter), DDP =
+    2(d-1)/d Psi, and the ring-CP prediction is cost.comm.cp_ring_bytes per layer (an integer)."""
+    from rlm_lab.parallel import context_parallel, data_parallel, fsdp
+
+    groups = [4096, 1000, 72]
+    for d in (2, 3, 8):
+        z3 = fsdp.predicted_bytes(groups, d, zero=3)
+        assert sum(v["wire_bytes"] for v in z3.values()) == pytest.approx(C.zero3_bytes(sum(groups), d), rel=1e-12)
+        assert data_parallel.predicted_bytes(sum(groups), d)["all_reduce"]["wire_bytes"] == C.dp_allreduce_bytes(sum(groups), d)
+    kv = context_parallel.predicted_kv_bytes(batch=2, seq=96, kv_heads=4, head_dim=16, cp=3, layers=5)
+    # (c-1) blocks received x (K and V) x b x s/c x n_kv x d_h x 4 bytes x layers
+    assert kv["fwd"] == (3 - 1) * 2 * 2 * (96 // 3) * 4 * 16 * 4 * 5 and isinstance(kv["fwd"], int)
+    assert kv["fwd"] == pytest.approx(5 * C.cp_ring_bytes(96, 4, 16, 3, batch=2, dtype_bytes=4))

@@ -3,6 +3,8 @@ gradients as one process; all-to-all bytes equal to the formula from the routing
 
 import pytest
 
+from rlm_lab.cost.comm import ep_all_to_all_bytes
+
 from rlm_lab.errors import RlmLabError
 from rlm_lab.parallel import expert_parallel as ep
 from rlm_lab.parallel.bench import ep as bench_ep
@@ -18,7 +20,7 @@ def test_exact_bytes_from_routing_counts():
 
 
 def test_uniform_expectation_and_imbalance():
-    assert ep.expected_a2a_bytes(tokens=100, top_k=2, hidden=64, ep=4) == 100 * 2 * 64 * 4 * 3 / 4
+    assert ep_all_to_all_bytes(tokens=100, top_k=2, hidden=64, ep=4, dtype_bytes=4) == 100 * 2 * 64 * 4 * 3 / 4
     assert ep.imbalance([2, 2, 2, 2]) == 1.0 and ep.imbalance([4, 2, 1, 1]) == 2.0
 
 

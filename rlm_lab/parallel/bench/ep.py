@@ -3,7 +3,8 @@ EP against one process (the mechanism is ``rlm_lab.parallel.expert_parallel``)."
 
 from __future__ import annotations
 
-from ..expert_parallel import (apply_ep, check_ep, expected_a2a_bytes, imbalance, is_expert_param,
+from ...cost.comm import ep_all_to_all_bytes
+from ..expert_parallel import (apply_ep, check_ep, imbalance, is_expert_param,
                                predicted_a2a_bytes, sync_grads)
 
 
@@ -75,7 +76,7 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
         "baseline_share_s": t1, "dense_bytes": results[0]["dense_bytes"],
         "sent_bytes": counted_total,
         "predicted_bytes": sum(x["predicted_fwd"] + x["predicted_bwd"] for x in per_rank),
-        "expected_bytes_uniform": world * 4 * config.num_hidden_layers * expected_a2a_bytes(batch * seq, k, h, world),
+        "expected_bytes_uniform": world * 4 * config.num_hidden_layers * ep_all_to_all_bytes(batch * seq, k, h, world, 4),
         "bytes_match": all(x["counted"]["dispatch"] + x["counted"]["combine"] == x["predicted_fwd"]
                            and x["counted"]["bwd_dispatch"] + x["counted"]["bwd_combine"] == x["predicted_bwd"]
                            for x in per_rank),

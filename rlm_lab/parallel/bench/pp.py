@@ -1,7 +1,7 @@
 """Pipeline parallelism measured: per-stage compute time, bytes sent, activations held, the bubble, and
 GPipe/1F1B against one process (the mechanism is ``rlm_lab.parallel.pipeline_parallel``).
 
-Prediction side: ``bubble_fraction``, ``predicted_p2p_bytes`` and ``in_flight`` of the mechanism module
+Prediction side: ``cost.comm.pp_bubble`` (the one home of the formula), ``predicted_p2p_bytes`` and ``in_flight`` of the mechanism module
 (GPipe, Huang et al. arXiv 1811.06965; 1F1B, Narayanan et al. arXiv 2104.04473) and
 :func:`~rlm_lab.parallel.bench.common.predict_step_time`.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 from ...errors import RlmLabError
-from ..pipeline_parallel import (SCHEDULES, apply_pp, bubble_fraction, build_schedule, check_pp, in_flight, pp_step,
+from ...cost.comm import pp_bubble
+from ..pipeline_parallel import (SCHEDULES, apply_pp, build_schedule, check_pp, in_flight, pp_step,
                                  predicted_p2p_bytes)
 
 
@@ -203,7 +204,7 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
         "oversubscribed": world > cores(),
         "loss": next(x["steps"][-1]["loss"] for x in results if x["rank"] == world - 1),
         "step_s": step_s, "per_rank": per_rank,
-        "bubble_predicted": bubble_fraction(world, microbatches),
+        "bubble_predicted": pp_bubble(world, microbatches),
         "bubble_measured": sum(x["idle_fraction"] for x in per_rank) / world,
         "baseline_share_s": t1,
         # composition, not a fit: (m+p-1) slots of the slowest stage's measured per-micro-batch time
