@@ -13,7 +13,7 @@ Why DeepSpeed and not the Trainer's FSDP: on CPU the HF Trainer turns FSDP into 
 The runtime: one placement group, one bundle of the set's cores; one Ray actor per rank (``num_cpus=1``,
 ``torch.set_num_threads(1)``), the actors forming one torch.distributed world (RANK / WORLD_SIZE / MASTER_ADDR =
 127.0.0.1 / MASTER_PORT set in each actor before accelerate builds its state), each running the same
-``GRPOTrainer`` (:func:`rlm_lab.placement.workers.build_trainer`) with TRL's own generation (no rollout_func).
+``GRPOTrainer`` (:func:`rlm_lab.train.rl.make_trainer`) with TRL's own generation (no rollout_func).
 Per-device batch = the run's batch / s, so one step sees the same number of completions as the colocated run.
 
 Measured per rank: the reshard's collectives (:class:`rlm_lab.parallel.comm_counter.CommCounter`, active only

@@ -102,7 +102,7 @@ def train_rank(job: dict) -> dict:
     from ..train.callbacks import quiet_progress
     from ..train.config import from_dict
     from ..train.tracer import trace
-    from .workers import build_trainer
+    from ..train.rl import make_trainer
 
     hf_logging.disable_progress_bar()
     _no_shm_comm()
@@ -119,7 +119,7 @@ def train_rank(job: dict) -> dict:
     reshard = _Reshard()
     try:
         with tempfile.TemporaryDirectory(prefix="rlm_hybrid_") as scratch:
-            trainer = build_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch, [Metrics()], None)
+            trainer = make_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch, [Metrics()])
             quiet_progress(trainer)
             from ..parallel.bench.e2e import require
 

@@ -122,6 +122,8 @@ class TrainerWorker:
         from ..tasks import ensure_data, parse_task
         from ..train.config import from_dict
         from ..train.callbacks import quiet_progress
+        from ..train.rl import make_trainer
+        from .critic_role import split_trainer_class
         from .trl_rollout import RolloutGlue
 
         hf_logging.disable_progress_bar()
@@ -147,8 +149,9 @@ class TrainerWorker:
                             **job.get("glue_kwargs", {}))
             critic = job.get("critic")  # split placement: PPO's critic in its own actor (critic_role)
             # PPO generates with TRL's own generate on the policy set (our PPOTrainer takes no rollout_func)
-            trainer = build_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
-                                    glue if cfg.algo != "ppo" else None, job.get("lora"), split=critic is not None)
+            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
+                                   rollout_func=glue if cfg.algo != "ppo" else None, lora=job.get("lora"),
+                                   trainer_cls=split_trainer_class() if critic is not None else None)
             if critic is not None:
                 import ray
 
@@ -223,29 +226,3 @@ def state_bytes(trainer) -> dict:
             "reference_parameters": nbytes(ref.parameters()) if ref is not None else 0,
             "optimizer_state": nbytes(v for st in opt.state.values() for v in st.values()) if opt is not None else 0}
 
-
-def build_trainer(cfg, model_path, rows, task, output_dir, callbacks, rollout_func, lora: dict | None = None,
-                  split: bool = False):
-    """TRL's ``GRPOTrainer`` (or our PPO subclass) as ``rlm_lab.train.rl.make_trainer`` builds it (same args,
-    rewards, dataset), plus TRL's own ``rollout_func=`` (GRPO) and, for LoRA,
-    ``peft_config=peft.LoraConfig(**lora)``; ``split``: PPO with its critic in another actor
-    (:func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
-    import torch
-
-    from ..models import load
-    from ..train.rl import rl_args, rl_dataset, task_rewards, trainer_classes
-
-    trainer_cls, config_cls = trainer_classes(cfg.algo)
-    if split:
-        from .critic_role import split_trainer_class
-
-        trainer_cls = split_trainer_class()
-    model, tokenizer = load(str(model_path))
-    kw = {} if rollout_func is None else {"rollout_func": rollout_func}
-    if lora:
-        from peft import LoraConfig
-
-        kw["peft_config"] = LoraConfig(**lora)
-    return trainer_cls(model=model, reward_funcs=task_rewards(task, cfg.format_weight),
-                       args=rl_args(cfg, config_cls, output_dir, on_cuda=torch.cuda.is_available()),
-                       train_dataset=rl_dataset(rows), processing_class=tokenizer, callbacks=list(callbacks), **kw)

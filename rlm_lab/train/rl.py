@@ -98,16 +98,30 @@ def task_rewards(task, format_weight: float, reward_funcs=None) -> list:
 
 
 def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir: str | Path,
-                 callbacks=(), reward_funcs=None, rollout_func=None):
-    """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``.
-    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only)."""
+                 callbacks=(), reward_funcs=None, rollout_func=None, *, lora: dict | None = None, trainer_cls=None):
+    """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``:
+    the one trainer builder (``rlm-lab train``, the placement workers on Ray, the hybrid engine's ranks, the
+    calibration and the traced case all call it).
+
+    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only). ``lora``: the keyword
+    arguments of ``peft.LoraConfig``, passed as TRL's ``peft_config=`` (TRL wraps the model and trains the
+    adapters only). ``trainer_cls``: a subclass of the algorithm's trainer to build instead (chapter 5's PPO
+    with its critic in another actor, :func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
     import torch
 
     from ..models import load
 
-    trainer_cls, config_cls = trainer_classes(cfg.algo)
+    default_cls, config_cls = trainer_classes(cfg.algo)
+    trainer_cls = trainer_cls or default_cls
+    if not issubclass(trainer_cls, default_cls):
+        raise RlmLabError(f"{trainer_cls.__name__} is not a {default_cls.__name__} (the trainer of {cfg.algo})")
     model, tokenizer = load(str(model_path))
     args = rl_args(cfg, config_cls, output_dir, on_cuda=torch.cuda.is_available())
+    kw = {} if rollout_func is None else {"rollout_func": rollout_func}
+    if lora:
+        from peft import LoraConfig
+
+        kw["peft_config"] = LoraConfig(**lora)
     return trainer_cls(
         model=model,
         reward_funcs=task_rewards(task, cfg.format_weight, reward_funcs),
@@ -115,5 +129,5 @@ def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir
         train_dataset=rl_dataset(rows),
         processing_class=tokenizer,
         callbacks=list(callbacks),
-        **({"rollout_func": rollout_func} if rollout_func is not None else {}),
+        **kw,
     )

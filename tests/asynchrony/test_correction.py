@@ -11,7 +11,7 @@ import pytest
 def setup(place_cfg, tmp_path_factory):
     from rlm_lab.placement.rollout import RolloutEngine
     from rlm_lab.placement.runtime import _sft_checkpoint
-    from rlm_lab.placement.workers import build_trainer
+    from rlm_lab.train.rl import make_trainer
     from rlm_lab.tasks import ensure_data, parse_task
 
     cfg = place_cfg.replace(temperature=0.7)
@@ -28,8 +28,8 @@ def setup(place_cfg, tmp_path_factory):
         lps = [[x + state["shift"].get(j, 0.0) for j, x in enumerate(lp)] for lp in out["logprobs"]]
         return {"prompt_ids": ids, "completion_ids": out["completion_ids"], "logprobs": lps}
 
-    trainer = build_trainer(cfg, _sft_checkpoint(cfg), rows, task, str(tmp_path_factory.mktemp("corr")), [],
-                            rollout_func)
+    trainer = make_trainer(cfg, _sft_checkpoint(cfg), rows, task, str(tmp_path_factory.mktemp("corr")), [],
+                           rollout_func=rollout_func)
     g = cfg.num_generations
     batch = [rows[i // g] for i in range(cfg.batch_size)]  # batch_size / G prompts, each G times
     return trainer, batch, state

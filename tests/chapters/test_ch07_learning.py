@@ -122,3 +122,17 @@ def test_learning_table_and_effects_from_the_committed_records():
         acc = statistics.mean(r.results["accuracy_after"] for r, _ in runs)
         assert f"held-out accuracy {acc:.1%} against" in sentence
     assert report.learning_effects({a: [] for a in report.LEARN_ARMS}) == []
+
+
+def test_make_trainer_refuses_a_trainer_class_of_another_algorithm(tmp_path):
+    """The one trainer builder takes a subclass of the algorithm's trainer (the split PPO) and refuses anything
+    else with one line, before any model is loaded."""
+    from rlm_lab.errors import RlmLabError
+    from rlm_lab.train.config import RunConfig
+    from rlm_lab.train.rl import make_trainer
+
+    class NotATrainer:
+        pass
+
+    with pytest.raises(RlmLabError, match="NotATrainer is not a GRPOTrainer"):
+        make_trainer(RunConfig(algo="grpo"), tmp_path / "no-model", [], None, tmp_path / "out", trainer_cls=NotATrainer)

@@ -27,7 +27,7 @@ def _both(rank, world, cfg_dict, model_path):
     from accelerate.state import AcceleratorState
 
     from rlm_lab.placement.hybrid import rank_config, train_rank
-    from rlm_lab.placement.workers import build_trainer
+    from rlm_lab.train.rl import make_trainer
     from rlm_lab.tasks import ensure_data, parse_task
     from rlm_lab.train.config import from_dict
 
@@ -35,7 +35,7 @@ def _both(rank, world, cfg_dict, model_path):
     task = parse_task(cfg.task)
     ddp_cfg = cfg.replace(batch_size=cfg.batch_size // world, extra={"ddp_timeout": 60})
     with tempfile.TemporaryDirectory() as scratch:
-        trainer = build_trainer(ddp_cfg, model_path, ensure_data(task)["train"], task, scratch, [], None)
+        trainer = make_trainer(ddp_cfg, model_path, ensure_data(task)["train"], task, scratch)
         trainer.train()
         ddp = {"type": str(trainer.accelerator.distributed_type),
                "logs": [r for r in trainer.state.log_history if "reward" in r]}

@@ -34,7 +34,8 @@ class Handle:
 def _train(cfg, split: bool, tmp_path):
     from rlm_lab.placement.critic_role import CriticWorker, RemoteCritic
     from rlm_lab.placement.runtime import _sft_checkpoint
-    from rlm_lab.placement.workers import build_trainer
+    from rlm_lab.placement.critic_role import split_trainer_class
+    from rlm_lab.train.rl import make_trainer
     from rlm_lab.tasks import ensure_data, parse_task
     from transformers import set_seed
 
@@ -45,8 +46,8 @@ def _train(cfg, split: bool, tmp_path):
         with torch.random.fork_rng():  # the worker lives in another process in a real run
             handle = Handle(CriticWorker(torch.get_num_threads(), str(path), cfg.rl_lr))
     set_seed(cfg.seed)
-    trainer = build_trainer(cfg, path, ensure_data(task)["train"], task, tmp_path / ("s" if split else "c"), [],
-                            None, split=split)
+    trainer = make_trainer(cfg, path, ensure_data(task)["train"], task, tmp_path / ("s" if split else "c"),
+                           trainer_cls=split_trainer_class() if split else None)
     if split:
         trainer.use_remote_critic(RemoteCritic(handle, lambda ref, timeout=None: ref, 60))
     trainer.train()
