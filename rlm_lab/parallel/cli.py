@@ -195,17 +195,15 @@ def _run_rank(args, layout, kw: dict):
     import torch.distributed as dist
 
     from .bench.measure import run_layout
-    from ..host import free_port
+    from .launch import bound_store
     from .mesh import backend_for, device_type
 
     device = device_type()
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if not in_torchrun():  # a one-rank layout: a group of one, so the same code path runs
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-        dist.init_process_group(backend_for(device), rank=0, world_size=1,
-                                timeout=_dt.timedelta(seconds=args.timeout))
+    if not in_torchrun():  # a one-rank layout: a group of one (its store on loopback), so the same code path runs
+        dist.init_process_group(backend_for(device), store=bound_store("127.0.0.1", 0, 1, True, args.timeout),
+                                rank=0, world_size=1, timeout=_dt.timedelta(seconds=args.timeout))
     else:
         dist.init_process_group(backend_for(device), timeout=_dt.timedelta(seconds=args.timeout))
     try:

@@ -5,7 +5,8 @@ The collective path is what verl, OpenRLHF and NeMo-RL do (HybridFlow arXiv 2409
 arXiv 2405.11143): the trainer (rank 0) and the rollout workers (ranks 1..R) build one process group of
 their own (gloo on CPU, NCCL on GPU) and the trainer broadcasts its weights in flat buckets.
 
-The group is *stateless*: a ``TCPStore`` on localhost plus a ``ProcessGroup`` with one backend registered,
+The group is *stateless*: a ``TCPStore`` on the trainer's node (its server bound to that address alone,
+:func:`rlm_lab.parallel.launch.bound_store`) plus a ``ProcessGroup`` with one backend registered,
 built by hand because ``torch.distributed.init_process_group`` would create the *default* group in the
 trainer's process, and accelerate/transformers read that as "this process is one rank of a data-parallel
 job". (vLLM's ``StatelessProcessGroup`` exists for the same reason.) Collectives on such a group still go
@@ -28,8 +29,10 @@ def make_group(host: str, port: int, rank: int, world: int, timeout_s: float, ba
     import torch
     import torch.distributed as dist
 
+    from ..parallel.launch import bound_store
+
     timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, world, rank == 0, timeout=timeout, wait_for_workers=True)
+    store = bound_store(host, port, world, rank == 0, timeout_s, wait_for_workers=True)
     pg = dist.ProcessGroup(store, rank, world)
     if backend == "gloo":
         impl, device, kind = dist.ProcessGroupGloo(store, rank, world, timeout), torch.device("cpu"), \

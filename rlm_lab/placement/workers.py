@@ -52,10 +52,12 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
+    def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo",
+                   host: str = "127.0.0.1") -> int:
+        """Join the sync group whose store the trainer serves at ``host:port`` (the trainer's node)."""
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, rank, world, timeout_s, backend)
+        self.group = make_group(host, port, rank, world, timeout_s, backend)
         return rank
 
     def receive_weights(self, bucket_bytes: int) -> dict:
@@ -101,10 +103,20 @@ class TrainerWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
+    def free_port(self, host: str = "127.0.0.1") -> int:
+        """A free port on this actor's node, for the sync group's store (rank 0 serves it)."""
+        import socket
+
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+
+    def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo",
+                   host: str = "127.0.0.1") -> int:
+        """Serve the sync group's store at ``host:port`` (this actor's node address) as rank 0 and join it."""
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, 0, world, timeout_s, backend)
+        self.group = make_group(host, port, 0, world, timeout_s, backend)
         return 0
 
     def close(self) -> None:
