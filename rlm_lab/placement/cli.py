@@ -126,19 +126,27 @@ def main(args) -> int:
     if args.hybrid or args.hybrid_memory:
         return _hybrid(args, size)
     overrides = {"rl_steps": args.steps} if args.steps else {}
-    keys = tuple(args.placement or spread_keys(size, args.nodes, overrides))
-    cfgs, chosen = configs(size, keys, **overrides)
     address = args.address or os.environ.get("RAY_ADDRESS")
-    cpus = max(chosen[k].devices for k in keys)
-    check_nodes(args.nodes, cpus if not address else args.nodes)
-    for key in keys:  # bad input is an error before Ray starts
-        check_placement(chosen[key], cfgs[key])
-        if args.nodes > 1 and not address:
-            check_spread(chosen[key], {node_name(i + 1): c for i, c in enumerate(node_shares(cpus, args.nodes))})
     check_address(address)
-    root = args.out or runs_root(size)
-    with RaySession(num_cpus=cpus, address=address, nodes=args.nodes) as session:
-        out = measure(size, root, keys, session=session, **overrides)
+    # a cluster to join is joined first (that starts nothing): its CPUs, GPUs and nodes are what placements get
+    joined = RaySession(address=address, nodes=args.nodes) if address else None
+    try:
+        keys = tuple(args.placement or spread_keys(size, args.nodes, overrides))
+        cfgs, chosen = configs(size, keys, **overrides)
+        cpus = max(chosen[k].devices for k in keys)
+        check_nodes(args.nodes, cpus if joined is None else args.nodes)
+        local_nodes = {node_name(i + 1): c for i, c in enumerate(node_shares(cpus, args.nodes))}
+        for key in keys:  # bad input is an error before a local Ray starts
+            check_placement(chosen[key], cfgs[key], joined.cpus() if joined else None)
+            if args.nodes > 1:
+                kind = chosen[key].sets[0].kind
+                check_spread(chosen[key], joined.node_devices(kind) if joined else local_nodes)
+        root = args.out or runs_root(size)
+        with joined or RaySession(num_cpus=cpus, nodes=args.nodes) as session:
+            out = measure(size, root, keys, session=session, **overrides)
+    finally:
+        if joined is not None:
+            joined.close()
     for key, res in out.items():
         pred = res.get("prediction") or {}
         where = "" if args.nodes == 1 else "  on " + ", ".join(f"{s}@{n}" for s, n in res["nodes"]["sets"].items())

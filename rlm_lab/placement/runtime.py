@@ -64,24 +64,24 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
         raise RlmLabError(str(e)) from None
 
 
-def check_spread(placement: Placement, node_cpus: dict) -> None:
-    """``STRICT_SPREAD`` can place ``placement`` on nodes of ``node_cpus`` (name -> CPUs): each set on a node of
-    its own that holds its CPUs; one error line otherwise (Ray would wait for such a group forever)."""
-    if placement.sets[0].kind != "cpu":
-        raise RlmLabError("placements over several nodes are built for CPU sets; the gpu size runs on one node")
-    free = sorted(node_cpus.values(), reverse=True)
+def check_spread(placement: Placement, node_devices: dict) -> None:
+    """``STRICT_SPREAD`` can place ``placement`` on nodes of ``node_devices`` (name -> CPUs, or GPUs for GPU sets):
+    each set on a node of its own that holds its devices; one error line otherwise (Ray would wait for such a
+    group forever)."""
+    unit = "GPUs" if placement.sets[0].kind == "gpu" else "CPUs"
+    free = sorted(node_devices.values(), reverse=True)
     need = sorted((s.devices for s in placement.sets), reverse=True)
     if len(need) > len(free):
         raise RlmLabError(f"placement {placement.name!r} has {len(need)} resource sets, the cluster "
-                          f"{len(free)} node(s) with CPUs; each set goes on a node of its own")
+                          f"{len(free)} node(s) with {unit}; each set goes on a node of its own")
     for s in placement.sets:
         if s.devices > free[0]:
-            raise RlmLabError(f"placement {placement.name!r} puts {s.devices} CPUs in set {s.name!r}, and no node "
+            raise RlmLabError(f"placement {placement.name!r} puts {s.devices} {unit} in set {s.name!r}, and no node "
                               f"of this {len(free)}-node cluster holds more than {free[0]}; each set goes on a node "
                               f"of its own (choose a placement with one set per node, e.g. disaggregated)")
     if any(n > f for n, f in zip(need, free)):
-        raise RlmLabError(f"placement {placement.name!r}'s sets ({need} CPUs) do not fit one per node on "
-                          f"nodes of {free} CPUs")
+        raise RlmLabError(f"placement {placement.name!r}'s sets ({need} {unit}) do not fit one per node on "
+                          f"nodes of {free} {unit}")
 
 
 def bundle_nodes(ray, pg) -> dict:
@@ -174,7 +174,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
     spread = session is not None and session.nodes > 1
     if spread:
-        check_spread(placement, session.node_cpus())
+        check_spread(placement, session.node_devices(placement.sets[0].kind))
     run_dir = Path(run_dir)
     # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
     record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
@@ -347,7 +347,7 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
         "trainer_peak_rss_bytes": out.get("peak_rss_bytes"), "critic_peak_rss_bytes": out.get("critic_peak_rss_bytes"),
-        "state_bytes": out.get("state_bytes"),
+        "state_bytes": out.get("state_bytes"), "weights_sha256": out.get("weights_sha256"),
         **{k: out[k] for k in ("accuracy_after", "format_rate_after") if k in out},
         "tracer": summary,
     }

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import alive as _alive, descendants  # noqa: F401 - part of this module's API (tests use them)
 from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
@@ -48,32 +49,6 @@ def ray_processes() -> list[int]:
         if any(m in cmd for m in RAY_PROCESS_MARKERS):
             out.append(int(d.name))
     return sorted(out)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, grandchildren, ...), from /proc."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its parent counts as gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def local_cpus() -> int:
@@ -134,7 +109,7 @@ class RaySession:
             except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for all
                 ray.shutdown()
                 raise RlmLabError(f"Ray could not start at {address}: {_first_line(e)}") from None
-            have = len(self.node_cpus())
+            have = len(self.node_devices("cpu"))
             if have < self.nodes:
                 ray.shutdown()
                 raise RlmLabError(f"--nodes {self.nodes}: the Ray cluster at {address} has {have} alive node(s) "
@@ -162,13 +137,13 @@ class RaySession:
         self.owned = True
         self.pids = set(self.processes())
 
-    def node_cpus(self) -> dict[str, int]:
-        """Alive nodes that hold CPUs: node name (or id where it has none) -> CPUs."""
+    def node_devices(self, kind: str = "cpu") -> dict[str, int]:
+        """Alive nodes that hold devices of ``kind`` ("cpu" or "gpu"): node name (or id) -> how many."""
         out = {}
         for nd in self.ray.nodes():
-            cpus = int(nd.get("Resources", {}).get("CPU", 0))
-            if nd.get("Alive") and cpus > 0:
-                out[nd.get("NodeName") or nd["NodeID"]] = cpus
+            count = int(nd.get("Resources", {}).get(kind.upper(), 0))
+            if nd.get("Alive") and count > 0:
+                out[nd.get("NodeName") or nd["NodeID"]] = count
         return out
 
     def kill_node(self, name: str) -> list[int]:

@@ -120,6 +120,20 @@ def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BU
     return {"calls": calls, "bytes": nbytes, "seconds": time.perf_counter() - t0}
 
 
+def weights_digest(model) -> str:
+    """SHA-256 of every parameter's name and bytes (registration order): two runs that end with the same
+    weights, bit for bit, have the same digest, whichever process or node computed it."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def state_for_object_store(model) -> dict:
     """The baseline's payload: ``{name: tensor}`` of the synced parameters (what ``ray.put`` serializes)."""
     return {n: p.detach().clone() for n, p in synced_parameters(model)}

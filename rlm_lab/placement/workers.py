@@ -105,11 +105,9 @@ class TrainerWorker:
 
     def free_port(self, host: str = "127.0.0.1") -> int:
         """A free port on this actor's node, for the sync group's store (rank 0 serves it)."""
-        import socket
+        from ..host import free_port
 
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.bind((host, 0))
-            return s.getsockname()[1]
+        return free_port(host)
 
     def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo",
                    host: str = "127.0.0.1") -> int:
@@ -135,6 +133,7 @@ class TrainerWorker:
         from ..train.config import from_dict
         from ..train.callbacks import quiet_progress
         from .trl_rollout import RolloutGlue
+        from .weights import weights_digest
 
         hf_logging.disable_progress_bar()
         cfg = from_dict(job["cfg"])
@@ -192,6 +191,7 @@ class TrainerWorker:
             "threads": self.threads,
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
             "parameters": sum(p.numel() for p in model.parameters()),
+            "weights_sha256": weights_digest(model),
         }
         if job.get("evaluate"):  # greedy held-out accuracy after training (rlm_lab.train.evaluate)
             from ..train.evaluate import evaluate, test_rows

@@ -10,7 +10,6 @@ SIGINT / SIGTERM stop a run within 10 s with the record ``interrupted`` and no R
 - the suite's shared Ray session (tests/conftest.py) was started while four busy loops ran.
 """
 
-import ipaddress
 import json
 import os
 import signal
@@ -27,16 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 STOP_S = 10.0  # a signalled run must be gone within this (issue 18)
 
 
-def _loopback(ip: str) -> bool:
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
-
-
-def test_loopback_check_itself():
-    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1") and _loopback("127.3.2.1")
-    assert not any(_loopback(ip) for ip in ("0.0.0.0", "::", "192.0.2.2", "::ffff:10.0.0.1", "fd00::2"))
+def test_loopback_check_itself(sockets):
+    lo = sockets.loopback
+    assert lo("127.0.0.1") and lo("::1") and lo("::ffff:127.0.0.1") and lo("127.3.2.1")
+    assert not any(lo(ip) for ip in ("0.0.0.0", "::", "192.0.2.2", "::ffff:10.0.0.1", "fd00::2"))
 
 
 def test_shared_ray_session_started_beside_busy_loops(ray_session, ray_start_info):
@@ -47,9 +40,7 @@ def test_shared_ray_session_started_beside_busy_loops(ray_session, ray_start_inf
     assert ray_session.cpus() == 2
 
 
-def test_nothing_listens_beyond_loopback(ray_session):
-    import psutil
-
+def test_nothing_listens_beyond_loopback(ray_session, sockets):
     ray = ray_session.ray
 
     @ray.remote(num_cpus=0)
@@ -63,21 +54,11 @@ def test_nothing_listens_beyond_loopback(ray_session):
         head = ray_session.head.proc.pid
         pids = {os.getpid(), head, *ray_session.processes(), *_tree(head)}
         assert actor_pid in pids
-        bound, names = [], set()
-        for pid in sorted(pids):
-            try:
-                proc = psutil.Process(pid)
-                conns = proc.net_connections(kind="inet")
-                name = proc.name()
-            except psutil.Error:  # an idle worker that just exited
-                continue
-            for c in conns:
-                if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
-                    bound.append((pid, name, c.laddr.ip, c.laddr.port))
-                    names.add(name)
+        bound = sockets.bound(pids)
+        names = {name for _, name, _, _ in bound}
         assert {"gcs_server", "raylet"} <= names, bound  # the scan sees the head's servers
         assert any(pid == actor_pid for pid, *_ in bound), bound  # and the actor's worker
-        exposed = [b for b in bound if not _loopback(b[2])]
+        exposed = [b for b in bound if not sockets.loopback(b[2])]
         assert exposed == [], f"listening beyond loopback: {exposed}"
     finally:
         ray.kill(actor)
