@@ -3,8 +3,9 @@ SIGINT / SIGTERM stop a run within 10 s with the record ``interrupted`` and no R
 
 - listening sockets: every TCP/UDP socket bound by the driver and by every process of the head it started
   (GCS, raylet, agents, monitor, workers, an actor), read with psutil, is on 127.0.0.0/8 or ::1;
-- orphans: a driver holding a RaySession is SIGKILLed; 10 s later no process of its head is alive;
-- interrupts: ``rlm-lab place``, the asynchrony campaign and ``rlm-lab longtail``, each sent SIGINT or SIGTERM
+- orphans: a driver holding a RaySession (one node, or a head and 2 worker nodes) is SIGKILLed; 10 s later no
+  process of its nodes is alive;
+- interrupts: ``rlm-lab place`` (also over 2 nodes), the asynchrony campaign and ``rlm-lab longtail``, each sent SIGINT or SIGTERM
   (to the driver alone, or to its process group) mid-run, exit within 10 s, their record says
   ``interrupted``, and none of their processes (the head, its workers) is left;
 - the suite's shared Ray session (tests/conftest.py) was started while four busy loops ran.
@@ -86,22 +87,23 @@ def _wait_gone(pids, wait_s):
 DRIVER = """
 import json, os, sys, time
 from rlm_lab.placement.session import RaySession, descendants
-s = RaySession(num_cpus=1)
+s = RaySession(num_cpus={cpus}, nodes={nodes})
 print(json.dumps(descendants(os.getpid())), flush=True)
 time.sleep(600)
 """
 
 
-def test_sigkill_of_the_driver_leaves_no_ray_process():
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "head+2-worker-nodes"])
+def test_sigkill_of_the_driver_leaves_no_ray_process(nodes):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(cpus=nodes, nodes=nodes)], stdout=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
     try:
-        line = proc.stdout.readline()  # the head is up
+        line = proc.stdout.readline()  # the head (and its worker nodes) are up
         assert line, f"the driver exited before Ray was up (status {proc.wait()})"
         head = json.loads(line)
-        names = {Path(open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].decode()).name for p in _alive(head)}
-        assert {"gcs_server", "raylet"} <= names, names
+        names = [Path(open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].decode()).name for p in _alive(head)]
+        assert "gcs_server" in names and names.count("raylet") == (1 if nodes == 1 else 1 + nodes), names
         proc.kill()
         proc.wait(10)
         assert _wait_gone(head, 10.0) == []
@@ -125,13 +127,15 @@ def _started(root, kind) -> bool:
 
 COMMANDS = {
     "place": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--placement", "colocated", "--steps", "400"],
+    "place-nodes": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--nodes", "2", "--placement", "disaggregated",
+                    "--steps", "400"],
     "campaign": ["-m", "rlm_lab.asynchrony.campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
     "longtail": ["-m", "rlm_lab.cli", "longtail", "--size", "smoke"],
 }
 
 
 @pytest.mark.parametrize("kind, sig, target", [
-    ("place", signal.SIGINT, "driver"), ("place", signal.SIGTERM, "group"),
+    ("place", signal.SIGINT, "driver"), ("place", signal.SIGTERM, "group"), ("place-nodes", signal.SIGINT, "driver"),
     ("campaign", signal.SIGTERM, "driver"), ("campaign", signal.SIGINT, "group"),
     ("longtail", signal.SIGINT, "driver"), ("longtail", signal.SIGTERM, "group"),
 ], ids=lambda v: getattr(v, "name", v))
