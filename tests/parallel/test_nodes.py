@@ -10,7 +10,7 @@ c10d rendezvous on 127.0.0.1, each agent running one rank (rlm_lab.parallel.node
   share, gloo's pairs);
 - an agent SIGKILLed mid-run ends the run with one line naming its node, a failed record, and no process of
   either agent or of their ranks left; SIGINT to the launcher stops everything the same way, record
-  ``interrupted``.
+  ``interrupted``; a SIGKILLed launcher leaves no agent or rank behind.
 """
 
 import json
@@ -137,3 +137,23 @@ def test_ctrl_c_stops_every_agent_and_marks_the_record_interrupted(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_sigkilled_launcher_leaves_no_agent_or_rank(tmp_path):
+    """The launcher cannot clean up after a SIGKILL: its agents get SIGTERM from the kernel (they die with it)
+    and stop their ranks, which also die with their agent."""
+    out, log, tree = tmp_path / "run", tmp_path / "stderr.txt", []
+    proc = _cli([], out, log)
+    try:
+        tree = _ranks_running(proc.pid)
+        proc.kill()
+        proc.wait(10)
+        assert _gone(set(tree), 15) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        from rlm_lab.host import alive
+
+        for p in tree:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -43,15 +43,23 @@ def cluster(ray_session, one_node_run):
 
 
 @pytest.fixture(scope="module")
-def spread_runs(cluster, place_cfg, tmp_path_factory):
+def spread_run(cluster, place_cfg, tmp_path_factory):
+    """``get(kind)``: the run of ``one_node_run(kind)`` on the cluster, each set on its own node (made once, by
+    the first test that needs it)."""
     from rlm_lab.asynchrony.modes import mode_placement, run_mode
     from rlm_lab.placement.runtime import run_placement
 
-    root = tmp_path_factory.mktemp("spread")
-    return {"disaggregated": run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, root / "ch05",
-                                           session=cluster, return_weights=True, timeout_s=60),
-            "one_step_off": run_mode("one_step_off", place_cfg, root / "osf", session=cluster, return_weights=True,
-                                     timeout_s=60)}
+    cache = {}
+
+    def get(kind: str) -> dict:
+        if kind not in cache:
+            folder = tmp_path_factory.mktemp(f"spread_{kind}")
+            cache[kind] = run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, folder, session=cluster,
+                                        return_weights=True, timeout_s=60) if kind == "disaggregated" else \
+                run_mode(kind, place_cfg, folder, session=cluster, return_weights=True, timeout_s=60)
+        return cache[kind]
+
+    return get
 
 
 def test_the_cluster_has_its_nodes(cluster):
@@ -65,13 +73,13 @@ def test_the_cluster_has_its_nodes(cluster):
 
 
 @pytest.mark.parametrize("kind", ["disaggregated", "one_step_off"])
-def test_same_seed_on_two_nodes_as_on_one(kind, spread_runs, one_node_run, place_cfg):
+def test_same_seed_on_two_nodes_as_on_one(kind, spread_run, one_node_run, place_cfg):
     import torch
 
     from rlm_lab.models import load
     from rlm_lab.placement.runtime import _sft_checkpoint
 
-    one, two = one_node_run(kind), spread_runs[kind]
+    one, two = one_node_run(kind), spread_run(kind)
     assert one["nodes"]["strategy"] == "PACK" and two["nodes"]["strategy"] == "STRICT_SPREAD"
     assert len(set(two["nodes"]["sets"].values())) == 2  # each set on its own node
     assert len(two["rewards"]) == place_cfg.rl_steps and two["rewards"] == one["rewards"]
@@ -85,11 +93,11 @@ def test_same_seed_on_two_nodes_as_on_one(kind, spread_runs, one_node_run, place
         assert two["glue"]["buffer"]["staleness_hist"] == one["glue"]["buffer"]["staleness_hist"]
 
 
-def test_weight_sync_crosses_nodes_over_the_collective_group(spread_runs, place_cfg):
+def test_weight_sync_crosses_nodes_over_the_collective_group(spread_run, place_cfg):
     from rlm_lab.models import load
     from rlm_lab.placement.runtime import _sft_checkpoint
 
-    run = spread_runs["disaggregated"]
+    run = spread_run("disaggregated")
     sets = run["nodes"]["sets"]
     assert sets["train"] != sets["rollout"] and {sets["train"], sets["rollout"]} == {"rlm-node-1", "rlm-node-2"}
     expected = sum(p.numel() * p.element_size() for p in load(str(_sft_checkpoint(place_cfg)))[0].parameters())
