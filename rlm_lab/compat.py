@@ -25,7 +25,16 @@ TRL's ``use_vllm`` gates.
 * :func:`ray_start_privates` -- Ray's ``ray._private.services.get_node`` (polled by ``Node.__init__`` for a
   fixed 30 s until the raylet registers), ``ray._private.node.Node.start_raylet`` and
   ``ray._raylet.persist_port``, which the local head's process (``rlm_lab.placement.ray_head``) wraps so that
-  the head starts on a busy machine.
+  the head starts on a busy machine;
+* :func:`ray_worker_node_privates` -- the module of Ray's CLI (``ray.scripts.scripts``) whose ``start`` refuses a
+  worker node (``--address``) when ``ray_constants.ENABLE_RAY_CLUSTER`` is false, and
+  ``ray._private.node.Node._prepare_socket_file``, which names a node's raylet and object-store sockets: the
+  local cluster's worker nodes lift that gate for the CLI alone and put their node name in those socket
+  names (``rlm_lab.placement.ray_head``);
+* :func:`torchrun_store_sites` -- torch's elastic rendezvous modules that create the c10d rendezvous store
+  (``c10d_rendezvous_backend._create_tcp_store``, through the module's name ``TCPStore``) and the store the
+  workers share (``DynamicRendezvousHandler._create_tcp_store_server``, through ``dist.TCPStore``): the local
+  multi-agent launch binds them to the address they are given (``rlm_lab.parallel.agent``).
 """
 
 from __future__ import annotations
@@ -152,3 +161,40 @@ def ray_start_privates():
             and source_has(Node.__init__, ["raylet_start_wait_time_s = 30", "ray._private.services.get_node("])):
         raise _fail("ray", "Ray's node start-up no longer polls services.get_node for a fixed 30 s")
     return services, Node, raylet
+
+
+def ray_worker_node_privates():
+    """``(scripts, Node)``: ``ray.scripts.scripts``, checked that its ``start`` still gates a worker node on
+    ``ray_constants.ENABLE_RAY_CLUSTER`` (read through the module's name ``ray_constants``), and
+    ``ray._private.node.Node``, checked that ``_prepare_socket_file`` names an unnamed socket
+    ``<sockets dir>/<default_prefix>[.<n>]``."""
+    try:
+        import ray.scripts.scripts as scripts
+        from ray._private.node import Node
+    except ImportError:
+        raise _fail("ray", "ray.scripts.scripts / ray._private.node are missing") from None
+    start = getattr(getattr(scripts, "start", None), "callback", None)
+    if not (hasattr(scripts, "ray_constants") and start is not None
+            and source_has(start, ["if not ray_constants.ENABLE_RAY_CLUSTER:", "Multi-node Ray clusters are not supported"])):
+        raise _fail("ray", "`ray start` no longer gates a worker node on ray_constants.ENABLE_RAY_CLUSTER")
+    prepare = getattr(Node, "_prepare_socket_file", None)
+    if prepare is None or not source_has(prepare, ["def _prepare_socket_file(self, socket_path: str, default_prefix: str):",
+                                                   "prefix=default_prefix, directory_name=self._sockets_dir"]):
+        raise _fail("ray", "Node._prepare_socket_file no longer names a socket by its default_prefix")
+    return scripts, Node
+
+
+def torchrun_store_sites():
+    """``(c10d_rendezvous_backend, DynamicRendezvousHandler)``, checked: the c10d backend builds its store
+    through its module name ``TCPStore`` and the handler builds the workers' shared store through
+    ``dist.TCPStore``, both with ``is_master`` as a keyword."""
+    try:
+        import torch.distributed.elastic.rendezvous.c10d_rendezvous_backend as c10d
+        from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+    except ImportError:
+        raise _fail("torch", "torch.distributed.elastic's c10d rendezvous is missing") from None
+    server = getattr(DynamicRendezvousHandler, "_create_tcp_store_server", None)
+    if not (hasattr(c10d, "TCPStore") and source_has(c10d._create_tcp_store, ["store = TCPStore(", "is_master=is_server,"])
+            and server is not None and source_has(server, ["return dist.TCPStore(", "is_master=True,"])):
+        raise _fail("torch", "torch's c10d rendezvous no longer builds its stores through TCPStore(is_master=...)")
+    return c10d, DynamicRendezvousHandler

@@ -1,7 +1,9 @@
-"""``rlm-lab launches --gpus N``: the multi-GPU command lines of the book, each checked before anyone runs it.
+"""``rlm-lab launches --gpus N``: the multi-GPU command lines of the book, each checked before anyone runs it;
+``--nodes N --gpus-per-node G``: the same for a cluster of N machines.
 
     rlm-lab launches --gpus 8            # print every launch for 8 GPUs, each validated by a dry run
     rlm-lab launches --gpus 8 --only ch04-accelerate-zero3
+    rlm-lab launches --nodes 2 --gpus-per-node 8     # torchrun, accelerate, Slurm, Ray job, KubeRay RayJob
 
 Nothing here starts a process. A launch is a command line built from the committed configs
 (``configs/accelerate/*.yaml``, ``configs/deepspeed/*.json``) and the book's own entry points; the dry-run
@@ -11,6 +13,20 @@ https://huggingface.co/docs/accelerate/basic_tutorials/launch), checks that the 
 with ``-m`` and accepts the arguments given, that the process count matches the GPUs, and that a DeepSpeed
 config's ZeRO stage is the one its name promises (https://www.deepspeed.ai/docs/config-json/). Ray placements
 (chapter 5 on) are checked by :mod:`rlm_lab.cost.placement_spec` against a cluster of N GPUs.
+
+Several machines (:data:`CLUSTER_LAUNCHES`): each text is what a reader runs, with ``$NODE_RANK`` (this
+machine's rank, 0 on the head) and ``$HEAD_ADDR`` (the head's address) left for the reader. The check fills
+them in for every node rank and parses each machine's line with the launcher's own parser: torchrun's
+(``--nnodes``, ``--node-rank``, a c10d ``--rdzv-endpoint``; N x G processes), accelerate's (``--num_machines``,
+``--machine_rank``, ``--main_process_ip``; its ``--num_processes`` counts every machine's), Ray's own ``ray
+start`` and ``ray job submit`` (click commands, parsed without running,
+https://docs.ray.io/en/latest/cluster/running-applications/job-submission/cli.html), a Slurm batch script
+(``bash -n``, its ``#SBATCH`` directives read, and the ``srun``'d torchrun line parsed;
+https://slurm.schedmd.com/sbatch.html) and a KubeRay ``RayJob`` (YAML read, its cluster's shape and Ray
+version checked, its entrypoint parsed by rlm-lab's parser; https://ray-project.github.io/kuberay/reference/api/).
+The chapter-4 lines run on this machine too, for real, as ``rlm-lab parallel --nnodes 2`` (torchrun agents on
+loopback, :mod:`rlm_lab.parallel.nodes`), and the chapter-5 lines as ``rlm-lab place --nodes 2`` (a local Ray
+cluster of a head and 2 worker nodes, :mod:`rlm_lab.placement.session`).
 """
 
 from __future__ import annotations
@@ -96,61 +112,336 @@ def _script_args(module: str, args: list[str], gpus: int) -> None:
             raise RlmLabError(f"layout {layout.name} uses {layout.world} processes, not the {gpus} GPUs")
 
 
-def check(launch: Launch, gpus: int) -> list[str]:
-    """Validate ``launch`` for ``gpus`` GPUs by a dry run of its command line; returns the argv."""
-    argv = launch.argv(gpus)
+def _parse_launcher(name: str, argv: list[str]):
+    """``(parsed launcher args, total processes, module, module args)`` from the launcher's own parser."""
     if argv[0] == "torchrun":
         from torch.distributed.run import get_args_parser
 
         a = get_args_parser().parse_args(argv[1:])
-        nproc, module, rest = int(a.nproc_per_node), a.training_script, a.training_script_args
-        if not a.module:
-            raise RlmLabError(f"{launch.name}: torchrun runs a script, not a module")
+        nnodes = int(str(a.nnodes).split(":")[-1])
+        nproc, module, rest = int(a.nproc_per_node) * nnodes, a.training_script, a.training_script_args
     elif argv[:2] == ["accelerate", "launch"]:
-        from accelerate.commands.config.config_args import load_config_from_file
         from accelerate.commands.launch import launch_command_parser
 
         a = launch_command_parser().parse_args(argv[2:])
         nproc, module, rest = int(a.num_processes), a.training_script, a.training_script_args
-        if not a.module:
-            raise RlmLabError(f"{launch.name}: accelerate runs a script, not a module")
-        cfg_path = REPO / a.config_file
-        if not cfg_path.exists():
-            raise RlmLabError(f"{launch.name}: config {a.config_file} does not exist")
-        cfg = load_config_from_file(str(cfg_path))
-        if cfg.use_cpu or str(cfg.distributed_type).split(".")[-1] == "NO":
-            raise RlmLabError(f"{launch.name}: {a.config_file} is not a multi-GPU config")
-        ds = (cfg.deepspeed_config or {}).get("deepspeed_config_file")
-        if ds:
-            stage = json.loads((REPO / ds).read_text())["zero_optimization"]["stage"]
-            if f"zero{stage}" not in launch.name:
-                raise RlmLabError(f"{launch.name}: {ds} is ZeRO stage {stage}")
     else:
-        raise RlmLabError(f"{launch.name}: unknown launcher {argv[0]}")
+        raise RlmLabError(f"{name}: unknown launcher {argv[0]}")
+    if not a.module:
+        raise RlmLabError(f"{name}: {argv[0]} runs a script, not a module")
+    return a, nproc, module, list(rest)
+
+
+def _accelerate_config(name: str, a) -> None:
+    """The accelerate config exists, is a multi-GPU one, and its DeepSpeed stage is the one the name says."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    cfg_path = REPO / a.config_file
+    if not cfg_path.exists():
+        raise RlmLabError(f"{name}: config {a.config_file} does not exist")
+    cfg = load_config_from_file(str(cfg_path))
+    if cfg.use_cpu or str(cfg.distributed_type).split(".")[-1] == "NO":
+        raise RlmLabError(f"{name}: {a.config_file} is not a multi-GPU config")
+    ds = (cfg.deepspeed_config or {}).get("deepspeed_config_file")
+    if ds:
+        stage = json.loads((REPO / ds).read_text())["zero_optimization"]["stage"]
+        if f"zero{stage}" not in name:
+            raise RlmLabError(f"{name}: {ds} is ZeRO stage {stage}")
+
+
+def check(launch: Launch, gpus: int) -> list[str]:
+    """Validate ``launch`` for ``gpus`` GPUs by a dry run of its command line; returns the argv."""
+    argv = launch.argv(gpus)
+    a, nproc, module, rest = _parse_launcher(launch.name, argv)
+    if argv[0] == "accelerate":
+        _accelerate_config(launch.name, a)
     if nproc != gpus:
         raise RlmLabError(f"{launch.name}: {nproc} processes for {gpus} GPUs")
     _runnable_module(module)
-    _script_args(module, list(rest), gpus)
+    _script_args(module, rest, gpus)
     return argv
+
+
+# ---- several machines ---------------------------------------------------------------------------------------
+RDZV_PORT, MAIN_PORT, RAY_PORT = 29400, 29500, 6379  # torchrun's c10d default, accelerate's, Ray's GCS default
+EXAMPLE_HEAD = "10.0.0.1"  # what the check puts for $HEAD_ADDR (a documentation-style private address)
+
+
+@dataclass(frozen=True)
+class ClusterLaunch:
+    name: str
+    chapter: int
+    what: str
+    text: Callable[[int, int], str]  # (nodes, gpus per node) -> what the reader runs
+    check: Callable[["ClusterLaunch", int, int], None]
+
+
+def _shell(argv: list[str]) -> str:
+    """``argv`` as one shell line; a word holding a ``$VARIABLE`` is left for the shell to expand (unquoted)."""
+    return " ".join(a if "$" in a else shlex.quote(a) for a in argv)
+
+
+def _torchrun_nodes(n: int, g: int, *layout: str, rank: str = "$NODE_RANK", head: str = "$HEAD_ADDR") -> str:
+    return _shell(["torchrun", f"--nnodes={n}", f"--node-rank={rank}", f"--nproc-per-node={g}",
+                       "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:{RDZV_PORT}", "--rdzv-id=rlm-lab",
+                       "-m", "rlm_lab.parallel.cli", *layout, "--size", "gpu", "--model", "small"])
+
+
+def _machine_lines(text: str, rank: int, **more) -> list[list[str]]:
+    """The command lines of ``text`` as machine ``rank`` runs them: variables filled in, one argv per line."""
+    values = {"NODE_RANK": str(rank), "HEAD_ADDR": EXAMPLE_HEAD, **more}
+    for k, v in values.items():
+        text = text.replace("$" + k, v).replace("${" + k + "}", v)
+    return [shlex.split(ln) for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _check_torchrun_line(name: str, argv: list[str], n: int, g: int, rank: int) -> None:
+    a, nproc, module, rest = _parse_launcher(name, argv)
+    if (int(a.nnodes), int(a.node_rank), int(a.nproc_per_node)) != (n, rank, g):
+        raise RlmLabError(f"{name}: --nnodes {a.nnodes} --node-rank {a.node_rank} --nproc-per-node "
+                          f"{a.nproc_per_node}, not {n} nodes, rank {rank}, {g} GPUs each")
+    if a.rdzv_backend != "c10d" or not a.rdzv_endpoint.startswith(EXAMPLE_HEAD + ":"):
+        raise RlmLabError(f"{name}: not a c10d rendezvous at the head ({a.rdzv_backend} {a.rdzv_endpoint})")
+    _runnable_module(module)
+    _script_args(module, rest, n * g)
+
+
+def _check_torchrun(launch: ClusterLaunch, n: int, g: int) -> None:
+    for rank in range(n):
+        (argv,) = _machine_lines(launch.text(n, g), rank)
+        _check_torchrun_line(launch.name, argv, n, g, rank)
+
+
+def _accelerate_nodes(n: int, g: int) -> str:
+    return _shell(["accelerate", "launch", "--config_file", "configs/accelerate/fsdp2.yaml",
+                       "--num_machines", str(n), "--machine_rank", "$NODE_RANK", "--main_process_ip", "$HEAD_ADDR",
+                       "--main_process_port", str(MAIN_PORT), "--num_processes", str(n * g),
+                       "-m", "rlm_lab.cli", "train", "--algo", "grpo", "--size", "gpu"])
+
+
+def _check_accelerate(launch: ClusterLaunch, n: int, g: int) -> None:
+    for rank in range(n):
+        (argv,) = _machine_lines(launch.text(n, g), rank)
+        a, nproc, module, rest = _parse_launcher(launch.name, argv)
+        _accelerate_config(launch.name, a)
+        if (int(a.num_machines), int(a.machine_rank), nproc) != (n, rank, n * g):
+            raise RlmLabError(f"{launch.name}: --num_machines {a.num_machines} --machine_rank {a.machine_rank} "
+                              f"--num_processes {nproc}, not {n} machines, rank {rank}, {n * g} processes in all")
+        if a.main_process_ip != EXAMPLE_HEAD:
+            raise RlmLabError(f"{launch.name}: --main_process_ip is not the head's address")
+        _runnable_module(module)
+        _script_args(module, rest, n * g)
+
+
+def _slurm(n: int, g: int) -> str:
+    """A Slurm batch script: one task per machine, each a torchrun agent of G processes (c10d on the first)."""
+    return "\n".join([
+        "#!/bin/bash",
+        "#SBATCH --job-name=rlm-lab-ch04",
+        f"#SBATCH --nodes={n}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={g}",
+        'HEAD_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "srun " + _torchrun_nodes(n, g, "--dp", str(n * g), "--zero", "3", rank="$SLURM_NODEID"),
+    ]) + "\n"
+
+
+def _check_slurm(launch: ClusterLaunch, n: int, g: int) -> None:
+    import subprocess
+
+    text = launch.text(n, g)
+    syntax = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
+    if syntax.returncode != 0:
+        raise RlmLabError(f"{launch.name}: bash -n: {syntax.stderr.strip().splitlines()[-1]}")
+    directives = dict(ln[len("#SBATCH "):].split("=", 1) for ln in text.splitlines() if ln.startswith("#SBATCH "))
+    want = {"--nodes": str(n), "--ntasks-per-node": "1", "--gpus-per-node": str(g)}
+    if any(directives.get(k) != v for k, v in want.items()):
+        raise RlmLabError(f"{launch.name}: #SBATCH {directives} is not {want}")
+    srun = [ln for ln in text.splitlines() if ln.startswith("srun ")]
+    if len(srun) != 1:
+        raise RlmLabError(f"{launch.name}: no single srun line")
+    for rank in range(n):
+        (argv,) = _machine_lines(srun[0][len("srun "):], rank, SLURM_NODEID=str(rank))
+        _check_torchrun_line(launch.name, argv, n, g, rank)
+
+
+def _place_entrypoint(n: int) -> list[str]:
+    return ["python", "-m", "rlm_lab.cli", "place", "--nodes", str(n), "--size", "gpu"]
+
+
+def _ray_job(n: int, g: int) -> str:
+    return "\n".join([
+        "# every machine: this repository's requirements installed (CUDA torch), Ray " + _ray_version(),
+        "# on the head (the driver's machine; it runs no task):",
+        _shell(["ray", "start", "--head", f"--port={RAY_PORT}", "--num-cpus=0"]),
+        f"# on each of the {n} GPU machines:",
+        _shell(["ray", "start", f"--address=$HEAD_ADDR:{RAY_PORT}", f"--num-gpus={g}"]),
+        "# then, on the head (its dashboard answers on 127.0.0.1):",
+        _shell(["ray", "job", "submit", "--address=http://127.0.0.1:8265", "--working-dir=.", "--",
+                *_place_entrypoint(n)]),
+    ])
+
+
+def _ray_version() -> str:
+    from .compat import installed
+
+    return installed("ray")
+
+
+def _check_entrypoint(name: str, argv: list[str], n: int) -> None:
+    if argv[:3] != ["python", "-m", "rlm_lab.cli"]:
+        raise RlmLabError(f"{name}: the entrypoint is not python -m rlm_lab.cli: {shlex.join(argv)}")
+    _runnable_module("rlm_lab.cli")
+    _script_args("rlm_lab.cli", argv[3:], 0)
+    if argv[3] == "place":
+        nodes = int(argv[argv.index("--nodes") + 1]) if "--nodes" in argv else 1
+        if nodes != n:
+            raise RlmLabError(f"{name}: the entrypoint spreads over {nodes} node(s), the cluster has {n}")
+
+
+def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
+    import click
+    from ray.dashboard.modules.job.cli import submit
+    from ray.scripts.scripts import start
+
+    lines = _machine_lines(launch.text(n, g), 1)
+    try:
+        starts = [start.make_context("start", argv[2:]).params for argv in lines if argv[:2] == ["ray", "start"]]
+        jobs = [submit.make_context("submit", argv[3:]).params for argv in lines if argv[:3] == ["ray", "job", "submit"]]
+    except click.ClickException as e:
+        raise RlmLabError(f"{launch.name}: Ray's CLI refuses it: {e.format_message()}") from None
+    heads = [p for p in starts if p["head"]]
+    workers = [p for p in starts if not p["head"]]
+    if len(heads) != 1 or heads[0]["num_cpus"] != 0 or len(workers) != 1 or len(jobs) != 1:
+        raise RlmLabError(f"{launch.name}: needs one head (no CPUs), one worker line and one job submission")
+    if workers[0]["num_gpus"] != g or workers[0]["address"] != f"{EXAMPLE_HEAD}:{heads[0]['port']}":
+        raise RlmLabError(f"{launch.name}: a worker must join the head's port with {g} GPUs")
+    _check_entrypoint(launch.name, list(jobs[0]["entrypoint"]), n)
+
+
+RAY_IMAGE = "rayproject/ray:{version}-py311-gpu"  # Ray's published images (https://hub.docker.com/r/rayproject/ray)
+BOOK_IMAGE = "rlm-lab:ray{version}-gpu"  # that image with this repository installed (the text says how to build it)
+
+
+def _rayjob(n: int, g: int) -> str:
+    """A KubeRay ``RayJob``: a cluster of a head (no CPUs) and N GPU workers, made for the job and removed after."""
+    import yaml
+
+    from .compat import installed
+
+    image = BOOK_IMAGE.format(version=installed("ray"))
+    manifest = {
+        "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rlm-lab-ch05"},
+        "spec": {
+            "entrypoint": shlex.join(_place_entrypoint(n)),
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": {
+                "rayVersion": installed("ray"),
+                "headGroupSpec": {"rayStartParams": {"num-cpus": "0"},
+                                  "template": {"spec": {"containers": [{"name": "ray-head", "image": image}]}}},
+                "workerGroupSpecs": [{
+                    "groupName": "gpu", "replicas": n, "minReplicas": n, "maxReplicas": n, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{
+                        "name": "ray-worker", "image": image,
+                        "resources": {"limits": {"nvidia.com/gpu": g}, "requests": {"nvidia.com/gpu": g}}}]}}}],
+            }}}
+    build = (f"# image {image}: FROM {RAY_IMAGE.format(version=installed('ray'))}, then COPY this repository "
+             "and pip install -r requirements.txt -e . (CUDA torch)\n")
+    return build + yaml.safe_dump(manifest, sort_keys=False)
+
+
+def _check_rayjob(launch: ClusterLaunch, n: int, g: int) -> None:
+    import yaml
+
+    from .compat import installed
+
+    m = yaml.safe_load(launch.text(n, g))
+    try:
+        spec, cluster = m["spec"], m["spec"]["rayClusterSpec"]
+        workers = cluster["workerGroupSpecs"]
+        head = cluster["headGroupSpec"]
+        gpus = [c["resources"]["limits"]["nvidia.com/gpu"] for w in workers for c in w["template"]["spec"]["containers"]]
+        ok = (m["apiVersion"] == "ray.io/v1" and m["kind"] == "RayJob" and len(workers) == 1
+              and workers[0]["replicas"] == workers[0]["minReplicas"] == workers[0]["maxReplicas"] == n
+              and gpus == [g] and head["rayStartParams"].get("num-cpus") == "0" and head["template"]["spec"]["containers"])
+    except (KeyError, TypeError, IndexError) as e:
+        raise RlmLabError(f"{launch.name}: the RayJob lacks {e}") from None
+    if not ok:
+        raise RlmLabError(f"{launch.name}: not a RayJob of a head without CPUs and {n} workers of {g} GPUs")
+    if cluster["rayVersion"] != installed("ray"):
+        raise RlmLabError(f"{launch.name}: rayVersion {cluster['rayVersion']} is not the Ray this book pins ({installed('ray')})")
+    _check_entrypoint(launch.name, shlex.split(spec["entrypoint"]), n)
+
+
+CLUSTER_LAUNCHES: tuple[ClusterLaunch, ...] = (
+    ClusterLaunch("ch04-torchrun-dp-nodes", 4, "DDP over every GPU of every machine (run on each machine)",
+                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g)), _check_torchrun),
+    ClusterLaunch("ch04-torchrun-fsdp2-nodes", 4, "FSDP2 = ZeRO-3 over every GPU (run on each machine)",
+                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g), "--zero", "3"), _check_torchrun),
+    ClusterLaunch("ch04-torchrun-tp-nodes", 4, "tensor parallel over 2 GPUs x data parallel over the rest (each machine)",
+                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g // 2), "--tp", "2"), _check_torchrun),
+    ClusterLaunch("ch04-accelerate-fsdp2-nodes", 4, "GRPO through TRL, FSDP2 over every machine (run on each machine)",
+                  _accelerate_nodes, _check_accelerate),
+    ClusterLaunch("ch04-slurm-fsdp2", 4, "a Slurm batch script: one torchrun agent per machine (sbatch it)",
+                  _slurm, _check_slurm),
+    ClusterLaunch("ch05-ray-job", 5, "a Ray cluster by hand, then chapter 5's placements as a Ray job, one set per node",
+                  _ray_job, _check_ray_job),
+    ClusterLaunch("ch05-kuberay-rayjob", 5, "the same on Kubernetes: a KubeRay RayJob (kubectl apply -f it)",
+                  _rayjob, _check_rayjob),
+)
+
+
+def check_cluster(launch: ClusterLaunch, nodes: int, gpus_per_node: int) -> str:
+    """Validate ``launch`` for ``nodes`` machines of ``gpus_per_node`` GPUs; returns its text."""
+    launch.check(launch, nodes, gpus_per_node)
+    return launch.text(nodes, gpus_per_node)
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("launches", help="the book's multi-GPU command lines, checked by a dry run",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", type=int, required=True, help=f"GPUs on the machine (an even number, 2 to {MAX_GPUS})")
-    p.add_argument("--only", help="one launch: " + ", ".join(x.name for x in LAUNCHES))
+    p.add_argument("--gpus", type=int, help=f"GPUs on the machine (an even number, 2 to {MAX_GPUS})")
+    p.add_argument("--nodes", type=int, help="machines of a cluster (2 or more; with --gpus-per-node)")
+    p.add_argument("--gpus-per-node", type=int, help=f"GPUs on each machine of the cluster (an even number, 2 to {MAX_GPUS})")
+    p.add_argument("--only", help="one launch: " + ", ".join(x.name for x in (*LAUNCHES, *CLUSTER_LAUNCHES)))
     p.set_defaults(func=_run)
 
 
+MAX_NODES = 4096  # a bound on what is printed, far above any cluster the book's models need
+
+
+def _check_gpus(flag: str, gpus: int) -> None:
+    if gpus < 2 or gpus % 2:
+        raise RlmLabError(f"{flag} must be an even number >= 2, got {gpus}")
+    if gpus > MAX_GPUS:
+        raise RlmLabError(f"{flag} {gpus}: these are one machine's launches and a machine holds at most "
+                          f"{MAX_GPUS} GPUs; give the GPUs of one machine (several machines: --nodes N "
+                          f"--gpus-per-node G)")
+
+
 def _run(args) -> int:
-    if args.gpus < 2 or args.gpus % 2:
-        raise RlmLabError(f"--gpus must be an even number >= 2, got {args.gpus}")
-    if args.gpus > MAX_GPUS:
-        raise RlmLabError(f"--gpus {args.gpus}: these are one machine's launches and a machine holds at most "
-                          f"{MAX_GPUS} GPUs; give the GPUs of one machine (several machines: torchrun --nnodes)")
-    chosen = [x for x in LAUNCHES if args.only in (None, x.name)]
+    if args.nodes is None and args.gpus_per_node is None:
+        if args.gpus is None:
+            raise RlmLabError("give --gpus N (one machine) or --nodes N --gpus-per-node G (a cluster)")
+        _check_gpus("--gpus", args.gpus)
+        chosen = [x for x in LAUNCHES if args.only in (None, x.name)]
+        if not chosen:
+            raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in LAUNCHES)}")
+        for launch in chosen:
+            print(f"# {launch.name}: {launch.what} (chapter {launch.chapter}) - checked\n"
+                  f"{shlex.join(check(launch, args.gpus))}")
+        return 0
+    if args.gpus is not None:
+        raise RlmLabError("--gpus is one machine's count; with --nodes give --gpus-per-node instead")
+    if args.nodes is None or args.gpus_per_node is None:
+        raise RlmLabError("a cluster needs both --nodes N and --gpus-per-node G")
+    if not 2 <= args.nodes <= MAX_NODES:
+        raise RlmLabError(f"--nodes must be 2 to {MAX_NODES} (one machine: --gpus), got {args.nodes}")
+    _check_gpus("--gpus-per-node", args.gpus_per_node)
+    chosen = [x for x in CLUSTER_LAUNCHES if args.only in (None, x.name)]
     if not chosen:
-        raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in LAUNCHES)}")
+        raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in CLUSTER_LAUNCHES)}")
     for launch in chosen:
-        print(f"# {launch.name}: {launch.what} (chapter {launch.chapter}) - checked\n{shlex.join(check(launch, args.gpus))}")
+        print(f"# {launch.name}: {launch.what} (chapter {launch.chapter}) - checked for {args.nodes} machines "
+              f"x {args.gpus_per_node} GPUs\n{check_cluster(launch, args.nodes, args.gpus_per_node).rstrip()}")
     return 0

@@ -44,14 +44,56 @@ def _start_shared_ray():
     return session
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """The test session's one local Ray (started once, ~10-30 s, beside busy loops; closed at the end). A
-    module that closes it (a test of what closing leaves) makes the next module start a fresh one."""
+def loopback(ip: str) -> bool:
+    """Is ``ip`` (as psutil reports a socket's address) on the loopback network?"""
+    import ipaddress
+
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
+
+
+def bound_sockets(pids) -> list[tuple]:
+    """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
+    import psutil
+
+    bound = []
+    for pid in sorted(pids):
+        try:
+            proc = psutil.Process(pid)
+            conns = proc.net_connections(kind="inet")
+            name = proc.name()
+        except psutil.Error:  # a process that just exited
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
+                bound.append((pid, name, c.laddr.ip, c.laddr.port))
+    return bound
+
+
+@pytest.fixture
+def sockets():
+    """``sockets.bound(pids)`` and ``sockets.loopback(ip)``: the listening-socket scan of the loopback tests."""
+    import types
+
+    return types.SimpleNamespace(bound=bound_sockets, loopback=loopback)
+
+
+def shared_ray():
+    """The shared session, started (again) if no module has it open."""
     s = _RAY.get("session")
     if s is None or not s.owned:
         s = _start_shared_ray()
     return s
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """The test session's one local Ray (started once, ~10-30 s, beside busy loops; closed at the end). A
+    module that closes it (a test of what closing leaves, or a multi-node cluster of its own) makes the next
+    module start a fresh one."""
+    return shared_ray()
 
 
 @pytest.fixture
@@ -68,9 +110,36 @@ def _close_shared_ray():
         s.close()
 
 
-@pytest.fixture(scope="module")
-def place_cfg():
-    """The smoke-size run config the placement and asynchrony tests share (same seed: comparable runs)."""
+def _place_cfg():
     from rlm_lab.chapters.ch05_placement.cases import run_config
 
     return run_config("smoke", rl_steps=PLACE_STEPS, seed=3)
+
+
+@pytest.fixture(scope="module")
+def place_cfg():
+    """The smoke-size run config the placement and asynchrony tests share (same seed: comparable runs)."""
+    return _place_cfg()
+
+
+@pytest.fixture(scope="session")
+def one_node_run(tmp_path_factory):
+    """``get(kind)``: a run of ``place_cfg`` on the shared one-node Ray, weights returned, made once per test
+    session for every module that compares with it: ``"disaggregated"`` (chapter 5: trainer and one rollout
+    worker, collective sync) or ``"one_step_off"`` (chapter 6, eta = 1)."""
+    cache = {}
+
+    def get(kind: str) -> dict:
+        if kind not in cache:
+            from rlm_lab.asynchrony.modes import mode_placement, run_mode
+            from rlm_lab.placement.runtime import run_placement
+
+            cfg, session, folder = _place_cfg(), shared_ray(), tmp_path_factory.mktemp(f"one_node_{kind}")
+            if kind == "disaggregated":
+                cache[kind] = run_placement(mode_placement(cfg, sync="collective"), cfg, folder, session=session,
+                                            return_weights=True, timeout_s=60)
+            else:
+                cache[kind] = run_mode(kind, cfg, folder, session=session, return_weights=True, timeout_s=60)
+        return cache[kind]
+
+    return get

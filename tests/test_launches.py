@@ -68,3 +68,65 @@ def test_cli_prints_checked_lines_and_refuses_bad_counts(capsys):
     assert main(["launches", "--gpus", "3"]) == 2
     assert main(["launches", "--gpus", "4", "--only", "nope"]) == 2
     assert "rlm-lab: error:" in capsys.readouterr().err
+
+
+# ---- several machines (issue 25) -----------------------------------------------------------------------------
+@pytest.mark.parametrize("nodes,gpn", [(2, 8), (3, 4), (16, 2)])
+def test_every_cluster_launch_checks_out(nodes, gpn):
+    for launch in L.CLUSTER_LAUNCHES:
+        text = L.check_cluster(launch, nodes, gpn)
+        assert str(nodes) in text
+
+
+def _one_line(name, text):
+    return L.ClusterLaunch(name, 4, "test", lambda n, g: text(n, g), dict((x.name, x.check) for x in L.CLUSTER_LAUNCHES)[name])
+
+
+@pytest.mark.parametrize("name,text,message", [
+    # the process count of every machine does not add up to the layout's ranks
+    ("ch04-torchrun-dp-nodes", lambda n, g: L._torchrun_nodes(n, g, "--dp", str(g)), "not the"),
+    # one machine's agents told a different node count
+    ("ch04-torchrun-dp-nodes", lambda n, g: L._torchrun_nodes(n + 1, g, "--dp", str((n + 1) * g)), "not 2 nodes"),
+    # a fixed node rank: every machine would claim rank 0
+    ("ch04-torchrun-dp-nodes", lambda n, g: L._torchrun_nodes(n, g, "--dp", str(n * g), rank="0"), "rank 1"),
+    # the static rendezvous instead of c10d
+    ("ch04-torchrun-dp-nodes", lambda n, g: L._torchrun_nodes(n, g, "--dp", str(n * g)).replace("c10d", "static"),
+     "not a c10d rendezvous"),
+    # accelerate's --num_processes is every machine's, not one machine's
+    ("ch04-accelerate-fsdp2-nodes", lambda n, g: L._accelerate_nodes(n, g).replace(f"--num_processes {n * g}",
+                                                                                    f"--num_processes {g}"),
+     "processes in all"),
+    ("ch04-slurm-fsdp2", lambda n, g: L._slurm(n, g).replace(f"--nodes={n}", "--nodes=1"), "#SBATCH"),
+    ("ch04-slurm-fsdp2", lambda n, g: L._slurm(n, g).replace("$(scontrol", "$((scontrol"), "bash -n"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace("--num-gpus", "--num-gpu"), "Ray's CLI refuses"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace(f"--nodes {n}", "--nodes 1"), "over 1 node"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace("place --nodes", "place --nodez"), "refuses"),
+    ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("replicas: 2", "replicas: 1", 1), "workers of"),
+    ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("rayVersion: 2.60.0", "rayVersion: 2.9.0"),
+     "is not the Ray"),
+    ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("kind: RayJob", "kind: RayService"), "not a RayJob"),
+])
+def test_broken_cluster_launches_are_caught(name, text, message):
+    with pytest.raises(RlmLabError, match=message):
+        L.check_cluster(_one_line(name, text), 2, 4)
+
+
+def test_cluster_lines_leave_the_variables_to_the_shell():
+    """$NODE_RANK and $HEAD_ADDR unquoted (a quoted '$NODE_RANK' would reach torchrun as those 9 characters)."""
+    import shlex
+
+    line = L._torchrun_nodes(2, 8, "--dp", "16")
+    assert "--node-rank=$NODE_RANK" in line.split() and "'" not in line
+    assert shlex.split(line.replace("$NODE_RANK", "1"))[2] == "--node-rank=1"
+
+
+def test_cli_prints_cluster_launches_and_refuses_bad_shapes(capsys):
+    from rlm_lab.cli import main
+
+    assert main(["launches", "--nodes", "2", "--gpus-per-node", "8", "--only", "ch04-slurm-fsdp2"]) == 0
+    out = capsys.readouterr().out
+    assert "#SBATCH --nodes=2" in out and "--nproc-per-node=8" in out and "checked for 2 machines x 8 GPUs" in out
+    for argv in (["--nodes", "1", "--gpus-per-node", "8"], ["--nodes", "2"], ["--gpus", "8", "--nodes", "2",
+                 "--gpus-per-node", "8"], [], ["--nodes", "2", "--gpus-per-node", "32"]):
+        assert main(["launches", *argv]) == 2
+    assert capsys.readouterr().err.count("rlm-lab: error:") == 5

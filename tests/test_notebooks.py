@@ -194,10 +194,13 @@ def test_every_citation_is_in_the_bibliography():
 MAX_CELL_LINES = 15
 # What a chapter's notebook may import besides its own chapter package: the book's helpers (glue, tables, the
 # size), the GPU edition's section, and what a chapter is about (chapter 1 teaches rlm_lab.train's two calls;
-# chapters 2 and 3 end with the reader's own numbers).
+# chapters 2 and 3 end with the reader's own numbers; chapters 4 and 5 end with the cluster lines of
+# ``rlm-lab launches``, an entry point whose checks parse with rlm-lab's own parser, so no chapter package can
+# import it: the layers go downward).
 HELPERS = ("rlm_lab.book", "rlm_lab.sizes", "rlm_lab.tables", "rlm_lab.gpu_archive")
 SUBJECT = {"ch01_quickstart": ("rlm_lab.train",), "ch02_anatomy": ("rlm_lab.chapters.your_machine",),
-           "ch03_work_depth": ("rlm_lab.chapters.your_machine",)}
+           "ch03_work_depth": ("rlm_lab.chapters.your_machine",), "ch04_parallelism": ("rlm_lab.launches",),
+           "ch05_placement": ("rlm_lab.launches",)}
 CHAPTER_NOTEBOOKS = [n for n in NAMES if re.match(r"ch\d\d_", n) and not n.startswith("ch00")]
 
 

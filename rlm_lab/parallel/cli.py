@@ -4,11 +4,13 @@
     rlm-lab parallel --tp 2 --sp
     rlm-lab parallel --ep 2                                        # nano-moe (EP needs experts)
     torchrun --nproc_per_node 2 -m rlm_lab.parallel.cli --dp 2     # the same, launched by hand
+    rlm-lab parallel --nnodes 2 --dp 2                              # 2 torchrun agents (node ranks 0, 1), c10d
 
 Every input is validated first, in this process, so a bad layout, batch, sequence, learning rate or
 output folder fails in one ``rlm-lab: error:`` line (exit 2) before any rank starts. With more than one
 rank the command starts them itself (``rlm_lab.parallel.launch.spawn``: one process per rank, gloo on
-CPU, NCCL on GPU). Collectives time out after ``--timeout`` seconds, so a dead or stalled rank ends the
+CPU, NCCL on GPU); with ``--nnodes N`` it starts N torchrun agents on this machine instead, one per node
+rank, meeting at a c10d rendezvous on 127.0.0.1 (:mod:`rlm_lab.parallel.nodes`). Collectives time out after ``--timeout`` seconds, so a dead or stalled rank ends the
 run with one line naming the rank and the cause instead of hanging it. Rank 0's results are written
 as a run record (config, provenance, losses, step times, counted and predicted collectives, memory per
 rank, the check against one process) to ``--out`` or ``_build/runs/<size>/ch04_<layout>``; an existing
@@ -58,6 +60,9 @@ def _arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a stalled collective fails the run")
     p.add_argument("--no-check", action="store_true", help="skip the single-process comparison")
     p.add_argument("--label", default="", help="appended to the run directory name (e.g. oversubscribed)")
+    p.add_argument("--nnodes", type=int, default=1,
+                   help="run the ranks under this many torchrun agents on this machine, one per node rank, with a "
+                        "c10d rendezvous on 127.0.0.1 (what torchrun --nnodes does across machines); default 1")
 
 
 def layout_from_args(args):
@@ -74,6 +79,7 @@ def check_args(args):
     from ..record import runs_root
     from ..sizes import check_size, size_from_env
     from .mesh import validate
+    from .nodes import check_nnodes
 
     args.size = check_size(args.size) if args.size else size_from_env("smoke")
     args.model = check_model(args.model or ("nano-moe" if args.ep > 1 else "nano"))
@@ -87,10 +93,14 @@ def check_args(args):
         raise RlmLabError(f"--label is part of a folder name; it cannot contain {os.sep!r}: {args.label!r}")
     layout = layout_from_args(args)
     world = int(os.environ["WORLD_SIZE"]) if in_torchrun() else layout.world
+    if args.nnodes != 1 and in_torchrun():
+        raise RlmLabError("--nnodes starts torchrun agents itself; under torchrun, give torchrun's own --nnodes")
+    check_nnodes(args.nnodes, layout.world)
     validate(layout, args.model, world_size=world, batch=args.batch, seq=args.seq,
              vocab=len(SPECIALS) + len(ALPHABET))
+    nodes = f"-{args.nnodes}nodes" if args.nnodes > 1 else ""
     run_dir = Path(args.out) if args.out else \
-        runs_root(args.size) / f"ch04_{layout.name()}{'-' + args.label if args.label else ''}"
+        runs_root(args.size) / f"ch04_{layout.name()}{nodes}{'-' + args.label if args.label else ''}"
     if run_dir.exists() and not run_dir.is_dir():
         raise RlmLabError(f"--out {run_dir} is a file, not a folder; give a folder for the run record")
     for parent in (run_dir, *run_dir.parents):  # the nearest existing folder must be writable
@@ -119,6 +129,11 @@ def _run(args, argv: list[str] | None = None) -> int:
     try:
         if in_torchrun():
             res = _run_rank(args, layout, kw)
+        elif args.nnodes > 1:
+            from .nodes import run_nodes
+
+            res = run_nodes(args.nnodes, layout.world // args.nnodes, rank_args(args), rec.scratch("nodes-"),
+                            timeout_s=600 + 10 * args.timeout)
         elif layout.world > 1:
             from .bench.measure import spawn_layouts
 
@@ -134,6 +149,17 @@ def _run(args, argv: list[str] | None = None) -> int:
             rec.fail(e)
         raise
     return 0 if rec is None else _report(res, rec)
+
+
+def rank_args(args) -> list[str]:
+    """The arguments that give a rank (under torchrun) the run ``args`` describes (no --out, --nnodes)."""
+    out = []
+    for d in ("dp", "tp", "pp", "cp", "ep"):
+        out += [f"--{d}", str(getattr(args, d))]
+    out += ["--zero", str(args.zero), "--schedule", args.schedule, "--microbatches", str(args.microbatches),
+            "--model", args.model, "--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq),
+            "--lr", repr(args.lr), "--seed", str(args.seed), "--size", args.size, "--timeout", repr(args.timeout)]
+    return out + (["--sp"] if args.sp else []) + (["--no-check"] if args.no_check else [])
 
 
 def _report(res: dict, rec) -> int:
@@ -195,17 +221,15 @@ def _run_rank(args, layout, kw: dict):
     import torch.distributed as dist
 
     from .bench.measure import run_layout
-    from ..host import free_port
+    from .launch import bound_store
     from .mesh import backend_for, device_type
 
     device = device_type()
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    if not in_torchrun():  # a one-rank layout: a group of one, so the same code path runs
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-        dist.init_process_group(backend_for(device), rank=0, world_size=1,
-                                timeout=_dt.timedelta(seconds=args.timeout))
+    if not in_torchrun():  # a one-rank layout: a group of one (its store on loopback), so the same code path runs
+        dist.init_process_group(backend_for(device), store=bound_store("127.0.0.1", 0, 1, True, args.timeout),
+                                rank=0, world_size=1, timeout=_dt.timedelta(seconds=args.timeout))
     else:
         dist.init_process_group(backend_for(device), timeout=_dt.timedelta(seconds=args.timeout))
     try:
@@ -235,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     argv = sys.argv[1:] if argv is None else argv
+    if in_torchrun():  # a rank whose agent dies (SIGKILLed: it cannot stop us) goes with it
+        from .launch import die_with_parent
+
+        die_with_parent()
     p = argparse.ArgumentParser(prog="rlm-lab parallel", description=__doc__.splitlines()[0])
     _arguments(p)
     args = p.parse_args(argv)

@@ -29,12 +29,41 @@ _CONSEQUENCES = ("closed by peer", "Connection reset", "Timed out", "timed out",
                  "DistBackendError", "failed to recv", "failed to send")
 
 
-def init_process_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 60.0):
+def bound_store(host: str, port: int, world_size: int | None, is_master: bool, timeout_s: float, **kwargs):
+    """A ``torch.distributed.TCPStore`` whose server listens on ``host`` alone (``port`` 0: a free one).
+
+    torch's own server binds every interface (``::``) whatever host it is given (torch 2.13, measured here: a
+    store made for 127.0.0.1 listened on ``::``); so the master's socket is bound here and handed to the store
+    (``master_listen_fd``, https://pytorch.org/docs/stable/distributed.html#torch.distributed.TCPStore), which
+    owns it from then on. A port already taken is a RuntimeError, as torch's own store raises. A client
+    (``is_master`` false) is torch's store unchanged."""
+    import socket
+
     import torch.distributed as dist
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
+    timeout = _dt.timedelta(seconds=timeout_s)
+    if not is_master or kwargs.get("master_listen_fd") is not None:
+        return dist.TCPStore(host, port, world_size, is_master, timeout=timeout, **kwargs)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(512)
+    except OSError as e:
+        sock.close()
+        raise RuntimeError(f"cannot listen on {host}:{port}: {e}") from None
+    port = sock.getsockname()[1]
+    return dist.TCPStore(host, port, world_size, True, timeout=timeout, master_listen_fd=sock.detach(), **kwargs)
+
+
+def init_process_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 60.0):
+    """The default group of ``rank`` in ``world_size``, rendezvousing at 127.0.0.1:``port`` (rank 0's store,
+    bound to loopback alone: :func:`bound_store`)."""
+    import torch.distributed as dist
+
+    store = bound_store("127.0.0.1", port, world_size, rank == 0, timeout_s)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                             timeout=_dt.timedelta(seconds=timeout_s))
 
 

@@ -1,7 +1,8 @@
-"""The local Ray head's process: ``ray start`` (Ray's own CLI, ``ray.scripts.scripts.main``) with a longer wait
+"""A local Ray node's process: ``ray start`` (Ray's own CLI, ``ray.scripts.scripts.main``) with a longer wait
 for the raylet to register, for :class:`rlm_lab.placement.session.RaySession`.
 
-    python -m rlm_lab.placement.ray_head start --head --block ...   # what RaySession runs; not a user command
+    python -m rlm_lab.placement.ray_head start --head --block ...            # the head; not a user command
+    python -m rlm_lab.placement.ray_head start --address 127.0.0.1:P ...     # a worker node of a local cluster
 
 Why: ``ray start`` (Ray 2.60, ``ray._private.node.Node.__init__``) waits a fixed 30 s for the raylet to
 register with the GCS, polling ``ray._private.services.get_node`` in a loop with no pause, and then fails
@@ -19,6 +20,16 @@ registered, and ``ray start`` timed out. Two changes here:
   again once it binds); the raylet goes on, and its clients of the agents retry until they answer;
 - ``get_node`` waits up to ``RLM_RAY_REGISTER_WAIT_S`` seconds (default 120), polling every 0.5 s, before
   Ray's 30 s count goes on (that loop no longer spins a core the raylet needs).
+
+A worker node (``--address``): the local-only mode that keeps every address on loopback
+(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, see :func:`rlm_lab.placement.session._start_node`) also makes
+``ray start --address`` abort ("Multi-node Ray clusters are not supported on Windows and OSX"). That gate is
+lifted for the CLI alone (:class:`WorkerNodeGate`: the CLI module reads ``ENABLE_RAY_CLUSTER`` as true); Ray's
+own ``ray_constants`` keep it false, so ``services.get_node_ip_address`` and every bind stay on 127.0.0.1.
+Nodes on one machine share the session's sockets folder, and Ray names a node's raylet and object-store
+sockets by the first free ``raylet[.n]`` / ``plasma_store[.n]``: two worker nodes starting at the same moment
+took the same name and the second raylet aborted ("bind: Address already in use" in ``raylet.2.out``). A
+worker node's sockets carry its node name instead (:func:`named_sockets`).
 """
 
 from __future__ import annotations
@@ -69,15 +80,46 @@ def port_first(start_raylet):
     return wrapped
 
 
-def main() -> None:
+class WorkerNodeGate:
+    """Ray's ``ray_constants`` as the CLI module sees them for a worker node: ``ENABLE_RAY_CLUSTER`` true (the
+    CLI's multi-node gate open), every other name Ray's own."""
+
+    ENABLE_RAY_CLUSTER = True
+
+    def __init__(self, constants):
+        self._constants = constants
+
+    def __getattr__(self, name):
+        return getattr(self._constants, name)
+
+
+def named_sockets(prepare, node_name: str):
+    """``Node._prepare_socket_file`` that names an unnamed socket ``<prefix>_<node_name>``."""
+
+    def wrapped(node, socket_path, default_prefix):
+        return prepare(node, socket_path, f"{default_prefix}_{node_name}")
+
+    wrapped.__wrapped__ = prepare
+    return wrapped
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
     from ray.scripts.scripts import main as ray_main
 
-    from ..compat import ray_start_privates
+    from ..compat import ray_start_privates, ray_worker_node_privates
 
+    argv = sys.argv[1:] if argv is None else argv
     services, Node, _ = ray_start_privates()
     wait_s = float(os.environ.get(REGISTER_WAIT_ENV, DEFAULT_REGISTER_WAIT_S))
     services.get_node = patient(services.get_node, wait_s)
     Node.start_raylet = port_first(Node.start_raylet)
+    if "--address" in argv and "--head" not in argv:
+        scripts, _ = ray_worker_node_privates()
+        scripts.ray_constants = WorkerNodeGate(scripts.ray_constants)
+        if "--node-name" in argv:
+            Node._prepare_socket_file = named_sockets(Node._prepare_socket_file, argv[argv.index("--node-name") + 1])
     ray_main()
 
 

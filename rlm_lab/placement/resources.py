@@ -49,7 +49,13 @@ def sync_backend(placement) -> str:
 
 
 def local_gpus() -> int:
-    """GPUs torch sees on this machine (0 without CUDA)."""
+    """GPUs a placement can use: the Ray cluster's, when this process is a driver connected to one (a job on a
+    multi-node cluster runs its driver on a head without GPUs), else the GPUs torch sees here (0 without CUDA)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0))
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -6,10 +6,16 @@ placement) or joins a cluster at ``address=`` / ``$RAY_ADDRESS``
 (https://docs.ray.io/en/latest/ray-core/api/doc/ray.init.html). Placement groups:
 https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html.
 
-Bad input (a placement asking for more CPUs than exist, Ray that cannot start) is one
-:class:`RlmLabError` before anything runs; a worker that dies mid-run fails the run within its timeout
-with one line, the record says ``failed`` and why, and every actor, the placement group and (when this
-module started it) Ray itself are torn down: no orphaned processes.
+Several nodes: on a session that spans nodes (``RaySession(nodes=N)``, a local cluster or one joined at
+``RAY_ADDRESS``) the placement group is ``STRICT_SPREAD``, each resource set on its own node
+(https://docs.ray.io/en/latest/ray-core/scheduling/placement-group.html#placement-strategy); the record says
+which node held each set, the weight-sync group's store is served on the trainer's node address, and a node
+that dies mid-run is named in the error line.
+
+Bad input (a placement asking for more CPUs than exist, a set larger than a node, Ray that cannot start) is
+one :class:`RlmLabError` before anything runs; a worker (or a node) that dies mid-run fails the run within its
+timeout with one line, the record says ``failed`` and why, and every actor, the placement group and (when
+this module started it) Ray itself are torn down: no orphaned processes.
 """
 
 from __future__ import annotations
@@ -56,6 +62,58 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
         return placement.validate(algo_roles(cfg), Cluster(cpus or local_cpus(), "cpu"))
     except PlacementError as e:
         raise RlmLabError(str(e)) from None
+
+
+def check_spread(placement: Placement, node_devices: dict) -> None:
+    """``STRICT_SPREAD`` can place ``placement`` on nodes of ``node_devices`` (name -> CPUs, or GPUs for GPU sets):
+    each set on a node of its own that holds its devices; one error line otherwise (Ray would wait for such a
+    group forever)."""
+    unit = "GPUs" if placement.sets[0].kind == "gpu" else "CPUs"
+    free = sorted(node_devices.values(), reverse=True)
+    need = sorted((s.devices for s in placement.sets), reverse=True)
+    if len(need) > len(free):
+        raise RlmLabError(f"placement {placement.name!r} has {len(need)} resource sets, the cluster "
+                          f"{len(free)} node(s) with {unit}; each set goes on a node of its own")
+    for s in placement.sets:
+        if s.devices > free[0]:
+            raise RlmLabError(f"placement {placement.name!r} puts {s.devices} {unit} in set {s.name!r}, and no node "
+                              f"of this {len(free)}-node cluster holds more than {free[0]}; each set goes on a node "
+                              f"of its own (choose a placement with one set per node, e.g. disaggregated)")
+    if any(n > f for n, f in zip(need, free)):
+        raise RlmLabError(f"placement {placement.name!r}'s sets ({need} {unit}) do not fit one per node on "
+                          f"nodes of {free} {unit}")
+
+
+def bundle_nodes(ray, pg) -> dict:
+    """Bundle index -> ``{"id", "name", "address"}`` of the node Ray reserved it on."""
+    from ray.util.placement_group import placement_group_table
+
+    nodes = {n["NodeID"]: n for n in ray.nodes()}
+    out = {}
+    for i, node_id in placement_group_table(pg).get("bundles_to_node_id", {}).items():
+        n = nodes.get(node_id, {})
+        out[int(i)] = {"id": node_id, "name": n.get("NodeName") or node_id[:12],
+                       "address": n.get("NodeManagerAddress", "127.0.0.1")}
+    return out
+
+
+def name_dead_node(ray, error: BaseException, set_nodes: dict, wait_s: float = 25.0) -> BaseException:
+    """``error`` with the node that died named first, when a node holding one of the run's sets is dead
+    (the GCS marks a lost node dead after its health checks fail: Ray's defaults, 5 failed checks 3 s apart,
+    take 15 s or more; a call to a killed node's actor can fail at once, so that is waited for, up to ``wait_s``)."""
+    if not set_nodes or not isinstance(error, (PlacementRunError, ray.exceptions.RayError)):
+        return error
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = {n["NodeID"]: n.get("Alive") for n in ray.nodes()}
+        dead = [(s, n) for s, n in set_nodes.items() if not alive.get(n["id"], False)]
+        if dead or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if not dead:
+        return error
+    names = ", ".join(f"{n['name']} (set {s!r})" for s, n in dead)
+    return PlacementRunError(f"node {names} died during the run: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
 
 
 def _sft_checkpoint(cfg) -> Path:
@@ -111,11 +169,13 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     Returns the record's results (plus ``weights`` if asked).
     """
     from ..record import RunRecord, read_jsonl
-    from ..host import free_port
     from .weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
+    spread = session is not None and session.nodes > 1
+    if spread:
+        check_spread(placement, session.node_devices(placement.sets[0].kind))
     run_dir = Path(run_dir)
     # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
     record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
@@ -135,16 +195,22 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     from .resources import actor_options, bundle, sync_backend, threads
     from .workers import RolloutWorker, TrainerWorker
 
-    pg, actors, t_start = None, [], time.perf_counter()
+    pg, actors, t_start, set_nodes = None, [], time.perf_counter(), {}
     try:
         if placement.sets[0].kind == "cpu" and session.cpus() < placement.devices:
             raise RlmLabError(f"placement {placement.name!r} asks for {placement.devices} CPUs, Ray has {session.cpus()}")
-        pg = placement_group([bundle(s) for s in placement.sets], strategy="PACK")
+        strategy = "STRICT_SPREAD" if spread else "PACK"
+        pg = placement_group([bundle(s) for s in placement.sets], strategy=strategy)
         try:
             ray.get(pg.ready(), timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
-            raise RlmLabError(f"Ray could not reserve {placement.describe()} within {startup_timeout_s:g} s") from None
+            raise RlmLabError(f"Ray could not reserve {placement.describe()} ({strategy}) within "
+                              f"{startup_timeout_s:g} s") from None
         index = {s.name: i for i, s in enumerate(placement.sets)}
+        where = bundle_nodes(ray, pg)
+        set_nodes = {s.name: where[i] for s, i in ((s, index[s.name]) for s in placement.sets) if i in where}
+        nodes = {"strategy": strategy, "count": session.nodes, "sets": {k: v["name"] for k, v in set_nodes.items()}}
+        record.update(nodes=nodes)  # a failed run's record says where its sets were, too
 
         def on(set_name, cls, share, *args):
             opts = dict(**actor_options(placement.set(set_name), share),
@@ -173,10 +239,12 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
             pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
             if placement.sync == "collective" and rollouts:
-                port, world = free_port(), 1 + len(rollouts)
+                # the group's store is served by the trainer, on its node's address (127.0.0.1 on one machine)
+                host = set_nodes.get(train_set.name, {}).get("address", "127.0.0.1")
+                port, world = ray.get(trainer.node_free_port.remote(host), timeout=startup_timeout_s), 1 + len(rollouts)
                 backend = sync_backend(placement)  # gloo between cores, NCCL between GPUs
-                refs = [trainer.join_group.remote(port, world, timeout_s, backend)] + \
-                    [r.join_group.remote(port, i + 1, world, timeout_s, backend) for i, r in enumerate(rollouts)]
+                refs = [trainer.join_group.remote(port, world, timeout_s, backend, host)] + \
+                    [r.join_group.remote(port, i + 1, world, timeout_s, backend, host) for i, r in enumerate(rollouts)]
                 ray.get(refs, timeout=startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise PlacementRunError(f"the actors of {placement.name!r} did not start within "
@@ -217,6 +285,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             spans["critic"] = ray.get(critic.spans.remote(), timeout=timeout_s)
             out["critic_peak_rss_bytes"] = ray.get(critic.peak_rss.remote(), timeout=timeout_s)
         results = _results(out, placement, spans, pids, t_ready - t_start, cfg)
+        results["nodes"] = nodes
         if "glue_record" in out:
             results["glue"] = out["glue_record"]
         results["load_average_end"] = load_average(2)
@@ -230,8 +299,11 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                 results["critic_weights"] = out["critic_weights"]
         return results
     except BaseException as e:
-        fail_record(record, e, t_start)
-        raise
+        named = name_dead_node(ray, e, set_nodes) if spread else e
+        fail_record(record, named, t_start)
+        if named is e:
+            raise
+        raise named from None
     finally:
         release(ray, actors, pg, session if own else None)
 
@@ -276,7 +348,7 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
         "trainer_peak_rss_bytes": out.get("peak_rss_bytes"), "critic_peak_rss_bytes": out.get("critic_peak_rss_bytes"),
-        "state_bytes": out.get("state_bytes"),
+        "state_bytes": out.get("state_bytes"), "weights_sha256": out.get("weights_sha256"),
         **{k: out[k] for k in ("accuracy_after", "format_rate_after") if k in out},
         "tracer": summary,
     }

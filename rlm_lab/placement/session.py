@@ -1,7 +1,20 @@
-"""A Ray connection for the placement runtime: a local Ray started as a child process (or a cluster
-joined at an address), and the /proc scans that check no process of it is left after a run.
+"""A Ray connection for the placement runtime: a local Ray started as child processes (one node, or a
+cluster of several nodes on this machine), or a cluster joined at an address, and the /proc scans that check
+no process of it is left after a run.
 
-Ray: arXiv 1712.05889; ``ray start`` / ``ray.init``: https://docs.ray.io/en/latest/ray-core/api/doc/ray.init.html.
+A local cluster of ``nodes`` > 1 is what a real one is, on loopback: a head node started with ``ray start
+--head --num-cpus 0`` (the driver's node; it holds the GCS and runs no task, as Ray advises for a cluster's
+head, https://docs.ray.io/en/latest/cluster/vms/user-guides/large-cluster-best-practices.html) and ``nodes``
+worker nodes, each ``ray start --address <head>`` with its own share of the CPUs and its own name
+(``rlm-node-1`` ...), each a raylet with its own object store. Placements then spread their resource sets over
+the nodes (``STRICT_SPREAD``, :mod:`rlm_lab.placement.runtime`), so actors talk across nodes exactly as they
+would across machines: through the head's GCS, the nodes' object managers and a collective group over TCP.
+
+    rlm-lab place --nodes 2 --size smoke      # a local head + 2 worker nodes of 1 CPU each
+    RAY_ADDRESS=10.0.0.1:6379 rlm-lab place --nodes 2    # a real cluster: each resource set on its own node
+
+Ray: arXiv 1712.05889; ``ray start`` / ``ray.init``: https://docs.ray.io/en/latest/ray-core/api/doc/ray.init.html;
+several nodes: https://docs.ray.io/en/latest/cluster/cli.html#ray-start.
 """
 
 from __future__ import annotations
@@ -13,9 +26,11 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import alive as _alive, descendants, still_alive  # noqa: F401 - part of this module's API (tests use them)
 from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
+HEAD_NAME = "rlm-head"  # node names of a local cluster (``ray start --node-name``), as errors and records show them
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -36,32 +51,6 @@ def ray_processes() -> list[int]:
     return sorted(out)
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children, grandchildren, ...), from /proc."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its parent counts as gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def local_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -69,12 +58,38 @@ def local_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def node_name(i: int) -> str:
+    """The name of worker node ``i`` (1, 2, ...) of a local cluster."""
+    return f"rlm-node-{i}"
+
+
+def node_shares(cpus: int, nodes: int) -> list[int]:
+    """The CPUs of each of ``nodes`` worker nodes sharing ``cpus``: as even as can be, the first ones one more."""
+    return [cpus // nodes + (i < cpus % nodes) for i in range(nodes)]
+
+
+def check_nodes(nodes, cpus: int) -> int:
+    """``nodes`` as a count of nodes that can each hold a CPU of ``cpus``; one error line otherwise."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise RlmLabError(f"--nodes must be >= 1, got {nodes}")
+    if nodes > cpus:
+        raise RlmLabError(f"--nodes {nodes}: each node holds at least one CPU, and {cpus} CPU(s) were asked for "
+                          f"(this machine has {local_cpus()}); give --nodes <= {min(cpus, local_cpus())}")
+    return nodes
+
+
 class RaySession:
     """A Ray connection: a local Ray of ``num_cpus`` (started, and shut down by :meth:`close`) or a cluster
-    at ``address`` / ``$RAY_ADDRESS`` (joined; only the connection is closed)."""
+    at ``address`` / ``$RAY_ADDRESS`` (joined; only the connection is closed).
 
-    def __init__(self, num_cpus: int | None = None, address: str | None = None):
+    ``nodes`` > 1: locally, a cluster of a head (no CPUs) and ``nodes`` worker nodes sharing ``num_cpus``;
+    joined, a cluster that must have at least ``nodes`` alive nodes with CPUs. Either way :attr:`nodes` tells
+    the runtime to put each resource set of a placement on its own node."""
+
+    def __init__(self, num_cpus: int | None = None, address: str | None = None, nodes: int = 1):
         address = address or os.environ.get("RAY_ADDRESS") or None
+        n = num_cpus or local_cpus()
+        self.nodes = check_nodes(nodes, n if not address else nodes)
         if not address:
             _auth_env()  # before Ray is imported: it reads its authentication settings at import
         try:
@@ -84,29 +99,36 @@ class RaySession:
         self.ray, self.address = ray, address
         self.pids: set[int] = set()
         self._signals = None
+        self.head, self.workers = None, []
         if ray.is_initialized():
             self.owned = False
             return
-        self.head = None
         if address:
             try:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for all
                 ray.shutdown()
                 raise RlmLabError(f"Ray could not start at {address}: {_first_line(e)}") from None
+            have = len(self.node_devices("cpu"))
+            if have < self.nodes:
+                ray.shutdown()
+                raise RlmLabError(f"--nodes {self.nodes}: the Ray cluster at {address} has {have} alive node(s) "
+                                  f"with CPUs")
         else:
-            n = num_cpus or local_cpus()
             if n > local_cpus():
                 raise RlmLabError(f"a local Ray of {n} CPUs was asked for, this machine has {local_cpus()}")
-            for attempt in (1, 2):  # a head that dies starting (a busy machine) gets one more try
-                self.head = _start_head(n)
+            for attempt in (1, 2):  # a cluster that dies starting (a busy machine) gets one more try
                 try:
-                    _connect(ray, self.head, n)
+                    self.head = _start_node(n if self.nodes == 1 else 0)
+                    if self.nodes > 1:  # the worker nodes join the head's GCS (they wait for its port themselves)
+                        self.workers = [_start_node(c, head_port=self.head.port, name=node_name(i + 1))
+                                        for i, c in enumerate(node_shares(n, self.nodes))]
+                    _connect(ray, [self.head, *self.workers], n)
                     break
                 except _HeadExited as e:
                     self._stop_head()
                     if attempt == 2:
-                        raise RlmLabError(f"Ray could not start: `ray start --head` exited twice ({e})") from None
+                        raise RlmLabError(f"Ray could not start: `ray start` exited twice ({e})") from None
                 except BaseException:
                     self._stop_head()
                     raise
@@ -115,19 +137,49 @@ class RaySession:
         self.owned = True
         self.pids = set(self.processes())
 
+    def node_devices(self, kind: str = "cpu") -> dict[str, int]:
+        """Alive nodes that hold devices of ``kind`` ("cpu" or "gpu"): node name (or id) -> how many."""
+        out = {}
+        for nd in self.ray.nodes():
+            count = int(nd.get("Resources", {}).get(kind.upper(), 0))
+            if nd.get("Alive") and count > 0:
+                out[nd.get("NodeName") or nd["NodeID"]] = count
+        return out
+
+    def kill_node(self, name: str) -> list[int]:
+        """Fault injection: SIGKILL every process of local worker node ``name`` at once, as a machine that
+        loses power (its ``ray start``, raylet, agents and the workers of its actors); returns their pids."""
+        node = next((w for w in self.workers if w.name == name), None)
+        if node is None:
+            raise RlmLabError(f"no local worker node {name!r}; this session has "
+                              f"{', '.join(w.name for w in self.workers) or 'none'}")
+        pids = [node.proc.pid, *descendants(node.proc.pid)]
+        self.pids |= set(pids)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return pids
+
     def _stop_head(self) -> None:
-        if self.head is not None:
-            self.pids |= set(descendants(self.head.proc.pid)) | {self.head.proc.pid}
-            self.head.proc.terminate()  # `ray start --block` stops its processes on SIGTERM (seconds)
-            try:  # an interrupted run must be gone within 10 s: a head that is slower to stop is killed
-                self.head.proc.wait(timeout=STOP_WAIT_S)
-            except Exception:  # noqa: BLE001 - it did not stop: kill what is left of it, by pid
+        """Stop the local nodes, worker nodes first, then the head (each may be gone already)."""
+        nodes = [*self.workers, *([self.head] if self.head is not None else [])]
+        for node in nodes:
+            self.pids |= set(descendants(node.proc.pid)) | {node.proc.pid}
+            node.proc.terminate()  # `ray start --block` stops its processes on SIGTERM (seconds)
+        deadline = time.monotonic() + STOP_WAIT_S
+        for node in nodes:
+            try:  # an interrupted run must be gone within 10 s: a node that is slower to stop is killed
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - it did not stop: kill what is left of the nodes, by pid
                 for pid in sorted(self.pids):
                     try:
                         os.kill(pid, 9)
                     except OSError:
                         pass
-            self.head = None
+                break
+        self.head, self.workers = None, []
 
     def processes(self) -> list[int]:
         """Ray processes this session started (descendants of this process: GCS, raylet, workers)."""
@@ -149,12 +201,7 @@ class RaySession:
 
     def leftover(self, wait_s: float = 10.0) -> list[int]:
         """Processes of this (closed) session still alive after ``wait_s``: should be none."""
-        deadline = time.time() + wait_s
-        while True:
-            alive = sorted(p for p in self.pids if _alive(p))
-            if not alive or time.time() > deadline:
-                return alive
-            time.sleep(0.3)
+        return still_alive(self.pids, wait_s, poll_s=0.3)
 
     def __enter__(self):
         return self
@@ -164,12 +211,14 @@ class RaySession:
 
 
 class _HeadExited(RlmLabError):
-    """``ray start --head`` exited before it was up (its last log line is the message)."""
+    """A ``ray start`` exited before its node was up (the node's name and last log line are the message)."""
 
 
-class _Head:
-    def __init__(self, proc, port, log):
-        self.proc, self.port, self.log = proc, port, log
+class _Node:
+    """A local node: its ``ray start --block`` process, the GCS port (the head's) and its log."""
+
+    def __init__(self, proc, port, log, name):
+        self.proc, self.port, self.log, self.name = proc, port, log, name
 
 
 def _first_line(e) -> str:
@@ -184,7 +233,7 @@ def _auth_env() -> None:
 
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
-    # local only: Ray keeps a loopback node address (see _start_head); Ray reads this at import, so set it
+    # local only: Ray keeps a loopback node address (see _start_node); Ray reads this at import, so set it
     # in the module too when Ray was imported first
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     ray_constants = sys.modules.get("ray._private.ray_constants")
@@ -192,8 +241,9 @@ def _auth_env() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
-def _start_head(num_cpus: int) -> _Head:
-    """A local Ray head as a child process: ``ray start --head --block`` (through :mod:`.ray_head`, which waits
+def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NAME) -> _Node:
+    """A local Ray node as a child process: the head, ``ray start --head --block`` (``head_port`` None), or a
+    worker node joining the head at ``127.0.0.1:head_port`` (``ray start --address``) (through :mod:`.ray_head`, which waits
     longer for the raylet on a busy machine) with every port fixed up front, bound to loopback, and ended
     with its driver.
 
@@ -210,7 +260,11 @@ def _start_head(num_cpus: int) -> _Head:
     worker and the driver bind 127.0.0.1 (Ray's servers bind the node address since ray-project/ray PRs
     55298, 55484, 55732 and 59852; without a loopback node address 2.60's GCS, raylet and workers bind ``::``).
 
-    Lifecycle: the head runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
+    A worker node is started the same way, with its own fixed agent ports and ``--node-name``; its raylet,
+    object manager and agents bind 127.0.0.1 too. The same local-only mode makes Ray's CLI refuse
+    ``--address``; :mod:`.ray_head` lifts that one gate for a worker node (and nothing else).
+
+    Lifecycle: every node runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
     stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
     :func:`rlm_lab.parallel.launch.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
     (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
@@ -225,20 +279,23 @@ def _start_head(num_cpus: int) -> _Head:
 
     _auth_env()
     ports = [free_port() for _ in range(5)]
-    cmd = [sys.executable, "-m", "rlm_lab.placement.ray_head", "start", "--head", "--block",
-           "--node-ip-address", "127.0.0.1",
-           "--port", str(ports[0]), "--dashboard-agent-grpc-port", str(ports[1]),
+    where = ["--head", "--port", str(ports[0]), "--include-dashboard=false"] if head_port is None else \
+        ["--address", f"127.0.0.1:{head_port}"]
+    cmd = [sys.executable, "-m", "rlm_lab.placement.ray_head", "start", *where, "--block",
+           "--node-ip-address", "127.0.0.1", "--node-name", name,
+           "--dashboard-agent-grpc-port", str(ports[1]),
            "--dashboard-agent-listen-port", str(ports[2]), "--runtime-env-agent-port", str(ports[3]),
-           "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--include-dashboard=false",
-           "--disable-usage-stats"]
-    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
+           "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--disable-usage-stats"]
+    # GLOO_SOCKET_IFNAME: the actors' gloo groups (weight sync) bind loopback too, whatever the host name
+    # resolves to (https://pytorch.org/docs/stable/distributed.html#common-environment-variables)
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo")
     package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    log = tempfile.TemporaryFile(prefix="rlm_ray_head_")
+    log = tempfile.TemporaryFile(prefix=f"rlm_ray_{name}_")
     driver = os.getpid()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             process_group=0, preexec_fn=lambda: _die_with_driver(driver))
-    return _Head(proc, ports[0], log)
+    return _Node(proc, ports[0] if head_port is None else head_port, log, name)
 
 
 def _die_with_driver(driver: int) -> None:
@@ -247,27 +304,33 @@ def _die_with_driver(driver: int) -> None:
     die_with_parent(signal.SIGTERM, parent=driver)
 
 
-def _connect(ray, head: _Head, num_cpus: int, timeout_s: float = 300.0) -> None:
-    """Connect this driver to ``head`` and return once the GCS counts the head's ``num_cpus`` CPUs.
+def _connect(ray, nodes: list[_Node], num_cpus: int, timeout_s: float = 300.0) -> None:
+    """Connect this driver to the head (``nodes[0]``) and return once the GCS counts every node alive and
+    their ``num_cpus`` CPUs.
 
-    The GCS port opens, and ``ray.init`` can return, before the raylet's resources reach the GCS's view; on a
+    The GCS port opens, and ``ray.init`` can return, before the raylets' resources reach the GCS's view; on a
     busy machine ``cluster_resources()`` then said 0 CPUs for a moment and a placement was refused.
     """
+    head = nodes[0]
     deadline = time.time() + timeout_s
     while True:
-        if head.proc.poll() is not None:
-            head.log.seek(0)
-            lines = [ln for ln in head.log.read().decode(errors="replace").splitlines() if ln.strip()]
-            raise _HeadExited(lines[-1][:200] if lines else f"exit status {head.proc.returncode}")
+        for node in nodes:
+            if node.proc.poll() is not None:
+                node.log.seek(0)
+                lines = [ln for ln in node.log.read().decode(errors="replace").splitlines() if ln.strip()]
+                raise _HeadExited(f"{node.name}: {lines[-1][:200]}" if lines else
+                                  f"{node.name}: exit status {node.proc.returncode}")
         try:
             if not ray.is_initialized():
                 with socket.create_connection(("127.0.0.1", head.port), timeout=2):
                     pass
                 ray.init(address=f"127.0.0.1:{head.port}", log_to_driver=False, configure_logging=False)
-            if ray.cluster_resources().get("CPU", 0) >= num_cpus:
+            alive = sum(1 for nd in ray.nodes() if nd.get("Alive"))
+            if ray.cluster_resources().get("CPU", 0) >= num_cpus and alive >= len(nodes):
                 return
             if time.time() > deadline:
-                raise RlmLabError(f"Ray started, but its {num_cpus} CPUs did not register within {timeout_s:g} s")
+                raise RlmLabError(f"Ray started, but its {num_cpus} CPUs on {len(nodes)} node(s) did not register "
+                                  f"within {timeout_s:g} s")
         except RlmLabError:
             ray.shutdown()
             raise

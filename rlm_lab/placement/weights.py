@@ -5,7 +5,8 @@ The collective path is what verl, OpenRLHF and NeMo-RL do (HybridFlow arXiv 2409
 arXiv 2405.11143): the trainer (rank 0) and the rollout workers (ranks 1..R) build one process group of
 their own (gloo on CPU, NCCL on GPU) and the trainer broadcasts its weights in flat buckets.
 
-The group is *stateless*: a ``TCPStore`` on localhost plus a ``ProcessGroup`` with one backend registered,
+The group is *stateless*: a ``TCPStore`` on the trainer's node (its server bound to that address alone,
+:func:`rlm_lab.parallel.launch.bound_store`) plus a ``ProcessGroup`` with one backend registered,
 built by hand because ``torch.distributed.init_process_group`` would create the *default* group in the
 trainer's process, and accelerate/transformers read that as "this process is one rank of a data-parallel
 job". (vLLM's ``StatelessProcessGroup`` exists for the same reason.) Collectives on such a group still go
@@ -28,8 +29,10 @@ def make_group(host: str, port: int, rank: int, world: int, timeout_s: float, ba
     import torch
     import torch.distributed as dist
 
+    from ..parallel.launch import bound_store
+
     timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, world, rank == 0, timeout=timeout, wait_for_workers=True)
+    store = bound_store(host, port, world, rank == 0, timeout_s, wait_for_workers=True)
     pg = dist.ProcessGroup(store, rank, world)
     if backend == "gloo":
         impl, device, kind = dist.ProcessGroupGloo(store, rank, world, timeout), torch.device("cpu"), \
@@ -115,6 +118,20 @@ def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BU
             calls += 1
             nbytes += flat.numel() * flat.element_size()
     return {"calls": calls, "bytes": nbytes, "seconds": time.perf_counter() - t0}
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of every parameter's name and bytes (registration order): two runs that end with the same
+    weights, bit for bit, have the same digest, whichever process or node computed it."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def state_for_object_store(model) -> dict:

@@ -52,10 +52,12 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
+    def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo",
+                   host: str = "127.0.0.1") -> int:
+        """Join the sync group whose store the trainer serves at ``host:port`` (the trainer's node)."""
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, rank, world, timeout_s, backend)
+        self.group = make_group(host, port, rank, world, timeout_s, backend)
         return rank
 
     def receive_weights(self, bucket_bytes: int) -> dict:
@@ -101,10 +103,18 @@ class TrainerWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo") -> int:
+    def node_free_port(self, host: str = "127.0.0.1") -> int:
+        """A free port on this actor's node, for the sync group's store (rank 0 serves it)."""
+        from ..host import free_port
+
+        return free_port(host)
+
+    def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo",
+                   host: str = "127.0.0.1") -> int:
+        """Serve the sync group's store at ``host:port`` (this actor's node address) as rank 0 and join it."""
         from .weights import make_group
 
-        self.group = make_group("127.0.0.1", port, 0, world, timeout_s, backend)
+        self.group = make_group(host, port, 0, world, timeout_s, backend)
         return 0
 
     def close(self) -> None:
@@ -125,6 +135,7 @@ class TrainerWorker:
         from ..train.rl import make_trainer
         from .critic_role import split_trainer_class
         from .trl_rollout import RolloutGlue
+        from .weights import weights_digest
 
         hf_logging.disable_progress_bar()
         cfg = from_dict(job["cfg"])
@@ -183,6 +194,7 @@ class TrainerWorker:
             "threads": self.threads,
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
             "parameters": sum(p.numel() for p in model.parameters()),
+            "weights_sha256": weights_digest(model),
         }
         if job.get("evaluate"):  # greedy held-out accuracy after training (rlm_lab.train.evaluate)
             from ..train.evaluate import evaluate, test_rows

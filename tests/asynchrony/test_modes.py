@@ -17,15 +17,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def runs(ray_session, place_cfg, tmp_path_factory):
-    from rlm_lab.asynchrony.modes import mode_placement, run_mode
-    from rlm_lab.placement.runtime import run_placement
+def runs(ray_session, place_cfg, one_node_run, tmp_path_factory):
+    from rlm_lab.asynchrony.modes import run_mode
 
-    root = tmp_path_factory.mktemp("modes")
-    out = {"ch05": run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, root / "ch05", session=ray_session,
-                                 return_weights=True, timeout_s=60)}
-    for mode in ("sync", "one_step_off"):
-        out[mode] = run_mode(mode, place_cfg, root / mode, session=ray_session, return_weights=True, timeout_s=60)
+    # chapter 5's disaggregated run and the one-step-off run are the session's shared ones (tests/conftest.py)
+    out = {"ch05": one_node_run("disaggregated"), "one_step_off": one_node_run("one_step_off")}
+    out["sync"] = run_mode("sync", place_cfg, tmp_path_factory.mktemp("modes") / "sync", session=ray_session,
+                           return_weights=True, timeout_s=60)
     return out
 
 

@@ -123,3 +123,20 @@ CASES = [
     Case("rank-exits", "a rank exits with status 3 and no exception", call=_spawn("exits"),
          message=r"\(rank 1 exited with status 3 without an error\)"),
 ]
+
+# several torchrun agents (issue 25): refused before any agent starts
+CASES += [
+    Case("nnodes-zero", "--nnodes 0", argv=P + ["--nnodes", "0", "--dp", "2"], message=r"--nnodes must be >= 1, got 0"),
+    Case("nnodes-negative", "--nnodes -2", argv=P + ["--nnodes", "-2", "--dp", "2"], message=r"--nnodes must be >= 1"),
+    Case("nnodes-more-than-ranks", "--nnodes 3 with a layout of 2 ranks (a node without a rank)",
+         argv=P + ["--nnodes", "3", "--dp", "2"], message=r"--nnodes 3: the layout has 2 rank\(s\), and every node runs"),
+    Case("nnodes-one-rank", "--nnodes 2 with a one-rank layout", argv=P + ["--nnodes", "2"],
+         message=r"--nnodes 2: the layout has 1 rank\(s\)"),
+    Case("nnodes-uneven", "--nnodes 3 with 4 ranks (torchrun runs the same ranks on every node)",
+         argv=P + ["--nnodes", "3", "--dp", "2", "--tp", "2", "--zero", "1"],
+         message=r"--nnodes 3: the layout's 4 ranks do not split evenly over 3 nodes"),
+    Case("nnodes-under-torchrun", "--nnodes 2 inside a torchrun rank", argv=P + ["--nnodes", "2", "--dp", "2"],
+         env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"},
+         message=r"--nnodes starts torchrun agents itself; under torchrun, give torchrun's own --nnodes"),
+    Case("nnodes-word", "--nnodes two", argv=P + ["--nnodes", "two"], message=r"argument --nnodes: invalid int value"),
+]

@@ -28,6 +28,16 @@ for id, argv, msg in [
     ("lora-memory-with-address", ["--lora-memory", "--address", "127.0.0.1:1"],
      r"--lora-memory runs its own fixed experiment; it takes no --address"),
     ("out-is-a-file", ["--out", "{tmp}/record.json"], r"--out .*record.json is a file, not a folder for run records"),
+    # several nodes (issue 25): refused before a Ray node starts
+    ("nodes-zero", ["--nodes", "0"], r"--nodes must be >= 1, got 0"),
+    ("nodes-negative", ["--nodes", "-1"], r"--nodes must be >= 1, got -1"),
+    ("nodes-more-than-cpus", ["--nodes", "3"], r"--nodes 3: each node holds at least one CPU, and 2 CPU\(s\) were asked for"),
+    ("nodes-word", ["--nodes", "two"], r"argument --nodes: invalid int value: 'two'"),
+    ("nodes-one-set-placement", ["--nodes", "2", "--placement", "colocated"],
+     r"placement 'colocated' puts 2 CPUs in set 'all', and no node of this 2-node cluster holds more than 1"),
+    ("nodes-with-reshard", ["--reshard", "--nodes", "2"], r"--reshard runs its own fixed experiment; it takes no --nodes"),
+    ("nodes-address-refused", ["--nodes", "2", "--address", "127.0.0.1:1"],
+     r"Ray could not start: no Ray cluster answers at 127.0.0.1:1"),
 ]:
     add(id, "place " + " ".join(a if a else "''" for a in argv), argv, msg,
         setup=(lambda tmp: (tmp / "record.json").write_text("{}\n")) if id == "out-is-a-file" else None)
@@ -35,6 +45,9 @@ for id, argv, msg in [
 CASES.append(Case("ray-address-env-refused", "RAY_ADDRESS names a port where no Ray cluster listens",
                   argv=["place", "--placement", "colocated"], env={"RAY_ADDRESS": "127.0.0.1:1"},
                   message=r"Ray could not start: no Ray cluster answers at 127.0.0.1:1"))
+CASES.append(Case("ray-address-env-not-an-address", "RAY_ADDRESS is not host:port, with --nodes 2",
+                  argv=["place", "--nodes", "2"], env={"RAY_ADDRESS": "my-cluster"},
+                  message=r"Ray could not start: no Ray cluster answers at my-cluster"))
 
 
 def _cfg(algo="grpo", **kw):

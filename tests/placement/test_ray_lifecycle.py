@@ -3,14 +3,14 @@ SIGINT / SIGTERM stop a run within 10 s with the record ``interrupted`` and no R
 
 - listening sockets: every TCP/UDP socket bound by the driver and by every process of the head it started
   (GCS, raylet, agents, monitor, workers, an actor), read with psutil, is on 127.0.0.0/8 or ::1;
-- orphans: a driver holding a RaySession is SIGKILLed; 10 s later no process of its head is alive;
-- interrupts: ``rlm-lab place``, the asynchrony campaign and ``rlm-lab longtail``, each sent SIGINT or SIGTERM
+- orphans: a driver holding a RaySession (one node, or a head and 2 worker nodes) is SIGKILLed; 10 s later no
+  process of its nodes is alive;
+- interrupts: ``rlm-lab place`` (also over 2 nodes), the asynchrony campaign and ``rlm-lab longtail``, each sent SIGINT or SIGTERM
   (to the driver alone, or to its process group) mid-run, exit within 10 s, their record says
   ``interrupted``, and none of their processes (the head, its workers) is left;
 - the suite's shared Ray session (tests/conftest.py) was started while four busy loops ran.
 """
 
-import ipaddress
 import json
 import os
 import signal
@@ -27,16 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 STOP_S = 10.0  # a signalled run must be gone within this (issue 18)
 
 
-def _loopback(ip: str) -> bool:
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
-
-
-def test_loopback_check_itself():
-    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("::ffff:127.0.0.1") and _loopback("127.3.2.1")
-    assert not any(_loopback(ip) for ip in ("0.0.0.0", "::", "192.0.2.2", "::ffff:10.0.0.1", "fd00::2"))
+def test_loopback_check_itself(sockets):
+    lo = sockets.loopback
+    assert lo("127.0.0.1") and lo("::1") and lo("::ffff:127.0.0.1") and lo("127.3.2.1")
+    assert not any(lo(ip) for ip in ("0.0.0.0", "::", "192.0.2.2", "::ffff:10.0.0.1", "fd00::2"))
 
 
 def test_shared_ray_session_started_beside_busy_loops(ray_session, ray_start_info):
@@ -47,9 +41,7 @@ def test_shared_ray_session_started_beside_busy_loops(ray_session, ray_start_inf
     assert ray_session.cpus() == 2
 
 
-def test_nothing_listens_beyond_loopback(ray_session):
-    import psutil
-
+def test_nothing_listens_beyond_loopback(ray_session, sockets):
     ray = ray_session.ray
 
     @ray.remote(num_cpus=0)
@@ -63,21 +55,11 @@ def test_nothing_listens_beyond_loopback(ray_session):
         head = ray_session.head.proc.pid
         pids = {os.getpid(), head, *ray_session.processes(), *_tree(head)}
         assert actor_pid in pids
-        bound, names = [], set()
-        for pid in sorted(pids):
-            try:
-                proc = psutil.Process(pid)
-                conns = proc.net_connections(kind="inet")
-                name = proc.name()
-            except psutil.Error:  # an idle worker that just exited
-                continue
-            for c in conns:
-                if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
-                    bound.append((pid, name, c.laddr.ip, c.laddr.port))
-                    names.add(name)
+        bound = sockets.bound(pids)
+        names = {name for _, name, _, _ in bound}
         assert {"gcs_server", "raylet"} <= names, bound  # the scan sees the head's servers
         assert any(pid == actor_pid for pid, *_ in bound), bound  # and the actor's worker
-        exposed = [b for b in bound if not _loopback(b[2])]
+        exposed = [b for b in bound if not sockets.loopback(b[2])]
         assert exposed == [], f"listening beyond loopback: {exposed}"
     finally:
         ray.kill(actor)
@@ -105,22 +87,23 @@ def _wait_gone(pids, wait_s):
 DRIVER = """
 import json, os, sys, time
 from rlm_lab.placement.session import RaySession, descendants
-s = RaySession(num_cpus=1)
+s = RaySession(num_cpus={cpus}, nodes={nodes})
 print(json.dumps(descendants(os.getpid())), flush=True)
 time.sleep(600)
 """
 
 
-def test_sigkill_of_the_driver_leaves_no_ray_process():
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "head+2-worker-nodes"])
+def test_sigkill_of_the_driver_leaves_no_ray_process(nodes):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(cpus=nodes, nodes=nodes)], stdout=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
     try:
-        line = proc.stdout.readline()  # the head is up
+        line = proc.stdout.readline()  # the head (and its worker nodes) are up
         assert line, f"the driver exited before Ray was up (status {proc.wait()})"
         head = json.loads(line)
-        names = {Path(open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].decode()).name for p in _alive(head)}
-        assert {"gcs_server", "raylet"} <= names, names
+        names = [Path(open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0].decode()).name for p in _alive(head)]
+        assert "gcs_server" in names and names.count("raylet") == (1 if nodes == 1 else 1 + nodes), names
         proc.kill()
         proc.wait(10)
         assert _wait_gone(head, 10.0) == []
@@ -144,13 +127,15 @@ def _started(root, kind) -> bool:
 
 COMMANDS = {
     "place": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--placement", "colocated", "--steps", "400"],
+    "place-nodes": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--nodes", "2", "--placement", "disaggregated",
+                    "--steps", "400"],
     "campaign": ["-m", "rlm_lab.chapters.ch06_async.campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
     "longtail": ["-m", "rlm_lab.cli", "longtail", "--size", "smoke"],
 }
 
 
 @pytest.mark.parametrize("kind, sig, target", [
-    ("place", signal.SIGINT, "driver"), ("place", signal.SIGTERM, "group"),
+    ("place", signal.SIGINT, "driver"), ("place", signal.SIGTERM, "group"), ("place-nodes", signal.SIGINT, "driver"),
     ("campaign", signal.SIGTERM, "driver"), ("campaign", signal.SIGINT, "group"),
     ("longtail", signal.SIGINT, "driver"), ("longtail", signal.SIGTERM, "group"),
 ], ids=lambda v: getattr(v, "name", v))

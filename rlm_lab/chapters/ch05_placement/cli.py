@@ -4,6 +4,8 @@
     rlm-lab place --placement disaggregated --size smoke      # one, into _build/runs/smoke
     rlm-lab place --hybrid --size cpu                         # the hybrid engine: GRPO under DeepSpeed ZeRO-3
     RAY_ADDRESS=host:6379 rlm-lab place ...                   # join an existing Ray cluster
+    rlm-lab place --nodes 2 --size smoke                      # a local cluster of 2 worker nodes: each set on its own
+    RAY_ADDRESS=host:6379 rlm-lab place --nodes 2 ...         # the same on a real cluster of at least 2 nodes
 
 Records go to ``<out>/ch05_<placement>/<UTC time>/`` (never an existing folder); the default ``--out`` is
 ``runs_root(size)`` (``_build/runs/<size>``, not committed).
@@ -25,6 +27,11 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="root folder of the records (default: runs_root(size))")
     p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else local)")
     p.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default: the size's)")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="spread each placement's resource sets over this many Ray nodes, one set per node "
+                        "(STRICT_SPREAD): a local cluster of a head and N worker nodes sharing the CPUs, or, with "
+                        "--address / $RAY_ADDRESS, a cluster of at least N nodes; default 1, all on one node. With "
+                        "N > 1 the default placements are those of several sets")
     p.add_argument("--lora-accuracy", action="store_true",
                    help="instead: full fine-tuning vs LoRA (disaggregated, the size's full run), held-out accuracy")
     p.add_argument("--lora-memory", action="store_true",
@@ -68,7 +75,8 @@ def check_modes(args) -> None:
     if modes:
         takes = ("--steps", "--address") if modes[0].startswith("--hybrid") else ()  # the hybrid runs take these
         ignored = [f for f, v in (("--placement", args.placement), ("--steps", args.steps),
-                                  ("--address", args.address)) if v is not None and f not in takes]
+                                  ("--address", args.address), ("--nodes", None if args.nodes == 1 else args.nodes))
+                   if v is not None and f not in takes]
         if ignored:
             raise RlmLabError(f"{modes[0]} runs its own fixed experiment; it takes no {', '.join(ignored)}")
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
@@ -79,10 +87,11 @@ def main(args) -> int:
     from ...errors import RlmLabError
     from ...record import runs_root
     from ...sizes import check_size
-    from .cases import ALL_KEYS, configs
+    from .cases import configs
     from .run import measure
     from ...records.lifecycle import interruptible
-    from ...placement.runtime import RaySession, check_placement
+    from ...placement.runtime import RaySession, check_placement, check_spread
+    from ...placement.session import check_nodes, node_name, node_shares
 
     interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop the local Ray, within seconds
     size = check_size(args.size)
@@ -117,21 +126,45 @@ def main(args) -> int:
         raise RlmLabError(f"--steps must be >= 1, got {args.steps}")
     if args.hybrid or args.hybrid_memory:
         return _hybrid(args, size)
-    keys = tuple(args.placement or ALL_KEYS)
     overrides = {"rl_steps": args.steps} if args.steps else {}
-    cfgs, chosen = configs(size, keys, **overrides)
     address = args.address or os.environ.get("RAY_ADDRESS")
-    for key in keys:  # bad input is an error before Ray starts
-        check_placement(chosen[key], cfgs[key])
     check_address(address)
-    root = args.out or runs_root(size)
-    with RaySession(num_cpus=max(chosen[k].devices for k in keys), address=address) as session:
-        out = measure(size, root, keys, session=session, **overrides)
+    # a cluster to join is joined first (that starts nothing): its CPUs, GPUs and nodes are what placements get
+    joined = RaySession(address=address, nodes=args.nodes) if address else None
+    try:
+        keys = tuple(args.placement or spread_keys(size, args.nodes, overrides))
+        cfgs, chosen = configs(size, keys, **overrides)
+        cpus = max(chosen[k].devices for k in keys)
+        check_nodes(args.nodes, cpus if joined is None else args.nodes)
+        local_nodes = {node_name(i + 1): c for i, c in enumerate(node_shares(cpus, args.nodes))}
+        for key in keys:  # bad input is an error before a local Ray starts
+            check_placement(chosen[key], cfgs[key], joined.cpus() if joined else None)
+            if args.nodes > 1:
+                kind = chosen[key].sets[0].kind
+                check_spread(chosen[key], joined.node_devices(kind) if joined else local_nodes)
+        root = args.out or runs_root(size)
+        with joined or RaySession(num_cpus=cpus, nodes=args.nodes) as session:
+            out = measure(size, root, keys, session=session, **overrides)
+    finally:
+        if joined is not None:
+            joined.close()
     for key, res in out.items():
         pred = res.get("prediction") or {}
+        where = "" if args.nodes == 1 else "  on " + ", ".join(f"{s}@{n}" for s, n in res["nodes"]["sets"].items())
         print(f"{key:28s} step {res['step_seconds_median']:.4f} s (predicted {pred.get('step_s', float('nan')):.4f} s)"
-              f"  sync {res['sync'].get('bytes_per_sync', 0)} B/step  -> {res['dir']}")
+              f"  sync {res['sync'].get('bytes_per_sync', 0)} B/step{where}  -> {res['dir']}")
     return 0
+
+
+def spread_keys(size: str, nodes: int, overrides: dict) -> tuple:
+    """The default placements: all of them on one node; over several nodes, those of several resource sets
+    (one set per node), since a one-set placement holds all the CPUs that the nodes share out."""
+    from .cases import ALL_KEYS, configs
+
+    if nodes <= 1:
+        return ALL_KEYS
+    _, chosen = configs(size, ALL_KEYS, **overrides)
+    return tuple(k for k in ALL_KEYS if len(chosen[k].sets) > 1)
 
 
 def _hybrid(args, size: str) -> int:
