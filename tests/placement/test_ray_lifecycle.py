@@ -106,7 +106,9 @@ def test_sigkill_of_the_driver_leaves_no_ray_process(nodes):
         assert "gcs_server" in names and names.count("raylet") == (1 if nodes == 1 else 1 + nodes), names
         proc.kill()
         proc.wait(10)
-        assert _wait_gone(head, 10.0) == []
+        # the bar: 10 s for the head; a local cluster's worker nodes (each a `ray start` of its own) once
+        # took longer than 10 s to go at load 10 here: 30 s for them
+        assert _wait_gone(head, 10.0 if nodes == 1 else 30.0) == []
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -134,9 +136,11 @@ COMMANDS = {
 }
 
 
+# Each command once or twice, every signal and every target at least once (a Ray run is ~1 min of CI here):
+# SIGINT to the group is Ctrl-C at a terminal; the handler is one (records.lifecycle.interruptible) for all.
 @pytest.mark.parametrize("kind, sig, target", [
-    ("place", signal.SIGINT, "driver"), ("place", signal.SIGTERM, "group"), ("place-nodes", signal.SIGINT, "driver"),
-    ("campaign", signal.SIGTERM, "driver"), ("campaign", signal.SIGINT, "group"),
+    ("place", signal.SIGTERM, "group"), ("place-nodes", signal.SIGINT, "driver"),
+    ("campaign", signal.SIGINT, "group"),
     ("longtail", signal.SIGINT, "driver"), ("longtail", signal.SIGTERM, "group"),
 ], ids=lambda v: getattr(v, "name", v))
 def test_a_signal_stops_the_run_and_marks_it_interrupted(kind, sig, target, tmp_path):
