@@ -44,6 +44,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch06_async", "ch06_async"),
     ("ch07_long_tail", "ch07_long_tail"),
     ("ch08_frameworks", "ch08_frameworks"),
+    ("ch10_open_directions", "ch10_open_directions"),
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]

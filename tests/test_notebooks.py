@@ -124,6 +124,10 @@ TYPED_ON_PURPOSE = (
     "25 % bar", "10 % goal", "25% bar", "10% goal",
     "1.5× DDP", "1.5 × DP", "ZeRO-3 1.5×",      # ZeRO-3's factor, from its formula
     "80% of the time",                          # OpenRLHF, quoted and cited
+    "up to 1.53× (its",                         # ThreadWeaver's abstract, quoted and cited (ch10)
+    "a 1.26× shorter",                          # Parason's code release README, quoted and cited (ch10)
+    "about 1.7× on",                            # the figure ch10 says it could not check
+    "33.2 % of the GPU",                        # "To Mix or To Merge"'s project page, quoted and cited (ch10)
 )
 
 
