@@ -87,11 +87,15 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], **kw) -> Interval:
 
 def ratio_word(iv: Interval, above: str = "faster", below: str = "slower") -> str:
     """``above`` when the whole interval is above 1, ``below`` when below, else ``undecided``."""
+    return _side_word(iv, 1.0, above, below)
+
+
+def _side_word(iv: Interval, threshold: float, above: str, below: str) -> str:
     if not iv.decided:
         return "undecided"
-    if iv.lo > 1:
+    if iv.lo > threshold:
         return above
-    if iv.hi < 1:
+    if iv.hi < threshold:
         return below
     return "undecided"
 
@@ -148,10 +152,4 @@ def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 def sign_word(iv: Interval, above: str = "higher", below: str = "lower") -> str:
     """For a difference: ``above`` when the whole interval is above 0, ``below`` when below, else ``undecided``."""
-    if not iv.decided:
-        return "undecided"
-    if iv.lo > 0:
-        return above
-    if iv.hi < 0:
-        return below
-    return "undecided"
+    return _side_word(iv, 0.0, above, below)

@@ -8,8 +8,10 @@ records, one part at a time, the prediction first.
 
 from __future__ import annotations
 
-PARTS = ("parallel", "multidomain")
-STEPS = {"parallel": ("predict", "sft", "grpo", "measure"), "multidomain": ("predict", "train", "matrix", "systems")}
+from .cases import PARTS
+from .run import MD_STEPS, PAR_STEPS
+
+STEPS = {"parallel": PAR_STEPS, "multidomain": MD_STEPS}
 
 
 def register(sub) -> None:
@@ -18,8 +20,8 @@ def register(sub) -> None:
     p.add_argument("--size", default="smoke", help="smoke | cpu | gpu (default smoke)")
     p.add_argument("--part", nargs="+", choices=PARTS, default=list(PARTS), help="which part(s) (default both)")
     p.add_argument("--only", nargs="+", default=None,
-                   help="steps of the part: parallel: predict sft grpo measure; multidomain: predict train matrix "
-                        "systems (default all, in that order)")
+                   help=f"steps of the part: parallel: {' '.join(PAR_STEPS)}; multidomain: {' '.join(MD_STEPS)} "
+                        "(default all, in that order)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="GRPO seeds (default: the size's)")
     p.add_argument("--out", default=None, help="folder for the ch10_* records (default: _build/runs/<size>)")
     p.add_argument("--force", action="store_true", help="set aside runs already in the --out folders")
@@ -37,10 +39,11 @@ def main(args) -> int:
     cases.params(args.size)
     if args.seeds is not None and (not args.seeds or min(args.seeds) < 0):
         raise RlmLabError(f"--seeds must be integers >= 0, got {args.seeds}")
-    for part in args.part:
-        bad = [s for s in args.only or () if s not in STEPS[part]]
-        if bad and len(args.part) == 1:
-            raise RlmLabError(f"unknown step {bad[0]!r} of part {part}; choose from: {', '.join(STEPS[part])}")
+    allowed = [s for part in args.part for s in STEPS[part]]
+    bad = [s for s in args.only or () if s not in allowed]
+    if bad:
+        raise RlmLabError(f"unknown step {bad[0]!r} of part {' and '.join(args.part)}; choose from: "
+                          f"{', '.join(dict.fromkeys(allowed))}")
     interruptible()  # SIGINT / SIGTERM end the open record `interrupted`
     campaigns = {"parallel": parallel_campaign, "multidomain": md_campaign}
     for part in args.part:

@@ -35,7 +35,9 @@ from ...record import RunRecord, atomic_write_json, finished, load_record, runs_
 from ...sizes import check_size
 from . import cases
 
-EXTRA = "ch10.json"  # written next to a GRPO run's record: its step clock and the rollout's work and depth
+EXTRA = "ch10.json"
+PAR_STEPS = ("predict", "sft", "grpo", "measure")
+MD_STEPS = ("predict", "train", "matrix", "systems")  # written next to a GRPO run's record: its step clock and the rollout's work and depth
 
 
 def root_of(size: str, out=None) -> Path:
@@ -247,14 +249,19 @@ def measure_parallel(size: str, root: Path, force: bool = False) -> RunRecord:
     return rec
 
 
-def parallel_campaign(size: str, out=None, seeds=None, force: bool = False, only=None) -> dict:
-    """Every parallel-reasoning record at ``size``, in order (prediction first); ``only``: a subset of
-    ``("predict", "sft", "grpo", "measure")``."""
-    steps = ("predict", "sft", "grpo", "measure")
+def _steps(only, steps: tuple) -> tuple:
+    """The steps asked for (all when none), each one of ``steps`` (else one clear error)."""
     only = tuple(only or steps)
     bad = [s for s in only if s not in steps]
     if bad:
         raise RlmLabError(f"unknown step {bad[0]!r}; choose from: {', '.join(steps)}")
+    return only
+
+
+def parallel_campaign(size: str, out=None, seeds=None, force: bool = False, only=None) -> dict:
+    """Every parallel-reasoning record at ``size``, in order (prediction first); ``only``: a subset of
+    ``("predict", "sft", "grpo", "measure")``."""
+    only = _steps(only, PAR_STEPS)
     root = root_of(size, out)
     seeds = tuple(cases.parallel(size)["seeds"] if seeds is None else seeds)
     out_ = {}
@@ -437,11 +444,7 @@ def md_campaign(size: str, out=None, seeds=None, force: bool = False, only=None)
     ``("predict", "train", "matrix", "systems")``."""
     from ...tasks.mix import COMPONENTS
 
-    steps = ("predict", "train", "matrix", "systems")
-    only = tuple(only or steps)
-    bad = [s for s in only if s not in steps]
-    if bad:
-        raise RlmLabError(f"unknown step {bad[0]!r}; choose from: {', '.join(steps)}")
+    only = _steps(only, MD_STEPS)
     from ...multidomain import check_methods
 
     check_methods(cases.multidomain(size)["methods"])
