@@ -46,11 +46,29 @@ def ensure_runs(size: str) -> dict:
                 for n in part}
     root = runs_root(size)
     todo = {part: [n for n in ns if not finished(root / n)] for part, ns in names(size).items()}
-    if todo["parallel"]:
-        parallel_campaign(size, force=True)
-    if todo["multidomain"]:
-        md_campaign(size, force=True)
+    with _quiet_trl():
+        if todo["parallel"]:
+            parallel_campaign(size, force=True)
+        if todo["multidomain"]:
+            md_campaign(size, force=True)
     return {n: load_record(root / n) for part in names(size).values() for n in part}
+
+
+class _quiet_trl:
+    """TRL warns once per completion no reward function scored (with its kwargs); the untrained smoke model
+    writes many malformed traces, so the page would fill with them: only TRL's GRPO logger is raised to ERROR,
+    for the smoke runs."""
+
+    def __enter__(self):
+        import logging
+
+        self.logger = logging.getLogger("trl.trainer.grpo_trainer")
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+        return False
 
 
 def status(runs: dict, size: str) -> str:
@@ -243,4 +261,21 @@ def plot_matrix(runs: dict, size: str) -> None:
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k", fontsize=8)
     fig.colorbar(im, ax=ax, label="held-out accuracy")
     ax.set_title("task x paradigm (mean of seeds)")
+    plt.show()
+
+
+def plot_lengths(runs: dict) -> None:
+    """The generated lengths of the sampled GRPO batches: the mixture's against each task's alone."""
+    import matplotlib.pyplot as plt
+
+    batches = runs[cases.name("md", "systems")].results["batches"]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    top = max(x for v in batches.values() for b in v for x in b["lengths"])
+    for kind, v in batches.items():
+        ax.hist([x for b in v for x in b["lengths"]], bins=range(1, top + 2), histtype="step", density=True,
+                lw=2 if kind == "mixed" else 1, label=kind)
+    ax.set_xlabel("generated tokens (EOS included)")
+    ax.set_ylabel("share of rows")
+    ax.set_title("one GRPO batch: mixed or one task")
+    ax.legend(fontsize=8)
     plt.show()
