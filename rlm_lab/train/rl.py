@@ -98,9 +98,10 @@ def task_rewards(task, format_weight: float, reward_funcs=None) -> list:
 
 
 def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir: str | Path,
-                 callbacks=(), reward_funcs=None, rollout_func=None):
+                 callbacks=(), reward_funcs=None, rollout_func=None, peft_config=None):
     """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``.
-    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only)."""
+    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only); ``peft_config``: TRL's
+    ``peft_config=`` (e.g. a PEFT ``LoraConfig``), passed through."""
     import torch
 
     from ..models import load
@@ -116,4 +117,5 @@ def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir
         processing_class=tokenizer,
         callbacks=list(callbacks),
         **({"rollout_func": rollout_func} if rollout_func is not None else {}),
+        **({"peft_config": peft_config} if peft_config is not None else {}),
     )
