@@ -17,7 +17,8 @@ a function counts), and no two subpackages import each other, directly or round 
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
 4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
    ``trace_plots``, ``trace_merge``), ``parallel`` (intra-model layouts), ``placement`` (models on devices,
-   Ray), ``asynchrony`` (off-policy modes), ``longtail`` (the long-tail techniques);
+   Ray), ``asynchrony`` (off-policy modes), ``longtail`` (the long-tail techniques), ``forkjoin`` (fork-join
+   reasoning: concurrent branches, trie training), ``multidomain`` (mixed and merged multi-task RLVR);
 5. ``calibrate``: the micro-benchmarks that measure a machine into a hardware profile;
 6. ``frameworks``: the RL frameworks' registry and the importers of their configs into the cost model;
 7. ``validate``, ``insitu``: the traced case (``validate.traced_case``: one TRL run with forced lengths, its
@@ -42,6 +43,8 @@ LAYERS = (
     ("mechanism: placement", ("placement",)),
     ("mechanism: asynchrony", ("asynchrony",)),
     ("mechanism: long tail", ("longtail",)),
+    ("mechanism: fork-join reasoning", ("forkjoin",)),
+    ("mechanism: multi-domain RLVR", ("multidomain",)),
     ("calibration", ("calibrate",)),
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),

@@ -47,6 +47,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch08_frameworks", "ch08_frameworks"),
     ("ch09_guidelines", "ch09_guidelines"),
     ("results", "ch09_results"),  # every taxonomy item, predicted against measured (generated from the records)
+    ("ch10_open_directions", "ch10_open_directions"),
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]

@@ -27,6 +27,7 @@ COMMANDS = {
     "parallel": "rlm_lab.parallel.cli",
     "place": "rlm_lab.chapters.ch05_placement.cli",
     "longtail": "rlm_lab.chapters.ch07_long_tail.cli",
+    "open-directions": "rlm_lab.chapters.ch10_open_directions.cli",
     "gpu-archive": "rlm_lab.gpu_archive",
     "launches": "rlm_lab.launches",
     "validate": "rlm_lab.validate",

@@ -87,11 +87,15 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], **kw) -> Interval:
 
 def ratio_word(iv: Interval, above: str = "faster", below: str = "slower") -> str:
     """``above`` when the whole interval is above 1, ``below`` when below, else ``undecided``."""
+    return _side_word(iv, 1.0, above, below)
+
+
+def _side_word(iv: Interval, threshold: float, above: str, below: str) -> str:
     if not iv.decided:
         return "undecided"
-    if iv.lo > 1:
+    if iv.lo > threshold:
         return above
-    if iv.hi < 1:
+    if iv.hi < threshold:
         return below
     return "undecided"
 
@@ -121,3 +125,31 @@ def bar_word(err: Interval, bar: float) -> str:
     if err.lo > bar or err.hi < -bar:
         return "not met"
     return "undecided"
+
+
+def mean_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
+    """The mean of ``values`` (e.g. one accuracy per seed) with its Student-t interval at ``level``:
+    mean +- t_{(1+level)/2, n-1} s / sqrt(n) (s the sample standard deviation; ``scipy.stats.t``). One value
+    has no interval; identical values have a zero-width one."""
+    xs = _finite(values, "mean_interval")
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return Interval(m, None, None, 1)
+    from scipy.stats import t
+
+    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    half = float(t.ppf((1 + level) / 2, len(xs) - 1)) * s / math.sqrt(len(xs))
+    return Interval(m, m - half, m + half, len(xs))
+
+
+def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """A_i - B_i of pairs made together (the same seed, the same problems); the lists must pair one to one."""
+    a, b = _finite(a, "paired_differences (A)"), _finite(b, "paired_differences (B)")
+    if len(a) != len(b):
+        raise RlmLabError(f"paired_differences: {len(a)} values of A against {len(b)} of B; they must pair")
+    return [x - y for x, y in zip(a, b)]
+
+
+def sign_word(iv: Interval, above: str = "higher", below: str = "lower") -> str:
+    """For a difference: ``above`` when the whole interval is above 0, ``below`` when below, else ``undecided``."""
+    return _side_word(iv, 0.0, above, below)

@@ -56,6 +56,9 @@ class Size:
     # ch. 9: the decision map's grid, priced by the placement advisor at build time (models of
     # rlm_lab.chapters.ch09_guidelines.cases.MAP_MODELS, GPU counts, response-length distributions of MAP_LENGTHS)
     guidelines_map: MappingProxyType = field(default_factory=_frozen)
+    # ch. 10: parallel reasoning (seq against fork-join) and multi-domain RLVR (mixed against merged)
+    # (rlm_lab.chapters.ch10_open_directions.cases)
+    open_directions: MappingProxyType = field(default_factory=_frozen)
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -91,6 +94,14 @@ REGISTRY: dict[str, Size] = {
         async_campaign=_frozen(steps=4, every=10),
         # the guidelines' own points (7B, fixed lengths): the map reuses their advice, so it costs nothing more
         guidelines_map=_frozen(models=("qwen2.5-7b",), devices=(8, 64, 512), lengths=("fixed 1024",)),
+        open_directions=_frozen(
+            parallel=_frozen(model="nano", task="psum:terms=4,max_number=3", sft_steps=8, sft_lr=1e-3, sft_batch_size=16,
+                             rl_steps=2, rl_lr=1e-4, batch_size=8, num_generations=4, seeds=(0,), eval_problems=16,
+                             max_new_tokens=40, limits=(8, 8, 14), latency_problems=3, latency_reps=2),
+            multidomain=_frozen(model="nano", sft_steps=8, sft_lr=1e-3, sft_batch_size=16, rl_steps=4, rl_lr=1e-3,
+                                batch_size=8, num_generations=4, seeds=(0,), eval_problems=16, eval_per_task=8,
+                                max_new_tokens=24, methods=("linear", "ties", "dare", "cat"), systems_reps=1,
+                                systems_batches=1)),
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
         calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),
@@ -140,6 +151,15 @@ REGISTRY: dict[str, Size] = {
         # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
         guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
                                lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
+        open_directions=_frozen(
+            parallel=_frozen(model="micro", task="psum:terms=4,max_number=3", sft_steps=300, sft_lr=1e-3,
+                             sft_batch_size=64, rl_steps=60, rl_lr=1e-4, batch_size=64, num_generations=8,
+                             seeds=(0, 1, 2), eval_problems=300, max_new_tokens=40, limits=(8, 8, 14),
+                             latency_problems=40, latency_reps=3),
+            multidomain=_frozen(model="micro", sft_steps=600, sft_lr=1e-3, sft_batch_size=64, rl_steps=120, rl_lr=1e-3,
+                                batch_size=64, num_generations=8, seeds=(0, 1, 2), eval_problems=100, eval_per_task=100,
+                                max_new_tokens=40, methods=("linear", "ties", "dare", "cat"), systems_reps=3,
+                                systems_batches=4)),
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
                     ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),
@@ -189,6 +209,15 @@ REGISTRY: dict[str, Size] = {
         # the guidelines' 7B points and a small model, both length distributions: 9 more advisor runs (~1 min)
         guidelines_map=_frozen(models=("qwen2.5-0.5b", "qwen2.5-7b"), devices=(8, 64, 512),
                                lengths=("fixed 1024", "long tail (median 256, cap 4096)")),
+        open_directions=_frozen(
+            parallel=_frozen(model="small", task="psum:terms=6,max_number=9", sft_steps=2000, sft_lr=5e-4,
+                             sft_batch_size=128, rl_steps=300, rl_lr=5e-5, batch_size=256, num_generations=8,
+                             seeds=(0, 1, 2), eval_problems=1000, max_new_tokens=64, limits=(10, 9, 24),
+                             latency_problems=100, latency_reps=5),
+            multidomain=_frozen(model="small", sft_steps=3000, sft_lr=5e-4, sft_batch_size=128, rl_steps=400,
+                                rl_lr=5e-4, batch_size=256, num_generations=8, seeds=(0, 1, 2), eval_problems=500,
+                                eval_per_task=500, max_new_tokens=48, methods=("linear", "ties", "dare", "cat"),
+                                systems_reps=5, systems_batches=8)),
     ),
 }
 

@@ -70,3 +70,23 @@ def test_error_interval_swaps_ends_and_bar_words():
     with pytest.raises(RlmLabError, match="bar"):
         bar_word(err, float("nan"))
 
+
+
+def test_mean_interval_by_hand():
+    from rlm_lab.evidence import mean_interval
+
+    iv = mean_interval([0.5, 0.6, 0.7])
+    half = 4.302652729911275 * 0.1 / 3 ** 0.5  # t_{0.975, 2} s / sqrt(n), s = 0.1
+    assert iv.estimate == pytest.approx(0.6) and iv.lo == pytest.approx(0.6 - half) and iv.hi == pytest.approx(0.6 + half)
+    assert not mean_interval([0.4]).decided
+    assert mean_interval([0.3, 0.3]).lo == mean_interval([0.3, 0.3]).hi == pytest.approx(0.3)
+
+
+def test_sign_word_and_paired_differences():
+    from rlm_lab.evidence import Interval, paired_differences, sign_word
+
+    assert paired_differences([3, 5], [1, 2]) == [2, 3]
+    assert sign_word(Interval(0.1, 0.02, 0.2, 3)) == "higher" and sign_word(Interval(-0.1, -0.2, -0.01, 3)) == "lower"
+    assert sign_word(Interval(0.1, -0.02, 0.2, 3)) == "undecided" and sign_word(Interval(0.1, None, None, 1)) == "undecided"
+    with pytest.raises(RlmLabError, match="they must pair"):
+        paired_differences([1], [1, 2])

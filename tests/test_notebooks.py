@@ -118,12 +118,17 @@ def test_colab_url_points_at_the_ipynb():
 NUMBER = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:%|ms\b|µs|MiB|GiB|GB\b|s/step|×|M param)")
 TYPED_ON_PURPOSE = (
     "95 % accuracy", "aim of 95 %",            # ch01's aim, fixed before the sweep
-    "(95 % confidence)",                          # the intervals' level (rlm_lab.evidence.LEVEL), fixed in advance
+    "(95 % confidence)", "95 % interval",       # the intervals' level (rlm_lab.evidence.LEVEL), fixed in advance
     "within 20 %", "(10 % timing",              # ch03's check tolerances
     "25 % first", "then 10 %", "≤ 25 %", "≤ 10 %",  # the goals (rlm_lab.compare.BAR, GOAL)
     "25 % bar", "10 % goal", "25% bar", "10% goal",
     "1.5× DDP", "1.5 × DP", "ZeRO-3 1.5×",      # ZeRO-3's factor, from its formula
     "80% of the time",                          # OpenRLHF, quoted and cited
+    "up to 1.53× (its",                         # ThreadWeaver's abstract, quoted and cited (ch10)
+    "a 1.26× shorter",                          # Parason's code release README, quoted and cited (ch10)
+    "about 1.7× on",                            # the figure ch10 says it could not check
+    "33.2 % of the GPU",                        # "To Mix or To Merge"'s project page, quoted and cited (ch10)
+    "_reward` 1.0 × `",                         # Parason's reward factors, quoted from its released config (ch10)
 )
 
 

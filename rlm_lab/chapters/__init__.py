@@ -25,6 +25,8 @@ attack the long tail) stay in their own packages below; a chapter package holds 
 * :mod:`.ch08_frameworks` -- the RL frameworks' knobs, their defaults predicted, the example configs;
 * :mod:`.ch09_guidelines` -- the practical guidelines judged from the records and the predictor, the decision map,
   the results page;
+* :mod:`.ch10_open_directions` -- parallel reasoning (sequential against fork-join) and multi-domain RLVR (mixed
+  against merged), each predicted then measured;
 * :mod:`.your_machine` -- the reader's own calibration and headline measurements of chapters 2 and 3.
 
 Every function that measures writes a :class:`rlm_lab.record.RunRecord` (with provenance) and every

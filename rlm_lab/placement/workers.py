@@ -161,7 +161,7 @@ class TrainerWorker:
             critic = job.get("critic")  # split placement: PPO's critic in its own actor (critic_role)
             # PPO generates with TRL's own generate on the policy set (our PPOTrainer takes no rollout_func)
             trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
-                                   rollout_func=glue if cfg.algo != "ppo" else None, lora=job.get("lora"),
+                                   rollout_func=glue if cfg.algo != "ppo" else None, peft_config=_lora_config(job.get("lora")),
                                    trainer_cls=split_trainer_class() if critic is not None else None)
             if critic is not None:
                 import ray
@@ -238,3 +238,11 @@ def state_bytes(trainer) -> dict:
             "reference_parameters": nbytes(ref.parameters()) if ref is not None else 0,
             "optimizer_state": nbytes(v for st in opt.state.values() for v in st.values()) if opt is not None else 0}
 
+
+def _lora_config(lora: dict | None):
+    """``peft.LoraConfig(**lora)`` for a job that trains adapters (the job travels as plain data), else None."""
+    if not lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(**lora)

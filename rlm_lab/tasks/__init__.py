@@ -1,4 +1,4 @@
-"""Verifiable tasks (arithmetic, countdown, chain), their data files and reward functions.
+"""Verifiable tasks (arithmetic, countdown, chain, psum, and their mixture), their data files and reward functions.
 
 ``get_task("arithmetic", digits=2)`` builds a task; ``parse_task("countdown:numbers=3")`` does the same
 from a CLI string; ``ensure_data(task)`` writes (or reads back) the deterministic train/test files
@@ -16,9 +16,11 @@ from .arithmetic import Arithmetic
 from .base import Task, read_rows, write_rows
 from .chain import Chain
 from .countdown import Countdown
-from .rewards import checked, completion_text, correctness_reward, format_reward
+from .mix import Mix
+from .psum import Psum
+from .rewards import checked, completion_text, correctness_reward, format_reward, parallelism_aware_reward
 
-TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "chain": Chain, "countdown": Countdown}
+TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "chain": Chain, "countdown": Countdown, "mix": Mix, "psum": Psum}
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "tasks"
 DEFAULT_SPLIT = {"n_train": 20_000, "n_test": 1_000, "seed": 0}
 
@@ -86,6 +88,8 @@ def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_
 
 
 def extra_fields(task: Task) -> tuple[str, ...]:
+    if isinstance(task, Mix):
+        return ("task", "numbers", "target")
     return ("numbers", "target") if isinstance(task, Countdown) else ()
 
 
@@ -106,7 +110,7 @@ def reward_funcs(task: Task, format_weight: float = 0.1) -> list:
 
 
 __all__ = [
-    "TASKS", "Arithmetic", "Countdown", "Task", "checked", "completion_text", "correctness_reward",
-    "data_paths", "ensure_data", "format_reward", "generate", "get_task", "parse_task", "read_rows",
+    "TASKS", "Arithmetic", "Countdown", "Mix", "Psum", "Task", "checked", "completion_text", "correctness_reward",
+    "data_paths", "ensure_data", "format_reward", "generate", "get_task", "parallelism_aware_reward", "parse_task", "read_rows",
     "reward_funcs",
 ]

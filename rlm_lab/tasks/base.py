@@ -30,6 +30,12 @@ class Task:
         knobs = "_".join(f"{f.name}{getattr(self, f.name)}" for f in fields(self))
         return f"{self.name}_{knobs}" if knobs else self.name
 
+    @property
+    def problem_key(self) -> str:
+        """What seeds the problem draw (:meth:`split`): the slug, unless some knob changes only how an answer
+        is written (then two tasks that differ in it hold the same problems)."""
+        return self.slug
+
     def sample(self, rng: random.Random) -> dict:
         """One random problem as a row: at least ``prompt`` and ``answer`` (the reference completion)."""
         raise NotImplementedError
@@ -42,6 +48,11 @@ class Task:
         """True when ``completion`` has the answer format (correct or not). Must not raise."""
         raise NotImplementedError
 
+    def is_scorable(self, completion: str) -> bool:
+        """False when the verifier cannot score ``completion`` at all (its reward is then None in TRL's
+        contract, not 0). Most tasks score every string (a malformed answer is simply wrong). Must not raise."""
+        return True
+
     def max_prompt_len(self) -> int:
         """An upper bound on a prompt's length in characters (= tokens of the character tokenizer)."""
         raise NotImplementedError
@@ -52,7 +63,7 @@ class Task:
 
     def split(self, n_train: int, n_test: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
         """Deterministic train/test split with no prompt in both."""
-        rng = random.Random(f"{self.slug}:{seed}")
+        rng = random.Random(f"{self.problem_key}:{seed}")
         pool = self.all_problems()
         if pool is not None:
             rng.shuffle(pool)

@@ -35,13 +35,62 @@ def _rows(n: int, columns: dict) -> list[dict]:
 
 
 def correctness_reward(task):
-    """1.0 when the completion solves the problem, else 0.0."""
+    """1.0 when the completion solves the problem, else 0.0; None (TRL: "not scored") when the task's
+    verifier cannot score it at all (``task.is_scorable``: e.g. a malformed parallel trace)."""
 
     def correctness(completions, **columns):
         rows = _rows(len(completions), columns)
-        return [float(task.is_correct(completion_text(c), r)) for c, r in zip(completions, rows)]
+        out = []
+        for c, r in zip(completions, rows):
+            text = completion_text(c)
+            out.append(float(task.is_correct(text, r)) if task.is_scorable(text) else None)
+        return out
 
     return correctness
+
+
+# Parason's released reward configuration (https://github.com/ZhengyangZhang06/Parason-release, run_rl.slurm and
+# parason_rl/verl/trainer/config/reward_model/reward_model.yaml), the same as ThreadWeaver's (arXiv 2512.07843,
+# https://github.com/facebookresearch/threadweaver, threadweaver_rl/deepscaler/rewards/math_rewardv2.py):
+# correct_reward 1.0, incorrect_reward -1.0, acceleration_ratio_reward 1.0 x acceleration_ratio_reward_factor 0.5,
+# acceleration_ratio_clip_max 0.2.
+PARALLEL_REWARD = {"correct": 1.0, "incorrect": -1.0, "weight": 0.5, "clip": 0.2}
+
+
+def parallelism_aware_reward(task, correct: float = PARALLEL_REWARD["correct"],
+                             incorrect: float = PARALLEL_REWARD["incorrect"], weight: float = PARALLEL_REWARD["weight"],
+                             clip: float = PARALLEL_REWARD["clip"]):
+    """Parallelism-Aware GRPO's reward, as Parason's and ThreadWeaver's released code compute it
+    (``calculate_reward`` and ``compute_ratio_reward`` in ``math_rewardv2.py``):
+
+        r = correct + weight * min(eta, clip)   if the answer is right,   r = incorrect   otherwise,
+
+    with the acceleration ratio eta = 1 - D / W of the trace (critical-path tokens over all tokens, the
+    task's ``parse_trace(...).acceleration``; 0 for a sequential trace). The bonus is paid on correct answers
+    only, so a fast wrong answer earns nothing. None (TRL: "not scored") when the task cannot score the
+    completion. ``task`` must provide ``parse_trace`` results through ``acceleration_of(text)``."""
+    for name, v in (("correct", correct), ("incorrect", incorrect), ("weight", weight), ("clip", clip)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise RlmLabError(f"parallelism-aware reward: {name} must be a finite number, got {v!r}")
+    if weight < 0 or clip < 0:
+        raise RlmLabError(f"parallelism-aware reward: weight and clip must be >= 0, got {weight} and {clip}")
+    if not hasattr(task, "acceleration_of"):
+        raise RlmLabError(f"parallelism-aware reward needs a task with parallel traces (psum), not {task.name!r}")
+
+    def parallelism_aware(completions, **columns):
+        rows = _rows(len(completions), columns)
+        out = []
+        for c, r in zip(completions, rows):
+            text = completion_text(c)
+            if not task.is_scorable(text):
+                out.append(None)
+            elif task.is_correct(text, r):
+                out.append(correct + weight * min(task.acceleration_of(text), clip))
+            else:
+                out.append(incorrect)
+        return out
+
+    return parallelism_aware
 
 
 def format_reward(task, weight: float = 0.1):

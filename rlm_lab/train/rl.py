@@ -98,15 +98,15 @@ def task_rewards(task, format_weight: float, reward_funcs=None) -> list:
 
 
 def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir: str | Path,
-                 callbacks=(), reward_funcs=None, rollout_func=None, *, lora: dict | None = None, trainer_cls=None):
+                 callbacks=(), reward_funcs=None, rollout_func=None, peft_config=None, *, trainer_cls=None):
     """Build the TRL (or rlm_lab PPO) trainer for ``cfg.algo``, starting from the model saved at ``model_path``:
     the one trainer builder (``rlm-lab train``, the placement workers on Ray, the hybrid engine's ranks, the
     calibration and the traced case all call it).
 
-    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only). ``lora``: the keyword
-    arguments of ``peft.LoraConfig``, passed as TRL's ``peft_config=`` (TRL wraps the model and trains the
-    adapters only). ``trainer_cls``: a subclass of the algorithm's trainer to build instead (chapter 5's PPO
-    with its critic in another actor, :func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
+    ``rollout_func``: GRPOTrainer's own generation hook, passed through (GRPO only). ``peft_config``: TRL's own
+    ``peft_config=`` (a PEFT ``LoraConfig``: TRL wraps the model and trains the adapters only), passed through.
+    ``trainer_cls``: a subclass of the algorithm's trainer to build instead (chapter 5's PPO with its critic in
+    another actor, :func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
     import torch
 
     from ..models import load
@@ -118,10 +118,8 @@ def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir
     model, tokenizer = load(str(model_path))
     args = rl_args(cfg, config_cls, output_dir, on_cuda=torch.cuda.is_available())
     kw = {} if rollout_func is None else {"rollout_func": rollout_func}
-    if lora:
-        from peft import LoraConfig
-
-        kw["peft_config"] = LoraConfig(**lora)
+    if peft_config is not None:
+        kw["peft_config"] = peft_config
     return trainer_cls(
         model=model,
         reward_funcs=task_rewards(task, cfg.format_weight, reward_funcs),

@@ -164,10 +164,13 @@ class _Tee:
 
 
 def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = False,
-        resume: bool = False, rollout_func=None) -> RunRecord:
+        resume: bool = False, rollout_func=None, evaluate_fn=None, peft_config=None) -> RunRecord:
     """Run ``cfg`` (SFT -> eval -> RL -> eval) and return its completed RunRecord. ``callbacks`` are extra
     ``transformers.TrainerCallback`` objects for the RL trainer; ``reward_funcs`` replace the task's;
-    ``rollout_func``: TRL's GRPOTrainer hook that replaces its generation (e.g. ``rlm_lab.longtail.trl_hooks``).
+    ``rollout_func``: TRL's GRPOTrainer hook that replaces its generation (e.g. ``rlm_lab.longtail.trl_hooks``);
+    ``evaluate_fn(model, tokenizer, task, rows)``: the held-out evaluation, in place of greedy ``generate``
+    (:func:`rlm_lab.train.evaluate.evaluate`'s keys), for a policy that decodes otherwise (fork-join);
+    ``peft_config``: TRL's own ``peft_config=`` (a PEFT ``LoraConfig``: only the adapter is trained).
     ``force``: replace a run already in ``cfg.run_dir`` (moved aside, and said). ``resume``: continue the
     unfinished run in ``cfg.run_dir`` from its last checkpoint."""
     # The folder first (lock, no-overwrite check): a refused run costs no import and no work. A resume checks
@@ -179,7 +182,7 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = Fal
     record = RunRecord.reopen(cfg.run_dir) if resume else \
         RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed, force=force)
     try:
-        _run(record, cfg, callbacks, reward_funcs, resume, rollout_func)
+        _run(record, cfg, callbacks, reward_funcs, resume, rollout_func, evaluate_fn, peft_config)
     except KeyboardInterrupt:
         record.interrupt()
         raise
@@ -227,7 +230,8 @@ def _prepare_resume(record: RunRecord, cfg) -> tuple[Path | None, bool]:
     return ckpt, any(r.get("phase") == "sft" for r in keep)
 
 
-def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_func=None) -> None:
+def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_func=None, evaluate_fn=None,
+         peft_config=None) -> None:
     import torch
 
     from ..models import load
@@ -249,6 +253,8 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     eval_rows = test_rows(task, cfg.eval_problems)
 
     def evaluator(model):
+        if evaluate_fn is not None:
+            return evaluate_fn(model, tokenizer_, task, eval_rows)
         return evaluate(model, tokenizer_, task, eval_rows, cfg.eval_max_new_tokens, cfg.eval_batch_size)
 
     from ..models.tokenizer import char_tokenizer
@@ -279,7 +285,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     offset = cfg.sft_steps
     cb = _record_callback(record, cfg.algo, evaluator, cfg.eval_every, step_offset=offset)
     trainer = make_trainer(cfg, sft_path, train_rows, task, record.dir / CHECKPOINTS, [cb, *callbacks], reward_funcs,
-                           rollout_func=rollout_func)
+                           rollout_func=rollout_func, peft_config=peft_config)
     _checkpointing(trainer, cfg)
     cb.trainer = trainer
     quiet_progress(trainer)

@@ -46,7 +46,8 @@ def sft_dataset(rows: list[dict], tokenizer, n: int | None = None):
     })
 
 
-def sft_args(cfg, output_dir: str | Path, on_cuda: bool = False):
+def sft_args(cfg, output_dir: str | Path, on_cuda: bool = False, max_length: int = 64):
+    """``max_length``: the longest row (tokens); rows are pre-tokenized, so it must cover them."""
     from trl import SFTConfig
 
     return SFTConfig(
@@ -56,7 +57,7 @@ def sft_args(cfg, output_dir: str | Path, on_cuda: bool = False):
         lr_scheduler_type="constant",
         per_device_train_batch_size=cfg.sft_batch_size,
         completion_only_loss=True,
-        max_length=64,
+        max_length=max_length,
         logging_steps=max(1, cfg.sft_steps // 100),
         dataset_kwargs={"skip_prepare_dataset": True},
         **trainer_switches(cfg, on_cuda),
@@ -80,15 +81,19 @@ def trainer_switches(cfg, on_cuda: bool) -> dict:
     )
 
 
-def train_sft(model, tokenizer, rows: list[dict], cfg, output_dir: str | Path, callbacks=()):
-    """Run SFT on ``rows`` in place; returns the TRL trainer (its ``state.log_history`` has the losses)."""
+def train_sft(model, tokenizer, rows: list[dict], cfg, output_dir: str | Path, callbacks=(), dataset=None):
+    """Run SFT on ``rows`` in place; returns the TRL trainer (its ``state.log_history`` has the losses).
+    ``dataset``: tokenized rows (``input_ids``, ``labels``) to train on instead of :func:`sft_dataset`'s."""
     import torch
     from trl import SFTTrainer
 
+    if dataset is None:
+        dataset = sft_dataset(rows, tokenizer, min(len(rows), cfg.sft_steps * cfg.sft_batch_size))
+    longest = max(map(len, dataset["input_ids"]))
     trainer = SFTTrainer(
         model=model,
-        args=sft_args(cfg, output_dir, on_cuda=torch.cuda.is_available()),
-        train_dataset=sft_dataset(rows, tokenizer, min(len(rows), cfg.sft_steps * cfg.sft_batch_size)),
+        args=sft_args(cfg, output_dir, on_cuda=torch.cuda.is_available(), max_length=max(64, longest)),
+        train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
