@@ -11,7 +11,8 @@ a function counts), and no two subpackages import each other, directly or round 
 1. core: ``errors``, ``sizes``, ``stages``, ``device``, ``host`` (load average, free port), ``compat``
    (every private of TRL, transformers or torch, guarded), ``records``
    (+ ``record``, its public face), ``compare`` (predicted against measured, the same way everywhere),
-   ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it);
+   ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it),
+   ``protocol`` (paired repeats interleaved ABBA, each in a fresh process behind a load gate, in one window);
 2. ``models``, ``tasks``: the model zoo, the task data and rewards;
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
 4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
@@ -29,7 +30,8 @@ __version__ = "0.1.0"
 
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
-    ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence")),
+    ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence",
+              "protocol")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),

@@ -53,6 +53,9 @@ class Size:
     long_tail_learning: MappingProxyType = field(default_factory=_frozen)
     # ch. 6: the campaign's GRPO steps per run and its held-out curve interval (rlm_lab.asynchrony.campaign)
     async_campaign: MappingProxyType = field(default_factory=_frozen)
+    # the measurement protocol (rlm_lab.protocol): paired repeats per comparison, fixed before measuring; even,
+    # so that the ABBA order runs each arm first equally often
+    protocol_repeats: int = 6
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -86,6 +89,7 @@ REGISTRY: dict[str, Size] = {
                           group_size=4, fusion_n=6, reps=1),
         long_tail_learning=_frozen(model="nano", rl_steps=4, max_completion_length=40, eval_problems=32, ratio=1.5),
         async_campaign=_frozen(steps=4, every=10),
+        protocol_repeats=2,  # the smallest count with an interval: proves the protocol runs, decides little
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
         calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),
@@ -132,6 +136,7 @@ REGISTRY: dict[str, Size] = {
                           group_size=8, fusion_n=32, reps=5),
         long_tail_learning=_frozen(model="micro", rl_steps=100, max_completion_length=72, eval_problems=500, ratio=1.5),
         async_campaign=_frozen(steps=60, every=20),  # one run <= ~35 s of training on 2 cores (measured)
+        protocol_repeats=6,  # 12 fresh processes per comparison; with 6 ratios the median's interval can exclude 1
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
                     ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),

@@ -212,7 +212,7 @@ def _start_head(num_cpus: int) -> _Head:
 
     Lifecycle: the head runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
     stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
-    :func:`rlm_lab.parallel.launch.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
+    :func:`rlm_lab.host.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
     (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
     their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
     Ray Serve) is switched off, so a stop takes seconds.
@@ -242,7 +242,7 @@ def _start_head(num_cpus: int) -> _Head:
 
 
 def _die_with_driver(driver: int) -> None:
-    from ..parallel.launch import die_with_parent
+    from ..host import die_with_parent
 
     die_with_parent(signal.SIGTERM, parent=driver)
 

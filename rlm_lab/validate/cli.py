@@ -48,6 +48,9 @@ def register(subparsers) -> None:
     p.add_argument("--statistic", default="median", choices=STATISTICS,
                    help="per stage and step over the traced steps: median (default) or min (least disturbed)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--check-machine", action="store_true",
+                   help="time a few-second check of this machine against the profile even when its machine key "
+                        "matches (a calibrated profile of another key is always checked)")
     p.set_defaults(func=_run)
 
 
@@ -76,4 +79,9 @@ def _run(args) -> int:
         print(json_text({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1))
     else:
         _print(rep)
+    from ..calibrate.quick import warn_machine
+
+    name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name")
+    if name:  # one line when the profile's machine is not this one (rlm_lab.calibrate.quick)
+        warn_machine(args.profile or name, args.check_machine)
     return 0
