@@ -65,7 +65,8 @@ WINDOW_ENV = "RLM_WINDOW"  # the same variable rlm_lab.records.provenance reads
 
 @dataclass(frozen=True)
 class Arm:
-    """One side of a comparison: a name and the argv of one repeat (run afresh for every repeat)."""
+    """One side of a comparison: a name and the argv of one repeat (run afresh for every repeat); ``{pair}`` in an
+    argument becomes the pair's index (e.g. ``--seed {pair}``: both members of a pair train the same seed)."""
 
     name: str
     command: tuple
@@ -175,7 +176,8 @@ def run_once(arm: Arm, folder: Path, tag: str, env: dict, timeout_s: float) -> d
     env = dict(env, **{RESULT_ENV: str(result_path)})
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(list(arm.command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        argv = [c.replace("{pair}", env.get("RLM_PROTOCOL_PAIR", "")) for c in arm.command]
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True,
                                 preexec_fn=lambda: die_with_parent(signal.SIGTERM, me))
         try:

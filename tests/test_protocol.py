@@ -26,6 +26,8 @@ FAKE = textwrap.dedent("""
         t = time.perf_counter(); time.sleep(arg); out["seconds"] = time.perf_counter() - t
     elif mode == "paired":      # value grows with the pair: only a correct pairing gives constant ratios
         out["seconds"] = arg * (1 + out["pair"])
+    elif mode == "seeded":      # the pair index given as an argument ({pair})
+        out["seconds"] = arg * (1 + int(sys.argv[3]))
     elif mode == "counter":     # value = how many runs came before (a drifting machine)
         f = sys.argv[3]
         n = int(open(f).read()) + 1 if os.path.exists(f) else 1
@@ -78,6 +80,10 @@ def test_pairs_are_paired(fake, tmp_path):
                     loadavg=QUIET, say=lambda *_: None)
     assert res["summary"]["ratios"] == pytest.approx([0.25] * 4)  # A_i with B_i of the same pair, never another
     assert res["summary"]["values"]["a"] == pytest.approx([1, 2, 3, 4])
+    # {pair} in an argument: both members of a pair get the same index (e.g. the same seed)
+    res = P.compare(fake("a", "seeded", 1.0, "{pair}"), fake("b", "seeded", 2.0, "{pair}"), "seconds",
+                    tmp_path / "r2", repeats=2, loadavg=QUIET, say=lambda *_: None)
+    assert res["summary"]["values"] == {"a": [1, 2], "b": [2, 4]}
 
 
 def test_abba_cancels_a_drift_that_abab_would_call_a_speed_up(fake, tmp_path):
