@@ -16,6 +16,8 @@ from ..errors import RlmLabError
 from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
+# raylet settings for a busy machine (see _start_head): Ray reads RAY_<config name> from the environment
+RAYLET_ENV = {"RAY_prestart_worker_first_driver": "0", "RAY_worker_register_timeout_seconds": "600"}
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -231,7 +233,7 @@ def _start_head(num_cpus: int) -> _Head:
            "--dashboard-agent-listen-port", str(ports[2]), "--runtime-env-agent-port", str(ports[3]),
            "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--include-dashboard=false",
            "--disable-usage-stats"]
-    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", **RAYLET_ENV)
     package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log = tempfile.TemporaryFile(prefix="rlm_ray_head_")
