@@ -172,3 +172,39 @@ def summary_lines(result: dict) -> list[str]:
                      f"{len(r['diffs'])} seeds ({pos} up, {neg} down), p = {r['p']:.4f}, Holm p = {r['p_holm']:.4f}"
                      f" -> {verdict}")
     return lines
+
+
+def main(argv=None) -> int:
+    """``python -m rlm_lab.asynchrony.accuracy_test [--root data/runs/cpu] [--write FILE]``: the plan's tests on the
+    records under ``root``, printed; ``--write`` keeps them (with the record folders they read) as JSON."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.accuracy_test", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default="data/runs/cpu")
+    ap.add_argument("--write", default=None, help="a JSON file for the result (refused if it exists)")
+    a = ap.parse_args(argv)
+    try:
+        if not Path(a.root).is_dir():
+            raise RlmLabError(f"{a.root} is not a folder of run records")
+        if a.write and Path(a.write).exists():
+            raise RlmLabError(f"{a.write} exists; results are never overwritten")
+        finals, dirs = load_finals(a.root)
+        result = decide(finals)
+    except RlmLabError as e:
+        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 2
+    for line in summary_lines(result):
+        print(line)
+    if a.write:
+        from ..record import atomic_write_json, provenance
+
+        plan = {k: v for k, v in PLAN.items()}
+        atomic_write_json(a.write, {"plan": plan, "result": result, "records": dirs,
+                                    "finals": {f"{m}/{c or 'none'}": v for (m, c), v in finals.items()},
+                                    "provenance": provenance()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -99,6 +99,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.overhead",
                                  description="one arm of the runtime-overhead comparison (one process, one run)")
     ap.add_argument("--arm", required=True, help=f"one of {', '.join(ARMS)}")
+    ap.add_argument("--against", default=None, help="run the protocol: --arm against this arm (paired repeats, each "
+                                                    "in a fresh process), instead of one run")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
     ap.add_argument("--steps", type=int, default=None)
@@ -108,6 +110,13 @@ def main(argv=None) -> int:
 
     interruptible()
     try:
+        if a.against:
+            from ..record import runs_root
+
+            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps)
+            for arm, st in res["stages"].items():
+                print(arm, " ".join(f"{k} {v:.4f}" for k, v in st.items()))
+            return 0
         out = run_arm(a.arm, a.size, a.out, a.steps, command=sys.argv)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
@@ -118,6 +127,52 @@ def main(argv=None) -> int:
     report(**out)
     print(f"{a.arm}: {out['tokens_per_s']:.0f} tokens/s, step {out['step_s']:.3f} s -> {out['record']}")
     return 0
+
+
+
+def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
+    """The argv of one repeat of ``arm`` (this interpreter, this module)."""
+    argv = [sys.executable, "-m", "rlm_lab.asynchrony.overhead", "--arm", arm, "--size", size, "--out", str(out)]
+    return tuple(argv + (["--steps", str(steps)] if steps else []))
+
+
+def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | None = None, say=print) -> dict:
+    """``arm`` against ``base`` under the protocol (paired, ABBA, fresh processes, load gate), tokens per second;
+    the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``."""
+    from ..protocol import Arm, compare
+    from .cells import _now
+
+    for a in (arm, base):
+        if a not in ARMS:
+            raise unknown("arm", a, ARMS)
+    runs = Path(out) / "runs"
+    folder = Path(out) / f"overhead_{arm}_vs_{base}" / _now()
+    res = compare(Arm(arm, command(arm, size, runs, steps)), Arm(base, command(base, size, runs, steps)),
+                  "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
+    from ..record import atomic_write_json
+
+    stages = stage_table(res)
+    atomic_write_json(folder / "stages.json", stages)  # beside the protocol's record: where the seconds differ
+    return res | {"stages": stages}
+
+
+def stage_table(results: dict) -> dict:
+    """Per arm, the median over its repeats of each stage's mean seconds per step (the tracer's, after the first
+    step) and of the step: where the two arms' seconds differ. Read from each repeat's own run record."""
+    import statistics
+
+    from ..record import RunRecord
+
+    per: dict = {}
+    for row in results.get("repeats", []):
+        rec = RunRecord.load(row["report"]["record"])
+        tr = rec.results.get("tracer") or {}
+        st = {k: v["mean_s"] for k, v in (tr.get("stages") or {}).items()}
+        st["step"] = (tr.get("step_wall_s") or {}).get("median")
+        per.setdefault(row["name"], []).append(st)
+    return {arm: {k: statistics.median(r[k] for r in rows if r.get(k) is not None)
+                  for k in sorted({k for r in rows for k in r}) if any(r.get(k) is not None for r in rows)}
+            for arm, rows in per.items()}
 
 
 if __name__ == "__main__":

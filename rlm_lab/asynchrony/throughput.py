@@ -93,10 +93,38 @@ def goal(results: dict) -> dict:
             "accuracy_plain": iv(acc_b), "accuracy_overlap": over, "word": word}
 
 
+def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
+    """The argv of one repeat of ``arm``; ``{pair}`` (the protocol's pair index) is its seed."""
+    argv = [sys.executable, "-m", "rlm_lab.asynchrony.throughput", "--arm", arm, "--size", size, "--seed", "{pair}",
+            "--out", str(out)]
+    return tuple(argv + (["--steps", str(steps)] if steps else []))
+
+
+def measure_goal(size: str, out, steps: int | None = None, say=print) -> dict:
+    """The pick against plain TRL under the protocol (paired by seed, ABBA, fresh processes, the load gate), then
+    :func:`goal`; the protocol's record under ``<out>/ch06_goal/<UTC>`` holds both, the runs under ``<out>/runs``."""
+    from ..protocol import Arm, compare
+    from .cells import _now
+
+    runs = Path(out) / "runs"
+    folder = Path(out) / "ch06_goal" / _now()
+    res = compare(Arm("pick", command("pick", size, runs, steps)), Arm("plain", command("plain", size, runs, steps)),
+                  "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
+    g = goal(res)
+    from ..record import atomic_write_json
+
+    atomic_write_json(folder / "goal.json", g | {"pick": PICK, "generation": GENERATION})
+    say(f"throughput goal: pick / plain TRL tokens/s {g['tokens_ratio']['estimate']:.2f} "
+        f"[{g['tokens_ratio']['lo']:.2f}, {g['tokens_ratio']['hi']:.2f}] (goal >= {GOAL:g}), accuracy "
+        f"{g['accuracy_pick']['estimate']:.3f} against {g['accuracy_plain']['estimate']:.3f} -> {g['word']}")
+    return res | {"goal": g}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.asynchrony.throughput",
                                  description="one arm of chapter 6's throughput goal (one process, one run)")
-    ap.add_argument("--arm", required=True, help=f"one of {', '.join(ARMS)}")
+    ap.add_argument("--arm", default=None, help=f"one of {', '.join(ARMS)} (one run)")
+    ap.add_argument("--goal", action="store_true", help="measure the goal: pick against plain under the protocol")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
@@ -107,6 +135,13 @@ def main(argv=None) -> int:
 
     interruptible()
     try:
+        if a.goal:
+            from ..record import runs_root
+
+            measure_goal(a.size, a.out or runs_root(a.size), a.steps)
+            return 0
+        if a.arm is None:
+            raise RlmLabError("give --arm (one run) or --goal (the comparison)")
         out = run_arm(a.arm, a.size, a.seed, a.out, a.steps, command=sys.argv)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)

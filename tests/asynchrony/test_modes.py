@@ -25,7 +25,8 @@ def runs(ray_session, place_cfg, tmp_path_factory):
     out = {"ch05": run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, root / "ch05", session=ray_session,
                                  return_weights=True, timeout_s=60)}
     for mode in ("sync", "one_step_off"):
-        out[mode] = run_mode(mode, place_cfg, root / mode, session=ray_session, return_weights=True, timeout_s=60)
+        out[mode] = run_mode(mode, place_cfg, root / mode, session=ray_session, return_weights=True, timeout_s=60,
+                             importance=True)  # the weights are checked below
     return out
 
 
