@@ -9,7 +9,7 @@ from rlm_lab.cli import main
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["tasks", "show", "sorting"], "unknown task 'sorting'; choose one of: arithmetic, chain, countdown"),
+    (["tasks", "show", "sorting"], "unknown task 'sorting'; choose one of: arithmetic, chain, countdown, mix, psum"),
     (["tasks", "show", "arithmetic:digits=12"], "arithmetic digits must be 1..6, got 12"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, msg):

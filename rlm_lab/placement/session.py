@@ -31,6 +31,8 @@ from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
 HEAD_NAME = "rlm-head"  # node names of a local cluster (``ray start --node-name``), as errors and records show them
+# raylet settings for a busy machine (see _start_node): Ray reads RAY_<config name> from the environment
+RAYLET_ENV = {"RAY_prestart_worker_first_driver": "0", "RAY_worker_register_timeout_seconds": "600"}
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -266,7 +268,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
     Lifecycle: every node runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
     stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
-    :func:`rlm_lab.parallel.launch.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
+    :func:`rlm_lab.host.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
     (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
     their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
     Ray Serve) is switched off, so a stop takes seconds.
@@ -288,7 +290,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
            "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--disable-usage-stats"]
     # GLOO_SOCKET_IFNAME: the actors' gloo groups (weight sync) bind loopback too, whatever the host name
     # resolves to (https://pytorch.org/docs/stable/distributed.html#common-environment-variables)
-    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo")
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo", **RAYLET_ENV)
     package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log = tempfile.TemporaryFile(prefix=f"rlm_ray_{name}_")
@@ -299,7 +301,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
 
 def _die_with_driver(driver: int) -> None:
-    from ..parallel.launch import die_with_parent
+    from ..host import die_with_parent
 
     die_with_parent(signal.SIGTERM, parent=driver)
 
