@@ -301,6 +301,10 @@ def _check_entrypoint(name: str, argv: list[str], n: int) -> None:
 
 def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
     import click
+
+    from .placement.session import ray_env
+
+    ray_env()  # before Ray is imported: a local Ray started later in this process needs its settings at import
     from ray.dashboard.modules.job.cli import submit
     from ray.scripts.scripts import start
 

@@ -93,7 +93,7 @@ class RaySession:
         n = num_cpus or local_cpus()
         self.nodes = check_nodes(nodes, n if not address else nodes)
         if not address:
-            _auth_env()  # before Ray is imported: it reads its authentication settings at import
+            ray_env()  # before Ray is imported: it reads its authentication settings at import
         try:
             import ray
         except ImportError as e:
@@ -228,8 +228,12 @@ def _first_line(e) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
-def _auth_env() -> None:
-    """One token for the local head, this driver and every worker (children inherit the environment)."""
+def ray_env() -> None:
+    """One token for the local head, this driver and every worker (children inherit the environment), and Ray's
+    local-only mode. Ray reads its authentication mode once, when ``ray._raylet`` is imported, so a process that
+    imports Ray before it starts a session (``rlm-lab launches`` parses Ray's own CLI) calls this first; a
+    session started later in that process then finds the same settings (else its driver, imported without a
+    token, is refused by its own head: InvalidAuthToken)."""
     import secrets
     import sys
 
@@ -258,7 +262,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
     Nothing listens beyond the machine: ``--node-ip-address 127.0.0.1`` alone is not enough in Ray 2.60,
     which maps a loopback address to the routable one (``services.resolve_ip_for_localhost``) unless
     multi-node clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the local-only mode Ray uses on
-    macOS and Windows, set by :func:`_auth_env`); with both, the GCS, the raylet, the runtime-env agent, every
+    macOS and Windows, set by :func:`ray_env`); with both, the GCS, the raylet, the runtime-env agent, every
     worker and the driver bind 127.0.0.1 (Ray's servers bind the node address since ray-project/ray PRs
     55298, 55484, 55732 and 59852; without a loopback node address 2.60's GCS, raylet and workers bind ``::``).
 
@@ -279,7 +283,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
     from ..host import free_port
 
-    _auth_env()
+    ray_env()
     ports = [free_port() for _ in range(5)]
     where = ["--head", "--port", str(ports[0]), "--include-dashboard=false"] if head_port is None else \
         ["--address", f"127.0.0.1:{head_port}"]
