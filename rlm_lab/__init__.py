@@ -12,7 +12,8 @@ a function counts), and no two subpackages import each other, directly or round 
    (every private of TRL, transformers or torch, guarded), ``records``
    (+ ``record``, its public face), ``compare`` (predicted against measured, the same way everywhere),
    ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it),
-   ``tables`` (plain text tables, the text of a glued value);
+   ``tables`` (plain text tables, the text of a glued value), ``protocol`` (paired repeats interleaved ABBA,
+   each in a fresh process behind a load gate, in one window);
 2. ``models``, ``tasks``: the model zoo, the task data and rewards;
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
 4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
     ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence",
-              "tables")),
+              "tables", "protocol")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),

@@ -1,6 +1,11 @@
 """The ``rlm-lab`` command. Each subcommand lives in the module it drives and exposes
-``register(subparsers)``; modules are imported only when needed, so ``rlm-lab predict`` never
-loads torch. Any :class:`RlmLabError` is printed as one line and exits with status 2.
+``register(subparsers)``; modules are imported only when needed, so ``rlm-lab predict`` loads torch only
+to read this machine's key when its profile is a calibrated one (a datasheet profile, ``--from``: never).
+Any :class:`RlmLabError` is printed as one line and exits with status 2.
+
+After ``predict`` the entry point says, in one ``rlm-lab: WARNING:`` line, when the calibrated profile the
+prediction used was measured on another machine, with how far a quick check of this one differs
+(:mod:`rlm_lab.calibrate.quick`; the cost model itself imports no torch, so the check lives up here).
 """
 
 from __future__ import annotations
@@ -120,7 +125,11 @@ def _main(argv, only) -> int:
     try:
         args = build_parser(only).parse_args(argv)
         result = _command(args)(args)
-        sys.stdout.flush()  # here, not at exit: a full disk or /dev/full under stdout is then one line too
+        sys.stdout.flush()
+        if getattr(args, "profile_used", None):  # predict: is the profile's machine this one?
+            from .calibrate.quick import warn_machine
+
+            warn_machine(args.profile_used, getattr(args, "check_machine", False))  # here, not at exit: a full disk or /dev/full under stdout is then one line too
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2

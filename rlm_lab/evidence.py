@@ -9,7 +9,9 @@ The words follow the interval, never the point alone:
 
 * a ratio is ``faster``/``slower`` (or ``larger``/``smaller``) only when its interval excludes 1;
 * a prediction ``met`` its bar only when the whole interval of its error lies inside the bar, ``not met`` only
-  when the whole interval lies outside it; everything else is ``undecided``, and so is a single run.
+  when the whole interval lies outside it; everything else is ``undecided``, and so is a single run;
+* a goal of at least x (a speed-up of 2x) is ``met`` only when the whole interval is at or above x, ``not met``
+  only when the whole interval is below it.
 """
 
 from __future__ import annotations
@@ -153,3 +155,24 @@ def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
 def sign_word(iv: Interval, above: str = "higher", below: str = "lower") -> str:
     """For a difference: ``above`` when the whole interval is above 0, ``below`` when below, else ``undecided``."""
     return _side_word(iv, 0.0, above, below)
+
+
+def at_least_word(iv: Interval, goal: float) -> str:
+    """``met`` when the whole interval is at or above ``goal``, ``not met`` when it is wholly below, else
+    ``undecided`` (a single run included)."""
+    if not math.isfinite(goal):
+        raise RlmLabError(f"at_least_word: the goal must be a finite number, not {goal}")
+    if not iv.decided:
+        return "undecided"
+    if iv.lo >= goal:
+        return "met"
+    if iv.hi < goal:
+        return "not met"
+    return "undecided"
+
+
+def overlap(a: Interval, b: Interval) -> bool | None:
+    """Whether two intervals overlap; None when either is a single run (no interval)."""
+    if not (a.decided and b.decided):
+        return None
+    return a.lo <= b.hi and b.lo <= a.hi

@@ -1,6 +1,7 @@
-"""This host: its load, read before and after every measurement (a shared machine only ever adds time), a
-free local TCP port for a rendezvous (bound on 127.0.0.1 only: nothing here listens beyond this machine), and
-the process tree below a process (from /proc, Linux), so that a run leaves none of its processes behind.
+"""This host: its load, read before and after every measurement (a shared machine only ever adds time), its
+machine key (what a calibration or a measurement is valid for), a free local TCP port for a rendezvous (bound on
+127.0.0.1 only: nothing here listens beyond this machine), the process tree below a process (from /proc,
+Linux), so that a run leaves none of its processes behind, and a child that dies with its parent.
 
 The one place ``os.getloadavg`` is read (https://docs.python.org/3/library/os.html#os.getloadavg), so that a
 platform without it gives ``None`` in a record instead of an error after the run.
@@ -8,8 +9,13 @@ platform without it gives ``None`` in a record instead of an error after the run
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import socket
+
+KEY_FIELDS = ("host", "cpu_model", "cores", "torch", "threads")
 
 
 def load_average(digits: int | None = None) -> list[float] | None:
@@ -76,3 +82,56 @@ def still_alive(pids, wait_s: float, poll_s: float = 0.2) -> list[int]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(poll_s)
+
+
+def machine_key(**override) -> dict:
+    """What a calibration or a measurement is valid for: host, CPU model, cores, torch version, torch's thread
+    count. Two machines can share a key (a VM image keeps its host name; a CPU model line names a family), so a
+    key that matches is necessary, not sufficient: :func:`rlm_lab.calibrate.quick_check` measures the rest."""
+    import torch
+
+    from .device import cpu_name
+
+    key = {"host": socket.gethostname(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
+           "torch": torch.__version__, "threads": torch.get_num_threads()}
+    return key | override
+
+
+def key_of_provenance(prov: dict) -> dict:
+    """The machine key of a record's or profile's provenance (``rlm_lab.records.provenance``): the same fields
+    as :func:`machine_key`, None where the provenance lacks one."""
+    hw = prov.get("hardware") or {}
+    return {"host": prov.get("host"), "cpu_model": hw.get("cpu_model"), "cores": hw.get("cpu_count"),
+            "torch": (prov.get("versions") or {}).get("torch"), "threads": hw.get("torch_threads")}
+
+
+def key_differences(a: dict, b: dict) -> list[str]:
+    """``field: a != b`` for every key field on which ``a`` and ``b`` differ."""
+    return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in KEY_FIELDS if a.get(k) != b.get(k)]
+
+
+def key_slug(key: dict) -> str:
+    """A folder name for ``key``: readable host and thread count, then a hash of every field."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    host = re.sub(r"[^A-Za-z0-9]+", "-", str(key.get("host", "host"))).strip("-")[:24] or "host"
+    return f"{host}-t{key.get('threads')}-{digest}"
+
+
+def die_with_parent(sig=None, parent: int | None = None) -> None:
+    """Linux: have the kernel send ``sig`` (default SIGKILL) to this process when its parent dies (e.g. is
+    SIGKILLed), as torch's own spawn does (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so that nothing is left
+    running without its driver. Call it in the child (a rank's first line, or a ``preexec_fn``); ``parent``:
+    the pid the child expects as its parent, so that a parent that died before the call is caught too.
+    The signal follows the parent *thread* that forked the child (prctl(2)): fork from a long-lived thread."""
+    import ctypes
+    import signal
+    import sys
+
+    sig = signal.SIGKILL if sig is None else sig
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig))  # 1 = PR_SET_PDEATHSIG
+        except OSError:
+            return
+        if parent is not None and os.getppid() != parent:  # the parent is already gone
+            os.kill(os.getpid(), sig)

@@ -301,6 +301,10 @@ def _check_entrypoint(name: str, argv: list[str], n: int) -> None:
 
 def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
     import click
+
+    from .placement.session import ray_env
+
+    ray_env()  # before Ray is imported: a local Ray started later in this process needs its settings at import
     from ray.dashboard.modules.job.cli import submit
     from ray.scripts.scripts import start
 
@@ -419,15 +423,20 @@ def _check_gpus(flag: str, gpus: int) -> None:
                           f"--gpus-per-node G)")
 
 
+def _chosen(pool, only: str | None) -> list:
+    """The launches of ``pool`` that ``--only`` names (all without it); an unknown name is one error line."""
+    chosen = [x for x in pool if only in (None, x.name)]
+    if not chosen:
+        raise RlmLabError(f"unknown launch {only!r}; known: {', '.join(x.name for x in pool)}")
+    return chosen
+
+
 def _run(args) -> int:
     if args.nodes is None and args.gpus_per_node is None:
         if args.gpus is None:
             raise RlmLabError("give --gpus N (one machine) or --nodes N --gpus-per-node G (a cluster)")
         _check_gpus("--gpus", args.gpus)
-        chosen = [x for x in LAUNCHES if args.only in (None, x.name)]
-        if not chosen:
-            raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in LAUNCHES)}")
-        for launch in chosen:
+        for launch in _chosen(LAUNCHES, args.only):
             print(f"# {launch.name}: {launch.what} (chapter {launch.chapter}) - checked\n"
                   f"{shlex.join(check(launch, args.gpus))}")
         return 0
@@ -438,10 +447,7 @@ def _run(args) -> int:
     if not 2 <= args.nodes <= MAX_NODES:
         raise RlmLabError(f"--nodes must be 2 to {MAX_NODES} (one machine: --gpus), got {args.nodes}")
     _check_gpus("--gpus-per-node", args.gpus_per_node)
-    chosen = [x for x in CLUSTER_LAUNCHES if args.only in (None, x.name)]
-    if not chosen:
-        raise RlmLabError(f"unknown launch {args.only!r}; known: {', '.join(x.name for x in CLUSTER_LAUNCHES)}")
-    for launch in chosen:
+    for launch in _chosen(CLUSTER_LAUNCHES, args.only):
         print(f"# {launch.name}: {launch.what} (chapter {launch.chapter}) - checked for {args.nodes} machines "
               f"x {args.gpus_per_node} GPUs\n{check_cluster(launch, args.nodes, args.gpus_per_node).rstrip()}")
     return 0

@@ -59,6 +59,12 @@ class Size:
     # ch. 10: parallel reasoning (seq against fork-join) and multi-domain RLVR (mixed against merged)
     # (rlm_lab.chapters.ch10_open_directions.cases)
     open_directions: MappingProxyType = field(default_factory=_frozen)
+    # the measurement protocol (rlm_lab.protocol): paired repeats per comparison, fixed before measuring; even,
+    # so that the ABBA order runs each arm first equally often
+    protocol_repeats: int = 6
+    # ch. 6: GRPO steps of each arm of the runtime-overhead comparison (rlm_lab.chapters.ch06_async.overhead);
+    # 0: not run at this size
+    async_overhead_steps: int = 0
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -102,6 +108,8 @@ REGISTRY: dict[str, Size] = {
                                 batch_size=8, num_generations=4, seeds=(0,), eval_problems=16, eval_per_task=8,
                                 max_new_tokens=24, methods=("linear", "ties", "dare", "cat"), systems_reps=1,
                                 systems_batches=1)),
+        protocol_repeats=2,  # the smallest count with an interval: proves the protocol runs, decides little
+        async_overhead_steps=4,
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
         calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),
@@ -160,6 +168,8 @@ REGISTRY: dict[str, Size] = {
                                 batch_size=64, num_generations=8, seeds=(0, 1, 2), eval_problems=100, eval_per_task=100,
                                 max_new_tokens=40, methods=("linear", "ties", "dare", "cat"), systems_reps=3,
                                 systems_batches=4)),
+        protocol_repeats=6,  # 12 fresh processes per comparison; with 6 ratios the median's interval can exclude 1
+        async_overhead_steps=30,
         validation=(("nano_grpo_B32_G4_R24", "grpo", 0.04, "nano", 32, 4, 24, 8, 3),
                     ("mini_grpo_B32_G4_R12", "grpo", 0.04, "mini", 32, 4, 12, 8, 3),
                     ("micro-moe_grpo_B64_G8_R12", "grpo", 0.04, "micro-moe", 64, 8, 12, 8, 3),

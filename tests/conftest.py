@@ -126,7 +126,7 @@ def place_cfg():
 def one_node_run(tmp_path_factory):
     """``get(kind)``: a run of ``place_cfg`` on the shared one-node Ray, weights returned, made once per test
     session for every module that compares with it: ``"disaggregated"`` (chapter 5: trainer and one rollout
-    worker, collective sync) or ``"one_step_off"`` (chapter 6, eta = 1)."""
+    worker, collective sync) or ``"one_step_off"`` (chapter 6, eta = 1, its importance weights recorded)."""
     cache = {}
 
     def get(kind: str) -> dict:
@@ -139,7 +139,8 @@ def one_node_run(tmp_path_factory):
                 cache[kind] = run_placement(mode_placement(cfg, sync="collective"), cfg, folder, session=session,
                                             return_weights=True, timeout_s=60)
             else:
-                cache[kind] = run_mode(kind, cfg, folder, session=session, return_weights=True, timeout_s=60)
+                cache[kind] = run_mode(kind, cfg, folder, session=session, return_weights=True, timeout_s=60,
+                                       importance=True)  # the weights tests/asynchrony/test_modes.py checks
         return cache[kind]
 
     return get

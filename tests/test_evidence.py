@@ -3,8 +3,8 @@
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.evidence import (Interval, bar_word, error_interval, median_interval, paired_ratios, ratio_interval,
-                              ratio_word)
+from rlm_lab.evidence import (Interval, at_least_word, bar_word, error_interval, median_interval, overlap,
+                              paired_ratios, ratio_interval, ratio_word)
 
 
 def test_two_values_span_their_own_range():
@@ -90,3 +90,15 @@ def test_sign_word_and_paired_differences():
     assert sign_word(Interval(0.1, -0.02, 0.2, 3)) == "undecided" and sign_word(Interval(0.1, None, None, 1)) == "undecided"
     with pytest.raises(RlmLabError, match="they must pair"):
         paired_differences([1], [1, 2])
+
+
+def test_at_least_words_and_overlap():
+    assert at_least_word(Interval(2.3, 2.0, 2.6, 6), 2.0) == "met"  # the whole interval at or above 2
+    assert at_least_word(Interval(2.3, 1.9, 2.6, 6), 2.0) == "undecided"  # the point is above, the interval is not
+    assert at_least_word(Interval(1.2, 1.1, 1.3, 6), 2.0) == "not met"
+    assert at_least_word(Interval(3.0, None, None, 1), 2.0) == "undecided"  # one run decides nothing
+    with pytest.raises(RlmLabError, match="goal"):
+        at_least_word(Interval(1, 0, 2, 2), float("inf"))
+    assert overlap(Interval(0.5, 0.4, 0.6, 6), Interval(0.62, 0.6, 0.7, 6))  # touching ends overlap
+    assert overlap(Interval(0.5, 0.4, 0.59, 6), Interval(0.62, 0.6, 0.7, 6)) is False
+    assert overlap(Interval(0.5, None, None, 1), Interval(0.62, 0.6, 0.7, 6)) is None

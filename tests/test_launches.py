@@ -130,3 +130,20 @@ def test_cli_prints_cluster_launches_and_refuses_bad_shapes(capsys):
                  "--gpus-per-node", "8"], [], ["--nodes", "2", "--gpus-per-node", "32"]):
         assert main(["launches", *argv]) == 2
     assert capsys.readouterr().err.count("rlm-lab: error:") == 5
+
+
+@pytest.mark.slow  # starts a local Ray: 20-60 s on 2 cores
+def test_a_local_ray_starts_after_the_cluster_checks_imported_ray():
+    # the chapter-5 checks import Ray's own CLI; Ray reads its authentication mode once, at import, so a session
+    # started later in the same process (a test run, a notebook) must still be admitted by its own head
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from rlm_lab.launches import CLUSTER_LAUNCHES, check_cluster\n"
+            "[check_cluster(x, 2, 8) for x in CLUSTER_LAUNCHES if x.chapter == 5]\n"
+            "from rlm_lab.placement.session import RaySession\n"
+            "s = RaySession(num_cpus=1)\nprint('cpus', s.cpus())\ns.close()\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0 and run.stdout.strip().endswith("cpus 1"), run.stderr[-3000:]

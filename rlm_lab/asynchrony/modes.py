@@ -44,20 +44,24 @@ def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_de
 
 
 def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | None = None, devices: int = 2,
-             ahead: int | None = None, importance: bool = True, prediction: dict | None = None,
-             correction: str | None = None, curve: dict | None = None, durable: int = 0, **kw) -> dict:
+             ahead: int | None = None, importance: bool = False, prediction: dict | None = None,
+             correction: str | None = None, curve: dict | None = None, durable: int = 0,
+             generation: dict | None = None, **kw) -> dict:
     """Run GRPO ``cfg`` in execution ``mode``; the record (``run_dir``) holds ``results['glue']``: the bound,
     the staleness of every sample trained on, per-step versions and rollout-worker deaths.
 
     ``sync``: how weights reach the workers; default ``collective`` for ``sync`` (exactly chapter 5's
     disaggregated run) and ``object_store`` for the others (a push that does not wait for the generation in
     flight; a broadcast would). ``importance``: re-score every batch on the trainer to record the importance
-    weights (one extra no-grad forward per step, its seconds in the record; off for pure speed runs).
+    weights (one extra no-grad forward inside every step, its seconds in the record): instrumentation, off by
+    default so that a mode's time is its own work.
     ``correction``: None or a TRL importance-sampling mode (``"token_truncate"``...; TRL's own code, switched on
     by :mod:`rlm_lab.asynchrony.correction`). ``curve``: held-out accuracy curve settings
     (:func:`rlm_lab.asynchrony.curves.make_eval_curve` arguments). ``durable=k``: every sample to
     ``<run_dir>/buffer.jsonl`` and the policy to ``<run_dir>/checkpoint`` every k steps, readable after a
-    trainer crash (:mod:`rlm_lab.asynchrony.durable`); 0 (default) off."""
+    trainer crash (:mod:`rlm_lab.asynchrony.durable`); 0 (default) off. ``generation``: the rollout workers'
+    generation options beyond TRL's (:class:`rlm_lab.asynchrony.trl_rollout.AsyncGlue`). Other keywords
+    (``role_threads``, ``command``...) go to :func:`rlm_lab.placement.runtime.run_placement`."""
     from .correction import check_correction
 
     check_correction(correction)
@@ -68,7 +72,7 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
 
     return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
                          glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance, "correction": correction,
-                                      "curve": curve,
+                                      "curve": curve, "generation": generation,
                                       "spill": str(Path(run_dir) / "buffer.jsonl") if durable else None,
                                       "checkpoint": {"folder": str(Path(run_dir) / "checkpoint"), "every": durable}
                                       if durable else None},

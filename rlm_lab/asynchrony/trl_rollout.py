@@ -53,7 +53,7 @@ class AsyncGlue(RolloutGlue):
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
                  bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True,
                  correction: str | None = None, curve: dict | None = None, spill: str | None = None,
-                 checkpoint: dict | None = None):
+                 checkpoint: dict | None = None, generation: dict | None = None):
         from .correction import check_correction
 
         super().__init__(trainer, rollouts, group, sync, chunks, seed, timeout_s, bucket_bytes)
@@ -61,6 +61,9 @@ class AsyncGlue(RolloutGlue):
         self.importance = importance and self.correction is None  # with correction TRL computes the ratio
         self.curve_spec = curve
         self._curve = None
+        # generation options of the rollout workers beyond TRL's settings: GenerationConfig fields (e.g.
+        # cache_implementation) and "compile" (rlm_lab.chapters.ch06_async.generation_options measures them)
+        self.generation = dict(generation or {})
         self.checkpoint = checkpoint  # {"folder", "every"}: the policy saved atomically (durable.py)
         self.spill = None
         if spill:  # every sample put and handed out, one JSON line each (survives a trainer crash)
@@ -228,7 +231,10 @@ class AsyncGlue(RolloutGlue):
         version = int(trainer.state.global_step)
         if b == 0:
             gen, pad, eos = self._gen_settings()
-            self._get([r.configure.remote(gen, pad, eos) for r in self.rollouts], "configure")
+            extra = dict(self.generation)
+            compile_ = bool(extra.pop("compile", False))
+            kw = {"compile": True} if compile_ else {}  # only asked of workers when used
+            self._get([r.configure.remote(gen | extra, pad, eos, **kw) for r in self.rollouts], "configure")
             self._batch_iter = self._prompt_batches(trainer)
         if list(prompts) != self._batch(b):
             raise PlacementRunError(f"TRL handed generation call {b} other prompts than its sampler's look-ahead: "
@@ -282,6 +288,7 @@ class AsyncGlue(RolloutGlue):
     def record(self) -> dict:
         """For the run record: the bound, the per-sample staleness distribution, per-step versions, deaths."""
         return {"eta": "inf" if self.eta is None else self.eta, "ahead": self.ahead, "buffer": self.buffer.stats(),
+                "generation": self.generation, "importance": self.importance,
                 "steps": self.steps, "worker_deaths": self.deaths, "workers_alive_end": len(self.alive),
                 "workers": len(self.rollouts), "push": self.sync if self.eta != 0 else f"{self.sync} (blocking)",
                 "correction": self.correction, "is_ratio": self._is_ratio(), "curve": self._curve_record(),

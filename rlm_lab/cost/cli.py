@@ -181,6 +181,9 @@ def register(subparsers) -> None:
                    help="override a named assumption (eta_F, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s); "
                         "repeatable")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.add_argument("--check-machine", action="store_true",
+                   help="time a few-second check of this machine against the profile even when its machine key "
+                        "matches (a calibrated profile of another key is always checked)")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
                         "verl:run.yaml or openrlhf:\"--actor.num_gpus_per_node 8 ...\"")
@@ -225,6 +228,8 @@ def run(args) -> int:
         wl.update(autocast=True, gradient_checkpointing=True)
     cfg["workload"] = wl
     check_inputs(cfg)
+    # the entry point checks this profile's machine against this one after the prediction (rlm_lab.cli)
+    args.profile_used = cfg.get("hardware") or DEFAULTS["hardware"]
     if cfg.get("placement") is not None:
         return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw)
     if cfg.get("mode") not in (None, "sync"):

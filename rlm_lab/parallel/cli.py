@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if in_torchrun():  # a rank whose agent dies (SIGKILLed: it cannot stop us) goes with it
-        from .launch import die_with_parent
+        from ..host import die_with_parent
 
         die_with_parent()
     p = argparse.ArgumentParser(prog="rlm-lab parallel", description=__doc__.splitlines()[0])

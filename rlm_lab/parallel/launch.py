@@ -22,7 +22,7 @@ import time
 import traceback
 
 from ..errors import RlmLabError
-from ..host import free_port
+from ..host import die_with_parent, free_port
 
 # a peer's view of another rank's failure, not a cause (gloo/TCPStore messages, torch 2.13)
 _CONSEQUENCES = ("closed by peer", "Connection reset", "Timed out", "timed out", "Broken pipe", "Connection refused",
@@ -65,26 +65,6 @@ def init_process_group(rank: int, world_size: int, port: int, backend: str = "gl
     store = bound_store("127.0.0.1", port, world_size, rank == 0, timeout_s)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                             timeout=_dt.timedelta(seconds=timeout_s))
-
-
-def die_with_parent(sig=None, parent: int | None = None) -> None:
-    """Linux: have the kernel send ``sig`` (default SIGKILL) to this process when its parent dies (e.g. is
-    SIGKILLed), as torch's own spawn does (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so that nothing is left
-    running without its driver. Call it in the child (a rank's first line, or a ``preexec_fn``); ``parent``:
-    the pid the child expects as its parent, so that a parent that died before the call is caught too.
-    The signal follows the parent *thread* that forked the child (prctl(2)): fork from a long-lived thread."""
-    import ctypes
-    import signal
-    import sys
-
-    sig = signal.SIGKILL if sig is None else sig
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig))  # 1 = PR_SET_PDEATHSIG
-        except OSError:
-            return
-        if parent is not None and os.getppid() != parent:  # the parent is already gone
-            os.kill(os.getpid(), sig)
 
 
 def _worker(rank, fn, world_size, port, backend, timeout_s, threads, args, queue):

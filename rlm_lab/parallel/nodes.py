@@ -23,7 +23,7 @@ writes its results as a record of its own in a scratch folder (the same code pat
 torchrun), from which the launcher completes the run's record. A failure is one line naming the node:
 an agent killed by a signal ("node 1 (torchrun agent, node rank 1) was killed by SIGKILL"), or the first error a
 node's ranks reported; the other agents are stopped and no process is left (every worker dies with its
-agent, :func:`rlm_lab.parallel.launch.die_with_parent`, and the launcher kills what it saw of each agent's
+agent, :func:`rlm_lab.host.die_with_parent`, and the launcher kills what it saw of each agent's
 tree). Ctrl-C / SIGTERM stop the agents the same way and leave the record ``interrupted``.
 """
 
@@ -152,7 +152,7 @@ class Agents:
 
 
 def _die_with(driver: int) -> None:
-    from .launch import die_with_parent
+    from ..host import die_with_parent
 
     die_with_parent(signal.SIGTERM, parent=driver)  # torchrun stops its workers on SIGTERM
 

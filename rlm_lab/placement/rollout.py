@@ -78,14 +78,22 @@ class RolloutEngine:
     """Generates completions with ``model`` (a transformers causal LM) under TRL's generation settings.
 
     ``gen`` is ``trainer.generation_config.to_dict()`` (plus ``pad_token_id``/``eos_token_id``), so the
-    engine samples exactly as TRL would on the trainer.
+    engine samples exactly as TRL would on the trainer. ``compile``: let transformers ``torch.compile`` the decode
+    step (it needs a compilable cache, ``cache_implementation="static"`` in ``gen``; on a CPU only when the compile
+    config allows every device; https://huggingface.co/docs/transformers/main/en/llm_optims).
     """
 
-    def __init__(self, model, gen: dict, pad_token_id: int, eos_token_ids):
+    def __init__(self, model, gen: dict, pad_token_id: int, eos_token_ids, compile: bool = False):
         from transformers import GenerationConfig
 
         self.model = model
         self.gen = GenerationConfig(**{k: v for k, v in gen.items() if not k.startswith("_")})
+        if compile:  # transformers compiles the decode step itself (a compilable cache; every device allowed)
+            from transformers import CompileConfig
+
+            self.gen.disable_compile = False
+            self.gen.compile_config = CompileConfig()
+            self.gen.compile_config._compile_all_devices = True
         self.pad = pad_token_id
         self.eos = list(eos_token_ids) if isinstance(eos_token_ids, (list, tuple)) else [eos_token_ids]
         self.spans: list[dict] = []  # (name, start, end) in time.perf_counter() seconds

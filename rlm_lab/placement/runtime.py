@@ -158,7 +158,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
                   kill_critic_after_step: int | None = None, return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
                   evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
-                  glue_kwargs: dict | None = None) -> dict:
+                  glue_kwargs: dict | None = None, role_threads: dict | None = None) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
@@ -166,6 +166,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split).
     ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
     :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
+    ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
+    share of cores (a synchronous run whose roles take turns can give each every core: chapter 6's ``sync``).
     Returns the record's results (plus ``weights`` if asked).
     """
     from ..record import RunRecord, read_jsonl
@@ -178,8 +180,13 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         check_spread(placement, session.node_devices(placement.sets[0].kind))
     run_dir = Path(run_dir)
     # the record first (it refuses a folder that holds a run: records are never overwritten), then the work
+    role_threads = dict(role_threads or {})
+    bad = sorted(set(role_threads) - {"actor", "rollout"})
+    if bad or not all(isinstance(n, int) and 0 < n <= placement.devices for n in role_threads.values()):
+        raise RlmLabError(f"role_threads: give actor and/or rollout, each 1..{placement.devices} threads; got {role_threads}")
     record = RunRecord(run_dir, {"run": cfg.to_dict(), "placement": placement.to_dict(), "chunks": chunks,
-                                 "timeout_s": timeout_s, "bucket_bytes": bucket_bytes}, command, cfg.seed)
+                                 "timeout_s": timeout_s, "bucket_bytes": bucket_bytes,
+                                 **({"role_threads": role_threads} if role_threads else {})}, command, cfg.seed)
     record.update(prediction=prediction, load_average_start=load_average(2), **(extra_results or {}))
     try:
         model_path = _sft_checkpoint(cfg)
@@ -226,9 +233,10 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         if placement.rollout_separate:
             rset = placement.set_of("rollout")
             per = max(1, rset.devices // rset.dp)
-            rollouts = [on(rset.name, RolloutWorker, per, threads(rset, per), str(model_path), lora)
-                        for _ in range(rset.dp)]
-        trainer = on(train_set.name, TrainerWorker, train_set.devices, threads(train_set, train_set.devices))
+            rollouts = [on(rset.name, RolloutWorker, per, role_threads.get("rollout", threads(rset, per)),
+                           str(model_path), lora) for _ in range(rset.dp)]
+        trainer = on(train_set.name, TrainerWorker, train_set.devices,
+                     role_threads.get("actor", threads(train_set, train_set.devices)))
         critic = None
         if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
             from .critic_role import CriticWorker
@@ -346,6 +354,7 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
         "steps_timed": summary.get("steps"), "stage_seconds_mean": stages,
         "train_seconds": round(out["train_seconds"], 3), "startup_seconds": round(startup_s, 3),
         "sync": out["sync"], "trainer_threads": out["threads"], "pids": pids, "lora": placement.lora,
+        "throughput": out.get("throughput"),
         "parameters": out["parameters"], "trainable_parameters": out["trainable_parameters"],
         "trainer_peak_rss_bytes": out.get("peak_rss_bytes"), "critic_peak_rss_bytes": out.get("critic_peak_rss_bytes"),
         "state_bytes": out.get("state_bytes"), "weights_sha256": out.get("weights_sha256"),

@@ -31,6 +31,8 @@ from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
 HEAD_NAME = "rlm-head"  # node names of a local cluster (``ray start --node-name``), as errors and records show them
+# raylet settings for a busy machine (see _start_node): Ray reads RAY_<config name> from the environment
+RAYLET_ENV = {"RAY_prestart_worker_first_driver": "0", "RAY_worker_register_timeout_seconds": "600"}
 RAY_PROCESS_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard", "ray/autoscaler")
 
 
@@ -91,7 +93,7 @@ class RaySession:
         n = num_cpus or local_cpus()
         self.nodes = check_nodes(nodes, n if not address else nodes)
         if not address:
-            _auth_env()  # before Ray is imported: it reads its authentication settings at import
+            ray_env()  # before Ray is imported: it reads its authentication settings at import
         try:
             import ray
         except ImportError as e:
@@ -226,8 +228,12 @@ def _first_line(e) -> str:
     return text.splitlines()[0][:200] if text else type(e).__name__
 
 
-def _auth_env() -> None:
-    """One token for the local head, this driver and every worker (children inherit the environment)."""
+def ray_env() -> None:
+    """One token for the local head, this driver and every worker (children inherit the environment), and Ray's
+    local-only mode. Ray reads its authentication mode once, when ``ray._raylet`` is imported, so a process that
+    imports Ray before it starts a session (``rlm-lab launches`` parses Ray's own CLI) calls this first; a
+    session started later in that process then finds the same settings (else its driver, imported without a
+    token, is refused by its own head: InvalidAuthToken)."""
     import secrets
     import sys
 
@@ -256,7 +262,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
     Nothing listens beyond the machine: ``--node-ip-address 127.0.0.1`` alone is not enough in Ray 2.60,
     which maps a loopback address to the routable one (``services.resolve_ip_for_localhost``) unless
     multi-node clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the local-only mode Ray uses on
-    macOS and Windows, set by :func:`_auth_env`); with both, the GCS, the raylet, the runtime-env agent, every
+    macOS and Windows, set by :func:`ray_env`); with both, the GCS, the raylet, the runtime-env agent, every
     worker and the driver bind 127.0.0.1 (Ray's servers bind the node address since ray-project/ray PRs
     55298, 55484, 55732 and 59852; without a loopback node address 2.60's GCS, raylet and workers bind ``::``).
 
@@ -266,7 +272,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
     Lifecycle: every node runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
     stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
-    :func:`rlm_lab.parallel.launch.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
+    :func:`rlm_lab.host.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
     (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
     their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
     Ray Serve) is switched off, so a stop takes seconds.
@@ -277,7 +283,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
     from ..host import free_port
 
-    _auth_env()
+    ray_env()
     ports = [free_port() for _ in range(5)]
     where = ["--head", "--port", str(ports[0]), "--include-dashboard=false"] if head_port is None else \
         ["--address", f"127.0.0.1:{head_port}"]
@@ -288,7 +294,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
            "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--disable-usage-stats"]
     # GLOO_SOCKET_IFNAME: the actors' gloo groups (weight sync) bind loopback too, whatever the host name
     # resolves to (https://pytorch.org/docs/stable/distributed.html#common-environment-variables)
-    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo")
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo", **RAYLET_ENV)
     package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log = tempfile.TemporaryFile(prefix=f"rlm_ray_{name}_")
@@ -299,7 +305,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
 
 def _die_with_driver(driver: int) -> None:
-    from ..parallel.launch import die_with_parent
+    from ..host import die_with_parent
 
     die_with_parent(signal.SIGTERM, parent=driver)
 

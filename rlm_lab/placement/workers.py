@@ -41,11 +41,12 @@ class RolloutWorker:
         self.model, self.engine, self.group, self.threads = model, None, None, threads
         self._early_spans: list[dict] = []
 
-    def configure(self, gen: dict, pad_token_id: int, eos_token_ids) -> bool:
-        """TRL's generation settings, sent by the trainer once its GRPOTrainer exists."""
+    def configure(self, gen: dict, pad_token_id: int, eos_token_ids, compile: bool = False) -> bool:
+        """TRL's generation settings, sent by the trainer once its GRPOTrainer exists (``compile``: see
+        :class:`rlm_lab.placement.rollout.RolloutEngine`)."""
         from .rollout import RolloutEngine
 
-        self.engine = RolloutEngine(self.model, gen, pad_token_id, eos_token_ids)
+        self.engine = RolloutEngine(self.model, gen, pad_token_id, eos_token_ids, compile=compile)
         self.engine.spans.extend(self._early_spans)
         return True
 
@@ -159,9 +160,11 @@ class TrainerWorker:
                             seed=cfg.seed, timeout_s=job["timeout_s"], bucket_bytes=job["bucket_bytes"],
                             **job.get("glue_kwargs", {}))
             critic = job.get("critic")  # split placement: PPO's critic in its own actor (critic_role)
-            # PPO generates with TRL's own generate on the policy set (our PPOTrainer takes no rollout_func)
+            # PPO generates with TRL's own generate; so does GRPO when the job asks for plain TRL (no rollout_func:
+            # the runtime's baseline, rlm_lab.chapters.ch06_async.overhead)
+            use_glue = cfg.algo != "ppo" and job.get("rollout_func", True)
             trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
-                                   rollout_func=glue if cfg.algo != "ppo" else None, peft_config=_lora_config(job.get("lora")),
+                                   rollout_func=glue if use_glue else None, peft_config=_lora_config(job.get("lora")),
                                    trainer_cls=split_trainer_class() if critic is not None else None)
             if critic is not None:
                 import ray
@@ -172,7 +175,7 @@ class TrainerWorker:
             if hasattr(glue, "attach"):  # a glue's own trainer set-up (ch. 6: off-policy correction, eval curve)
                 glue.attach(trainer)
             quiet_progress(trainer)
-            from ..train.tracer import trace
+            from ..train.tracer import trace, window_throughput
 
             tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
             t0 = time.perf_counter()
@@ -187,6 +190,8 @@ class TrainerWorker:
             "steps": trainer.state.global_step,
             "tracer_steps": tracer.steps,
             "tracer_summary": tracer.summary(),
+            "throughput": window_throughput(tracer.steps, trainer.state.log_history, tracer.warmup,
+                                            _eval_inside(glue, tracer)),
             "tracer_t0": getattr(tracer, "_t0", t0),
             "trainer_spans": glue.spans,
             "sync": glue.sync_stats(),
@@ -218,6 +223,17 @@ class TrainerWorker:
                     cm = trainer.accelerator.unwrap_model(trainer.critic_trainer.model)
                     out["critic_weights"] = {k: v.detach().clone() for k, v in cm.state_dict().items()}
         return out
+
+
+def _eval_inside(glue, tracer) -> float:
+    """Seconds of held-out evaluations inside the throughput window (a glue's accuracy curve evaluates after a
+    step's end, before the next step: after steps warmup .. last - 1), left out of it like the curve leaves them
+    out of its own wall clock."""
+    curve = getattr(glue, "_curve", None)
+    if curve is None or len(tracer.steps) <= tracer.warmup:
+        return 0.0
+    last = tracer.steps[-1]["step"]
+    return sum(p["eval_s"] for p in curve.points if tracer.warmup <= p["step"] < last)
 
 
 def state_bytes(trainer) -> dict:

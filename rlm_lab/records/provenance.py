@@ -1,4 +1,6 @@
-"""Provenance of a run: where a number came from (hardware, package versions, git commit, command, seed, date).
+"""Provenance of a run: where a number came from (hardware, package versions, git commit, command, seed, date),
+its machine key (:func:`rlm_lab.host.machine_key`'s fields) and the measurement window it belongs to
+(``$RLM_WINDOW``, set by :mod:`rlm_lab.protocol` for every process it starts; None outside a window).
 
 Standard library only (torch is asked for its thread count and GPUs only if it is installed).
 """
@@ -15,6 +17,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+WINDOW_ENV = "RLM_WINDOW"
 PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy", "rlm_lab")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -90,7 +93,9 @@ def provenance(command: str | list[str] | None = None, seed: int | None = None) 
         command = sys.argv
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
-    return {
+    from ..host import key_of_provenance
+
+    out = {
         "date": utc_now(),
         "host": socket.gethostname(),
         "command": command,
@@ -98,4 +103,7 @@ def provenance(command: str | list[str] | None = None, seed: int | None = None) 
         "hardware": hardware(),
         "versions": versions(),
         "git": git_commit(),
+        "window": os.environ.get(WINDOW_ENV) or None,
     }
+    out["machine_key"] = key_of_provenance(out)
+    return out

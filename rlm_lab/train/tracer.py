@@ -441,6 +441,23 @@ def summarize(steps: list[dict], warmup: int = 1, memory_kind: str | None = None
             "peak_bytes": max(r["peak_bytes"] for r in kept), "memory_kind": memory_kind, "stages": stages}
 
 
+def window_throughput(steps: list[dict], log_history: list[dict], warmup: int = 1, excluded_s: float = 0.0) -> dict:
+    """Tokens per second of a traced run after its first ``warmup`` steps: the tokens TRL counted
+    (``num_tokens``, prompt + completion, cumulative in ``log_history``) between the end of step ``warmup`` and
+    the end of the last step, over the wall time between those two ends (so the time between steps -- logging,
+    callbacks -- counts, and one-time start-up costs do not), minus ``excluded_s`` (evaluations inside the window).
+    Every arm of a comparison is measured the same way; ``{}`` when the run is too short or logged no tokens."""
+    ends = {r["step"]: r["start_s"] + r["wall_s"] for r in steps}
+    tokens = {r["step"]: r["num_tokens"] for r in log_history if "num_tokens" in r and "step" in r}
+    last = max((k for k in ends if k in tokens), default=None)
+    if last is None or warmup not in ends or warmup not in tokens or last <= warmup:
+        return {}
+    seconds = ends[last] - ends[warmup] - excluded_s
+    n = tokens[last] - tokens[warmup]
+    return {"tokens": n, "seconds": round(seconds, 6), "steps": last - warmup,
+            "tokens_per_s": n / seconds if seconds > 0 else None, "step_s": seconds / (last - warmup)}
+
+
 def chrome_trace(steps: list[dict]) -> dict:
     """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev): complete ("X") events,
     µs timestamps. Thread 0: steps; thread 1: counted stage spans; thread 2: every TRL profiling span."""

@@ -61,6 +61,9 @@ def register(subparsers) -> None:
                         "(data/published/validation.json)")
     p.add_argument("--assumed", action="store_true",
                    help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
+    p.add_argument("--check-machine", action="store_true",
+                   help="time a few-second check of this machine against the profile even when its machine key "
+                        "matches (a calibrated profile of another key is always checked)")
     p.set_defaults(func=_run)
 
 
@@ -140,4 +143,9 @@ def _run(args) -> int:
         print(json_text({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1))
     else:
         _print(rep)
+    from ..calibrate.quick import warn_machine
+
+    name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name")
+    if name:  # one line when the profile's machine is not this one (rlm_lab.calibrate.quick)
+        warn_machine(args.profile or name, args.check_machine)
     return 0

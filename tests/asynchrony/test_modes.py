@@ -20,10 +20,11 @@ pytestmark = pytest.mark.slow
 def runs(ray_session, place_cfg, one_node_run, tmp_path_factory):
     from rlm_lab.asynchrony.modes import run_mode
 
-    # chapter 5's disaggregated run and the one-step-off run are the session's shared ones (tests/conftest.py)
+    # chapter 5's disaggregated run and the one-step-off run are the session's shared ones (tests/conftest.py;
+    # the one-step-off one records its importance weights, checked below)
     out = {"ch05": one_node_run("disaggregated"), "one_step_off": one_node_run("one_step_off")}
     out["sync"] = run_mode("sync", place_cfg, tmp_path_factory.mktemp("modes") / "sync", session=ray_session,
-                           return_weights=True, timeout_s=60)
+                           return_weights=True, timeout_s=60, importance=True)
     return out
 
 

@@ -73,7 +73,7 @@ def sigint_inherited_ignored(tmp):
 # a parent that starts a child which must die with it (as the Ray head and the torch.distributed ranks do)
 PARENT = """
 import os, subprocess, sys, time
-from rlm_lab.parallel.launch import die_with_parent
+from rlm_lab.host import die_with_parent
 me = os.getpid()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                          preexec_fn=lambda: die_with_parent(15, me))

@@ -56,7 +56,8 @@ def spread_run(cluster, place_cfg, tmp_path_factory):
             folder = tmp_path_factory.mktemp(f"spread_{kind}")
             cache[kind] = run_placement(mode_placement(place_cfg, sync="collective"), place_cfg, folder, session=cluster,
                                         return_weights=True, timeout_s=60) if kind == "disaggregated" else \
-                run_mode(kind, place_cfg, folder, session=cluster, return_weights=True, timeout_s=60)
+                run_mode(kind, place_cfg, folder, session=cluster, return_weights=True, timeout_s=60,
+                         importance=True)  # as one_node_run's
         return cache[kind]
 
     return get

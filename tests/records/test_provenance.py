@@ -30,3 +30,15 @@ def test_dirty_means_changed_code_not_changed_run_records(tmp_path):
     (tmp_path / "pkg" / "m.py").write_text("x = 2\n")
     dirty = git_commit(tmp_path)
     assert dirty["dirty"] is True and dirty["dirty_paths"] == ["pkg/m.py"]
+
+
+def test_every_record_carries_its_window_and_machine_key(monkeypatch):
+    from rlm_lab.host import KEY_FIELDS
+    from rlm_lab.records.provenance import provenance
+
+    monkeypatch.delenv("RLM_WINDOW", raising=False)
+    p = provenance(["x"])
+    assert p["window"] is None and set(p["machine_key"]) == set(KEY_FIELDS)
+    assert p["machine_key"]["cores"] == p["hardware"]["cpu_count"] and p["machine_key"]["host"] == p["host"]
+    monkeypatch.setenv("RLM_WINDOW", "w20261203T000000Z-abc123")  # what rlm_lab.protocol gives every repeat
+    assert provenance(["x"])["window"] == "w20261203T000000Z-abc123"

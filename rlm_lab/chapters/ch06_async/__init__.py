@@ -10,6 +10,13 @@ outlook) -> :mod:`.report` (tables, figures and glued values). :mod:`.interrupt`
 rollout costs and buys against its prediction
 (``python -m rlm_lab.chapters.ch06_async.interrupt --size cpu --out DIR``).
 
+Under the measurement protocol (:mod:`rlm_lab.protocol`: paired repeats ABBA, each a fresh process):
+:mod:`.overhead` (the Ray runtime's own cost against plain ``trl.GRPOTrainer`` on the same cores, one arm per
+process), :mod:`.throughput` (the throughput goal: the advisor's pick against plain TRL, paired by seed),
+:mod:`.generation_options` (what transformers offers for generation on a CPU, timed on one rollout batch: an
+exploration for the goal) and :mod:`.accuracy_test` (the accuracy question, decided by the paired tests its
+plan fixed before the runs).
+
 The mechanisms (the sample buffer, the modes, the importance correction, the rollout glue, interruption) are
 :mod:`rlm_lab.asynchrony`.
 """

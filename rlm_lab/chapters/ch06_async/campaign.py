@@ -11,6 +11,12 @@ vary, the micro model, its SFT warm start; 3 seeds), so the long tail is real. C
 one_step_off (1), eta2, eta4, eta8, async (unbounded) x correction none / token_truncate x seeds 0, 1, 2.
 Records: ``<out>/ch06_<mode>_<none|tis>_seed<k>/<UTC time>`` and ``<out>/ch06_trl_reference_seed<k>/<UTC>``.
 
+Fair baselines: every cell of one correction does the same per-step work as its synchronous cell. Runs made
+before issue 20 re-scored every batch without correction for the record (``importance``: an extra no-grad
+forward inside each step), which made the uncorrected synchronous step about a quarter slower and inflated its
+speed-ups; that re-scoring is now off unless ``--record-importance`` asks for the weights (and then the run's
+times are not the mode's). With correction, TRL's own recomputation of the log-probs is the mode's work.
+
 Prediction before each run (stored in the record before it starts): every cell but (sync, none) is predicted
 from the newest (sync, none) record of the same seed under ``<out>`` (its measured stage times through
 :func:`rlm_lab.chapters.ch06_async.run.predict_from_sync`), so run the (sync, none) cell of a seed first.
@@ -36,8 +42,10 @@ def _sync_record(root: Path, seed: int):
 
 
 def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | None = None, session=None,
-             command=None) -> dict:
-    """One cell of the matrix; returns its results (``dir``: the record folder)."""
+             command=None, record_importance: bool = False) -> dict:
+    """One cell of the matrix; returns its results (``dir``: the record folder). ``record_importance``: without
+    correction, re-score every batch on the trainer to record the importance weights (one no-grad forward inside
+    each step: instrumentation, so off by default; a run with it on times work its mode does not do)."""
     from ...asynchrony.correction import check_correction
     from .run import predict_from_sync
     from ...asynchrony.modes import mode_eta, run_mode
@@ -56,7 +64,8 @@ def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | Non
         prediction["sync_record"] = str(base.dir)
     folder = Path(root) / cell_name(mode, correction, seed) / _now()
     out = run_mode(mode, cfg, folder, session=session, prediction=prediction, command=command,
-                   correction=correction, curve=curve_spec(cfg, size), importance=correction is None)
+                   correction=correction, curve=curve_spec(cfg, size),
+                   importance=record_importance and correction is None)
     out["dir"] = str(folder)
     return out
 
@@ -72,6 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--reference", action="store_true", help="plain trl.GRPOTrainer, its defaults, in-process")
+    ap.add_argument("--record-importance", action="store_true",
+                    help="without correction: re-score each batch to record its importance weights (an extra forward "
+                         "inside every step; its step times then include work the mode does not do)")
     a = ap.parse_args(argv)
     from ...records.lifecycle import interruptible
 
@@ -90,7 +102,8 @@ def main(argv=None) -> int:
             print(f"trl reference seed {a.seed}: {out['tokens_per_s']:.0f} tokens/s, accuracy "
                   f"{out['curve']['points'][-1]['accuracy']:.3f} -> {out['dir']}")
             return 0
-        out = run_cell(size, a.mode, corr, a.seed, root, a.steps, command=sys.argv)
+        out = run_cell(size, a.mode, corr, a.seed, root, a.steps, command=sys.argv,
+                       record_importance=a.record_importance)
     except RlmLabError as e:
         print(f"rlm-lab: error: {e}", file=sys.stderr)
         return 2

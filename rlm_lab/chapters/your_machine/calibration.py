@@ -14,13 +14,12 @@ import hashlib
 import io
 import json
 import os
-import re
-import socket
 import statistics
 import time
 from pathlib import Path
 from typing import Callable
 
+from ...host import key_slug, machine_key  # noqa: F401 - this module's API before they moved to the core
 from ...record import REPO_ROOT, atomic_write_json
 
 CACHE = REPO_ROOT / "_build" / "your_machine"
@@ -34,24 +33,6 @@ def now() -> str:
 
 
 # ---- the calibration, cached per machine ---------------------------------------------------------------
-
-def machine_key(**override) -> dict:
-    """What a calibration is valid for: host, CPU model, cores, torch version, torch's thread count."""
-    import torch
-
-    from ...device import cpu_name
-
-    key = {"host": socket.gethostname(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
-           "torch": torch.__version__, "threads": torch.get_num_threads()}
-    return key | override
-
-
-def key_slug(key: dict) -> str:
-    """A folder name for ``key``: readable host and thread count, then a hash of every field."""
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    host = re.sub(r"[^A-Za-z0-9]+", "-", str(key.get("host", "host"))).strip("-")[:24] or "host"
-    return f"{host}-t{key.get('threads')}-{digest}"
-
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

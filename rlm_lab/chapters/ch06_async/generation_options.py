@@ -1,0 +1,125 @@
+"""What transformers offers for generation on a CPU, timed on chapter 6's rollout: one worker's ``generate`` of a
+GRPO batch (the campaign's prompts, ``num_generations`` completions each, up to ``max_completion_length`` tokens,
+sampled at temperature 1 from the SFT start) under each option of :data:`OPTIONS`:
+
+``dynamic``         TRL's own: ``DynamicCache``, SDPA attention, no compilation (TRL builds its
+                    ``GenerationConfig`` with ``disable_compile=True``; grpo_trainer.py).
+``eager``           the same with eager attention (``attn_implementation="eager"``).
+``static``          a pre-allocated ``StaticCache`` (``cache_implementation="static"``,
+                    https://huggingface.co/docs/transformers/main/en/kv_cache).
+``static_compiled`` the static cache with the decode step compiled by ``torch.compile`` (transformers compiles
+                    ``forward`` itself when the cache is compilable and ``compile_config`` allows every device;
+                    https://huggingface.co/docs/transformers/main/en/llm_optims).
+``batch2x``         TRL's own settings, two GRPO batches in one ``generate`` call (the batch shape an
+                    asynchronous worker could use when two requests are queued).
+
+Measured in one process, options interleaved round by round (the first call of each is its warm-up: the compile
+happens there), ``reps`` rounds; the figure is completion tokens per second (tokens up to and including the first
+EOS, what TRL trains on). Exploration for chapter 6's throughput goal, not a prediction: the options worth it are
+then measured end to end under :mod:`rlm_lab.protocol`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from ...errors import RlmLabError, unknown
+
+OPTIONS = ("dynamic", "eager", "static", "static_compiled", "batch2x")
+
+
+def _engine(option: str, model_path: str, gen: dict, pad: int, eos):
+    from ...models import load
+    from ...placement.rollout import RolloutEngine
+
+    model, _ = load(model_path)
+    if option == "eager":
+        model.set_attn_implementation("eager")
+    g = dict(gen)
+    if option in ("static", "static_compiled"):
+        g["cache_implementation"] = "static"
+    engine = RolloutEngine(model, g, pad, eos)
+    if option == "static_compiled":
+        from transformers import CompileConfig
+
+        engine.gen.disable_compile = False
+        engine.gen.compile_config = CompileConfig(dynamic=False)
+        engine.gen.compile_config._compile_all_devices = True
+    return engine
+
+
+def measure(size: str = "cpu", options=OPTIONS, reps: int = 3, seed: int = 0, say=print) -> dict:
+    """``{option: {"tokens_per_s": median, "rounds": [...], "first_s": warm-up seconds}}``."""
+    import torch
+
+    from ...placement.runtime import _sft_checkpoint
+    from ...tasks import ensure_data, parse_task
+    from ...models import load
+    from .cases import campaign_config
+
+    bad = [o for o in options if o not in OPTIONS]
+    if bad:
+        raise unknown("generation option", bad[0], OPTIONS)
+    if reps < 1:
+        raise RlmLabError(f"reps must be at least 1, got {reps}")
+    cfg = campaign_config(size, seed)
+    path = str(_sft_checkpoint(cfg))
+    _, tok = load(path)
+    rows = ensure_data(parse_task(cfg.task))["train"]
+    n = cfg.batch_size // cfg.num_generations
+    prompts = [r["prompt"] for r in rows[:n] for _ in range(cfg.num_generations)]
+    ids = tok(prompts, add_special_tokens=False)["input_ids"]
+    gen = {"max_new_tokens": cfg.max_completion_length, "do_sample": True, "temperature": cfg.temperature,
+           "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
+    engines = {o: _engine(o, path, gen, tok.pad_token_id, tok.eos_token_id) for o in options}
+    out = {o: {"rounds": []} for o in options}
+    torch.set_num_threads(torch.get_num_threads())
+    for r in range(reps + 1):  # round 0: warm-up (compilation)
+        for o, eng in engines.items():
+            batch = ids * 2 if o == "batch2x" else ids
+            t0 = time.perf_counter()
+            res = eng.generate(batch, seed * 1000 + r)
+            dt = time.perf_counter() - t0
+            tokens = sum(len(c) for c in res["completion_ids"])
+            if r == 0:
+                out[o]["first_s"] = round(dt, 3)
+            else:
+                out[o]["rounds"].append({"seconds": round(dt, 4), "tokens": tokens, "tokens_per_s": tokens / dt})
+            say(f"round {r} {o}: {tokens} tokens in {dt:.3f} s")
+    for o in options:
+        out[o]["tokens_per_s"] = statistics.median(x["tokens_per_s"] for x in out[o]["rounds"]) if reps else None
+    return {"options": out, "threads": torch.get_num_threads(), "batch": len(ids), "model": cfg.model,
+            "max_new_tokens": cfg.max_completion_length}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.generation_options")
+    ap.add_argument("--size", default="smoke")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--options", nargs="+", default=list(OPTIONS))
+    ap.add_argument("--out", default=None, help="a record folder (default: print only)")
+    a = ap.parse_args(argv)
+    try:
+        if a.out:
+            from ...host import load_average
+            from ...record import RunRecord
+
+            with RunRecord(a.out, {"size": a.size, "reps": a.reps, "options": a.options}) as rec:
+                rec.update(load_average_start=load_average(2))
+                res = measure(a.size, a.options, a.reps)
+                rec.update(**res, load_average_end=load_average(2))
+        else:
+            res = measure(a.size, a.options, a.reps)
+    except RlmLabError as e:
+        print(f"rlm-lab: error: {e}", file=sys.stderr)
+        return 2
+    for o, v in res["options"].items():
+        print(f"{o}: {v['tokens_per_s']:.0f} completion tokens/s (first call {v['first_s']:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""The runtime's own cost: chapter 6's synchronous Ray placement against plain ``trl.GRPOTrainer`` on the same cores.
+
+One arm per process (``python -m rlm_lab.chapters.ch06_async.overhead --arm ARM --size cpu --out DIR``; the measurement
+protocol, :mod:`rlm_lab.protocol`, runs each repeat afresh and pairs two arms). Every arm trains the same GRPO
+config (chapter 6's campaign config, :func:`rlm_lab.chapters.ch06_async.cases.campaign_config`, ``steps`` steps) from the
+same SFT start, with the same trainer code (:class:`rlm_lab.placement.workers.TrainerWorker`: TRL's
+``GRPOTrainer`` built by ``rlm_lab.train.rl.make_trainer``, the same metrics callback and stage tracer), on this
+machine's cores; they differ only in what :data:`ARMS` says:
+
+``plain``      TRL's own generate, in this process, torch on every core: no Ray, no ``rollout_func``.
+``colocated``  the Ray runtime's colocated placement: the trainer in a Ray actor on every core, generating through
+               the ``rollout_func`` glue on its own module (:class:`rlm_lab.placement.trl_rollout.RolloutGlue`).
+``sync``       chapter 6's synchronous mode as the campaign ran it: rollout worker and trainer each in a Ray actor
+               on one core of their own (disaggregated), weights broadcast before every generation, and, without
+               correction, the glue re-scoring every batch for the record (``importance``).
+``sync_lean``  ``sync`` without that re-scoring (the record's importance weights are instrumentation, not work of
+               the mode).
+``sync_all``   ``sync_lean`` with every core for each role: at η = 0 the roles take turns (the trainer waits for
+               generation, the worker for the weights), so each may use every core without contending.
+
+The metric is tokens per second after the first step (:func:`rlm_lab.train.tracer.window_throughput`: TRL's
+``num_tokens`` over the wall time from the end of step 1 to the end of the last, so logging and callbacks count and
+one-time start-up does not); the median step time is reported too. The child reports both to the protocol
+(:func:`rlm_lab.protocol.report`) and keeps its own run record under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...errors import RlmLabError, unknown
+
+ARMS = ("plain", "colocated", "sync", "sync_lean", "sync_all")
+
+
+def _plain(cfg, folder: Path, command) -> dict:
+    """TRL's GRPOTrainer in this process (TrainerWorker's code without Ray and without a rollout_func), a record."""
+    import os
+
+    from ...host import load_average
+    from ...placement.runtime import _sft_checkpoint
+    from ...placement.workers import TrainerWorker
+    from ...record import RunRecord
+
+    record = RunRecord(folder, {"run": cfg.to_dict(), "arm": "plain"}, command, cfg.seed)
+    with record:
+        record.update(load_average_start=load_average(2))
+        worker = TrainerWorker(os.cpu_count() or 1)
+        out = worker.train({"cfg": cfg.to_dict(), "model_path": str(_sft_checkpoint(cfg)),
+                            "metrics_path": str(record.metrics_path), "rollouts": [], "sync": "none", "chunks": 1,
+                            "timeout_s": 120.0, "bucket_bytes": 1, "rollout_func": False})
+        summary = out["tracer_summary"]
+        record.update(throughput=out["throughput"], step_seconds_median=summary.get("step_wall_s", {}).get("median"),
+                      tracer=summary, trainer_threads=out["threads"], steps=out["steps"],
+                      train_seconds=round(out["train_seconds"], 3), load_average_end=load_average(2))
+    return record.results
+
+
+def run_arm(arm: str, size: str, out, steps: int | None = None, command=None) -> dict:
+    """Run one arm (module docstring); returns ``{"tokens_per_s", "step_s", "record"}``."""
+    from ...record import runs_root
+    from ...sizes import check_size, get
+    from .cases import _now, campaign_config
+
+    if arm not in ARMS:
+        raise unknown("arm", arm, ARMS)
+    size = check_size(size)
+    if not get(size).async_overhead_steps:
+        raise RlmLabError(f"the overhead arms run at smoke or cpu size, not {size!r}")
+    steps = steps or get(size).async_overhead_steps
+    if steps < 3:
+        raise RlmLabError(f"{steps} steps: the throughput window needs at least 3 (the first is left out)")
+    cfg = campaign_config(size, 0, steps)
+    folder = Path(out or runs_root(size)) / f"overhead_{arm}" / _now()
+    if arm == "plain":
+        res = _plain(cfg, folder, command)
+    elif arm == "colocated":
+        from ..ch05_placement.cases import cluster
+        from ...placement.runtime import algo_roles, run_placement
+        from ...cost.placement_spec import get_placement
+
+        res = run_placement(get_placement("colocated", cluster(), algo_roles(cfg)), cfg, folder, command=command,
+                            extra_results={"arm": arm})
+    else:
+        from ...asynchrony.modes import run_mode
+
+        threads = {"actor": 2, "rollout": 2} if arm == "sync_all" else None
+        res = run_mode("sync", cfg, folder, importance=arm == "sync", command=command, role_threads=threads)
+    tp = res.get("throughput") or {}
+    if not tp.get("tokens_per_s"):
+        raise RlmLabError(f"arm {arm}: the run logged no tokens after its first step ({folder})")
+    return {"tokens_per_s": tp["tokens_per_s"], "step_s": res.get("step_seconds_median"), "record": str(folder)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.overhead",
+                                 description="one arm of the runtime-overhead comparison (one process, one run)")
+    ap.add_argument("--arm", required=True, help=f"one of {', '.join(ARMS)}")
+    ap.add_argument("--against", default=None, help="run the protocol: --arm against this arm (paired repeats, each "
+                                                    "in a fresh process), instead of one run")
+    ap.add_argument("--size", default="smoke")
+    ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
+    ap.add_argument("--steps", type=int, default=None)
+    a = ap.parse_args(argv)
+    from ...protocol import child_main
+
+    def work():
+        if a.against:
+            from ...record import runs_root
+
+            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps)
+            for arm, st in res["stages"].items():
+                print(arm, " ".join(f"{k} {v:.4f}" for k, v in st.items()))
+            return 0
+        return run_arm(a.arm, a.size, a.out, a.steps, command=sys.argv)
+
+    return child_main(work, lambda out: print(f"{a.arm}: {out['tokens_per_s']:.0f} tokens/s, step "
+                                              f"{out['step_s']:.3f} s -> {out['record']}"))
+
+
+
+def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
+    """The argv of one repeat of ``arm`` (this interpreter, this module)."""
+    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", arm, "--size", size, "--out", str(out)]
+    return tuple(argv + (["--steps", str(steps)] if steps else []))
+
+
+def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | None = None, say=print) -> dict:
+    """``arm`` against ``base`` under the protocol (paired, ABBA, fresh processes, load gate), tokens per second;
+    the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``."""
+    from ...protocol import Arm, compare
+    from .cases import _now
+
+    for a in (arm, base):
+        if a not in ARMS:
+            raise unknown("arm", a, ARMS)
+    runs = Path(out) / "runs"
+    folder = Path(out) / f"overhead_{arm}_vs_{base}" / _now()
+    res = compare(Arm(arm, command(arm, size, runs, steps)), Arm(base, command(base, size, runs, steps)),
+                  "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
+    from ...record import atomic_write_json
+
+    stages = stage_table(res)
+    atomic_write_json(folder / "stages.json", stages)  # beside the protocol's record: where the seconds differ
+    return res | {"stages": stages}
+
+
+def stage_table(results: dict) -> dict:
+    """Per arm, the median over its repeats of each stage's mean seconds per step (the tracer's, after the first
+    step) and of the step: where the two arms' seconds differ. Read from each repeat's own run record."""
+    import statistics
+
+    from ...record import RunRecord
+
+    per: dict = {}
+    for row in results.get("repeats", []):
+        rec = RunRecord.load(row["report"]["record"])
+        tr = rec.results.get("tracer") or {}
+        st = {k: v["mean_s"] for k, v in (tr.get("stages") or {}).items()}
+        st["step"] = (tr.get("step_wall_s") or {}).get("median")
+        per.setdefault(row["name"], []).append(st)
+    return {arm: {k: statistics.median(r[k] for r in rows if r.get(k) is not None)
+                  for k in sorted({k for r in rows for k in r}) if any(r.get(k) is not None for r in rows)}
+            for arm, rows in per.items()}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""Chapter 6's throughput goal, fixed by issue 20 before it was measured: the advisor's pick gives at least 2x
+plain TRL's tokens per second at equal held-out accuracy (their intervals overlapping), on the same 2 cores.
+
+Two arms, one run per process, paired by seed under :mod:`rlm_lab.protocol` (``--seed {pair}``: both members of a
+pair train the same seed):
+
+``plain``  plain ``trl.GRPOTrainer`` with its own defaults, generating in-process
+           (:func:`rlm_lab.chapters.ch06_async.reference.run_reference`, chapter 6's reference).
+``pick``   the advisor's pick (:data:`PICK`: the staleness bound ``rlm_lab.cost.asynchrony.advise_mode`` picks from
+           the committed synchronous runs' stage times, :func:`rlm_lab.chapters.ch06_async.compare.advisor_check`: eta = 2)
+           with TRL's truncated importance sampling, on the Ray runtime, without the glue's record-only
+           re-scoring, and with the generation settings of :data:`GENERATION` (what transformers offers, chosen
+           by :mod:`rlm_lab.chapters.ch06_async.generation_options` on this machine).
+
+Both train chapter 6's campaign config (60 steps at cpu size, its held-out curve). Tokens per second: TRL's
+``num_tokens`` over the training wall time without the evaluations (:func:`rlm_lab.chapters.ch06_async.compare.tokens_per_s`,
+the chapter's definition, whole run); accuracy: the final held-out accuracy. :func:`goal` turns a protocol record
+into the word: ``met`` when the interval of the median paired tokens ratio is wholly at or above 2 and the
+accuracy intervals overlap (or the pick's lies above), ``not met`` when the ratio's interval is wholly below 2 or
+the pick's accuracy interval lies wholly below plain TRL's, else ``undecided``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...errors import RlmLabError, unknown
+
+GOAL = 2.0
+PICK = {"mode": "eta2", "correction": "token_truncate"}
+GENERATION: dict = {}  # the rollout workers' generation options beyond TRL's (none chosen yet)
+ARMS = ("plain", "pick")
+
+
+def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, command=None) -> dict:
+    """One run of ``arm``; returns ``{"tokens_per_s", "accuracy", "record"}``."""
+    from ...record import runs_root
+    from ...sizes import check_size
+    from .compare import final_accuracy, tokens_per_s
+    from .cases import _now, campaign_config, curve_spec
+
+    if arm not in ARMS:
+        raise unknown("arm", arm, ARMS)
+    size = check_size(size)
+    root = Path(out or runs_root(size))
+    folder = root / f"ch06_goal_{arm}_seed{seed}" / _now()
+    if arm == "plain":
+        from .reference import run_reference
+
+        res = run_reference(size, seed, folder, steps, command=command)
+    else:
+        from ...asynchrony.modes import run_mode
+
+        cfg = campaign_config(size, seed, steps)
+        res = run_mode(PICK["mode"], cfg, folder, importance=False, correction=PICK["correction"],
+                       curve=curve_spec(cfg, size), command=command, generation=GENERATION or None,
+                       prediction={"note": "the throughput goal's pick: measured against plain TRL, not predicted"})
+    tps, acc = tokens_per_s(res), final_accuracy(res)
+    if not tps or acc is None:
+        raise RlmLabError(f"arm {arm}: the run recorded no tokens per second or no accuracy ({folder})")
+    return {"tokens_per_s": tps, "accuracy": acc, "record": str(folder)}
+
+
+def goal(results: dict) -> dict:
+    """The goal's word from a protocol record's results (arm A = pick, arm B = plain): the tokens ratio's median
+    and interval, both arms' accuracy medians and intervals, and ``met`` / ``not met`` / ``undecided``."""
+    from ...evidence import at_least_word, median_interval, overlap, ratio_interval
+
+    rows = results["repeats"]
+    pairs = sorted({r["pair"] for r in rows})
+    by = {(r["pair"], r["arm"]): r["report"] for r in rows}
+    if any((p, s) not in by for p in pairs for s in "AB"):
+        raise RlmLabError("the throughput goal needs complete pairs (a repeat is missing)")
+    a_tps = [by[(p, "A")]["tokens_per_s"] for p in pairs]
+    b_tps = [by[(p, "B")]["tokens_per_s"] for p in pairs]
+    ratio = ratio_interval(a_tps, b_tps)
+    acc_a = median_interval([by[(p, "A")]["accuracy"] for p in pairs])
+    acc_b = median_interval([by[(p, "B")]["accuracy"] for p in pairs])
+    speed = at_least_word(ratio, GOAL)
+    over = overlap(acc_a, acc_b)
+    above = acc_a.decided and acc_b.decided and acc_a.lo > acc_b.hi
+    below = acc_a.decided and acc_b.decided and acc_a.hi < acc_b.lo
+    if speed == "not met" or below:
+        word = "not met"
+    elif speed == "met" and (over or above):
+        word = "met"
+    else:
+        word = "undecided"
+    iv = lambda i: {"estimate": i.estimate, "lo": i.lo, "hi": i.hi, "n": i.n}  # noqa: E731
+    return {"goal": GOAL, "tokens_ratio": iv(ratio), "speed_word": speed, "accuracy_pick": iv(acc_a),
+            "accuracy_plain": iv(acc_b), "accuracy_overlap": over, "word": word}
+
+
+def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
+    """The argv of one repeat of ``arm``; ``{pair}`` (the protocol's pair index) is its seed."""
+    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.throughput", "--arm", arm, "--size", size, "--seed", "{pair}",
+            "--out", str(out)]
+    return tuple(argv + (["--steps", str(steps)] if steps else []))
+
+
+def measure_goal(size: str, out, steps: int | None = None, say=print) -> dict:
+    """The pick against plain TRL under the protocol (paired by seed, ABBA, fresh processes, the load gate), then
+    :func:`goal`; the protocol's record under ``<out>/ch06_goal/<UTC>`` holds both, the runs under ``<out>/runs``."""
+    from ...protocol import Arm, compare
+    from .cases import _now
+
+    runs = Path(out) / "runs"
+    folder = Path(out) / "ch06_goal" / _now()
+    res = compare(Arm("pick", command("pick", size, runs, steps)), Arm("plain", command("plain", size, runs, steps)),
+                  "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
+    g = goal(res)
+    from ...record import atomic_write_json
+
+    atomic_write_json(folder / "goal.json", g | {"pick": PICK, "generation": GENERATION})
+    say(f"throughput goal: pick / plain TRL tokens/s {g['tokens_ratio']['estimate']:.2f} "
+        f"[{g['tokens_ratio']['lo']:.2f}, {g['tokens_ratio']['hi']:.2f}] (goal >= {GOAL:g}), accuracy "
+        f"{g['accuracy_pick']['estimate']:.3f} against {g['accuracy_plain']['estimate']:.3f} -> {g['word']}")
+    return res | {"goal": g}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.throughput",
+                                 description="one arm of chapter 6's throughput goal (one process, one run)")
+    ap.add_argument("--arm", default=None, help=f"one of {', '.join(ARMS)} (one run)")
+    ap.add_argument("--goal", action="store_true", help="measure the goal: pick against plain under the protocol")
+    ap.add_argument("--size", default="smoke")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
+    ap.add_argument("--steps", type=int, default=None)
+    a = ap.parse_args(argv)
+    from ...protocol import child_main
+
+    def work():
+        if a.goal:
+            from ...record import runs_root
+
+            measure_goal(a.size, a.out or runs_root(a.size), a.steps)
+            return 0
+        if a.arm is None:
+            raise RlmLabError("give --arm (one run) or --goal (the comparison)")
+        return run_arm(a.arm, a.size, a.seed, a.out, a.steps, command=sys.argv)
+
+    return child_main(work, lambda out: print(f"{a.arm} seed {a.seed}: {out['tokens_per_s']:.0f} tokens/s, accuracy "
+                                              f"{out['accuracy']:.3f} -> {out['record']}"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
