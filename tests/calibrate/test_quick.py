@@ -36,12 +36,13 @@ def test_datasheets_and_gpu_profiles():
 
 def test_the_quick_check_compares_like_with_like():
     # a profile whose curve and bandwidth are this machine's own measurement at the same shapes reads about 1x;
-    # one claiming 4x the rates reads about 0.25x (the ratio is here / profile)
+    # one claiming 16x the rates reads about 1/16 (the ratio is here / profile); the bounds leave room for the
+    # machine's load to change by up to 4x between the two measurements (a shared 2-core CI machine)
     from rlm_lab.calibrate.benchmarks import bench_bandwidth, bench_matmul, bench_op
 
     op = bench_op("cpu", 0.02)
     curve = bench_matmul("cpu", "fp32", True, op, 0.02)
     bw = bench_bandwidth("cpu", True, 0.02)
-    fast = types.SimpleNamespace(matmul_curve={"fp32": [[f, 4 * r] for f, r in curve]}, memory_bandwidth=4 * bw)
+    fast = types.SimpleNamespace(matmul_curve={"fp32": [[f, 16 * r] for f, r in curve]}, memory_bandwidth=16 * bw)
     q = quick_check(fast, budget_s=0.02)
-    assert 0.05 < q["median"] < 0.6 and q["n"] == len(curve) + 1
+    assert 1 / 64 < q["median"] < 1 / 4 and q["n"] == len(curve) + 1
