@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-slow test-nbval test-book notebooks venv clean gpu-archive gpu-wheels
+.PHONY: book test test-unit test-slow test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
 
 venv: $(VENV)/.installed
 
@@ -52,6 +52,13 @@ test-nbval: venv
 # Tests marked `notebook`: the book built at smoke size with warnings as errors, then its pages checked.
 test-book: venv
 	$(PYTEST) -q -m notebook tests
+
+# Every chapter's committed references re-measured in one window on this machine (in-situ calibration first, then
+# the protocol; about 40 min at cpu size on 2 quiet cores, the whole book within 90): rlm_lab/reference.py.
+# REFERENCE_OUT=data/runs/cpu/reference/<window> to commit them (run it under /work/bin/measure or a quiet machine).
+REFERENCE_OUT ?= _build/reference/$(SIZE)
+reference: venv
+	$(BIN)/rlm-lab reference --all --size $(SIZE) --out $(REFERENCE_OUT)
 
 # After editing a notebook's .md, refresh its paired output-free .ipynb (and vice versa).
 notebooks: venv

@@ -27,8 +27,8 @@ a function counts), and no two subpackages import each other, directly or round 
    not fitted on, and the in-situ fit;
 8. ``chapters``: one package per chapter, ``chapters/chNN_<slug>/``, each ``cases`` -> ``run`` -> ``compare`` ->
    ``report`` (what the notebook shows and glues), and ``chapters/your_machine`` (the reader's own numbers);
-9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps`` and every
-   ``__main__`` module.
+9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps``, ``reference`` (a
+   chapter's references re-measured in one window) and every ``__main__`` module.
 """
 
 __version__ = "0.1.0"
@@ -50,5 +50,5 @@ LAYERS = (
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
     ("chapters", ("chapters",)),
-    ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps")),
+    ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps", "reference")),
 )

@@ -38,6 +38,7 @@ COMMANDS = {
     "validate": "rlm_lab.validate",
     "insitu": "rlm_lab.insitu",
     "your-numbers": "rlm_lab.chapters.your_machine.numbers",
+    "reference": "rlm_lab.reference",
 }
 
 

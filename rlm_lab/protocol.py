@@ -75,6 +75,33 @@ class Arm:
         object.__setattr__(self, "command", tuple(str(c) for c in self.command))
 
 
+@dataclass(frozen=True)
+class Reference:
+    """One committed reference of a chapter (a comparison whose records the chapter's page reads for a verdict),
+    as ``rlm-lab reference`` re-measures it: the same shape in every chapter's ``cases.REFERENCES``.
+
+    ``arms``: the names of arm A and arm B (the ratio is A / B); ``run``: ``"module:function"``, the function
+    that runs ONE repeat of one arm in the calling process, ``f(arm, size, out) -> dict`` holding ``metric``
+    (each repeat is a fresh ``python -m rlm_lab.reference --arm ...`` process that calls it);
+    ``higher_is_better``: True for a rate; ``replaces``: the committed folders under ``data/runs/<size>/``
+    whose verdict this comparison re-measures; ``cpu_run_s``: the estimated seconds of one repeat at ``cpu``
+    size on 2 cores (from the committed records' own times), for the chapter's budget."""
+
+    name: str
+    arms: tuple
+    run: str
+    metric: str
+    higher_is_better: bool
+    replaces: tuple
+    cpu_run_s: float
+
+    def __post_init__(self):
+        if len(self.arms) != 2 or self.arms[0] == self.arms[1]:
+            raise RlmLabError(f"reference {self.name!r}: two arms with different names, not {self.arms!r}")
+        if ":" not in self.run:
+            raise RlmLabError(f"reference {self.name!r}: run must be 'module:function', not {self.run!r}")
+
+
 def report(**values) -> Path | None:
     """In a child of :func:`compare`: write ``values`` (a JSON object) where the protocol reads them; outside
     the protocol (no ``$RLM_PROTOCOL_RESULT``) do nothing. Returns the file written, if any."""

@@ -65,6 +65,12 @@ class Size:
     # ch. 6: GRPO steps of each arm of the runtime-overhead comparison (rlm_lab.chapters.ch06_async.overhead);
     # 0: not run at this size
     async_overhead_steps: int = 0
+    # rlm-lab reference (rlm_lab.reference): pairs per re-measured reference, fixed before measuring; fewer than
+    # protocol_repeats so that a chapter fits 20 min and the book 90 min on 2 cores (with 4 ratios the interval of
+    # their median still excludes 1 when all four lie on one side); reference_all: every reference of a chapter
+    # (else its first only: smoke proves the command runs)
+    reference_repeats: int = 4
+    reference_all: bool = True
 
 
 _PP_SWEEP_CPU = tuple(("pp", _frozen(model="micro", world=2, microbatches=m, schedule=s, steps=5, batch=16, seq=64))
@@ -110,6 +116,7 @@ REGISTRY: dict[str, Size] = {
                                 systems_batches=1)),
         protocol_repeats=2,  # the smallest count with an interval: proves the protocol runs, decides little
         async_overhead_steps=4,
+        reference_repeats=2, reference_all=False,
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),
                     ("nano_dapo_B16_G2_R4", "grpo", 0.0, "nano", 16, 2, 4, 3, 1)),
         calibration=(("nano_grpo_B8_G2_R6", "grpo", 0.04, "nano", 8, 2, 6, 3, 1),

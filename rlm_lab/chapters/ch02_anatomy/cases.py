@@ -1,12 +1,14 @@
 """Chapter 2's cases: what runs (algorithm, model, batch, forced completion length, steps) at each size,
 and where their records go (the hardware profile its predictions use is
-:func:`rlm_lab.cost.hardware.profile_for`)."""
+:func:`rlm_lab.cost.hardware.profile_for`), and :data:`REFERENCES`: the comparisons ``rlm-lab reference --chapter 2``
+re-measures."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
+from ...protocol import Reference
 from ...record import runs_root
 from ...sizes import get
 from ...validate.traced_case import Case
@@ -32,3 +34,13 @@ def sweep_cases(size: str) -> dict[str, Case]:
 
 def case_dir(case: Case, size: str) -> Path:
     return runs_root(size) / f"ch02_{case.name}"
+
+
+# rlm-lab reference --chapter 2: the three algorithms' traced steps (the page's per-algorithm predictions and their
+# errors read these records), paired against GRPO under the protocol. One repeat at cpu size: the case's ~16-18 s of
+# training (data/runs/cpu/ch02_grpo, ch02_dapo: train_seconds) plus a fresh process's start, about 30 s.
+_ARM = "rlm_lab.chapters.ch02_anatomy.run:reference_arm"
+REFERENCES = (
+    Reference("dapo_vs_grpo", ("dapo", "grpo"), _ARM, "step_s", False, ("ch02_dapo", "ch02_grpo"), 30.0),
+    Reference("ppo_vs_grpo", ("ppo", "grpo"), _ARM, "step_s", False, ("ch02_ppo",), 25.0),
+)

@@ -1,5 +1,6 @@
 """Chapter 2's runs: traced TRL runs of each case (with memory probes), the verifier's calibration and the
-tracer's own overhead, each a RunRecord; the committed ones are loaded instead of re-run."""
+tracer's own overhead, each a RunRecord; the committed ones are loaded instead of re-run. :func:`reference_arm` is
+one repeat of one algorithm for ``rlm-lab reference --chapter 2``."""
 
 from __future__ import annotations
 
@@ -78,6 +79,17 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
         else:
             out[name] = _own(case_dir(case, size), force, ("trace",)) or run_case(case, size, case_dir(case, size))
     return out
+
+
+def reference_arm(arm: str, size: str, out) -> dict:
+    """One repeat of one algorithm's traced case for ``rlm-lab reference --chapter 2`` (:data:`.cases.REFERENCES`),
+    into ``<out>/ch02_<arm>/<UTC time>``: ``{"step_s": median step after the warm-up steps, "record": folder}``."""
+    import datetime as _dt
+
+    case = algorithm_cases(size)[arm]
+    folder = Path(out) / f"ch02_{arm}" / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    rec = run_case(case, size, folder)
+    return {"step_s": statistics.median(rec.results["step_walls"][case.warmup:]), "record": str(folder)}
 
 
 def _own(run_dir: Path, force: bool, require) -> RunRecord | None:

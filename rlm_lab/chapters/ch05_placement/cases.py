@@ -7,12 +7,15 @@
   ``disaggregated`` with the naive object-store sync (``ray.put`` of the weights), the baseline.
 - :func:`ppo_placements` -- PPO colocated and ``split`` (critic on its own core), keys :data:`PPO_KEYS`;
   :func:`configs` pairs every key with its run config (GRPO's or PPO's);
-- :data:`MEMORY_RUN`, :data:`LORA_LR` -- the hybrid engine's memory run and LoRA's learning rate.
+- :data:`MEMORY_RUN`, :data:`LORA_LR` -- the hybrid engine's memory run and LoRA's learning rate;
+- :data:`REFERENCES` -- the step-time comparisons the page's verdicts rest on, as ``rlm-lab reference --chapter 5``
+  re-measures them (:class:`rlm_lab.protocol.Reference`: each repeat one placement run in a fresh process).
 """
 
 from __future__ import annotations
 
 from ...errors import RlmLabError
+from ...protocol import Reference
 from ...sizes import get
 from ...cost.placement_spec import Cluster, get_placement
 
@@ -95,3 +98,20 @@ def run_config_preset_steps(size: str) -> int:
 # the memory run: a zoo model large enough for its states to stand out of the runtime's resident memory,
 # a few steps, no SFT warm start (memory does not depend on the weights' values), as --lora-memory does
 MEMORY_RUN = {"model": "small", "rl_steps": 3, "sft_steps": 0}
+
+
+# rlm-lab reference --chapter 5: the placements' step times, each pair of placements the page sets side by side,
+# re-measured under the protocol (step time: lower is better). One repeat is a fresh process that starts its own Ray
+# and runs one placement at the size's placement_steps; at cpu size the committed runs took 14-18 s inside one Ray
+# session, and a fresh process adds Ray's start (about 10 s on 2 cores): 25-30 s a repeat.
+_ARM = "rlm_lab.chapters.ch05_placement.run:reference_arm"
+REFERENCES = (
+    Reference("disaggregated_vs_colocated", ("disaggregated", "colocated"), _ARM, "step_s", False,
+              ("ch05_disaggregated", "ch05_colocated"), 28.0),
+    Reference("object_store_vs_collective", ("disaggregated_object_store", "disaggregated"), _ARM, "step_s", False,
+              ("ch05_disaggregated_object_store",), 28.0),
+    Reference("lora_vs_full", ("disaggregated_lora", "disaggregated"), _ARM, "step_s", False,
+              ("ch05_disaggregated_lora",), 28.0),
+    Reference("ppo_split_vs_colocated", ("ppo_split", "ppo_colocated"), _ARM, "step_s", False,
+              ("ch05_ppo_split", "ch05_ppo_colocated"), 30.0),
+)

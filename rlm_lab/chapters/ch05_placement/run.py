@@ -3,7 +3,8 @@
 - :func:`predict` -- ``rlm_lab.cost.placement.predict_placement`` with the committed CPU profile on the
   workload of :func:`workload`, made *before* the run and stored in its record;
 - :func:`measure` -- one run per placement of :mod:`.cases` into a new folder ``<root>/ch05_<key>/<UTC time>``;
-  :func:`latest` reads the newest completed one back;
+  :func:`latest` reads the newest completed one back; :func:`reference_arm` is one repeat of one placement
+  for ``rlm-lab reference --chapter 5``;
 - :func:`measure_reshard`, :func:`measure_hybrid`, :func:`measure_lora_accuracy`, :func:`measure_lora_memory` --
   the hybrid engine's reshard and GRPO run (the mechanism: :mod:`rlm_lab.placement.hybrid`), LoRA's accuracy
   and its memory with a reference model (beta > 0);
@@ -88,6 +89,14 @@ def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -
         if own:
             session.close()
     return out
+
+
+def reference_arm(arm: str, size: str, out) -> dict:
+    """One repeat of one placement for ``rlm-lab reference --chapter 5`` (:data:`.cases.REFERENCES`): predicted,
+    then run on a local Ray of its own (this process is a fresh one); ``{"step_s": median step after the
+    first, "record": its folder}``."""
+    res = measure(size, out, (arm,))[arm]
+    return {"step_s": res["step_seconds_median"], "record": res["dir"]}
 
 
 def latest(root: str | Path, key: str):

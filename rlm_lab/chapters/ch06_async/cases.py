@@ -1,11 +1,13 @@
 """Chapter 6's campaign matrix and its runs' settings (read by the driver, the plain-TRL reference and the
-analysis): the cells, their record folders, the GRPO config every run shares and the held-out curve."""
+analysis): the cells, their record folders, the GRPO config every run shares and the held-out curve; and
+:data:`REFERENCES`, the runtime-overhead comparisons ``rlm-lab reference --chapter 6`` re-measures."""
 
 from __future__ import annotations
 
 import datetime as _dt
 
 from ...errors import RlmLabError
+from ...protocol import Reference
 
 MODES = ("sync", "one_step_off", "eta2", "eta4", "eta8", "async")
 CORRECTIONS = (None, "token_truncate")
@@ -65,3 +67,18 @@ def curve_spec(cfg, size: str) -> dict:
             "max_new_tokens": cfg.eval_max_new_tokens, "batch_size": cfg.eval_batch_size}
 
 
+
+
+# rlm-lab reference --chapter 6: the runtime's own cost against plain trl.GRPOTrainer on the same cores (the
+# page's overhead sentences read data/runs/cpu/ch06_overhead), tokens per second (higher is better), each repeat
+# one arm of rlm_lab.chapters.ch06_async.overhead in a fresh process. One repeat at cpu size, from the committed
+# protocol records' own wall times: plain about 30 s, sync_all about 68 s, sync about 85 s (the mean of both arms
+# below). The colocated arm (0.97 [0.89, 1.06], undecided, in the committed record) is left out to keep the
+# chapter within 20 min.
+_OVERHEAD = "rlm_lab.chapters.ch06_async.overhead:run_arm"
+REFERENCES = (
+    Reference("sync_all_vs_plain", ("sync_all", "plain"), _OVERHEAD, "tokens_per_s", True,
+              ("ch06_overhead/overhead_sync_all_vs_plain",), 50.0),
+    Reference("sync_vs_plain", ("sync", "plain"), _OVERHEAD, "tokens_per_s", True,
+              ("ch06_overhead/overhead_sync_vs_plain",), 60.0),
+)
