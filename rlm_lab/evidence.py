@@ -176,3 +176,26 @@ def overlap(a: Interval, b: Interval) -> bool | None:
     if not (a.decided and b.decided):
         return None
     return a.lo <= b.hi and b.lo <= a.hi
+
+
+def largest(intervals: dict) -> tuple:
+    """Which key's interval lies wholly above every other's: ``(key, why)``; ``(None, "undecided: why")`` when an
+    interval is missing (a single run) or the top estimate's interval overlaps another's. What "the fastest" or
+    "the largest gain" of several settings may say: the point estimates alone never decide it."""
+    if not intervals:
+        return None, "undecided: nothing measured"
+    top = max(intervals, key=lambda k: intervals[k].estimate)
+    single = [str(k) for k, iv in intervals.items() if not iv.decided]
+    if single:
+        return None, f"undecided: {', '.join(single)} {'is' if len(single) == 1 else 'are'} one run, no interval"
+    iv = intervals[top]
+    overlap_ = [str(k) for k, o in intervals.items() if k != top and o.hi >= iv.lo]
+    if overlap_:
+        return None, (f"undecided: the interval of {top} ({iv.text()}) overlaps "
+                      + ", ".join(f"{k} ({intervals[k].text()})" for k in intervals if str(k) in overlap_))
+    return top, f"{top} ({iv.text()}), its interval above every other"
+
+
+def undecided_reason(iv: Interval) -> str:
+    """Why a word is ``undecided``: a single run (no interval) or an interval that straddles the test."""
+    return "one run, no interval" if not iv.decided else f"the interval {iv.text()} does not decide"

@@ -102,3 +102,16 @@ def test_at_least_words_and_overlap():
     assert overlap(Interval(0.5, 0.4, 0.6, 6), Interval(0.62, 0.6, 0.7, 6))  # touching ends overlap
     assert overlap(Interval(0.5, 0.4, 0.59, 6), Interval(0.62, 0.6, 0.7, 6)) is False
     assert overlap(Interval(0.5, None, None, 1), Interval(0.62, 0.6, 0.7, 6)) is None
+
+
+def test_largest_needs_an_interval_above_every_other():
+    from rlm_lab.evidence import Interval, largest
+
+    apart = {"a": Interval(2.0, 1.8, 2.2, 3), "b": Interval(1.5, 1.2, 1.7, 3), "c": Interval(1.0, 0.9, 1.1, 3)}
+    assert largest(apart)[0] == "a"
+    touching = dict(apart, b=Interval(1.7, 1.5, 1.8, 3))  # b's top reaches a's bottom: not decided
+    key, why = largest(touching)
+    assert key is None and why.startswith("undecided") and "b (1.70 [1.50, 1.80])" in why
+    single = dict(apart, c=Interval(1.0, None, None, 1))  # a single run anywhere decides nothing
+    assert largest(single) == (None, "undecided: c is one run, no interval")
+    assert largest({})[0] is None

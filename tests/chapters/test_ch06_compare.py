@@ -50,11 +50,36 @@ def test_table_speedups_predictions_and_the_goal():
     assert r["speedup"] == pytest.approx(0.4 / 0.25)  # 1.6x measured
     # predicted from a sync step of 0.4 s (the prediction's inputs): 0.4 / 0.21 = 1.905
     assert r["predicted_speedup"] == pytest.approx(0.4 / 0.21)
-    assert r["speedup_error"] == pytest.approx((0.4 / 0.21 - 1.6) / 1.6) and r["met"] is True  # +19 %
+    assert r["speedup_error"] == pytest.approx((0.4 / 0.21 - 1.6) / 1.6) and r["met"] == "met"  # +19 % at both ends
     cells[("eta2", None)]["predicted_speedup"] = 0.4 / 0.15  # 2.67x predicted: +67 %, not met
-    assert A.table(cells, ["sync", "eta2"], [None], eta)[1]["met"] is False
+    assert A.table(cells, ["sync", "eta2"], [None], eta)[1]["met"] == "not met"
     assert r["degraded"] is True and A.beyond(rows, None) == 0
     assert cells[("eta2", None)]["curve"][-1]["accuracy"] == pytest.approx(0.575)
     ref = A.cell_summary([{"results": run(1.0, [0.5, 0.55, f], tokens=2000)} for f in (0.58, 0.58, 0.58)])
     g = A.goal_vs_reference(r, ref)  # 500 vs 200 tokens/s: 2.5x; 0.575 vs 0.58 within the larger range
-    assert g["tokens_ratio"] == pytest.approx(2.5) and g["same_curve"] and g["met"]
+    assert g["tokens_ratio"] == pytest.approx(2.5) and g["same_curve"] and g["met"] == "met"
+
+
+def _cells(sync_steps, mode_steps, pred=None):
+    mk = lambda steps, **kw: A.cell_summary([{"results": run(x, [0.5, 0.55, 0.6], **kw), "seed": k}  # noqa: E731
+                                             for k, x in enumerate(steps)])
+    return {("sync", None): mk(sync_steps), ("eta2", None): mk(mode_steps, pred=pred)}
+
+
+def test_one_seed_is_undecided_and_a_decided_interval_gives_the_word():
+    eta = {"sync": 0, "eta2": 2}.get
+    one = A.table(_cells([0.4], [0.25], pred=0.25), ["sync", "eta2"], [None], eta)[1]
+    assert one["speedup"] == pytest.approx(1.6) and one["speedup_word"] == "undecided"  # one seed: no interval
+    assert one["met"] == "undecided"  # error 0 %, yet one run decides nothing
+    # three seeds, each mode step well under its sync step (ratios 1.6, 1.5, 1.7): faster, and met within 25 %
+    three = A.table(_cells([0.4, 0.45, 0.34], [0.25, 0.30, 0.20], pred=0.25), ["sync", "eta2"], [None], eta)[1]
+    assert three["speedup"] == pytest.approx(1.6) and three["speedup_word"] == "faster"
+    assert three["met"] == "met"  # predicted 0.4 / 0.25 = 1.6; the error interval lies within +-25 %
+    # ratios 0.8, 1.2, 1.0 straddle 1: undecided, not "faster" from the point 1.0
+    mixed = A.table(_cells([0.4, 0.36, 0.3], [0.5, 0.3, 0.3]), ["sync", "eta2"], [None], eta)[1]
+    assert mixed["speedup_word"] == "undecided"
+
+
+def test_seeds_pair_by_seed_not_by_position():
+    a, b = {0: 2.0, 2: 4.0}, {1: 9.0, 2: 2.0, 0: 1.0}  # seed 1 has no partner; seeds 0 and 2 give 2 and 2
+    assert A.by_seed_ratio(a, b).estimate == pytest.approx(2.0)

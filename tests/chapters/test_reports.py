@@ -195,7 +195,7 @@ def test_ch05_hybrid_values_are_the_records_own_numbers():
     r = hyb.results
     err = (r["prediction"]["step_s"] - r["step_seconds_median"]) / r["step_seconds_median"]
     assert values["ch05_hyb_error"] == f"{err:+.0%}" and values["ch05_hyb_measured"] == f"{r['step_seconds_median']:.3f}"
-    assert values["ch05_hyb_met"] == ("met" if abs(err) <= 0.25 else "not met")
+    assert values["ch05_hyb_met"] == "undecided (one run, no interval)"  # one record is one run: no interval
     _, values = report.hybrid_memory_section()
     r0 = mem.results["reshard"]["per_rank"][0]
     diff = (r0["train_peak_rss_bytes"] - r0["generate_peak_rss_bytes"]) / 2**20
@@ -209,18 +209,35 @@ def _cell(mode, correction, speedup=None, predicted=None, met=None, finals=(0.5,
     row = {"mode": mode, "correction": correction, "eta": {"sync": 0, "eta2": 2, "async": None}[mode],
            "final_accuracy": statistics.mean(finals), "finals": list(finals)}
     if predicted is not None:
-        row.update(predicted_speedup=predicted, speedup=speedup, speedup_error=(predicted - speedup) / speedup, met=met)
+        from rlm_lab.evidence import Interval
+
+        iv = Interval(speedup, speedup - 0.1, speedup + 0.1, 3)
+        row.update(predicted_speedup=predicted, speedup=speedup, speedup_iv=iv, speedup_word="faster",
+                   speedup_error=(predicted - speedup) / speedup, met=met)
     return row
 
 
 def test_ch06_speedup_section_counts_only_predicted_cells():
     from rlm_lab.chapters.ch06_async.report import speedup_section
 
-    rows = [_cell("sync", None), _cell("eta2", None, 1.5, 1.6, True), _cell("async", "token_truncate", 1.2, 2.0, False)]
+    rows = [_cell("sync", None), _cell("eta2", None, 1.5, 1.6, "met"),
+            _cell("async", "token_truncate", 1.2, 2.0, "not met")]
     body, values = speedup_section(rows)
     assert values == {"ch06_pred_met": "1 of 2"}
-    assert body.splitlines() == ["eta2          none  predicted 1.60x  measured 1.50x  error +7%  met",
-                                 "async         tis   predicted 2.00x  measured 1.20x  error +67%  not met"]
+    assert body.splitlines() == [
+        "eta2          none  predicted 1.60x  measured 1.50 [1.40, 1.60]x (faster)  error +7%  met",
+        "async         tis   predicted 2.00x  measured 1.20 [1.10, 1.30]x (faster)  error +67%  not met"]
+
+
+def test_ch05_step_word_needs_repeats():
+    from rlm_lab.chapters.ch05_placement.compare import step_word
+
+    row = {"predicted_s": 0.10, "measured_s": 0.10}
+    assert step_word(row) == "undecided (one run, no interval)"  # error 0 %, but one run decides nothing
+    # four fresh-process repeats around 0.1 s: the whole error interval is within 25 %
+    assert step_word(dict(row, measured_runs=[0.098, 0.1, 0.102, 0.101])) == "met"
+    assert step_word(dict(row, measured_runs=[0.2, 0.21, 0.19, 0.2])) == "not met"  # predicted half of it: -50 %
+    assert step_word(dict(row, measured_runs=[0.07, 0.1, 0.14, 0.12])).startswith("undecided (the interval")
 
 
 def test_ch06_sections_without_a_campaign_glue_n_a():

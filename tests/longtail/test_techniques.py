@@ -303,7 +303,11 @@ def test_summary_counts_verdicts_and_names_only_the_built_size():
     table = report.ranking(runs)
     s = report.summary(table, "cpu")
     assert (s["ch07_n_met"], s["ch07_n_not_met"], s["ch07_n_undecided"]) == (1, 1, 1)
-    assert s["ch07_n_rows"] == len(report.TECHNIQUES) and s["ch07_best"] == "fusion"
+    assert s["ch07_n_rows"] == len(report.TECHNIQUES)
+    # fusion's median (2.0) is the largest, but over-provisioning's interval (its repeats 0.5-3.0) overlaps it
+    assert s["ch07_best"].startswith("undecided: the interval of fusion (2.00 [") and "overprovision" in s["ch07_best"]
+    runs["overprovision"] = None  # without it, fusion's interval lies above packing's (1.15-1.25): decided
+    assert report.summary(report.ranking(runs), "cpu")["ch07_best"].startswith("fusion (2.00 [")
     assert s["ch07_n_repeated"] == 3 and s["ch07_n_outside"] == 2  # overprovision's interval contains 1
     assert "`cpu`" in s["ch07_size_note"] and "`smoke`" not in s["ch07_size_note"]
     assert "`smoke`" in report.summary(table, "smoke")["ch07_size_note"]

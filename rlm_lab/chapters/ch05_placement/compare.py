@@ -3,6 +3,8 @@ against the goal fixed in advance, the sync bytes' formula, and the predictor as
 
 from __future__ import annotations
 
+from ...evidence import bar_word, error_interval, median_interval, undecided_reason
+
 
 def comparison(records: dict) -> list[dict]:
     """Per placement: predicted and measured step time (median over the steps after the first) and the
@@ -30,10 +32,25 @@ def comparison(records: dict) -> list[dict]:
 GOAL = 0.25  # the step-time error goal, fixed before the measurements (as chapters 2-4)
 
 
+def step_word(row: dict, goal: float = GOAL) -> str:
+    """The goal's word for one placement's step time, from an interval (:mod:`rlm_lab.evidence`): a record is ONE
+    run (its steps share one process, and fresh processes differ by more than its steps do), so it decides nothing
+    and the word is "undecided (one run, no interval)"; a row with ``measured_runs`` (the step medians of repeats in
+    fresh processes, e.g. a reference window of ``rlm-lab reference --chapter 5``) is judged on the bootstrap
+    interval of their median: "met" only when the whole error interval lies within the goal, "not met" only when
+    wholly outside it."""
+    if row.get("predicted_s") is None or not row.get("measured_s"):
+        return "undecided (nothing predicted)"
+    err = error_interval(row["predicted_s"], median_interval(row.get("measured_runs") or [row["measured_s"]]))
+    word = bar_word(err, goal)
+    return word if word != "undecided" else f"undecided ({undecided_reason(err)})"
+
+
 def verdict(row: dict, goal: float = GOAL) -> str:
-    """One line per placement from the live numbers: error against the goal, sync bytes against the formula."""
+    """One line per placement from the live numbers: error against the goal (:func:`step_word`), sync bytes
+    against the formula."""
     err = row["rel_error"]
-    met = "met" if err is not None and abs(err) <= goal else "not met"
+    met = step_word(row, goal)
     sync = ""
     if row["sync_bytes_measured"]:
         shipped = {row["sync_bytes_predicted"], row["sync_bytes_measured"]}

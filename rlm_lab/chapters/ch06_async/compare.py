@@ -13,17 +13,25 @@ Criteria fixed before the campaign ran (this docstring was committed before the 
   predicted speed-up of a run is the synchronous step its prediction was made from over its predicted step
   (both in the record's stored prediction, made from the (sync, none) run of that seed), averaged over
   seeds; the measured one is the synchronous cell's mean step (same correction) over the cell's; the goal
-  on the error is |error| <= 25 % (:data:`GOAL`).
+  on the error is |error| <= 25 % (:data:`GOAL`). Amended by issue 20 (one estimator, words from intervals):
+  the measured speed-up is the median over seeds of the paired ratios sync step / mode step (same seed) with its
+  bootstrap 95 % interval (:func:`by_seed_ratio`); "faster" only when the interval excludes 1, the goal "met"
+  only when the whole error interval is within 25 %, "not met" only when wholly outside, else "undecided"; "the
+  fastest η" only when its interval lies above every other's (:func:`rlm_lab.evidence.largest`).
 - **tokens/s**: tokens TRL counted (prompt + completion, ``num_tokens``) over the training wall time without
   the evaluations (the curve's last ``wall_s``), the same definition for the plain-TRL reference.
 - **the issue's goal**: the mode the advisor picks reaches >= 2x the reference's tokens/s *at the same
   accuracy curve*: its final accuracy (mean over seeds) is not below the reference's by more than the seed
-  spread (the same rule as "degraded").
+  spread (the same rule as "degraded"); the tokens/s ratio paired by seed, "met" only when its whole interval
+  is at or above 2x (:func:`rlm_lab.evidence.at_least_word`).
 """
 
 from __future__ import annotations
 
 import statistics
+
+from ...errors import RlmLabError
+from ...evidence import Interval, at_least_word, bar_word, error_interval, largest, ratio_interval, ratio_word
 
 GOAL = 0.25
 TWO_X = 2.0
@@ -146,6 +154,11 @@ def cell_summary(runs: list[dict]) -> dict:
             "staleness_hist": dict(sorted(hist.items())), "curve": curve,
             "predicted_step_s": mean(p for p in pred if p) if any(pred) else None,
             "predicted_speedup": mean(pred_up) if pred_up else None,
+            # per seed, for the ratios paired by seed (one estimator: the median of paired ratios, rlm_lab.evidence)
+            "step_s_by_seed": {r.get("seed", i): x["step_seconds_median"] for i, (r, x) in enumerate(zip(runs, res))
+                               if x.get("step_seconds_median")},
+            "tokens_per_s_by_seed": {r.get("seed", i): t for i, (r, t) in enumerate(zip(runs, map(tokens_per_s, res)))
+                                     if t},
             "is_ratio": [is_ratio_summary(r) for r in res]}
 
 
@@ -161,11 +174,13 @@ def table(cells: dict, modes, corrections, eta_of) -> list[dict]:
                 continue
             row = {"mode": m, "eta": eta_of(m), "correction": corr, **c}
             if base:
-                row["speedup"] = base["step_s"] / c["step_s"]
+                iv = by_seed_ratio(base["step_s_by_seed"], c["step_s_by_seed"])  # sync / mode: above 1 is faster
+                row["speedup"], row["speedup_iv"] = iv.estimate, iv
+                row["speedup_word"] = ratio_word(iv, "faster", "slower") if m != "sync" else "-"
                 row["degraded"] = degraded(c["finals"], base["finals"]) if m != "sync" else False
             if c.get("predicted_speedup") and "speedup" in row and m != "sync":
-                row["speedup_error"] = (row["predicted_speedup"] - row["speedup"]) / row["speedup"]
-                row["met"] = abs(row["speedup_error"]) <= GOAL
+                err = error_interval(row["predicted_speedup"], row["speedup_iv"])
+                row["speedup_error"], row["met"] = err.estimate, bar_word(err, GOAL)
             rows.append(row)
     return rows
 
@@ -177,11 +192,23 @@ def beyond(rows: list[dict], correction) -> object:
     return eta_beyond(etas, {r["eta"]: r["degraded"] for r in rs})
 
 
+def by_seed_ratio(a: dict, b: dict) -> Interval:
+    """The median of the ratios ``a[seed] / b[seed]`` over the seeds both have, with its bootstrap 95 % interval
+    (:func:`rlm_lab.evidence.ratio_interval`); one common seed: no interval (undecided)."""
+    seeds = [k for k in a if k in b]
+    if not seeds:
+        raise RlmLabError("no seed measured in both cells: nothing to pair")
+    return ratio_interval([a[k] for k in seeds], [b[k] for k in seeds])
+
+
 def goal_vs_reference(row: dict, reference: dict) -> dict:
-    """The issue's goal for one cell against the plain-TRL reference summary."""
-    ratio = row["tokens_per_s"] / reference["tokens_per_s"] if reference.get("tokens_per_s") else None
+    """The issue's goal for one cell against the plain-TRL reference: tokens/s paired by seed (median of the
+    ratios, its interval), ``met`` only when the whole interval is at or above 2x at the same accuracy curve,
+    ``not met`` when it lies wholly below or the curve degraded, else ``undecided``."""
+    iv = by_seed_ratio(row["tokens_per_s_by_seed"], reference["tokens_per_s_by_seed"])
     same = not degraded(row["finals"], reference["finals"])
-    return {"tokens_ratio": ratio, "same_curve": same, "met": bool(ratio and ratio >= TWO_X and same)}
+    return {"tokens_ratio": iv.estimate, "tokens_iv": iv, "same_curve": same,
+            "met": at_least_word(iv, TWO_X) if same else "not met"}
 
 
 # ---- the advisor and the outlook
@@ -207,12 +234,14 @@ def advisor_check(sync_results: list[dict], rows: list[dict], correction=None) -
     predicted = mean(a["speedup_vs_sync"] for a in advice if _label(a["eta"]) == pick)
     cells = {_label(r["eta"]): r for r in rows if r["correction"] == correction and "speedup" in r}
     measured = cells[pick]["speedup"] if pick in cells else None
-    fastest = max(cells.values(), key=lambda r: r["speedup"]) if cells else None
-    err = (predicted - measured) / measured if measured else None
+    err = error_interval(predicted, cells[pick]["speedup_iv"]) if pick in cells else None
+    fastest, why = largest({eta: r["speedup_iv"] for eta, r in cells.items()})
     return {"eta": pick, "mode": advice[0]["mode"] if advice else None, "predicted_speedup": predicted,
-            "measured_speedup": measured, "error": err, "met": None if err is None else abs(err) <= GOAL,
-            "fastest_eta": _label(fastest["eta"]) if fastest else None,
-            "fastest_speedup": fastest["speedup"] if fastest else None, "per_seed": [_label(a["eta"]) for a in advice]}
+            "measured_speedup": measured, "error": None if err is None else err.estimate,
+            "met": None if err is None else bar_word(err, GOAL),
+            "fastest_eta": fastest, "fastest_why": why,
+            "fastest_speedup": cells[fastest]["speedup"] if fastest else None,
+            "per_seed": [_label(a["eta"]) for a in advice]}
 
 
 def outlook(sync_results: dict, devices: int = 64, etas=(0, 1, 2, 4, 8, None)) -> dict:
@@ -265,10 +294,10 @@ def load_campaign(root) -> dict:
     out = {"cells": {}, "reference": [], "failed": []}
     for m in MODES:
         for c in CORRECTIONS:
-            runs = [r for r in (one(cell_name(m, c, s)) for s in SEEDS) if r is not None]
+            runs = [dict(r, seed=s) for s, r in ((s, one(cell_name(m, c, s))) for s in SEEDS) if r is not None]
             if runs:
                 out["cells"][(m, c)] = runs
-    out["reference"] = [r for r in (one(reference_name(s)) for s in SEEDS) if r is not None]
+    out["reference"] = [dict(r, seed=s) for s, r in ((s, one(reference_name(s))) for s in SEEDS) if r is not None]
     base = Path(root)
     for d in sorted(base.glob("ch06_*_seed*/*")):
         rec = d / "record.json"

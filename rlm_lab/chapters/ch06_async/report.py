@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...tables import text
 from .cases import CORRECTIONS, MODES, corr_label
+from ...evidence import largest
 from .compare import beyond, mean
 
 NA = "n/a"
@@ -158,10 +159,9 @@ def verdict_section(rows: list[dict], cells: dict) -> tuple[str, dict]:
         if len(rs) > 1:
             b = beyond(rows, corr)
             values[f"ch06_beyond_{key}"] = eta_text(b)
-            best = max(rs, key=lambda r: r["speedup"])
-            values[f"ch06_best_{key}"] = f"η = {eta_text(best['eta'])}, {best['speedup']:.2f}×"
-            lines.append(f"correction {key}: accuracy per step degrades beyond η = {eta_text(b)}; fastest "
-                         f"η = {eta_text(best['eta'])} at {best['speedup']:.2f}x the synchronous step")
+            best, why = largest({f"η = {eta_text(r['eta'])}": r["speedup_iv"] for r in rs if r["mode"] != "sync"})
+            values[f"ch06_best_{key}"] = why
+            lines.append(f"correction {key}: accuracy per step degrades beyond η = {eta_text(b)}; fastest: {why}")
         else:
             values[f"ch06_beyond_{key}"] = NA
             values[f"ch06_best_{key}"] = NA
@@ -186,10 +186,11 @@ def speedup_section(rows: list[dict]) -> tuple[str, dict]:
         if r["mode"] == "sync" or not r.get("predicted_speedup"):
             continue
         n_pred += 1
-        n_met += bool(r.get("met"))
+        n_met += r.get("met") == "met"
+        iv = r.get("speedup_iv")
         lines.append(f"{r['mode']:13s} {corr_label(r['correction']):5s} predicted {r['predicted_speedup']:.2f}x  measured "
-                     f"{r.get('speedup', float('nan')):.2f}x  error {r.get('speedup_error', float('nan')):+.0%}  "
-                     f"{'met' if r.get('met') else 'not met'}")
+                     f"{iv.text() if iv else 'nan'}x ({r.get('speedup_word', '-')})  error "
+                     f"{r.get('speedup_error', float('nan')):+.0%}  {r.get('met') or 'undecided'}")
     return "\n".join(lines), {"ch06_pred_met": f"{n_met} of {n_pred}"}
 
 
@@ -229,8 +230,9 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
         if adv["measured_speedup"] is not None:
             out["ch06_adv_meas"] = f"{adv['measured_speedup']:.2f}×"
             out["ch06_adv_err"] = f"{adv['error']:+.0%}"
-            out["ch06_adv_met"] = "met" if adv["met"] else "not met"
-        out["ch06_fastest"] = f"η = {'∞' if adv['fastest_eta'] == 'inf' else adv['fastest_eta']}"
+            out["ch06_adv_met"] = adv["met"]
+        out["ch06_fastest"] = (f"η = {'∞' if adv['fastest_eta'] == 'inf' else adv['fastest_eta']}"
+                               if adv["fastest_eta"] else adv["fastest_why"])
         picked = {corr: next((r for r in rows if r["correction"] == corr and _label(r["eta"]) == adv["eta"]), None)
                   for corr in CORRECTIONS}
         if ref:
@@ -241,11 +243,11 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
             for corr, r in picked.items():
                 if r:
                     g = goal_vs_reference(r, ref)
-                    lines.append(f"advisor's pick, correction {corr_label(corr)}: {g['tokens_ratio']:.2f}x the "
-                                 f"reference's tokens/s, same curve: {g['same_curve']} -> goal "
-                                 f"{'met' if g['met'] else 'not met'}")
-                    out[f"ch06_goal_ratio_{corr_label(corr)}"] = f"{g['tokens_ratio']:.2f}×"
-                    out[f"ch06_goal_{corr_label(corr)}"] = "met" if g["met"] else "not met"
+                    lines.append(f"advisor's pick, correction {corr_label(corr)}: {g['tokens_iv'].text()}x the "
+                                 f"reference's tokens/s (paired by seed), same curve: {g['same_curve']} -> goal "
+                                 f"{g['met']}")
+                    out[f"ch06_goal_ratio_{corr_label(corr)}"] = f"{g['tokens_iv'].text()}×"
+                    out[f"ch06_goal_{corr_label(corr)}"] = g["met"]
     return "\n".join(lines), out
 
 

@@ -8,7 +8,7 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 from __future__ import annotations
 
 from ...compare import BAR
-from ...evidence import Interval, bar_word, error_interval, median_interval, ratio_word
+from ...evidence import Interval, bar_word, error_interval, largest, median_interval, ratio_word
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
 from .run import TECHNIQUES, measure
@@ -127,18 +127,25 @@ def seeds_effect(arm_acc: list, base_acc: list, n: int) -> dict:
     return {"difference": a - b, "bar": bar, "seeds": k, "diffs": diffs, "effect": abs(a - b) > bar and same}
 
 
+def _gain_interval(row: dict) -> Interval:
+    lo_hi = row.get("gain_lo_hi")
+    return Interval(row["measured gain"], *(lo_hi or (None, None)), row.get("repeats") or 1)
+
+
 def summary(table: list[dict], size: str) -> dict:
-    """The values chapter 7 glues from its closing table: the technique with the largest measured gain, how
+    """The values chapter 7 glues from its closing table: the technique with the largest measured gain (only when
+    its interval lies above every other speed-up's, :func:`rlm_lab.evidence.largest`; else "undecided" and why), how
     many verdicts are met / not met / undecided, how many repeated gains have an interval that excludes 1, and
     the one sentence that depends on the size the book was built at."""
-    best = next((r for r in table if r["measured gain"] is not None), None)
+    best, why = largest({r["technique"]: _gain_interval(r) for r in table
+                         if r["measured gain"] is not None and r["technique"] != "dynamic_sampling"})
     repeated = [r for r in table if r.get("repeats", 0) and r["repeats"] > 1]
     size = check_size(size)
     note = ("At `smoke` size the model is tiny and the machine shared, so per-call overheads, not decode steps, set "
             "many of these times: the verdicts say how far the decode-step model is from that, not how the "
             "techniques scale." if size == "smoke" else
             f"At `{size}` size these are the committed records `data/runs/{size}/ch07_*`.")
-    return {"ch07_best": best["technique"] if best else "none (not measured yet)",
+    return {"ch07_best": why,
             "ch07_n_rows": len(table),
             "ch07_n_met": sum(r["verdict"] == "met" for r in table),
             "ch07_n_not_met": sum(r["verdict"] == "not met" for r in table),

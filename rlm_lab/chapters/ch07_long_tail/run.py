@@ -87,8 +87,10 @@ def overprovision(p, pr, model, tok, task, rows, seed):
          "early_steps": [st["steps"] for st in steps], "first_kept_mean": statistics.mean(steps[0]["kept_lengths"]),
          "kept_mean": statistics.mean(kept), "pool_mean": statistics.mean(lengths),
          "resumed": [st["resumed"] for st in steps], "recycled": [st["recycled"] for st in steps]}
-    m["speedup"] = statistics.mean(full_s) / statistics.mean(m["early_s"])
     m["speedup_spread"] = _spread({"full": full_s, "early": m["early_s"]}, "full", "early")  # step by step
+    # one estimator in every row (issue 20): the median of the paired ratios (each pair: a baseline step and an
+    # over-provisioned step run back to back), not a ratio of means
+    m["speedup"] = statistics.median(m["speedup_spread"]["reps"])
     # throughput of responses trained on: the baseline keeps all it generates; over-provisioning keeps the n
     # done per step (tokens of resumed rows made in an earlier step count when kept; the carried-over ones do not)
     m["tokens_per_s_full"] = sum(sum(lengths[i] for i in range(s * p["n"], (s + 1) * p["n"]))
