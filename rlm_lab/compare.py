@@ -56,15 +56,30 @@ def median_abs_error(rows: list[dict], stages_only: bool = True) -> float:
     return statistics.median(errs)
 
 
-def verdict(error: float, bar: float = BAR, goal: float = GOAL) -> str:
-    """One phrase for a |relative error| against the goals: met, met the bar only, or "not met"."""
-    if not _finite(error):
+def verdict(errors, bar: float = BAR, goal: float = GOAL) -> str:
+    """One phrase for the relative errors of the workloads compared (one per workload or run; signed or not)
+    against the goals, decided on the median |error| and its bootstrap 95 % interval
+    (:func:`rlm_lab.evidence.median_interval`), never on the point alone: "meets the goal" only when the whole
+    interval is at or under the goal, "meets the bar" when it is under the bar (and "not yet the goal" only when
+    wholly above the goal), "not met" only when it is wholly above the bar; otherwise "undecided", and so is a
+    single error (one workload, one run: no interval)."""
+    from .evidence import median_interval
+
+    errs = [abs(float(e)) for e in ([errors] if isinstance(errors, (int, float)) else errors) if _finite(e)]
+    if not errs:
         return "no comparison (nothing both predicted and measured)"
-    if error <= goal:
+    iv = median_interval(errs)
+    if not iv.decided:
+        return f"undecided: one run, no interval ({iv.estimate:.1%})"
+    where = iv.text("{:.1%}")
+    if iv.hi <= goal:
         return f"meets the {goal:.0%} goal"
-    if error <= bar:
-        return f"meets the {bar:.0%} bar, not yet the {goal:.0%} goal"
-    return f"not met: {error:.1%} is above the {bar:.0%} bar"
+    if iv.hi <= bar:
+        return (f"meets the {bar:.0%} bar, not yet the {goal:.0%} goal" if iv.lo > goal
+                else f"meets the {bar:.0%} bar; the {goal:.0%} goal undecided ({where})")
+    if iv.lo > bar:
+        return f"not met: {where} is above the {bar:.0%} bar"
+    return f"undecided: {where} straddles the {bar:.0%} bar"
 
 
 def step_summary(rows: list[dict]) -> dict:

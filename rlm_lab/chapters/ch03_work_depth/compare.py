@@ -109,13 +109,13 @@ def headline(records: dict, profile) -> dict:
     knee_rows, knees = knee_table(records["decode_knee"], profile)
     tail_rows = tail_table(records["long_tail"], profile)
     rep_rows = replica_table(records["replicas"], profile)
-    whole = statistics.median(abs(r["rel_error"]) for r in tail_rows + rep_rows)
-    step = statistics.median(abs(r["rel_error"]) for r in knee_rows)
-    every = statistics.median(abs(r["rel_error"]) for r in knee_rows + tail_rows + rep_rows)
+    errs = {k: [abs(r["rel_error"]) for r in rs] for k, rs in
+            (("whole", tail_rows + rep_rows), ("step", knee_rows), ("every", knee_rows + tail_rows + rep_rows))}
+    whole, step, every = (statistics.median(errs[k]) for k in ("whole", "step", "every"))
     real = {r["replicas"]: r["measured_real"] / r["measured_sim"] for r in rep_rows
             if r["assignment"] == "round_robin" and "measured_real" in r}
     return {"knee_rows": knee_rows, "knees": knees, "tail_rows": tail_rows, "replica_rows": rep_rows,
-            "whole_error": whole, "whole_verdict": verdict(whole), "step_error": step, "step_verdict": verdict(step),
-            "all_error": every, "all_verdict": verdict(every),
+            "whole_error": whole, "whole_verdict": verdict(errs["whole"]), "step_error": step,
+            "step_verdict": verdict(errs["step"]), "all_error": every, "all_verdict": verdict(errs["every"]),
             "above_upper": [(r["assignment"], r["replicas"]) for r in rep_rows if r["above_upper"]],
             "real_over_sim": real}

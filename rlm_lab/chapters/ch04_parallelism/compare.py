@@ -11,7 +11,8 @@ Three questions, each answered from the rows, never from prose:
    time), how far is the predicted slowdown from the measured one? The error common to every layout
    cancels in this ratio; what is left is what the model misses about the layout itself.
 3. Does the prediction say what the measurement says? How many layouts each calls faster than one
-   process (slowdown < 1), and for how many pairs of layouts the two agree on which is slower
+   process (slowdown < 1; measured: only where the interval of repeated runs lies below 1, else undecided), and
+   for how many pairs of layouts the two agree on which is slower
    (concordant pairs, the count behind Kendall's tau).
 """
 
@@ -21,6 +22,7 @@ import itertools
 import statistics
 
 from ...compare import verdict
+from ...evidence import median_interval, ratio_word
 from .run import _median, predicted_step_time
 
 
@@ -35,6 +37,13 @@ def _pairs(rows: list[dict]) -> tuple[int, int]:
         total += 1
         conc += (dm > 0) == (dp > 0)
     return conc, total
+
+
+def _side(row: dict) -> str:
+    """A layout against one process from an interval (:mod:`rlm_lab.evidence`): the median of its slowdowns over
+    fresh-process repeats (``slowdown_runs``), "faster" only when the interval lies below 1; one run: undecided."""
+    iv = median_interval(row.get("slowdown_runs") or [row["slowdown_measured"]])
+    return ratio_word(iv, above="slower", below="faster")
 
 
 def summary(rows: list[dict]) -> dict:
@@ -52,10 +61,14 @@ def summary(rows: list[dict]) -> dict:
     signed = [r["time_rel_err"] for r in timed]
     return {
         "layouts": len(timed), "unpredicted": len(rows) - len(timed),
-        "step_error": step_error, "step_verdict": verdict(step_error),
+        "step_error": step_error, "step_verdict": verdict(signed),
         "step_error_min": min(signed), "step_error_max": max(signed),
-        "slowdown_error": slowdown_error, "slowdown_verdict": verdict(slowdown_error),
-        "faster_measured": sorted(r["layout"] for r in ratio if r["slowdown_measured"] < 1),
+        "slowdown_error": slowdown_error, "slowdown_verdict": verdict(ratio_errors),
+        # each layout is one run (one torchrun): "faster" needs an interval of fresh-process repeats
+        # (``slowdown_runs``, e.g. from a reference window), so a single run is counted undecided
+        "faster_measured": sorted(r["layout"] for r in ratio if _side(r) == "faster"),
+        "slower_measured": sorted(r["layout"] for r in ratio if _side(r) == "slower"),
+        "undecided_measured": sorted(r["layout"] for r in ratio if _side(r) == "undecided"),
         "faster_predicted": sorted(r["layout"] for r in ratio if r["slowdown_predicted"] < 1),
         "compared": len(ratio), "pairs_concordant": conc, "pairs": total,
     }

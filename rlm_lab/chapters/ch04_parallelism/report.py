@@ -375,6 +375,7 @@ def verdict_section(rows_: list[dict]) -> tuple[str, dict]:
                      f"(from {v['step_error_min']:+.0%} to {v['step_error_max']:+.0%}): {v['step_verdict']}")
         lines.append(f"slowdown against one process: median |error| {v['slowdown_error']:.1%}: {v['slowdown_verdict']}")
         lines.append(" ".join(["faster than one process, measured:", str(v["faster_measured"] or "none"),
+                               f"(undecided, one run each: {len(v['undecided_measured'])})",
                                "| predicted:", str(v["faster_predicted"] or "none")]))
         lines.append(f"pairs of layouts ordered alike by prediction and measurement: {v['pairs_concordant']} of "
                      f"{v['pairs']}")
@@ -386,6 +387,7 @@ def verdict_section(rows_: list[dict]) -> tuple[str, dict]:
     for key in ("step_verdict", "slowdown_verdict"):
         values[f"ch04_{key}"] = text(v[key] if ok else NA)
     values["ch04_n_faster_measured"] = text(len(v["faster_measured"]) if ok else NA)
+    values["ch04_n_undecided_measured"] = text(len(v["undecided_measured"]) if ok else NA)
     values["ch04_n_faster_predicted"] = text(len(v["faster_predicted"]) if ok else NA)
     values["ch04_faster_predicted"] = text(", ".join(v["faster_predicted"]) or "none" if ok else NA)
     values["ch04_pairs_concordant"] = text(v["pairs_concordant"] if ok else NA)
