@@ -258,3 +258,25 @@ def test_sentences_with_glued_numbers_name_only_the_built_size(site):
                 if "\x00" in sentence and any(w != "smoke" for w in SIZE_WORD.findall(sentence)):
                     bad.append(f"{page.name}: {sentence.replace(chr(0), '')[:200]}")
     assert not bad, "\n".join(bad)
+
+
+def test_wide_outputs_scroll_instead_of_being_clipped(site):
+    """A wide output (a long table row, a wide figure) scrolls inside its cell, never clipped at the column."""
+    css = (site / "_static" / "outputs.css").read_text()
+    for rule in ("div.cell_output { overflow-x: auto; }", "div.cell_output img { max-width: 100%; height: auto; }"):
+        assert rule in css, rule
+    for page in notebook_pages(site):
+        assert "_static/outputs.css" in page.read_text(), f"{page.name} does not link the outputs' stylesheet"
+
+
+POINT_VERDICT = re.compile(r"\b(largest gain|fastest η|fastest eta)\s*:\s*(?!undecided)\w", re.I)
+
+
+def test_rank_words_on_a_page_come_with_their_interval(site):
+    """"The largest gain" or "the fastest η" is said only with the interval that decides it (evidence.largest
+    writes "<name> (<estimate> [lo, hi]), its interval above every other"), or as "undecided"."""
+    for page in notebook_pages(site):
+        text = re.sub(r"<[^>]+>", "", page.read_text())
+        for m in POINT_VERDICT.finditer(text):
+            tail = text[m.end() - 1:m.end() + 200]
+            assert "interval above every other" in tail or "undecided" in tail, f"{page.name}: {text[m.start():m.end() + 120]!r}"

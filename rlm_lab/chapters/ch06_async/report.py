@@ -42,7 +42,7 @@ def campaign_section(root=None) -> dict:
     summary or None), ``text`` (what is missing or failed) and ``values`` (``ch06_steps``, ``ch06_runs``,
     ``ch06_failed``)."""
     from ...asynchrony.modes import mode_eta
-    from ...record import reference_root
+    from ...record import reference_root, repo_relative
     from .cases import budget
     from .compare import cell_summary, load_campaign, table
 
@@ -51,7 +51,7 @@ def campaign_section(root=None) -> dict:
     rows = table(cells, MODES, CORRECTIONS, mode_eta)
     ref = cell_summary(camp["reference"]) if camp["reference"] else None
     lines = [] if rows else ["cpu campaign: not measured yet (commands above)"]
-    lines += [f"failed run, kept: {f['dir']} {f['status'][:120]}" for f in camp["failed"]]
+    lines += [f"failed run, kept: {repo_relative(f['dir'])} {f['status'][:120]}" for f in camp["failed"]]
     values = {"ch06_steps": text(budget("cpu")["steps"]),
               "ch06_runs": text(sum(len(v) for v in camp["cells"].values()) + len(camp["reference"])),
               "ch06_failed": text(len(camp["failed"]))}
