@@ -41,13 +41,15 @@ def test_ch01_sweep_section_judges_the_aim_on_its_reference_run(tmp_path):
                  {"setting": "aim", "accuracy_rl": 0.96}],
         "aim": {"accuracy": 0.95, "seconds": 180.0}}))
     body, values = sweep_section([_run("ch01_grpo_aim", 0.955, 179.6, [0.42, 0.81, 1.0])], root=tmp_path)
-    assert values == {"ch01_aim_accuracy": "95.5%", "ch01_aim_seconds": "180", "ch01_aim_verdict": "met",
+    inside = "undecided (one run, no interval; its point is inside the aim)"  # one run decides nothing
+    assert values == {"ch01_aim_accuracy": "95.5%", "ch01_aim_seconds": "180", "ch01_aim_verdict": inside,
                       "ch01_aim_load": "0.4 / 0.8"}
     header = body.splitlines()[0].split()
     assert header == ["setting", "accuracy_rl", "load_1min"]  # columns no row fills are left out
-    assert body.splitlines()[-1].endswith("95.5% in 180 s: met")
-    # one second over the aim's time is "not met", whatever the accuracy
-    assert sweep_section([_run("ch01_grpo_aim", 0.99, 180.5, [1, 1])], root=tmp_path)[1]["ch01_aim_verdict"] == "not met"
+    assert body.splitlines()[-1].endswith(f"95.5% in 180 s: {inside}")
+    # one second over the aim's time: the point is outside, still one run
+    assert sweep_section([_run("ch01_grpo_aim", 0.99, 180.5, [1, 1])], root=tmp_path)[1]["ch01_aim_verdict"] == \
+        "undecided (one run, no interval; its point is outside the aim)"
     # without the aim's reference run: every aim value is "n/a", the table is still shown
     body, values = sweep_section([_run("ch01_grpo", 0.99, 10, [1, 1])], root=tmp_path)
     assert set(values.values()) == {"n/a"} and len(values) == 4 and "base" in body
@@ -324,3 +326,21 @@ def test_your_machine_headline_values_for_both_chapters():
         "ch03_yours_ref_error": "20%", "ch03_yours_error": "40%",
         "ch03_yours_verdict": "undecided: one run, no interval (40.0%)"}  # the reader's one run decides nothing
     assert headline_values({"chapter": "ch03", "reader": False, "rows": rows})["ch03_yours_error"] == "n/a (cpu size only)"
+
+
+def test_ch06_interrupt_extra_word_needs_pairs_and_an_interval_above_zero():
+    from rlm_lab.chapters.ch06_async.interrupt import extra_word
+
+    assert extra_word(0.10, [0.1]) == "undecided (one pair, no interval)"
+    assert extra_word(0.10, [0.099, 0.1, 0.101, 0.1]) == "met"  # the extra's interval ~0.1 s: error within 25 %
+    assert extra_word(0.05, [0.099, 0.1, 0.101, 0.1]) == "not met"  # -50 % at both ends
+    assert extra_word(0.10, [-0.02, 0.1, 0.05, 0.08]).startswith("undecided (the interval")  # it may not exist
+
+
+def test_ch04_out_of_sample_bar_from_the_interval():
+    from rlm_lab.chapters.ch04_parallelism.out_of_sample import bar_met
+
+    assert bar_met([0.1], 0.25) == "undecided (one run, no interval)"
+    assert bar_met([0.1, 0.12, 0.08, 0.11], 0.25) == "met"
+    assert bar_met([0.4, 0.5, 0.45, 0.6], 0.25) == "not met"
+    assert bar_met([0.1, 0.3, 0.2, 0.5], 0.25).startswith("undecided (")

@@ -160,8 +160,10 @@ def sweep_section(refs, root=None) -> tuple[str, dict]:
         return "\n".join(lines), dict.fromkeys(("ch01_aim_accuracy", "ch01_aim_seconds", "ch01_aim_verdict",
                                                 "ch01_aim_load"), "n/a")
     res = by_name["ch01_grpo_aim"].results
-    met = res["accuracy_after"] >= aim["accuracy"] and res["total_seconds"] <= aim["seconds"]
-    verdict = "met" if met else "not met"
+    # one reference run: no interval of its time (fresh processes differ by up to 1.7x on 2 cores), so the aim is
+    # "undecided" whatever the point says (rlm_lab.evidence: a single run decides nothing); the point is shown
+    inside = res["accuracy_after"] >= aim["accuracy"] and res["total_seconds"] <= aim["seconds"]
+    verdict = f"undecided (one run, no interval; its point is {'inside' if inside else 'outside'} the aim)"
     lines.append(f"aim ({aim['accuracy']:.0%} within {aim['seconds']:.0f} s), judged on the reference run "
                  f"ch01_grpo_aim: {res['accuracy_after']:.1%} in {res['total_seconds']:.0f} s: {verdict}")
     return "\n".join(lines), {"ch01_aim_accuracy": format(res["accuracy_after"], ".1%"),

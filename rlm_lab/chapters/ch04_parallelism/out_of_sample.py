@@ -79,7 +79,18 @@ def summary(rs: list[dict]) -> dict:
         return {"n": 0, "median_abs": None, "worst_abs": None, "bias": None, "met": None}
     med = statistics.median(abs(e) for e in errs)
     return {"n": len(errs), "median_abs": med, "worst_abs": max(abs(e) for e in errs),
-            "bias": statistics.median(errs), "bar": BAR, "met": med <= BAR}
+            "bias": statistics.median(errs), "bar": BAR, "met": bar_met([abs(e) for e in errs], BAR)}
+
+
+def bar_met(abs_errors: list, bar: float) -> str:
+    """The median |error| against ``bar`` from its bootstrap 95 % interval (:mod:`rlm_lab.evidence`): "met" only when
+    the whole interval is at or under the bar, "not met" only when wholly above, else "undecided" (one run too)."""
+    from ...evidence import median_interval
+
+    iv = median_interval(abs_errors)
+    if not iv.decided:
+        return "undecided (one run, no interval)"
+    return "met" if iv.hi <= bar else "not met" if iv.lo > bar else f"undecided ({iv.text('{:.0%}')})"
 
 
 if __name__ == "__main__":

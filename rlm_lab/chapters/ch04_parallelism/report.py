@@ -337,11 +337,11 @@ def distributed_terms_section(records, rows_: list[dict], profile, root) -> tupl
         "ch04_dist_calibration_threads": text(profile.threads),
         "ch04_dist_n_oos": text(vs["n"]), "ch04_dist_oos_median": text(vs["median_abs"], ".0%"),
         "ch04_dist_oos_worst": text(vs["worst_abs"], ".0%"), "ch04_dist_oos_bias": text(vs["bias"], "+.0%"),
-        "ch04_dist_oos_verdict": "met" if vs["met"] else "not met"})
+        "ch04_dist_oos_verdict": vs["met"]})
     lines.append(f"in sample ({len(ba)} records): median |error| {med(r['err_without'] for r in ba):.0%} without the "
                  f"terms, {med(r['err_with'] for r in ba):.0%} with them")
     lines.append(f"out of sample ({vs['n']} runs): median |error| {vs['median_abs']:.0%}, worst {vs['worst_abs']:.0%}, "
-                 f"bias {vs['bias']:+.0%}; bar {out_of_sample.BAR:.0%}: {'met' if vs['met'] else 'not met'}")
+                 f"bias {vs['bias']:+.0%}; bar {out_of_sample.BAR:.0%}: {vs['met']}")
     return "\n".join(lines), tables, values
 
 

@@ -294,8 +294,8 @@ def interrupt_section(size: str) -> tuple[str, object, dict]:
         return f"not measured yet: {INTERRUPT_COMMAND}", None, {f"ch06_int_{key}": NA for key in INTERRUPT_KEYS}
     ir = report(irec)
 
-    def verdict(met, err):
-        return f"{'met' if met else 'not met'} (error {err:+.0%})"
+    def verdict(word, err):
+        return f"{word} (error {err:+.0%})"
 
     lines = [f"record: {repo_relative(irec.path)} ({shown} size), load average at start {ir['load']}"]
     lines += [f"  {kind:9s} generation of the batch: median {_ms(ir[kind + '_s'])}" for kind in ("none", "keep", "reprefill")]
@@ -313,7 +313,7 @@ def interrupt_section(size: str) -> tuple[str, object, dict]:
         "ch06_int_extra": _ms(ir["reprefill_extra_s"]),
         "ch06_int_extra_q": f"{_ms(ir['reprefill_extra_iqr'][0])} to {_ms(ir['reprefill_extra_iqr'][1])}",
         "ch06_int_extra_pred": _ms(ir["reprefill_extra_pred_s"]), "ch06_int_extra_err": f"{ir['reprefill_error']:+.0%}",
-        "ch06_int_extra_verdict": "met" if ir["reprefill_met"] else "not met",
+        "ch06_int_extra_verdict": ir["reprefill_met"],
         "ch06_int_keep": _ms(ir["keep_extra_s"]), "ch06_int_keep_pred": _ms(ir["keep_extra_pred_s"]),
         "ch06_int_keep_verdict": verdict(ir["keep_met"], ir["keep_error"]),
         "ch06_int_wait_today": _ms(ir["wait_today_s"]), "ch06_int_wait_int": _ms(ir["wait_interruptible_s"]),
