@@ -1,11 +1,13 @@
 """Chapter 4's cases: the layouts of each size (every 2-process layout shares ONE process group, spawning
 costs seconds per process on 2 cores; 4-process layouts, oversubscribed on 2 cores and labelled so, share
 another), their run arguments, and the PP, CP and EP measurements (all from the size registry,
-``rlm_lab.sizes``). The out-of-sample cases are :data:`.out_of_sample.CASES`."""
+``rlm_lab.sizes``). The out-of-sample cases are :data:`.out_of_sample.CASES`; :data:`REFERENCES` the layouts against
+one process that ``rlm-lab reference --chapter 4`` re-measures."""
 
 from __future__ import annotations
 
 from ...parallel.mesh import Layout
+from ...protocol import Reference
 
 
 def run_args(size: str) -> dict:
@@ -41,3 +43,13 @@ def measurements(size: str) -> list:
     from ...sizes import get
 
     return [(kind, dict(kw)) for kind, kw in (get(size).parallel_sweeps or get("cpu").parallel_sweeps)]
+
+
+# rlm-lab reference --chapter 4: the page's "faster than one process" question, each 2-process layout against the
+# one-process run, step time under the protocol (each repeat a fresh process that spawns its ranks). One repeat at
+# cpu size: 8 steps of the micro model take a few seconds; the process and its 2 spawned ranks start in about
+# 10 s on 2 cores: about 15 s a repeat.
+_ARM = "rlm_lab.chapters.ch04_parallelism.run:reference_arm"
+REFERENCES = tuple(
+    Reference(f"{name}_vs_single", (name, "single"), _ARM, "step_s", False, (f"ch04_{name}", "ch04_single"), 15.0)
+    for name in ("dp2", "tp2", "pp2-1f1b", "cp2"))

@@ -7,6 +7,7 @@
   (DP, ZeRO, TP, PP, CP, EP): ``rlm_lab.parallel.bench.step_time``.
 * :func:`run_e2e` — the same GRPO run through the HF Trainer (``rlm_lab.parallel.bench.e2e``) per mode.
 * :mod:`.sweeps` — the recorded PP, CP and EP measurements; :func:`.compare.compare` — one row per record.
+* :func:`reference_arm` — one repeat of one layout for ``rlm-lab reference --chapter 4``.
 
 The time prediction per rank: ``step_time``'s module docstring (compute at the rank's thread count,
 optimizer, alpha-beta messages, calibrated framework cost, oversubscription).
@@ -67,6 +68,39 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
             say(f"{name}: {1000 * _median(res['step_s']):.1f} ms/step -> {d}")
             dirs.append(d)
     return dirs
+
+
+def reference_arm(arm: str, size: str, out) -> dict:
+    """One repeat of one layout for ``rlm-lab reference --chapter 4`` (:data:`.cases.REFERENCES`): ``single`` in this
+    process, a 2-process layout of the size's suite on 2 spawned ranks (gloo), as :func:`run_suite` runs it; its
+    record under ``<out>/ch04_<arm>/<UTC time>``; ``{"step_s": median step after the first, "record": folder}``."""
+    import datetime as _dt
+
+    from ...errors import unknown
+    from ...parallel.bench.measure import run_layout, spawn_layouts, write_record
+    from .cases import Layout, run_args, suite
+
+    layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
+    if arm != "single" and arm not in layouts:
+        raise unknown("layout", arm, ("single", *layouts))
+    args = run_args(size)
+    if arm == "single":  # a group of one (its store on loopback), the code path `rlm-lab parallel` runs
+        import torch.distributed as dist
+
+        from ...parallel.launch import init_process_group
+
+        init_process_group(0, 1, 0)
+        try:
+            res = run_layout(Layout(), **args)
+            res["per_rank"] = [{"memory": res["memory"], "comm": res["comm"], "check": res.get("check")}]
+        finally:
+            dist.destroy_process_group()
+    else:
+        lay, kw = layouts[arm]
+        res = spawn_layouts([(lay, args | kw)], world=2, timeout_s=300.0)[0]
+    folder = Path(out) / f"ch04_{arm}" / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    write_record(folder, res, {"size": size, "oversubscribed": False})
+    return {"step_s": _median(res["step_s"]), "record": str(folder)}
 
 
 def _median(xs):
