@@ -271,8 +271,15 @@ def set_aside(run_dir: Path, say=None) -> Path:
     for p in run_dir.iterdir():
         if p.name != LOCK_NAME:
             os.replace(p, dest / p.name)
-    (say or _stderr)(f"rlm-lab: replaced the run in {run_dir} ({what}); the old one is now in {dest}")
+    (say or _stderr)(f"rlm-lab: replaced the run in {_shown(run_dir)} ({what}); the old one is now in {_shown(dest)}")
     return dest
+
+
+def _shown(path: Path) -> str:
+    """A folder as a message shows it: relative to the repository when inside it (the message may land on a book
+    page, where no machine path belongs: a notebook's run set aside in the build tree), else as given."""
+    p, root = Path(path).resolve(), REPO_ROOT.resolve()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(path)
 
 
 def _describe(run_dir: Path) -> str:

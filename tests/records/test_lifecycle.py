@@ -213,3 +213,21 @@ def test_malformed_records_are_a_record_error_naming_the_file(tmp_path, content,
     (tmp_path / "record.json").write_bytes(content)
     with pytest.raises(RecordError, match=f"{tmp_path / 'record.json'}.*{pattern}"):
         RunRecord.load(tmp_path, strict=False)
+
+
+def test_a_run_set_aside_in_the_repository_is_named_relative_to_it(capsys):
+    """The message can land on a book page (a notebook's unfinished run set aside in _build/): no machine path."""
+    import shutil
+
+    from rlm_lab.record import REPO_ROOT, RunRecord
+
+    d = REPO_ROOT / "_build" / "test-lifecycle" / "run"
+    shutil.rmtree(d.parent, ignore_errors=True)
+    try:
+        RunRecord(d, {}).complete(x=1)
+        RunRecord(d, {}).complete(x=2)  # the build tree: moved aside without force, and said so
+        err = capsys.readouterr().err
+        assert "replaced the run in _build/test-lifecycle/run (status completed" in err
+        assert str(REPO_ROOT) not in err and "now in _build/test-lifecycle/.replaced/run." in err
+    finally:
+        shutil.rmtree(d.parent, ignore_errors=True)
