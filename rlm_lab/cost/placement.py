@@ -154,6 +154,7 @@ class PlacementPrediction:
     mode: str = "sync"           # execution mode (modes.py) and its staleness bound
     eta: int | None = 0
     _modes: dict = field(default_factory=dict, repr=False, compare=False)   # (mode, eta) -> ModeStep
+    host_update_s: float = 0.0   # the rollout set's weights loaded from host memory (host_update_time), no phase
 
 
     @property
@@ -434,6 +435,20 @@ def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[floa
     return t, s_dev * gathered
 
 
+def host_update_time(pr: _Predictor, rset, topo: Topology, start: int) -> float:
+    """Seconds to load the whole model from host memory into the engine on ``rset`` as checkpoint-engine's broadcast
+    update does (https://github.com/MoonshotAI/checkpoint-engine, README "Benchmark": the checkpoint in pinned host
+    memory, each of the n workers copying its 1/n of a bucket to its device, a broadcast among the n so that every
+    device holds the bucket, each engine worker then loading its tensor-parallel shard through CUDA IPC):
+    M / n over each device's host link, the all-gather of M over the n ranks (each receives M (n - 1) / n), and a
+    device copy of M / tp (read and write); the three summed, not pipelined (an assumption: the tool overlaps
+    buckets, so this is an upper bound). Hand check: M = 470 GB on 8 devices with 51.2 GB/s achieved host links,
+    160 GB/s links and tp 8: 58.75 / 51.2 + 411 / 160 + 2 x 58.75 / 2345 = 1.15 + 2.57 + 0.05 = 3.77 s."""
+    prof, m_bytes, n = pr.prof, pr.spec.params * pr.wl.dtype_bytes, rset.devices
+    gather = collective_time("all_gather", m_bytes, n, prof, topo.nodes(start, n))
+    return m_bytes / n / prof.host_bandwidth() + gather + 2 * m_bytes / rset.tp / prof.bandwidth()
+
+
 def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: float,
              topo: Topology | None = None, start: int = 0):
     """(SetCost, reshard seconds, reshard bytes) of the roles ``roles`` on the resource set ``rset`` starting at
@@ -613,5 +628,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
         (offload_note(wl.offload), bool(wl.offload)))
         if used)
+    roll = placement.set_of("rollout")
+    host_s = host_update_time(pr, roll, topo, placement.start(roll.name))
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
-                               cluster, assumed, mode, eta)
+                               cluster, assumed, mode, eta, host_update_s=host_s)
