@@ -144,8 +144,10 @@ def assumed_lengths(cap: int, mean: float | None = None) -> dict:
     base = dict(kind="lognormal", sigma=ASSUMED_TAIL_SIGMA, max=cap, min=1)
     if mean is None:
         return base | {"median": ASSUMED_TAIL_MEDIAN_FRACTION * cap}
-    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or not 1 <= mean < cap:
-        raise RlmLabError(f"workload.response mean {mean!r} must be a number in [1, cap {cap})")
+    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or mean < 1:
+        raise RlmLabError(f"workload.response mean must be a finite number >= 1, got {mean!r}")
+    if mean >= cap:
+        raise RlmLabError(f"workload.response mean {mean:g} must be below its cap {cap}")
 
     def clipped_mean(median: float) -> float:
         xs = ResponseLengths(**(base | {"median": median})).sample(512)
