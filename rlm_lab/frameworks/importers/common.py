@@ -248,6 +248,8 @@ def capped_response(cap: int, where: str, assumed: list) -> dict:
     ``assumed``."""
     from ...cost.workload import assumed_lengths, assumed_lengths_note
 
+    if cap > MAX_TOKENS:      # no model reads that far: check_shape refuses it with the model's own limit
+        return cap
     assumed.append(assumed_lengths_note(cap, where))
     return assumed_lengths(cap)
 
