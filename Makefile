@@ -41,7 +41,7 @@ test-unit: venv
 # The slow tests (each more than ~10 s on 2 cores: Ray runs and their kills and signals, torch.distributed
 # parity, the GPU edition's rehearsal, concurrent writers); CI runs them after `make test`.
 test-slow: venv
-	$(PYTEST) -q --durations=10 -m "slow and not notebook" tests
+	$(PYTEST) -q --durations=30 -m "slow and not notebook" tests
 
 # The notebooks under nbval (each .ipynb top to bottom at smoke size in this venv). The book build of `make test`
 # executes the same cells (the paired .md; tests/test_notebooks.py checks the pairs) and fails on any error, so

@@ -49,22 +49,29 @@ class Case:
         return f"{kind} B={self.batch} R={self.length}"
 
 
+def run_config(case: Case, size: str, seed: int = 0, trace_on: bool = True):
+    """The :class:`rlm_lab.train.config.RunConfig` that :func:`run_case` trains for ``case``: lengths forced to
+    ``case.length`` (``min_new_tokens``), no SFT, no evaluation."""
+    from ..train.config import RunConfig
+
+    return RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
+                     batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
+                     beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
+                     cpu_bf16=case.bf16, activation_checkpointing=case.checkpointing,  # TRL's defaults, if kept
+                     extra={"generation_kwargs": {"min_new_tokens": case.length}})
+
+
 def run_case(case: Case, size: str, run_dir: Path, seed: int = 0, trace_on: bool = True,
              extra_callbacks=()) -> RunRecord:
     """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts in
     ``run_dir`` (chapter 2's folder for a case is :func:`rlm_lab.chapters.ch02_anatomy.cases.case_dir`)."""
     from ..models import build_model, save
     from ..tasks import ensure_data, parse_task
-    from ..train.config import RunConfig
     from ..train.rl import make_trainer
     from ..train.tracer import trace
 
     run_dir = Path(run_dir)
-    cfg = RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
-                    batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
-                    beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
-                    cpu_bf16=case.bf16, activation_checkpointing=case.checkpointing,  # TRL's defaults, if kept
-                    extra={"generation_kwargs": {"min_new_tokens": case.length}})
+    cfg = run_config(case, size, seed, trace_on)
     task = parse_task(TASK)
     record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
                        command=f"rlm_lab.validate.traced_case.run_case({case.name!r}, size={size!r})", seed=seed)
@@ -110,20 +117,12 @@ def _quiet(trainer) -> None:
 
 
 def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
-    """The cost model's prediction for ``case`` (same model, algorithm, batch shape and lengths)."""
-    from ..cost import Algorithm, Workload, algorithm, predict
-    from ..cost.workload import ResponseLengths
+    """The cost model's prediction for ``case``: its run config (:func:`run_config`, what :func:`run_case` trains)
+    through :func:`rlm_lab.cost.run_input.from_run`, the one path from a run to the predictor."""
+    from ..cost import predict
+    from ..cost.run_input import from_run
 
-    if case.algo == "ppo":  # our PPO scores with the verifier, not a reward model: actor, critic, reference
-        algo = Algorithm("ppo", ("actor", "critic") + (("reference",) if case.beta else ()) + ("verifier",), "gae")
-    else:
-        algo = algorithm(case.algo, case.beta)
-    wl = Workload(prompts=case.batch // case.group, group_size=case.group, prompt_len=PROMPT_LEN,
-                  response=ResponseLengths("fixed", length=case.length), micro_batch=case.batch,
-                  gen_batch=case.batch, recompute_old=case.algo == "ppo" and case.beta > 0, precision="fp32",
-                  padding="batch", engine="static", logits="completion",
-                  reward_s_per_sample=reward_s_per_sample, weight_sync="none",
-                  autocast=case.bf16, gradient_checkpointing=case.checkpointing)
+    algo, wl = from_run(run_config(case, "cpu"), PROMPT_LEN, reward_s_per_sample=reward_s_per_sample)
     return predict(case.model, algo, wl, profile)
 
 

@@ -86,3 +86,20 @@ def test_the_plan_is_what_the_docstring_says():
         set(T.PLAN["cells"])
     for _, a, b, _ in T.PLAN["tests"]:
         assert a in T.PLAN["cells"] and b in T.PLAN["cells"]
+
+
+def test_section_counts_the_plan_runs_and_decides_nothing_while_incomplete(tmp_path, monkeypatch):
+    import rlm_lab.chapters.ch06_async.compare as C
+    from rlm_lab.chapters.ch06_async.cases import cell_name
+    from rlm_lab.record import RunRecord
+
+    monkeypatch.setattr(C, "final_accuracy", lambda results: results.get("final"))
+    for (mode, corr) in T.PLAN["cells"][:2]:
+        for s in (0, 1, 2):
+            with RunRecord(tmp_path / cell_name(mode, corr, s) / "20260101T000000Z", {}) as rec:
+                rec.update(final=0.5 if mode == "sync" else 0.3)
+    text, v = T.section(tmp_path)
+    assert v["ch06_acc_runs"] == "6 of 40" and v["ch06_acc_status"] == "incomplete"
+    assert all(v[f"ch06_acc_{t[0]}"] == "undecided (incomplete)" for t in T.PLAN["tests"])
+    assert "runs present: 6 of 40" in text and "nothing is decided" in text
+    assert "falls_uncorrected: mean difference +0.200" in text  # the partial pairs are shown, not decided

@@ -37,3 +37,29 @@ def test_command_is_one_fresh_run():
     argv = O.command("sync_all", "cpu", "/x", steps=5)
     assert argv[1:] == ("-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", "sync_all", "--size", "cpu", "--out", "/x",
                         "--steps", "5")
+
+
+def _protocol_record(root, arm, arm_tps, plain_tps, stamp="20260101T000000Z"):
+    with RunRecord(root / f"overhead_{arm}_vs_plain" / stamp, {}) as rec:
+        rec.update(summary={"values": {arm: arm_tps, "plain": plain_tps}}, window="w1")
+
+
+def test_section_words_follow_the_interval_of_the_paired_ratios(tmp_path):
+    # colocated: every pair 0.95 +- 0.01 -> within 10 % (met) and slower; sync: about 0.6 -> not met;
+    # sync_all: one pair -> no interval -> undecided both ways
+    _protocol_record(tmp_path, "colocated", [95, 94, 96, 95, 95.5, 94.5], [100] * 6)
+    _protocol_record(tmp_path, "sync", [60, 62, 58, 61, 59, 60], [100] * 6)
+    _protocol_record(tmp_path, "sync_all", [120], [100])
+    text, v = O.section(tmp_path)
+    assert (v["ch06_ovh_colocated_word"], v["ch06_ovh_colocated_goal"]) == ("slower", "met")
+    assert (v["ch06_ovh_sync_word"], v["ch06_ovh_sync_goal"]) == ("slower", "not met")
+    assert (v["ch06_ovh_sync_all_word"], v["ch06_ovh_sync_all_goal"]) == ("undecided", "undecided")
+    assert v["ch06_ovh_sync"].startswith("0.60 [")
+    assert "sync_lean" not in text  # no record, no row
+
+
+def test_section_reads_the_newest_record_and_says_when_there_is_none(tmp_path):
+    _protocol_record(tmp_path, "colocated", [50] * 3, [100] * 3, "20260101T000000Z")
+    _protocol_record(tmp_path, "colocated", [100, 101, 99], [100] * 3, "20260102T000000Z")
+    assert O.section(tmp_path)[1]["ch06_ovh_colocated"].startswith("1.00")
+    assert O.section(tmp_path / "empty")[0].startswith("no overhead records")

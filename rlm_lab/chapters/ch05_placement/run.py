@@ -27,17 +27,15 @@ from .cases import KEYS, LORA_LR, cluster, configs, placements, run_config, run_
 PROFILE = "cpu-2core-epyc"
 
 
-def workload(cfg):
-    """The cost model's workload for ``cfg``. Prediction made before the run, so the response length is
-    not known: it is taken as ``max_completion_length`` (TRL's static ``generate`` runs until the longest
-    row of the batch ends, and at temperature 1 some row of a batch usually runs to the limit)."""
-    from ...cost.workload import ResponseLengths, Workload
+PROMPT_LEN = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
 
-    prompt_len = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
-    return Workload(prompts=cfg.batch_size // cfg.num_generations, group_size=cfg.num_generations,
-                    prompt_len=prompt_len, response=ResponseLengths("fixed", length=cfg.max_completion_length),
-                    micro_batch=cfg.batch_size, gen_batch=cfg.batch_size, precision="fp32", padding="batch",
-                    engine="static", logits="completion", weight_sync="none")
+
+def workload(cfg):
+    """The cost model's workload for ``cfg`` (:func:`rlm_lab.cost.run_input.from_run`: response lengths at
+    ``max_completion_length``, the prediction being made before the run)."""
+    from ...cost.run_input import from_run
+
+    return from_run(cfg, PROMPT_LEN)[1]
 
 
 GPU_PROFILE = "h100-sxm"  # gpu size until the lent GPU has a calibrated profile of its own
@@ -47,17 +45,13 @@ def predict(placement, cfg, profile: str | None = None) -> dict:
     """The placement predictor's numbers for ``placement`` (plain JSON, stored in the run record)."""
     profile = profile or (PROFILE if placement.sets[0].kind == "cpu" else GPU_PROFILE)
     from ...cost.placement import predict_placement
-    from ...cost.workload import algorithm
+    from ...cost.run_input import from_run
 
     from ...placement.runtime import LORA
 
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if placement.lora else None
-    import dataclasses
-
-    alg = algorithm(cfg.algo, cfg.beta)
-    if cfg.algo == "ppo":  # the runtime's PPO scores with the rule-based verifier: no reward model to price
-        alg = dataclasses.replace(alg, models=tuple(m for m in alg.models if m != "reward"))
-    pp = predict_placement(placement, cfg.model, alg, workload(cfg), profile,
+    alg, wl = from_run(cfg, PROMPT_LEN)  # the runtime's PPO scores with the rule-based verifier: no reward model
+    pp = predict_placement(placement, cfg.model, alg, wl, profile,
                            cluster(placement.devices, placement.sets[0].kind), lora=lora)
     return {"profile": profile, "step_s": pp.step_s, "sync_s": pp.sync_s, "sync_bytes": pp.sync_bytes,
             "reshard_bytes": pp.reshard_bytes, "phases": {k: v[0] for k, v in pp.phases.items()},
@@ -201,21 +195,17 @@ def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps
 def predicted_memory(record, profile: str | None = None) -> dict:
     """The cost model's memory per device of the record's (single-set) placement, from its config alone:
     set name -> ``MemoryBreakdown.to_dict()`` (weights, gradients, optimizer, ...)."""
-    import dataclasses
-
     from ...cost.placement import predict_placement
-    from ...cost.workload import algorithm
+    from ...cost.run_input import from_run
     from ...train.config import from_dict
     from ...placement.runtime import LORA
     from ...cost.placement_spec import placement_from_dict
 
     cfg = from_dict(record.config["run"])
     p = placement_from_dict(record.config["placement"])
-    alg = algorithm(cfg.algo, cfg.beta)
-    if cfg.algo == "ppo":
-        alg = dataclasses.replace(alg, models=tuple(m for m in alg.models if m != "reward"))
+    alg, wl = from_run(cfg, PROMPT_LEN)
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if p.lora else None
-    pp = predict_placement(p, cfg.model, alg, workload(cfg), profile or PROFILE, cluster(p.devices), lora=lora)
+    pp = predict_placement(p, cfg.model, alg, wl, profile or PROFILE, cluster(p.devices), lora=lora)
     return {s.name: s.memory.to_dict() for s in pp.sets}
 
 

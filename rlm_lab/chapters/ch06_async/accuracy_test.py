@@ -155,6 +155,30 @@ def load_finals(root, plan: dict | None = None) -> tuple[dict, dict]:
     return out, dirs
 
 
+ROOT = "data/runs/cpu/ch06_accuracy"  # the plan's runs, apart from the campaign's timing records (made alone)
+
+
+def section(root=None) -> tuple[str, dict]:
+    """The plan and its result for the book: the plan's words, how many of its runs exist, and each test's
+    sentence (:func:`summary_lines`); glued values ``ch06_acc_*``. Reads the committed runs under :data:`ROOT`."""
+    from ...record import REPO_ROOT
+
+    root = Path(root) if root is not None else REPO_ROOT / ROOT
+    finals, _ = load_finals(root) if root.is_dir() else ({}, {})
+    result = decide(finals)
+    planned = len(PLAN["cells"]) * len(PLAN["seeds"])
+    have = planned - len(result["missing"])
+    lines = [f"plan: {PLAN['question']}", f"cells: {len(PLAN['cells'])} (eta 0 and 8, without and with truncated IS); "
+             f"seeds {PLAN['seeds'][0]}-{PLAN['seeds'][-1]}; metric: {PLAN['metric']}",
+             f"test: {PLAN['test']}; alpha {PLAN['alpha']:g}, {PLAN['multiplicity']}",
+             f"runs present: {have} of {planned}"] + summary_lines(result)
+    values = {"ch06_acc_runs": f"{have} of {planned}", "ch06_acc_status": result["status"]}
+    for r in result["tests"]:
+        values[f"ch06_acc_{r['test']}"] = (("decided" if r["word"] == "decided" else "undecided")
+                                           if result["status"] == "complete" else "undecided (incomplete)")
+    return "\n".join(lines), values
+
+
 def summary_lines(result: dict) -> list[str]:
     """The result as sentences (what the book and the closing note print)."""
     lines = []
@@ -175,13 +199,13 @@ def summary_lines(result: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.chapters.ch06_async.accuracy_test [--root data/runs/cpu] [--write FILE]``: the plan's tests on the
+    """``python -m rlm_lab.chapters.ch06_async.accuracy_test [--root data/runs/cpu/ch06_accuracy] [--write FILE]``: the plan's tests on the
     records under ``root``, printed; ``--write`` keeps them (with the record folders they read) as JSON."""
     import argparse
     import sys
 
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.accuracy_test", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", default="data/runs/cpu")
+    ap.add_argument("--root", default=ROOT)
     ap.add_argument("--write", default=None, help="a JSON file for the result (refused if it exists)")
     a = ap.parse_args(argv)
     try:

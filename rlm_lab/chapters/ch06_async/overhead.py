@@ -166,5 +166,51 @@ def stage_table(results: dict) -> dict:
             for arm, rows in per.items()}
 
 
+GOAL = 0.90  # issue 20, fixed before the runs: the Ray placement's tokens/s within 10 % of plain TRL's
+WHAT = {"sync": "campaign's sync: a core per role, re-scoring", "sync_lean": "sync, no re-scoring",
+        "sync_all": "sync, every core per role", "colocated": "one actor, rollout_func glue"}
+
+
+def comparisons(root=None) -> list[dict]:
+    """The newest protocol record of each ``overhead_<arm>_vs_plain`` under ``root`` (default: the committed
+    ``data/runs/cpu/ch06_overhead``), in :data:`ARMS` order: arm, per-arm tokens/s, the paired ratios, window."""
+    from ...record import REPO_ROOT
+    from .run import latest_in
+
+    root = Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+    out = []
+    for arm in ARMS[1:]:
+        rec = latest_in(root / f"overhead_{arm}_vs_plain")
+        summ = (rec.results.get("summary") or {}) if rec is not None and rec.status == "completed" else {}
+        vals = summ.get("values") or {}
+        if arm in vals and "plain" in vals:
+            out.append({"arm": arm, "arm_tps": vals[arm], "plain_tps": vals["plain"],
+                        "window": rec.results.get("window")})
+    return out
+
+
+def section(root=None) -> tuple[str, dict]:
+    """The runtime's own cost against plain ``trl.GRPOTrainer`` on the same cores: per arm the median of the paired
+    tokens/s ratios (arm / plain) with its bootstrap 95 % interval, the word it decides (faster / slower /
+    undecided) and the goal (ratio >= :data:`GOAL`: met / not met / undecided, from the whole interval)."""
+    from statistics import median
+
+    from ...evidence import at_least_word, ratio_interval, ratio_word
+    from ...tables import format_table
+
+    rows, values = [], {"ch06_ovh_goal": f"{GOAL:.2f}"}
+    for c in comparisons(root):
+        iv = ratio_interval(c["arm_tps"], c["plain_tps"])
+        word, goal = ratio_word(iv), at_least_word(iv, GOAL)
+        rows.append({"arm": c["arm"], "plain tok/s": f"{median(c['plain_tps']):,.0f}",
+                     "arm tok/s": f"{median(c['arm_tps']):,.0f}", "arm / plain [95 %]": iv.text(), "word": word,
+                     f"goal >= {GOAL:.2f}": goal, "what": WHAT.get(c["arm"], "")})
+        values |= {f"ch06_ovh_{c['arm']}": iv.text(), f"ch06_ovh_{c['arm']}_word": word,
+                   f"ch06_ovh_{c['arm']}_goal": goal, f"ch06_ovh_{c['arm']}_pairs": str(iv.n)}
+    if not rows:
+        return "no overhead records (python -m rlm_lab.chapters.ch06_async.overhead --help)", values
+    return format_table(rows) + "\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, one window)", values
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
