@@ -114,7 +114,7 @@ def test_fitted_values_go_to_the_predictor_as_named_assumptions():
 
 def test_report_text_and_table_show_every_case_and_the_bars():
     reg = load_published()
-    keep = ["prime-rl-qwen3-4b-16k-8xh100", "openrlhf-llama2-7b-dschat-gen-share", "slime-qwen3-30b-a3b-colocated-sync"]
+    keep = ["prime-rl-qwen3-4b-16k-8xh100", "openrlhf-llama2-7b-dschat-gen-share", "openrlhf-llama2-70b-vllm-step"]
     few = {k: reg.cases[k] for k in keep}
     small = replace(reg, cases=few)
     rep = R.report(small, use_fit=False)
@@ -122,10 +122,10 @@ def test_report_text_and_table_show_every_case_and_the_bars():
     for cid in keep:
         assert cid in text
     assert "bar ratio_median: undecided (1 case priced, 3 needed)" in text
-    assert "not priced by the cost model" in text and "slime-qwen3-30b-a3b-colocated-sync:" in text
+    assert "not priced by the cost model" in text and "openrlhf-llama2-70b-vllm-step:" in text
     html = R.html_table(rep["rows"], "validation")
     assert html.count("<tr>") == 3                      # the header and the two validation cases
-    assert "not priced:" in html and "0.59" in html      # the slime case's reason; the published share
+    assert "not priced:" in html and "0.59" in html      # the 70B case's reason; the published share
     nums = R.book_numbers(rep)
     assert nums["cases"] == "3" and nums["priced"] == "1" and nums["ratio_verdict"].startswith("undecided")
     row = next(r for r in rep["rows"] if r["case"] == keep[1])

@@ -157,6 +157,7 @@ class Advice:
     modes: tuple = ("sync",)
     workload: object = None
     profile: object = None
+    misfit: object = None   # the placement that does not fit with the least memory per device (None: all fit)
 
     def top(self, k: int = 5) -> list[PlacementPrediction]:
         return self.ranked[:k]
@@ -218,6 +219,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     best_layout: dict = {}
     results: list[PlacementPrediction] = []
     considered = dropped = used = 0
+    misfit = None
     for grouping in enumerate_groupings(roles):
         if len(grouping) > cluster.devices:
             continue
@@ -251,6 +253,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
             considered += 1
             if not pp.fits:
                 dropped += 1
+                if misfit is None or pp.memory_per_device() < misfit.memory_per_device():
+                    misfit = pp
                 continue
             for mode, e in mode_etas:
                 if mode != "sync" and not separate and mode in ("one_step_off", "stale"):
@@ -261,7 +265,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                           f"devices of {capacity / GIB:.1f} GiB ({considered} tried); add devices or memory, or use "
                           f"LoRA / smaller batches")
     results.sort(key=rank_key)
-    return Advice(results, considered, dropped, cluster, used, tuple(m for m, _ in mode_etas), wl, pr.prof)
+    return Advice(results, considered, dropped, cluster, used, tuple(m for m, _ in mode_etas), wl, pr.prof, misfit)
 
 
 def _label(grouping, separate: bool, reshard: bool) -> str:
@@ -340,6 +344,11 @@ def format_advice(advice: Advice, k: int = 5) -> str:
         lines.append(f"   critical stage {stage}{'' if set_name == '-' else ' on ' + set_name}; exposed sync "
                      f"{_seconds(pp.sync_s)}; idle {idle}; memory {_bytes(pp.memory_per_device())} of {_bytes(cap)} "
                      f"per device (fits)" + (f"; {r.note}" if r is not None and r.note else ""))
+    if advice.misfit is not None:
+        m = advice.misfit
+        worst = max(m.sets, key=lambda s: s.memory.total / s.capacity)
+        lines.append(f"closest that does not fit: {m.placement.describe()}: set {worst.name} needs "
+                     f"{_bytes(worst.memory.total)} of {_bytes(worst.capacity)} per device (does not fit)")
     lines.append(TIE_RULE)
     return "\n".join(lines)
 

@@ -12,8 +12,10 @@ activations; and ZeRO sharding of the training state.
   Korthikanti et al., arXiv 2205.05198, Sec. 4.1 (a GPT block with a 4h MLP); scaled here by
   bytes/2 for fp32. An estimate: a SwiGLU MLP and fused kernels change the constant.
 
-Ignores: allocator fragmentation and caching, temporary buffers of kernels, logits
-(b*s*V*bytes, added separately by :func:`logits_bytes`), CUDA context.
+* Logits and log-probs: :func:`logprob_bytes` (whole in fp32, or chunked as the frameworks compute them).
+* What leaves the device for the host (parameter, optimizer and frozen-model offload, sleep): offload.py.
+
+Ignores: allocator fragmentation and caching, temporary buffers of kernels, CUDA context.
 """
 
 from __future__ import annotations
@@ -94,8 +96,27 @@ def activation_bytes(spec: ModelSpec, batch: int, seq_len: int, dtype_bytes: int
 
 
 def logits_bytes(spec: ModelSpec, tokens: int, dtype_bytes: int = 4) -> int:
-    """The logits tensor (tokens x V), usually fp32 for the loss."""
-    return tokens * spec.vocab * dtype_bytes
+    """The logits tensor (tokens x the head's width: V for a language model, 1 for a value head), fp32 by default."""
+    return tokens * spec.head_width * dtype_bytes
+
+
+def logprob_bytes(spec: ModelSpec, tokens: int, compute_bytes: int, chunk: int | None = None,
+                  grad: bool = False) -> int:
+    """Bytes alive while log-probs are taken from the logits of ``tokens`` positions.
+
+    ``chunk`` None (the naive ``log_softmax(logits.float())``): fp32 logits and, with autograd, their fp32
+    log-softmax kept for backward: tokens x V x 4 x (2 if grad else 1).
+    ``chunk`` C (what the frameworks run): the logits stay in the compute dtype (``compute_bytes``; with autograd their
+    gradient of the same size exists in backward) and only C positions' fp32 log-softmax exist at once:
+    tokens x V x compute_bytes x (2 if grad else 1) + min(tokens, C) x V x 4. TRL's ``selective_log_softmax``
+    loops over rows (C = one sequence's completion; trl/trainer/utils.py); verl's ``logprobs_from_logits`` (flash-attn's
+    Triton cross-entropy, verl/utils/torch_functional.py) and its ``entropy_from_logits_with_chunking`` (2048 rows)
+    and OpenRLHF's ``log_probs_from_logits`` (row chunks) likewise never hold the whole fp32 softmax.
+    Hand check: 1000 positions, V = 1000, bf16, C = 100, grad: 1000 x 1000 x 2 x 2 + 100 x 1000 x 4 = 4.4 MB
+    (the naive one: 8 MB)."""
+    if chunk is None:
+        return logits_bytes(spec, tokens) * (2 if grad else 1)
+    return tokens * spec.head_width * compute_bytes * (2 if grad else 1) + min(tokens, chunk) * spec.head_width * 4
 
 
 @dataclass(frozen=True)

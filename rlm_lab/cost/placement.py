@@ -53,10 +53,14 @@ M / t_g by a copy on the device (CUDA IPC handles between the trainer's and the 
 and sleeps between steps at vLLM's level 1 (its weights to host memory and back, 2 M / t_g over the host link;
 https://docs.vllm.ai/en/latest/features/sleep_mode.html); going back to training frees the gathered copy.
 
-**Memory per set and device**: the persistent state of the roles placed there (trained models' weights and
-optimizer state under the set's ZeRO, frozen models' weights; a rollout on the actor's set shares its weights)
-plus the largest transient of the set's stages (KV cache, activations, logits, gradients, gathered weights; a
-continuous engine's whole memory pool: its own weights, reserve and KV cache, engine.py).
+**Memory per set and device**: the largest, over the set's stages, of the persistent state of the roles placed
+there that is on the device during that stage (trained models' weights and optimizer state under the set's ZeRO,
+frozen models' weights, sharded too under ZeRO-3; a rollout on the actor's set shares its weights; what the workload
+offloads to host memory is away outside the stages that need it, offload.py) plus that stage's transient (KV cache,
+activations, logits, gradients, gathered weights; a continuous engine's whole memory pool: its own weights, reserve
+and KV cache, engine.py). A colocated engine's automatic pool is 0.9 of the device less what the other models keep
+on it while it generates (so a sleeping trainer leaves it the device). Offload's host-link transfers are added to
+the stages that pay them (offload.py).
 
 Ignores: pipeline parallelism, the reshard's peak over the gathered weights beyond M / t_g, the engine's KV cache
 re-allocation at wake-up, host-side Ray scheduling latency, a network card shared by two groups at once.
@@ -74,6 +78,8 @@ from . import memory as M
 from .comm import Layout, Topology, collective_time, layer_comm_time
 from .hardware import load_profile
 from .modes import ModeStep, check_mode, mode_step
+from .offload import note as offload_note
+from .offload import resident, transfer_seconds
 from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
@@ -148,6 +154,7 @@ class PlacementPrediction:
     mode: str = "sync"           # execution mode (modes.py) and its staleness bound
     eta: int | None = 0
     _modes: dict = field(default_factory=dict, repr=False, compare=False)   # (mode, eta) -> ModeStep
+    host_update_s: float = 0.0   # the rollout set's weights loaded from host memory (host_update_time), no phase
 
 
     @property
@@ -370,10 +377,11 @@ def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.Memo
         if not separate or wl.engine == "continuous":
             return M.MemoryBreakdown()   # the actor's own weights (TRL without vLLM), or in the engine's pool
         return M.MemoryBreakdown(weights=int(actor.params * db))
+    frozen = dp if zero == 3 else 1      # ZeRO-3 / FSDP shards the frozen models too (predict.py, frozen_shards)
     if role == "reference":
-        return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(actor.params * db))
+        return M.MemoryBreakdown() if lora else M.MemoryBreakdown(weights=int(actor.params * db / frozen))
     if role == "reward":
-        return M.MemoryBreakdown(weights=int(rm.params * db))
+        return M.MemoryBreakdown(weights=int(rm.params * db / frozen))
     raise PlacementError(f"unknown role {role!r}")
 
 
@@ -427,6 +435,20 @@ def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[floa
     return t, s_dev * gathered
 
 
+def host_update_time(pr: _Predictor, rset, topo: Topology, start: int) -> float:
+    """Seconds to load the whole model from host memory into the engine on ``rset`` as checkpoint-engine's broadcast
+    update does (https://github.com/MoonshotAI/checkpoint-engine, README "Benchmark": the checkpoint in pinned host
+    memory, each of the n workers copying its 1/n of a bucket to its device, a broadcast among the n so that every
+    device holds the bucket, each engine worker then loading its tensor-parallel shard through CUDA IPC):
+    M / n over each device's host link, the all-gather of M over the n ranks (each receives M (n - 1) / n), and a
+    device copy of M / tp (read and write); the three summed, not pipelined (an assumption: the tool overlaps
+    buckets, so this is an upper bound). Hand check: M = 470 GB on 8 devices with 51.2 GB/s achieved host links,
+    160 GB/s links and tp 8: 58.75 / 51.2 + 411 / 160 + 2 x 58.75 / 2345 = 1.15 + 2.57 + 0.05 = 3.77 s."""
+    prof, m_bytes, n = pr.prof, pr.spec.params * pr.wl.dtype_bytes, rset.devices
+    gather = collective_time("all_gather", m_bytes, n, prof, topo.nodes(start, n))
+    return m_bytes / n / prof.host_bandwidth() + gather + 2 * m_bytes / rset.tp / prof.bandwidth()
+
+
 def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: float,
              topo: Topology | None = None, start: int = 0):
     """(SetCost, reshard seconds, reshard bytes) of the roles ``roles`` on the resource set ``rset`` starting at
@@ -436,13 +458,21 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
     topo = topo or Topology()
     separate = "rollout" in roles and "actor" not in roles
     stages: dict = {}
-    transients: list[M.MemoryBreakdown] = []
-    persistent = M.MemoryBreakdown()
+    transients: list = []                 # (stage, transient bytes per device)
+    calls: dict = {r: {} for r in roles}  # role -> {stage: calls}
     reshard_s = reshard_bytes = gathered = 0.0
     engine = None
-    for role in roles:
-        persistent += _role_state(role, pr, rset, separate, lora)
-    held = float(sum(_role_state(r, pr, rset, separate, lora).total for r in roles if r != "rollout"))
+    state = {r: _role_state(r, pr, rset, separate, lora) for r in roles}
+
+    def resident_at(stage, skip=()) -> M.MemoryBreakdown:
+        """The roles' persistent bytes on the device during ``stage`` (offload.py takes away what is on the host)."""
+        out = M.MemoryBreakdown()
+        for r, st in state.items():
+            if r not in skip:
+                out += resident(st, r, stage, wl.offload, spec.layers)
+        return out
+
+    held = float(resident_at(S.DECODE, skip=("rollout",)).total)   # what the other models hold while it generates
     for role in roles:
         hybrid_gen = role == "rollout" and reshard
         if hybrid_gen:
@@ -466,6 +496,7 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
                 continue
             t = row.seconds + _layout_comm(row.stage, row, base.shape, shard, wl, lay, prof)  # one rank's share
             stages[row.stage] = stages.get(row.stage, 0.0) + t
+            calls[role][row.stage] = row.calls
             tr = _mem_sub(row.breakdown, base.persistent)
             if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
                 tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
@@ -476,13 +507,21 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
                 tr = replace(tr, weights=0)   # the rollout copy is whole (its own set), nothing to gather
             elif hybrid_gen:
                 tr = replace(tr, weights=int(gathered))   # the generation layout's weights beyond the training shard
-            transients.append(tr)
+            transients.append((row.stage, tr))
         if role == "rollout":
             engine = base.engine
         if role == "actor":  # TRL's per-step bookkeeping (predict.py, bookkeeping_s) runs in the trainer's process
             stages[S.OPTIMIZER] = stages.get(S.OPTIMIZER, 0.0) + base.bookkeeping_s
-    peak = max(transients, key=lambda m: m.total, default=M.MemoryBreakdown())
-    return (SetCost(rset.name, rset.devices, tuple(roles), stages, persistent + peak, capacity, engine),
+    generates = "rollout" in roles and not separate
+    steps = wl.epochs * wl.minibatches
+    for role in roles:     # host-link transfers of what is offloaded (offload.py)
+        grads = _grads(role, pr, rset, lora) if role in ("actor", "critic") else 0
+        for st, t in transfer_seconds(role, state[role], grads, calls[role], wl.offload, prof.host_bandwidth(),
+                                      steps, generates).items():
+            stages[st] = stages.get(st, 0.0) + t
+    peak = max((resident_at(st) + tr for st, tr in transients), key=lambda m: m.total,
+               default=resident_at(S.DECODE))
+    return (SetCost(rset.name, rset.devices, tuple(roles), stages, peak, capacity, engine),
             reshard_s, reshard_bytes)
 
 
@@ -586,7 +625,10 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_EP, any(s.ep > 1 for s in placement.sets)),
         (ASSUMED_ENGINE, wl.engine == "continuous"),
         (ASSUMED_SLEEP, wl.engine == "continuous" and placement.reshard),
-        (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"))
+        (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
+        (offload_note(wl.offload), bool(wl.offload)))
         if used)
+    roll = placement.set_of("rollout")
+    host_s = host_update_time(pr, roll, topo, placement.start(roll.name))
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
-                               cluster, assumed, mode, eta)
+                               cluster, assumed, mode, eta, host_update_s=host_s)

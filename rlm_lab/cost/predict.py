@@ -231,10 +231,17 @@ class _Assembler:
         if self.alg.critic:  # the critic is trained like the actor: same ZeRO sharding (issue 12 item 4)
             total += self._train_state(self.critic_spec)
         if self.alg.reference and not self.lora:  # LoRA: the reference is the actor with its adapter disabled
-            total += M.MemoryBreakdown(weights=self.spec.params * self.db)
+            total += M.MemoryBreakdown(weights=int(self.spec.params * self.db / self.frozen_shards))
         if self.alg.reward_model:
-            total += M.MemoryBreakdown(weights=self.rm_spec.params * self.db)
+            total += M.MemoryBreakdown(weights=int(self.rm_spec.params * self.db / self.frozen_shards))
         return total
+
+    @property
+    def frozen_shards(self) -> int:
+        """Devices a frozen model (reference, reward) is sharded over: ZeRO-3 / FSDP wraps it like the trained ones
+        (DeepSpeed's eval engine at the same stage: OpenRLHF ``get_eval_ds_config``, TRL ``prepare_deepspeed``; verl's
+        FSDP reference), each forward gathering it layer by layer; otherwise a whole copy per device."""
+        return self.dev if self.wl.zero_stage == 3 else 1
 
     def _train_state(self, spec) -> M.MemoryBreakdown:
         """Weights + optimizer state of one trainable model on one device under ZeRO-``zero_stage`` over
@@ -299,7 +306,7 @@ class _Assembler:
         acts = M.activation_bytes(spec, self.m, self.seq, self.db)
         if grad and self.wl.gradient_checkpointing:  # each layer's input kept + one layer recomputed (peak.py)
             acts = M.activation_bytes(spec, self.m, self.seq, self.db, recompute="full") + acts // spec.layers
-        logits = M.logits_bytes(spec, self.m * lt) * (2 if grad else 1)  # + log-softmax output with autograd
+        logits = M.logprob_bytes(spec, self.m * lt, 2 if self.dt == "bf16" else 4, self.wl.logprob_chunk, grad)
         if not grad:  # without autograd only about one layer's activations are alive
             return M.MemoryBreakdown(activations=acts // spec.layers + logits)
         grads = self._grad_share(self.spec) + (self._grad_share(self.critic_spec) if self.alg.critic else 0)
@@ -468,8 +475,9 @@ class _Assembler:
             self._track(tr)
             depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
                                  self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
-            if stage == S.OLD_LOGPROB and self.wl.zero_stage == 3 and self.dev > 1:
-                # the ZeRO-3 actor all-gathers its parameters for every forward call (layer by layer: N bytes)
+            if self.wl.zero_stage == 3 and self.dev > 1:
+                # a ZeRO-3 model (trained or frozen: frozen_shards) all-gathers its parameters for every forward call
+                # (layer by layer: N bytes)
                 gather = collective_time("all_gather", spec.params * self.db, self.dev, self.prof, self.layout.dp_nodes)
                 t, depth = t + calls * gather, depth + gather
             self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)

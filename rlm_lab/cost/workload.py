@@ -124,6 +124,50 @@ def expected_max(lengths: list[int], k: int) -> float:
     return acc / total
 
 
+# The one stated default shape of response lengths where a source or a framework's config gives only the cap (or the
+# cap and the mean): a log-normal clipped at the cap. ASSUMED, not measured: sigma 0.8 is the spread of reasoning
+# models' lengths (a long right tail; DAPO, arXiv 2503.14476 Fig. 7, and AReaL, arXiv 2505.24298 Fig. 2, show lengths
+# spread over an order of magnitude), and with no mean the median is an eighth of the cap (most responses end well
+# before it; the cap is set for the tail). Every use prints itself as assumed (:func:`assumed_lengths_note`).
+ASSUMED_TAIL_SIGMA = 0.8
+ASSUMED_TAIL_MEDIAN_FRACTION = 0.125
+
+
+def assumed_lengths(cap: int, mean: float | None = None) -> dict:
+    """The stated default response-length distribution (see the constants above) as a workload ``response``
+    mapping: a log-normal with sigma ASSUMED_TAIL_SIGMA clipped to [1, cap], whose median is
+    ASSUMED_TAIL_MEDIAN_FRACTION x cap when no ``mean`` is given, or is set (by bisection) so that the clipped
+    distribution's mean over n = 512 quantiles equals ``mean``. Hand check: cap 1024, no mean -> median 128, mean of
+    the clipped log-normal about 128 x exp(0.8^2 / 2) = 176."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 2:
+        raise RlmLabError(f"workload.response max must be an integer >= 2 tokens, got {cap!r}")
+    base = dict(kind="lognormal", sigma=ASSUMED_TAIL_SIGMA, max=cap, min=1)
+    if mean is None:
+        return base | {"median": ASSUMED_TAIL_MEDIAN_FRACTION * cap}
+    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or mean < 1:
+        raise RlmLabError(f"workload.response mean must be a finite number >= 1, got {mean!r}")
+    if mean >= cap:
+        raise RlmLabError(f"workload.response mean {mean:g} must be below its cap {cap}")
+
+    def clipped_mean(median: float) -> float:
+        xs = ResponseLengths(**(base | {"median": median})).sample(512)
+        return sum(xs) / len(xs)
+
+    lo, hi = 1.0, float(cap)      # the clipped mean rises with the median: bisect on it
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if clipped_mean(mid) < mean else (lo, mid)
+    return base | {"median": round(math.sqrt(lo * hi), 3)}
+
+
+def assumed_lengths_note(cap: int, where: str, mean: float | None = None) -> str:
+    """The line that says the default distribution was assumed (what an importer prints under ``assumed:``)."""
+    xs = ResponseLengths(**assumed_lengths(cap, mean)).sample(512)
+    what = f"the mean {mean:g} and the cap {cap}" if mean is not None else f"only the cap {cap}"
+    return (f"response lengths: {where} states {what}; assumed a log-normal (sigma {ASSUMED_TAIL_SIGMA:g}) clipped at "
+            f"the cap, mean {sum(xs) / len(xs):.0f} tokens, 99th percentile {xs[int(0.99 * len(xs))]} (not the cap)")
+
+
 def response_lengths(resp) -> ResponseLengths:
     """A ResponseLengths from itself, a fixed length, a list of lengths, or a mapping with 'kind'."""
     if isinstance(resp, ResponseLengths):
@@ -166,7 +210,13 @@ class Workload:
     autocast: the products and attention run in bf16 under ``torch.autocast`` while weights, gradients and
     optimizer state keep ``precision`` (what TRL's default ``bf16=True`` means on CPU: accelerate wraps the
     forward in ``torch.autocast("cpu", torch.bfloat16)``; autocast_benchmarks.py);
-    gradient_checkpointing: TRL's default: each decoder layer's forward runs again in the backward.
+    gradient_checkpointing: TRL's default: each decoder layer's forward runs again in the backward;
+    logprob_chunk: positions whose fp32 log-softmax exist at once while log-probs are computed from the logits, which
+    stay in the compute dtype (TRL's ``selective_log_softmax`` loops over rows, verl's ``logprobs_from_logits`` and
+    OpenRLHF's run a fused cross-entropy kernel over chunks); None: every logit position of a micro-batch at once in
+    fp32, logits and their log-softmax both (memory.logprob_bytes);
+    offload: what leaves the device for host memory (offload.py: "params", "optimizer", "frozen", "host_optimizer",
+    "sleep"), its bytes crossing the host link each step.
     """
 
     prompts: int = 8
@@ -191,6 +241,8 @@ class Workload:
     dynamic_sampling_p: float | None = None  # DAPO dynamic sampling: per-prompt success probability
     autocast: bool = False      # bf16 autocast around fp32 weights (TRL's bf16=True on CPU, via accelerate)
     gradient_checkpointing: bool = False  # every decoder layer recomputed in backward (TRL's default True)
+    logprob_chunk: int | None = None   # fp32 log-softmax positions at once (None: the whole micro-batch)
+    offload: tuple = ()                # offload.OFFLOADS kinds
 
     def __post_init__(self):
         object.__setattr__(self, "response", response_lengths(self.response))
@@ -230,6 +282,12 @@ class Workload:
         if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1):
             raise RlmLabError(f"workload.engine_memory_fraction must be in (0, 1] (vLLM's gpu_memory_utilization), "
                               f"got {f!r}")
+        c = self.logprob_chunk
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise RlmLabError(f"workload.logprob_chunk must be an integer >= 1 (positions) or omitted, got {c!r}")
+        from .offload import check_offload
+
+        object.__setattr__(self, "offload", check_offload(self.offload))
         if self.reward_s_per_sample < 0:
             raise RlmLabError("workload.reward_s_per_sample must be >= 0")
 

@@ -53,6 +53,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cost.workload import ASSUMED_TAIL_MEDIAN_FRACTION, ASSUMED_TAIL_SIGMA, assumed_lengths  # noqa: F401
 from ..errors import RlmLabError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +70,6 @@ DIRECTION_REFERENCE = {"speedup": 1.0, "stage_share": 0.5}
 STAGES = ("generation", "preparation", "training")
 MODES = ("sync", "one_step_off", "stale", "async")   # rlm_lab.cost.modes
 TRANSPORTS = ("nccl_broadcast", "cuda_ipc", "host_broadcast")
-ASSUMED_TAIL_SIGMA = 0.8           # log-normal sigma of a reasoning model's response lengths (assumed)
-ASSUMED_TAIL_MEDIAN_FRACTION = 0.125   # median / cap when a source states only the cap (assumed)
 
 CASE_KEYS = {"id", "source", "where", "split", "quantity", "published", "hardware", "model", "algorithm", "workload",
              "placement", "mode", "assumed"}
@@ -242,31 +241,14 @@ def load_split(folder: Path, sources: dict) -> dict:
 
 
 def expand_response(resp):
-    """A ``reasoning_tail`` response (see the module docstring) as a log-normal the cost model reads; other forms
-    unchanged."""
+    """A ``reasoning_tail`` response (see the module docstring) as the log-normal the cost model reads
+    (:func:`rlm_lab.cost.workload.assumed_lengths`); other forms unchanged."""
     if not isinstance(resp, dict) or resp.get("kind") != "reasoning_tail":
         return resp
     _mapping(resp, "workload.response (reasoning_tail)", {"kind", "max"}, {"mean"})
-    cap = resp["max"]
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 2:
-        raise RlmLabError(f"workload.response max must be an integer >= 2 tokens, got {cap!r}")
-    base = dict(kind="lognormal", sigma=ASSUMED_TAIL_SIGMA, max=cap, min=1)
-    if "mean" not in resp:
-        return base | {"median": ASSUMED_TAIL_MEDIAN_FRACTION * cap}
-    mean = _number(resp["mean"], "workload.response mean")
-    if mean >= cap:
-        raise RlmLabError(f"workload.response mean {mean:g} must be below its cap {cap}")
-    from ..cost.workload import ResponseLengths
-
-    def clipped_mean(median: float) -> float:
-        xs = ResponseLengths(**(base | {"median": median})).sample(512)
-        return sum(xs) / len(xs)
-
-    lo, hi = 1.0, float(cap)      # the clipped mean rises with the median: bisect on it
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if clipped_mean(mid) < mean else (lo, mid)
-    return base | {"median": round(math.sqrt(lo * hi), 3)}
+    if "mean" in resp:
+        _number(resp["mean"], "workload.response mean")
+    return assumed_lengths(resp["max"], resp.get("mean"))
 
 
 def _model(value, where: str) -> dict:

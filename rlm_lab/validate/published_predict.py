@@ -12,7 +12,8 @@ advantage -> training -> sync):
 * ``step_time``: one step in the case's mode; ``speedup``: the baseline's step over the variant's;
 * ``stage_share``: a phase's seconds over the synchronous step; ``stage_time``: a phase's seconds;
 * ``sync_time``: the weight sync phase of a separate rollout set (``nccl_broadcast``), or the reshard phase of a
-  hybrid engine (``cuda_ipc``: gathers, the engine's load by CUDA IPC, its sleep); ``host_broadcast`` has no term.
+  hybrid engine (``cuda_ipc``: gathers, the engine's load by CUDA IPC, its sleep), or the rollout set's load of the
+  whole model from host memory (``host_broadcast``: checkpoint-engine's update, placement.host_update_time).
 
 **Modes** are the cost model's own (:mod:`rlm_lab.cost.modes`: sync, one-step-off, bounded staleness, fully
 asynchronous with partial rollouts; ``PlacementPrediction.in_mode``), with the case's ``eta`` where it gives one.
@@ -132,6 +133,8 @@ def _predict(case: Case, values: dict | None) -> float:
         if not base.placement.reshard:
             raise RlmLabError("a CUDA IPC weight hand-over is the hybrid engine's reshard (placement hybrid)")
         return phases(base)["reshard"]
+    if case.transport == "host_broadcast":   # checkpoint-engine: weights from host memory into the engine
+        return base.host_update_s
     raise RlmLabError(f"no term for a {case.transport.replace('_', ' ')} weight update in the cost model")
 
 

@@ -69,6 +69,13 @@ def test_drops_what_does_not_fit_and_64_gpus_in_seconds():
     assert all(p.fits for p in adv.ranked)
     small = advise(QWEN_7B, "ppo", WL, Cluster(4, "gpu", 80, 50), "h100-sxm")
     assert small.dropped > 0 and len(small.ranked) == small.considered - small.dropped
+    # the closest misfit is named with its numbers: its tightest set needs more than its devices hold
+    assert small.misfit is not None and not small.misfit.fits
+    worst = max(small.misfit.sets, key=lambda s: s.memory.total / s.capacity)
+    assert worst.memory.total > worst.capacity
+    from rlm_lab.cost.advise import format_advice
+
+    assert f"set {worst.name} needs" in format_advice(small) and "(does not fit)" in format_advice(small)
 
 
 def test_advise_cli_bad_input(capsys):

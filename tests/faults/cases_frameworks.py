@@ -133,7 +133,12 @@ add("hardware-unknown", "predict --from trl:... --hardware nope", ["predict", "-
 # ---- the shipped configs: a prediction, or "does not fit" with its numbers (exit 1)
 add("trl-quickstart", "predict --from the TRL quick start", ["predict", "--from", f"trl:{TRL}"],
     r"mode sync \(eta 0\): step", cls="correct-result")
-add("verl-does-not-fit", "predict --from verl's GRPO example (its micro-batch does not fit an H100's memory)",
-    ["predict", "--from", f"verl:{VERL}"], r"DOES NOT FIT", cls="correct-result", exit=1)
+add("verl-fits", "predict --from verl's GRPO example: it runs as published, so it fits (chunked log-probs, lengths "
+    "under the cap, the reference offloaded, the engine at its memory fraction)",
+    ["predict", "--from", f"verl:{VERL}"], r"memory [0-9.]+ GiB of 74.5 GiB per device\n", cls="correct-result")
+add("trl-ddp-does-not-fit", "predict --from TRL's 7B vLLM-server example: float32 weights under DDP do not fit a GPU, "
+    "and the line says by how much", ["predict", "--from", "trl:configs/frameworks/trl/grpo-qwen2.5-7b-vllm-server.yaml"],
+    r"DOES NOT FIT: .*set 'train' needs 11[0-9].[0-9]+ GiB per device \(weights 28.37, gradients 28.37, optimizer 56.74",
+    cls="correct-result", exit=1)
 add("areal-advise", "advise --from AReaL's GSM8K GRPO", ["advise", "--from", f"areal:{AREAL}"], r"advice \(split\)",
     cls="correct-result")

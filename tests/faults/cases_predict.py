@@ -159,6 +159,13 @@ for id, data, msg in [
     ("ep-dense-model", b"placement: {sets: [{name: all, devices: 2, ep: 2}], roles: {actor: all, rollout: all, "
      b"reference: all}}\ncluster: {devices: 2}\n", r"ep=2: micro is a dense model; expert parallelism needs a MoE model"),
     ("assume-config-word", b"assume: {eta_F: fast}\n", r"assumption eta_F must be a number in \(0, 1\], got 'fast'"),
+    ("offload-unknown", b"workload: {offload: [weights]}\n",
+     r"unknown workload.offload kind\(s\) weights; known: params, optimizer, host_optimizer, frozen, sleep"),
+    ("offload-not-list", b"workload: {offload: 3}\n", r"workload.offload must be a list of params, optimizer"),
+    ("offload-contradiction", b"workload: {offload: [optimizer, host_optimizer]}\n",
+     r"workload.offload: optimizer and host_optimizer contradict each other"),
+    ("logprob-chunk-zero", b"workload: {logprob_chunk: 0}\n",
+     r"workload.logprob_chunk must be an integer >= 1 \(positions\) or omitted, got 0"),
 ]:
     add(id, f"a predict config: {data[:70]!r}", ["{tmp}/c.yaml"], msg, setup=write("c.yaml", data))
 add("engine-kv-too-small", "a continuous engine on an L4 next to a 7B trainer: no KV cache left for one sequence",

@@ -12,7 +12,8 @@ import pytest
 from rlm_lab.cli import main
 from rlm_lab.errors import RlmLabError
 from rlm_lab.frameworks.importers import example_predictions, import_from, predict_imported, shipped_configs
-from rlm_lab.frameworks.importers.common import engine_batch
+from rlm_lab.cost.workload import assumed_lengths
+from rlm_lab.frameworks.importers.common import engine_batch, mean_response
 from rlm_lab.frameworks.importers.openrlhf import parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,11 @@ def test_verl_hybrid_grpo_example_maps_every_key_by_hand():
     c, wl = imp.config, imp.config["workload"]
     # data.train_batch_size 1024 prompts x rollout.n 5; ppo_mini_batch_size 256 prompts -> 1024 / 256 mini-batches
     assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["epochs"]) == (1024, 5, 4, 1)
-    assert (wl["prompt_len"], wl["response"], wl["micro_batch"]) == (512, 1024, 40)
+    # max_response_length 1024 is only the cap: the stated default distribution under it, said so
+    assert (wl["prompt_len"], wl["response"], wl["micro_batch"]) == (512, assumed_lengths(1024), 40)
+    assert any("only the cap 1024" in a and "not the cap" in a for a in imp.assumed)
+    # ref.fsdp_config.param_offload true: the reference streams from host memory; the actor's offloads are false
+    assert (wl["offload"], wl["logprob_chunk"]) == (["frozen"], 2048)
     assert (wl["padding"], wl["engine"], wl["gradient_checkpointing"]) == ("none", "continuous", True)
     # use_kl_loss true with kl_loss_coef 0.001: the reference is kept, beta 0.001
     assert (c["algorithm"], c["beta"]) == ("grpo", 0.001)
@@ -52,9 +57,12 @@ def test_verl_hybrid_grpo_example_maps_every_key_by_hand():
         "actor_rollout_ref.rollout.name", "actor_rollout_ref.rollout.gpu_memory_utilization",
         "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.model.enable_gradient_checkpointing",
         "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.kl_loss_coef",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size", "trainer.nnodes", "trainer.n_gpus_per_node"}
+        "actor_rollout_ref.rollout.tensor_model_parallel_size", "trainer.nnodes", "trainer.n_gpus_per_node",
+        "actor_rollout_ref.actor.fsdp_config.param_offload", "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+        "actor_rollout_ref.ref.fsdp_config.param_offload"}
     assert "actor_rollout_ref.actor.optim.lr" in imp.ignored and "trainer.logger" in imp.ignored
-    assert "offload" in imp.ignored["actor_rollout_ref.ref.fsdp_config.param_offload"]
+    assert imp.used["actor_rollout_ref.ref.fsdp_config.param_offload"] == "workload.offload frozen"
+    assert imp.used["actor_rollout_ref.actor.fsdp_config.param_offload"] == "false"
     assert imp.unknown == []
 
 
@@ -63,8 +71,10 @@ def test_verl_fully_async_example_maps_to_a_split_and_eta_by_hand():
     wl = imp.config["workload"]
     # one step = one parameter sync: trigger 4 x require_batches 4 mini-batches of 32 prompts, 16 responses each
     assert (wl["prompts"], wl["group_size"], wl["minibatches"]) == (32 * 4 * 4, 16, 16)
-    # use_dynamic_bsz: ppo_max_token_len_per_gpu 20480 tokens / (2048 + 8192) tokens per sequence = 2
-    assert wl["micro_batch"] == 2
+    # use_dynamic_bsz: ppo_max_token_len_per_gpu 20480 tokens / (2048 + the mean response) per sequence; the mean of
+    # the default distribution under the cap 8192 is about 1024 x exp(0.8^2 / 2) = 1410 (a little less, clipped): 5
+    assert 1300 < mean_response(wl["response"]) < 1412
+    assert wl["micro_batch"] == 5
     assert (imp.mode, imp.eta) == ("async", 1)                  # ceil(staleness_threshold 0.1)
     assert _set(imp, "rollout")["devices"] == 4 and _set(imp, "train")["devices"] == 4
     assert imp.config["beta"] == 0 and "reference" not in imp.config["placement"]["roles"]
@@ -81,14 +91,16 @@ def test_openrlhf_ppo_hybrid_engine_example_by_hand():
     assert c["model"].endswith("llama3-8b.config.json") and c["reward_model"].endswith("llama3-8b.config.json")
     assert c["critic"] == c["reward_model"]                                   # critic from the reward model
     # rollout.batch_size 1024 x 1 sample; train.batch_size 128 -> 8 optimizer steps; max_len 2048 split evenly;
-    # dynamic batch: max_tokens_per_gpu 16384 / 2048 = 8 sequences per micro-batch
-    assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["micro_batch"]) == (1024, 1, 8, 8)
-    assert (wl["prompt_len"], wl["response"], wl["padding"], wl["gradient_checkpointing"]) == (1024, 1024, "none", True)
+    # dynamic batch: max_tokens_per_gpu 16384 / (1024 + a mean response of about 128 x exp(0.32) = 176) = 13
+    assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["micro_batch"]) == (1024, 1, 8, 13)
+    assert (wl["prompt_len"], wl["response"], wl["padding"], wl["gradient_checkpointing"]) == (
+        1024, assumed_lengths(1024), "none", True)
+    assert wl["offload"] == ["sleep"] and wl["logprob_chunk"] == 1024                 # --ds.enable_sleep
     (s,) = c["placement"]["sets"]                                           # colocate_all, ZeRO-3, vLLM tp 2
     assert (s["devices"], s["zero"], s["gen_tp"]) == (8, 3, 2)
     assert set(c["placement"]["roles"]) == {"actor", "rollout", "reference", "critic", "reward"}
     assert imp.engine["memory_fraction"] == 0.5 and imp.unknown == []
-    assert "ckpt.save_hf" in imp.ignored and "vllm.enable_sleep" in imp.ignored
+    assert "ckpt.save_hf" in imp.ignored and "vllm.enable_sleep" in imp.used
 
 
 def test_openrlhf_dapo_example_uses_exactly_the_keys_that_price_it():
@@ -103,7 +115,8 @@ def test_openrlhf_dapo_example_uses_exactly_the_keys_that_price_it():
         "algo.advantage.estimator", "algo.kl.init_coef", "data.max_len", "ds.packing_samples", "ds.param_dtype",
         "ds.zero_stage", "ref.num_gpus_per_node", "ref.num_nodes", "reward.remote_url", "rollout.batch_size",
         "rollout.n_samples_per_prompt", "train.batch_size", "train.colocate_all", "train.max_epochs",
-        "train.micro_batch_size", "vllm.gpu_memory_utilization", "vllm.num_engines", "vllm.tensor_parallel_size"}
+        "train.micro_batch_size", "vllm.gpu_memory_utilization", "vllm.num_engines", "vllm.tensor_parallel_size",
+        "ds.enable_sleep", "vllm.enable_sleep"}
     assert "pass rate" in imp.ignored["algo.dynamic_filtering_enable"] and imp.unknown == []
 
 
@@ -135,7 +148,8 @@ def test_trl_vllm_server_example_by_hand():
     # 4 trainer processes (CUDA_VISIBLE_DEVICES=4,5,6,7) x per_device_train_batch_size 8 x steps_per_generation 1
     # = 32 completions, num_generations 8 per prompt
     assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["micro_batch"]) == (4, 8, 1, 8)
-    assert (wl["response"], wl["autocast"], wl["gradient_checkpointing"]) == (512, True, True)
+    assert (wl["response"], wl["autocast"], wl["gradient_checkpointing"]) == (assumed_lengths(512), True, True)
+    assert wl["logprob_chunk"] == 513           # selective_log_softmax: one row of completion logits (512 + 1)
     assert imp.config["beta"] == 0 and "reference" not in imp.config["placement"]["roles"]
     assert _set(imp, "rollout")["devices"] == 4 and _set(imp, "rollout")["tp"] == 4   # vllm-serve tp 4
     assert _set(imp, "train")["devices"] == 4
@@ -163,7 +177,8 @@ def test_nemo_rl_recipe_merges_its_defaults_by_hand():
     wl = imp.config["workload"]
     # the recipe's 64 prompts x 32 over the base's train_global_batch_size 512 -> 4 optimizer steps
     assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["micro_batch"]) == (64, 32, 4, 1)
-    assert (wl["prompt_len"], wl["response"], wl["padding"]) == (2048, 2048, "none")   # 4096 shared; dynamic batching
+    # 4096 shared, the response's cap 2048 under the stated default distribution; dynamic batching
+    assert (wl["prompt_len"], wl["response"], wl["padding"]) == (2048, assumed_lengths(2048), "none")
     assert imp.config["beta"] == 0.01 and imp.config["model"].endswith("llama3-8b.config.json")
     # 2 nodes x 8 GPUs, generation on one whole node (resources.num_nodes 1, gpus_per_node 8), training on the other
     assert _set(imp, "rollout")["devices"] == 8 and _set(imp, "train")["devices"] == 8
@@ -176,8 +191,9 @@ def test_areal_gsm8k_example_by_hand():
     imp = _imp("areal:areal/gsm8k_grpo.yaml")
     wl = imp.config["workload"]
     assert (wl["prompts"], wl["group_size"], wl["minibatches"]) == (256, 4, 1)
-    # mb_spec.max_tokens_per_mb 10240 / (1024 prompt + 1024 response) = 5 sequences
-    assert (wl["prompt_len"], wl["response"], wl["micro_batch"], wl["recompute_old"]) == (1024, 1024, 5, True)
+    # mb_spec.max_tokens_per_mb 10240 / (1024 prompt + a mean response of about 176 under the cap 1024) = 8 sequences
+    assert (wl["prompt_len"], wl["response"], wl["micro_batch"], wl["recompute_old"]) == (
+        1024, assumed_lengths(1024), 8, True)
     assert imp.config["beta"] == 0 and "reference" not in imp.config["placement"]["roles"]   # kl_ctl 0
     assert all(v.startswith("unused") for k, v in imp.used.items() if k.startswith("ref."))
     assert _set(imp, "rollout")["devices"] == 4 and _set(imp, "train")["devices"] == 4      # sglang:d4, fsdp:d4
@@ -394,7 +410,7 @@ def test_one_workload_under_each_frameworks_defaults():
         shapes = {fw: {k: import_from(s).config["workload"][k] for k in ("prompts", "group_size", "response")}
                   for fw, s in specs.items()}
         betas = {fw: import_from(s).config["beta"] for fw, s in specs.items()}
-    assert all(v == {"prompts": 64, "group_size": 4, "response": 256} for v in shapes.values()), shapes
+    assert all(v == {"prompts": 64, "group_size": 4, "response": assumed_lengths(256)} for v in shapes.values()), shapes
     assert set(betas.values()) == {0.01}
 
 

@@ -28,8 +28,8 @@ import math
 import re
 
 from ...errors import RlmLabError
-from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, resolve_model, resolve_refs,
-                     roles_of, set_dict)
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, resolve_model, resolve_refs,
+                     mean_response, roles_of, set_dict)
 
 NAME = "areal"
 NOTES = {"actor.optimizer.*": "optimizer hyper-parameters do not change the step's cost", "saver.*": "checkpoints",
@@ -93,25 +93,26 @@ def import_config(path: str, **_):
         raise RlmLabError("areal config needs train_dataset.batch_size (the prompts of a step)")
     prompts = need_int(k.get("train_dataset.batch_size", 1, "workload.prompts"), "train_dataset.batch_size")
     group = need_int(k.get("gconfig.n_samples", 1, "workload.group_size"), "gconfig.n_samples")
-    resp = need_int(k.get("gconfig.max_new_tokens", 16384, "workload.response (fixed, the cap)"),
+    resp = need_int(k.get("gconfig.max_new_tokens", 16384, "workload.response (the cap)"),
                     "gconfig.max_new_tokens")
     prompt_len = need_int(k.get("train_dataset.max_length", 1024, "workload.prompt_len (the cap)"),
                           "train_dataset.max_length")
-    assumed.append(f"every prompt at train_dataset.max_length={prompt_len} and every response at "
-                   f"gconfig.max_new_tokens={resp} (upper bounds)")
+    assumed.append(f"every prompt at train_dataset.max_length={prompt_len} (an upper bound)")
+    response = capped_response(resp, "gconfig.max_new_tokens", assumed)
     mb = need_int(k.get("actor.ppo_n_minibatches", 4, "workload.minibatches"), "actor.ppo_n_minibatches")
     if (prompts * group) % mb:
         raise RlmLabError(f"areal actor.ppo_n_minibatches={mb} must divide the {prompts * group} samples of a step")
     dtype = k.get("actor.dtype", "bfloat16", "workload.precision")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"areal actor.dtype={dtype!r}: bfloat16, float16 or float32")
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": resp, "minibatches": mb,
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response, "minibatches": mb,
           "precision": "fp32" if dtype == "float32" else "bf16-mixed", "engine": "continuous", "padding": "none",
           "gradient_checkpointing": need_bool(k.get("actor.gradient_checkpointing", False,
                                                     "workload.gradient_checkpointing"), "actor.gradient_checkpointing")}
-    tokens = k.get("actor.mb_spec.max_tokens_per_mb", None, "workload.micro_batch = tokens / sequence length")
+    tokens = k.get("actor.mb_spec.max_tokens_per_mb", None, "workload.micro_batch = tokens / mean sequence length")
     if tokens is not None:
-        wl["micro_batch"] = max(1, need_int(tokens, "actor.mb_spec.max_tokens_per_mb") // (prompt_len + resp))
+        wl["micro_batch"] = max(1, int(need_int(tokens, "actor.mb_spec.max_tokens_per_mb")
+                                       // (prompt_len + mean_response(response))))
     if k.has("actor.recompute_logprob"):
         wl["recompute_old"] = need_bool(k.get("actor.recompute_logprob", to="workload.recompute_old"),
                                         "actor.recompute_logprob")

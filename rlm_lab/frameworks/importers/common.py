@@ -242,6 +242,26 @@ def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, z
             "reshard": False}
 
 
+def capped_response(cap: int, where: str, assumed: list) -> dict:
+    """The workload ``response`` of a config that states only the cap ``where``: the cost model's stated default
+    distribution (rlm_lab.cost.workload.assumed_lengths; not every response at the cap), its line added to
+    ``assumed``."""
+    from ...cost.workload import assumed_lengths, assumed_lengths_note
+
+    if cap > MAX_TOKENS:      # no model reads that far: check_shape refuses it with the model's own limit
+        return cap
+    assumed.append(assumed_lengths_note(cap, where))
+    return assumed_lengths(cap)
+
+
+def mean_response(resp) -> float:
+    """The mean response length of a workload ``response`` (a length or a distribution mapping)."""
+    from ...cost.workload import response_lengths
+
+    xs = response_lengths(resp).sample(512)
+    return sum(xs) / len(xs)
+
+
 def roles_of(algorithm: str, beta) -> tuple:
     from ...cost.workload import algorithm as algo
     from ...cost.placement_spec import roles_for
@@ -446,8 +466,15 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
         mem = (cfg.get("cluster") or {}).get("memory_per_device_gib")
         capacity = mem * 2 ** 30 if mem else float(load_profile(cfg["hardware"]).memory_bytes)
         n, why = engine_batch(imp, model_spec(cfg["model"]), capacity)
-        cfg["workload"] = dict(cfg.get("workload") or {}, gen_batch=n)
+        # the engine's pool is its share of the device (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static:
+        # weights, activations and KV cache of the instance), beside what the trainer keeps there while it generates
+        cfg["workload"] = dict(cfg.get("workload") or {}, gen_batch=n, engine_memory_fraction=imp.engine["memory_fraction"])
         extra.append(why)
+    offload = (cfg.get("workload") or {}).get("offload")
+    if offload:
+        from ...cost.offload import check_offload, note
+
+        extra.append(note(check_offload(offload)))
     key = (str(cfg["model"]), cfg["algorithm"], repr(sorted((cfg.get("workload") or {}).items())), cfg["hardware"],
            cfg.get("beta"))
     pr = _cache.get(key) if _cache is not None else None

@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
                      resolve_refs, roles_of, two_sets)
 
 NAME = "nemo-rl"
@@ -95,12 +95,12 @@ def import_config(path: str, **_):
     else:                                 # the cap is the whole sequence: split it evenly
         prompt_len = max(1, total // 2)
         resp = max(1, total - prompt_len)
-    assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}, every "
-                   f"response at its cap (an upper bound)")
+    assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}")
+    response = capped_response(resp, "policy.generation.max_new_tokens", assumed)
     precision = k.get("policy.precision", "bfloat16", "workload.precision")
     if precision not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"nemo-rl policy.precision={precision!r}: bfloat16, float16 or float32")
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": resp,
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
           "minibatches": minibatches, "precision": "fp32" if precision == "float32" else "bf16-mixed",
           "micro_batch": need_int(k.get("policy.train_micro_batch_size", 4, "workload.micro_batch"),
                                   "policy.train_micro_batch_size")}

@@ -22,7 +22,14 @@ Mapping (names and defaults from ``openrlhf/cli/train_ppo_ray.py``):
   ``--ds.zero_stage`` (default 2), training tensor parallelism ``--ds.tensor_parallel_size``;
 - mode: ``--train.async_enable`` -> async with eta = ``--train.async_queue_size`` (default 1; OpenRLHF: "larger =
   more off-policy");
-- ``--ds.lora.rank`` -> LoRA; ``--vllm.gpu_memory_utilization`` (default 0.95) -> the engine's KV budget.
+- ``--ds.lora.rank`` -> LoRA; ``--vllm.gpu_memory_utilization`` (default 0.95) -> the engine's KV budget;
+- memory (rlm_lab.cost.offload): ``--ds.adam_offload`` -> offload ``host_optimizer`` (ZeRO-Offload),
+  ``--ref.offload`` / ``--reward.offload`` -> ``frozen``, ``--ds.enable_sleep`` -> ``sleep`` (the DeepSpeed models'
+  state in host memory while vLLM generates); ``--vllm.enable_sleep``: the engine's pool exists only while it
+  generates, which is how the predictor prices a colocated engine anyway; log-probs from logits in chunks of
+  :data:`LOGPROB_CHUNK` positions (``_logsumexp_by_chunk`` in openrlhf/models/utils.py);
+- response lengths: ``--rollout.max_new_tokens`` is the cap; lengths from the cost model's stated default
+  distribution under it (rlm_lab.cost.workload.assumed_lengths), printed as assumed.
 
 Refused: ring attention (``--ds.ring_attn_size`` > 1, sequence parallelism), PPO with a remote reward (the
 predictor's PPO places a reward model), a reward model with a group estimator, a model without a shipped config.
@@ -34,21 +41,19 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import Keys, finish, load_options, need_bool, need_int, need_num, resolve_model, roles_of, set_dict
+from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num,
+                     resolve_model, roles_of, set_dict)
 
 NAME = "openrlhf"
 ESTIMATORS = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce_pp",
               "reinforce_baseline": "reinforce_pp"}
 NOTES = {"*.adam.*": "optimizer hyper-parameters do not change the step's cost",
          "train.partial_rollout_enable": "partial rollout (interrupted generations resumed) not priced",
-         "vllm.enable_sleep": "sleep mode frees vLLM memory while training: not modelled",
-         "ds.enable_sleep": "sleep mode frees DeepSpeed memory while generating: not modelled",
-         "ds.adam_offload": "offload to CPU not modelled (optimizer state counted on the GPU)",
-         "ref.offload": "offload to CPU not modelled", "reward.offload": "offload to CPU not modelled",
          "vllm.sync_backend": "NCCL assumed (the default)", "logger.*": "logging", "ckpt.*": "checkpoints",
          "data.prompt_dataset": "data location", "data.input_key": "data format",
          "algo.dynamic_filtering_*": "dynamic filtering: its inflation depends on the pass rate, which no config holds "
                                      "(predicted without)"}
+LOGPROB_CHUNK = 1024   # openrlhf/models/utils.py _logsumexp_by_chunk(chunk_size=1024)
 # vLLM's EngineArgs.max_num_seqs default for offline engines (OpenRLHF does not set it)
 VLLM_MAX_NUM_SEQS = 256
 
@@ -178,13 +183,22 @@ def import_config(arg: str, **_):
     else:
         prompt_len = resp = max(1, max_len // 2)
         assumed.append(f"prompt and response split --data.max_len {max_len} evenly ({prompt_len} + {resp})")
-    assumed.append(f"every response runs to {resp} tokens (an upper bound)")
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": resp,
+    response = capped_response(resp, "--rollout.max_new_tokens" if k.has("rollout.max_new_tokens") else
+                               "--data.max_len (half of it)", assumed)
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
           "minibatches": n // train_bs, "epochs": _int(k, "train.max_epochs", 1, "workload.epochs"),
-          "precision": "bf16-mixed"}
+          "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
+    offload = [kind for key, kind in (("ds.adam_offload", "host_optimizer"), ("ref.offload", "frozen"),
+                                      ("reward.offload", "frozen"), ("ds.enable_sleep", "sleep"))
+               if flag(key, f"workload.offload {kind}") or k.use(key, "false")]
+    if offload:
+        wl["offload"] = sorted(set(offload))
+        if "frozen" in offload and not (k.flat.get("ref.offload") and k.flat.get("reward.offload")):
+            assumed.append("--ref.offload or --reward.offload: both frozen models priced as offloaded")
+    flag("vllm.enable_sleep", "the engine's pool only while it generates (as the predictor prices it)")
     if flag("train.dynamic_batch_enable", "micro-batches by tokens"):
-        tokens = _int(k, "train.max_tokens_per_gpu", 16192, "workload.micro_batch = tokens / sequence length")
-        wl["micro_batch"] = max(1, tokens // (prompt_len + resp))
+        tokens = _int(k, "train.max_tokens_per_gpu", 16192, "workload.micro_batch = tokens / mean sequence length")
+        wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
     else:
         wl["micro_batch"] = _int(k, "train.micro_batch_size", 1, "workload.micro_batch")
     dtype = k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed")

@@ -10,10 +10,14 @@ Mapping (field names and defaults of trl 1.16's ``trl/trainer/grpo_config.py``):
   ``per_device_train_batch_size`` (default 8) on each of the trainer's processes, so a step generates
   ``generation_batch_size = per_device_train_batch_size x processes x steps_per_generation`` completions
   (``num_generations`` per prompt, default 8) and takes ``steps_per_generation / gradient_accumulation_steps``
-  optimizer steps, ``num_iterations`` times (epochs); ``max_completion_length`` (default 512) is the response cap;
+  optimizer steps, ``num_iterations`` times (epochs); ``max_completion_length`` (default 512) is the response cap (lengths
+  from the cost model's stated default distribution under it, printed as assumed; log-probs one completion row at a
+  time, as ``selective_log_softmax`` loops);
 - the trainer's processes: the devices in ``env.CUDA_VISIBLE_DEVICES`` (``accelerate launch`` starts one per
   visible GPU), else one;
-- ``beta`` (default 0: no reference model), ``bf16`` (default true: bf16 autocast over fp32 weights),
+- ``beta`` (default 0: no reference model), ``bf16`` (default true: bf16 autocast over fp32 weights: GRPOTrainer loads a model
+  given by name in float32 unless ``model_init_kwargs`` sets a dtype, trl/trainer/grpo_trainer.py, so a 7B trainer
+  under DDP holds 16 B/param, about 113 GiB, and does not fit an 80 GB GPU without ZeRO or FSDP),
   ``gradient_checkpointing`` (default true);
 - placement: ``use_vllm`` false (default): the trainer generates with ``transformers`` (static batching, padded
   rows), one set; ``vllm_mode`` colocate (default): vLLM in the trainer's processes, one set, KV budget
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from ...errors import RlmLabError
 from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model, roles_of
-from .common import two_sets
+from .common import capped_response, two_sets
 
 NAME = "trl"
 NOTES = {"learning_rate": "optimizer hyper-parameters do not change the step's cost",
@@ -77,8 +81,8 @@ def import_config(path: str, **_):
     if gbs % group:
         raise RlmLabError(f"trl generation batch {gbs} (per_device_train_batch_size x processes x steps) must be a "
                           f"multiple of num_generations={group}")
-    resp = need_int(k.get("max_completion_length", 512, "workload.response (fixed, the cap)"), "max_completion_length")
-    assumed.append(f"every completion runs to max_completion_length={resp} tokens (an upper bound)")
+    resp = need_int(k.get("max_completion_length", 512, "workload.response (the cap)"), "max_completion_length")
+    response = capped_response(resp, "max_completion_length", assumed)
     assumed.append("prompts of 512 tokens (GRPOConfig has no prompt length; pass --prompt-len)")
     fp16 = need_bool(k.get("fp16", False), "fp16")
     bf16 = need_bool(k.get("bf16", not fp16, "workload.autocast"), "bf16")
@@ -86,7 +90,8 @@ def import_config(path: str, **_):
         raise RlmLabError("trl fp16 and bf16 are both true; choose one")
     if fp16:
         k.use("fp16", "workload.autocast (fp16 priced as bf16: same bytes)")
-    wl = {"prompts": gbs // group, "group_size": group, "prompt_len": 512, "response": resp,
+    wl = {"prompts": gbs // group, "group_size": group, "prompt_len": 512, "response": response,
+          "logprob_chunk": resp + 1,   # selective_log_softmax loops over rows: one completion's logits at a time
           "epochs": need_int(k.get("num_iterations", 1, "workload.epochs"), "num_iterations"),
           "minibatches": spg // accum, "micro_batch": per_dev, "precision": "fp32", "autocast": bf16 or fp16,
           "gradient_checkpointing": need_bool(k.get("gradient_checkpointing", True, "workload.gradient_checkpointing"),

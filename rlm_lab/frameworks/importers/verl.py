@@ -8,7 +8,8 @@ keys from their config files; all listed in ``configs/frameworks/verl/options.tx
 
 - algorithm: ``algorithm.adv_estimator`` (gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce_pp);
 - batch: ``data.train_batch_size`` prompts x ``actor_rollout_ref.rollout.n`` responses, ``data.max_prompt_length``,
-  ``data.max_response_length`` (every response assumed to run to it: an upper bound);
+  ``data.max_response_length`` (the cap: lengths from the cost model's stated default distribution under it,
+  rlm_lab.cost.workload.assumed_lengths, printed as assumed);
   ``actor.ppo_mini_batch_size`` (prompts) -> mini-batches, ``actor.ppo_epochs``, ``actor.ppo_micro_batch_size_per_gpu``
   (or ``use_dynamic_bsz`` with ``ppo_max_token_len_per_gpu``: that many tokens per micro-batch);
 - KL: the reference exists when ``actor.use_kl_loss`` (coefficient ``kl_loss_coef``) or
@@ -25,7 +26,11 @@ keys from their config files; all listed in ``configs/frameworks/verl/options.tx
   https://verl.readthedocs.io/en/latest/advance/one_step_off.html);
 - engine: ``rollout.name`` vllm/sglang -> continuous batching of at most ``rollout.max_num_seqs`` sequences
   per replica; hf -> static; ``model.use_remove_padding`` -> no padding; ``model.enable_gradient_checkpointing``;
-  ``model.lora_rank`` / ``target_modules`` -> LoRA.
+  ``model.lora_rank`` / ``target_modules`` -> LoRA;
+- memory: ``actor.fsdp_config.param_offload`` -> offload ``params``, ``optimizer_offload`` -> ``optimizer``,
+  ``ref.fsdp_config.param_offload`` -> ``frozen`` (rlm_lab.cost.offload); log-probs from logits in chunks of
+  :data:`LOGPROB_CHUNK` positions (verl's ``entropy_from_logits_with_chunking``; its ``logprobs_from_logits`` runs
+  flash-attn's Triton cross-entropy and holds no fp32 softmax at all).
 
 Refused (one line): Megatron pipeline parallelism, Ulysses sequence parallelism (the predictor has neither), a
 reward model with a group estimator, a model without a shipped config.
@@ -36,20 +41,28 @@ from __future__ import annotations
 import math
 
 from ...errors import RlmLabError
-from .common import (Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
-                     resolve_refs, roles_of, two_sets)
+from .common import (Keys, capped_response, finish, flatten, load_yaml, mean_response, need_bool, need_int, need_num,
+                     one_set, resolve_model, resolve_refs, roles_of, two_sets)
 
 NAME = "verl"
 A = "actor_rollout_ref."
+LOGPROB_CHUNK = 2048   # verl/utils/torch_functional.py entropy_from_logits_with_chunking(chunk_size=2048)
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce_pp",
               "reinforce_plus_plus_baseline": "reinforce_pp"}
 NOTES = {
-    "*fsdp_config.param_offload": "offload to CPU not modelled (weights counted on the GPU: memory is an upper bound)",
-    "*fsdp_config.optimizer_offload": "offload to CPU not modelled (optimizer state counted on the GPU)",
+    "critic.*fsdp_config.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
     "*optim.*": "optimizer hyper-parameters do not change the step's cost",
     "trainer.logger": "logging", "trainer.project_name": "logging", "trainer.experiment_name": "logging",
     "data.train_files": "data location", "data.val_files": "data location",
 }
+
+
+def _switch(k: Keys, key: str, to: str) -> bool:
+    """A boolean key, recorded as used with ``to`` when true and as "false" otherwise."""
+    on = need_bool(k.get(key, False, to), key)
+    if not on:
+        k.use(key, "false")
+    return on
 
 
 def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
@@ -78,9 +91,9 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     model = resolve_model(k.get(A + "model.path", to="model"), A + "model.path")
     n_resp = need_int(k.get(A + "rollout.n", 1, "workload.group_size"), A + "rollout.n")
     prompt_len = need_int(k.get("data.max_prompt_length", 512, "workload.prompt_len"), "data.max_prompt_length")
-    resp_len = need_int(k.get("data.max_response_length", 512, "workload.response (fixed, the cap)"),
+    resp_len = need_int(k.get("data.max_response_length", 512, "workload.response (the cap)"),
                         "data.max_response_length")
-    assumed.append(f"every response runs to data.max_response_length={resp_len} tokens (an upper bound)")
+    response = capped_response(resp_len, "data.max_response_length", assumed)
     mini = need_int(k.get(A + "actor.ppo_mini_batch_size", 256), A + "actor.ppo_mini_batch_size")
     mode, eta = "sync", 0
     hybrid = need_bool(k.get(A + "hybrid_engine", True, "placement (true: one set, resharded)"), A + "hybrid_engine")
@@ -111,13 +124,19 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             assumed.append("hybrid_engine=false without async_training: the one-step-off recipe (eta 1)")
 
     epochs = need_int(k.get(A + "actor.ppo_epochs", 1, "workload.epochs"), A + "actor.ppo_epochs")
-    wl = {"prompts": prompts, "group_size": n_resp, "prompt_len": prompt_len, "response": resp_len,
-          "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed"}
+    wl = {"prompts": prompts, "group_size": n_resp, "prompt_len": prompt_len, "response": response,
+          "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
+    offload = [kind for key, kind in ((A + "actor.fsdp_config.param_offload", "params"),
+                                      (A + "actor.fsdp_config.optimizer_offload", "optimizer"),
+                                      (A + "ref.fsdp_config.param_offload", "frozen"))
+               if _switch(k, key, f"workload.offload {kind}")]
+    if offload:
+        wl["offload"] = offload
     assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
     if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
         tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
-        wl["micro_batch"] = max(1, tokens // (prompt_len + resp_len))
-        k.use(A + "actor.use_dynamic_bsz", f"workload.micro_batch = {wl['micro_batch']} (tokens / sequence length)")
+        wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
+        k.use(A + "actor.use_dynamic_bsz", f"workload.micro_batch = {wl['micro_batch']} (tokens / mean sequence length)")
         k.use(A + "actor.ppo_max_token_len_per_gpu", "micro-batch tokens")
     elif k.has(A + "actor.ppo_micro_batch_size_per_gpu"):
         wl["micro_batch"] = need_int(k.get(A + "actor.ppo_micro_batch_size_per_gpu", to="workload.micro_batch"),
