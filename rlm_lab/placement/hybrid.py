@@ -67,13 +67,15 @@ def formula_received_per_device(param_bytes: float, s: int, t_g: int = 1) -> flo
 
 
 def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None = None, timeout_s: float = 120.0,
-               command=None, startup_timeout_s: float = 300.0) -> dict:
+               command=None, startup_timeout_s: float | None = None) -> dict:
     """GRPO (``cfg``) under the hybrid ``placement`` on Ray; writes ``run_dir``'s record, metrics and merged
     timeline like :func:`rlm_lab.placement.runtime.run_placement`. ``prediction`` (made before) is stored
-    first. Returns the record's results."""
+    first; ``startup_timeout_s`` as there (default from the machine's load). Returns the record's results."""
     from ..record import RunRecord
-    from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release
+    from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release, startup_timeout
     from ..host import free_port
+
+    startup_timeout_s = startup_timeout() if startup_timeout_s is None else startup_timeout_s
 
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
     world = check_hybrid(placement, cfg)

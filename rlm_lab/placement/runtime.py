@@ -153,10 +153,26 @@ def _sft_checkpoint(cfg) -> Path:
     return folder
 
 
+STARTUP_BASE_S = 300.0   # an idle machine: Ray reserves the bundles, the actors import torch and TRL, join a group
+STARTUP_CAP_S = 1800.0
+
+
+def startup_timeout(base_s: float = STARTUP_BASE_S, cap_s: float = STARTUP_CAP_S, load: dict | None = None) -> float:
+    """How long each of Ray's start-up waits (the placement group, the actors' first call, their process group) may
+    take on this machine now: ``base_s`` when idle, scaled by the 1-minute load per core above 1 (an actor's start is
+    CPU-bound imports), at most ``cap_s``. On a machine shared with four busy loops the actors of a placement did not
+    start within a fixed 300 s (issue 18); the wait that expires still ends in one clear line."""
+    from ..host import machine_load
+
+    per_core = (load or machine_load())["per_core"]
+    return min(cap_s, base_s * max(1.0, per_core))
+
+
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  kill_critic_after_step: int | None = None, return_weights: bool = False, command=None, startup_timeout_s: float = 300.0,
+                  kill_critic_after_step: int | None = None, return_weights: bool = False, command=None,
+                  startup_timeout_s: float | None = None,
                   evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
                   glue_kwargs: dict | None = None, role_threads: dict | None = None) -> dict:
     """Run GRPO (``cfg``) under ``placement``; write ``run_dir``'s record, metrics, trace and timeline.
@@ -168,12 +184,14 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
     share of cores (a synchronous run whose roles take turns can give each every core: chapter 6's ``sync``).
+    ``startup_timeout_s``: each start-up wait's limit (default :func:`startup_timeout`, from the machine's load).
     Returns the record's results (plus ``weights`` if asked).
     """
     from ..record import RunRecord, read_jsonl
     from .weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
+    startup_timeout_s = startup_timeout() if startup_timeout_s is None else startup_timeout_s
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
     spread = session is not None and session.nodes > 1
     if spread:

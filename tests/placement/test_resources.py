@@ -55,3 +55,13 @@ def test_actor_share_outside_its_set_is_refused():
 
     with pytest.raises(RlmLabError, match=r"share must be in 1..2, got 3"):
         actor_options(ResourceSet("g", 2, "gpu", dp=2), 3)
+
+
+def test_startup_waits_scale_with_the_load_per_core_and_are_capped():
+    from rlm_lab.placement.runtime import STARTUP_BASE_S, STARTUP_CAP_S, startup_timeout
+
+    assert STARTUP_BASE_S == 300 and STARTUP_CAP_S == 1800
+    assert startup_timeout(load={"per_core": 0.2}) == 300      # idle: the base
+    assert startup_timeout(load={"per_core": 3.0}) == 900      # 6 runnable on 2 cores: three times as long
+    assert startup_timeout(load={"per_core": 40.0}) == 1800    # capped: a wait that expires still ends in one line
+    assert startup_timeout(base_s=10, load={"per_core": 2.5}) == 25
