@@ -229,8 +229,8 @@ def _first_line(e) -> str:
 
 
 def ray_env() -> None:
-    """One token for the local head, this driver and every worker (children inherit the environment), and Ray's
-    local-only mode. Ray reads its authentication mode once, when ``ray._raylet`` is imported, so a process that
+    """One token for the local head, this driver and every worker (children inherit the environment), Ray's
+    local-only mode, and workers at the driver's niceness. Ray reads its authentication mode once, when ``ray._raylet`` is imported, so a process that
     imports Ray before it starts a session (``rlm-lab launches`` parses Ray's own CLI) calls this first; a
     session started later in that process then finds the same settings (else its driver, imported without a
     token, is refused by its own head: InvalidAuthToken)."""
@@ -239,6 +239,11 @@ def ray_env() -> None:
 
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    # Ray starts its workers at niceness 15 so that they yield to its GCS and raylet (ray-project/ray PR 24928;
+    # RAY_worker_niceness). Here the workers ARE the workload (the trainer and rollout actors): at 15 they get
+    # almost nothing beside ordinary processes, and on a machine shared with four busy loops a placement's actors
+    # did not even start within 300 s (issue 18). They run at the driver's niceness, as ``torchrun``'s ranks do.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     # local only: Ray keeps a loopback node address (see _start_node); Ray reads this at import, so set it
     # in the module too when Ray was imported first
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

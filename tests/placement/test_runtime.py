@@ -89,6 +89,21 @@ def _is_role(pid):
     return b"TrainerWorker" in cmd or b"RolloutWorker" in cmd
 
 
+def test_workers_run_at_the_drivers_niceness(ray_session):
+    """Ray starts workers at niceness 15 unless told (RAY_worker_niceness); ours are the workload, so 0 here: at 15
+    they starved beside four busy loops (issue 18)."""
+    import os
+
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Nice:
+        def value(self):
+            return os.nice(0)
+
+    assert ray.get(Nice.remote().value.remote(), timeout=600) == os.nice(0)
+
+
 def test_more_cpus_than_exist_is_one_error_before_anything(place_cfg, tmp_path):
     from rlm_lab.errors import RlmLabError
     from rlm_lab.placement.runtime import algo_roles, local_cpus, run_placement
