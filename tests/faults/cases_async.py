@@ -2,16 +2,13 @@
 each, before any work (no Ray starts). The dead rollout worker at smoke size needs a Ray session and lives in
 tests/asynchrony/test_modes.py (the run stops within its timeout, the record says no worker is left)."""
 
-from fault_matrix import Case
+from fault_matrix import call_case
 
 CASES = []
 
 
 def row(id, what, fn, doc, message):
-    def call(tmp):
-        fn(tmp)
-    call.__doc__ = doc
-    CASES.append(Case(id, what, call=call, message=message))
+    CASES.append(call_case(id, what, fn, doc, message))
 
 
 def _buffer(*a):

@@ -4,16 +4,13 @@ stops (Ctrl-C, SIGTERM: a marked record and no child left) are in tests/test_pro
 
 import sys
 
-from fault_matrix import Case
+from fault_matrix import call_case
 
 CASES = []
 
 
 def row(id, what, fn, doc, message):
-    def call(tmp):
-        fn(tmp)
-    call.__doc__ = doc
-    CASES.append(Case(id, what, call=call, message=message))
+    CASES.append(call_case(id, what, fn, doc, message))
 
 
 def _arm(name, *cmd):

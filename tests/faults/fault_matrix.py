@@ -81,6 +81,15 @@ class Case:
         return "rlm-lab " + " ".join(str(a) for a in self.argv)
 
 
+def call_case(id: str, what: str, fn: Callable, doc: str, message: str) -> Case:
+    """A clear-error row whose call runs ``fn(tmp)`` (the API rows of several areas); ``doc`` is what the page shows
+    as its command."""
+    def call(tmp):
+        fn(tmp)
+    call.__doc__ = doc
+    return Case(id, what, call=call, message=message)
+
+
 def collect() -> list[Case]:
     """Every ``CASES`` row of every ``cases_*.py`` next to this file, area from the file name."""
     if str(HERE) not in sys.path:
