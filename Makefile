@@ -10,7 +10,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-slow test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
+.PHONY: book test test-unit test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
 
 venv: $(VENV)/.installed
 
@@ -41,7 +41,12 @@ test-unit: venv
 # The slow tests (each more than ~10 s on 2 cores: Ray runs and their kills and signals, torch.distributed
 # parity, the GPU edition's rehearsal, concurrent writers); CI runs them after `make test`.
 test-slow: venv
-	$(PYTEST) -q --durations=30 -m "slow and not notebook" tests
+	$(PYTEST) -q --durations=30 -m "slow and not notebook and not extended" tests
+
+# The slow tests CI leaves out for its time budget: more signal and node cases of the same mechanisms, the GPU
+# archive's rehearsal, the reference window end to end, the tracer's overhead bound.
+test-extended: venv
+	$(PYTEST) -q --durations=30 -m "extended and not notebook" tests
 
 # The notebooks under nbval (each .ipynb top to bottom at smoke size in this venv). The book build of `make test`
 # executes the same cells (the paired .md; tests/test_notebooks.py checks the pairs) and fails on any error, so

@@ -101,6 +101,7 @@ REHEARSED = ("calibration", "ch03_decode_knee")
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # CI budget; make test-extended
 def test_rehearsal_through_make_gpu_archive(tmp_path):
     """`make gpu-archive` as a lent GPU runs it, with --dry-run: CPU, smoke size, the calibration and one chapter
     step (short, so that it also passes on a busy machine; every step's runner is checked to exist above, and each

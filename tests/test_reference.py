@@ -115,6 +115,7 @@ def test_arm_child_refuses_an_arm_the_reference_lacks(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # CI budget (four smoke placements on Ray); make test-extended
 def test_chapter5_at_smoke_size_end_to_end(tmp_path):
     """The issue's "done when": rlm-lab reference --chapter 5 at smoke size, for real (the placements on Ray under
     the protocol), each record stamped with the window; about 2 min on 2 cores. The window's in-situ calibration is

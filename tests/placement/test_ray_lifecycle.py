@@ -93,7 +93,8 @@ time.sleep(600)
 """
 
 
-@pytest.mark.parametrize("nodes", [1, 2], ids=["one-node", "head+2-worker-nodes"])
+@pytest.mark.parametrize("nodes", [1, pytest.param(2, marks=pytest.mark.extended)],
+                         ids=["one-node", "head+2-worker-nodes"])
 def test_sigkill_of_the_driver_leaves_no_ray_process(nodes):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(cpus=nodes, nodes=nodes)], stdout=subprocess.PIPE,
@@ -139,9 +140,9 @@ COMMANDS = {
 # Each command once or twice, every signal and every target at least once (a Ray run is ~1 min of CI here):
 # SIGINT to the group is Ctrl-C at a terminal; the handler is one (records.lifecycle.interruptible) for all.
 @pytest.mark.parametrize("kind, sig, target", [
-    ("place", signal.SIGTERM, "group"), ("place-nodes", signal.SIGINT, "driver"),
-    ("campaign", signal.SIGINT, "group"),
-    ("longtail", signal.SIGINT, "driver"), ("longtail", signal.SIGTERM, "group"),
+    ("place", signal.SIGTERM, "group"), pytest.param("place-nodes", signal.SIGINT, "driver", marks=pytest.mark.extended),
+    pytest.param("campaign", signal.SIGINT, "group", marks=pytest.mark.extended),
+    ("longtail", signal.SIGINT, "driver"), pytest.param("longtail", signal.SIGTERM, "group", marks=pytest.mark.extended),
 ], ids=lambda v: getattr(v, "name", v))
 def test_a_signal_stops_the_run_and_marks_it_interrupted(kind, sig, target, tmp_path):
     out = tmp_path / "runs"
