@@ -85,7 +85,10 @@ class Reference:
     (each repeat is a fresh ``python -m rlm_lab.reference --arm ...`` process that calls it);
     ``higher_is_better``: True for a rate; ``replaces``: the committed folders under ``data/runs/<size>/``
     whose verdict this comparison re-measures; ``cpu_run_s``: the estimated seconds of one repeat at ``cpu``
-    size on 2 cores (from the committed records' own times), for the chapter's budget."""
+    size on 2 cores (from the committed records' own times), for the chapter's budget; ``predict``:
+    ``"module:function"``, ``f(arm, size, profile) -> float``, the chapter's prediction of one arm's ``metric``
+    from a hardware profile (a name or a path), which ``rlm-lab reference`` asks with the window's in-situ
+    profile before the window's first repeat ("": the chapter predicts no number for this comparison)."""
 
     name: str
     arms: tuple
@@ -94,12 +97,15 @@ class Reference:
     higher_is_better: bool
     replaces: tuple
     cpu_run_s: float
+    predict: str = ""
 
     def __post_init__(self):
         if len(self.arms) != 2 or self.arms[0] == self.arms[1]:
             raise RlmLabError(f"reference {self.name!r}: two arms with different names, not {self.arms!r}")
         if ":" not in self.run:
             raise RlmLabError(f"reference {self.name!r}: run must be 'module:function', not {self.run!r}")
+        if self.predict and ":" not in self.predict:
+            raise RlmLabError(f"reference {self.name!r}: predict must be 'module:function' or '', not {self.predict!r}")
 
 
 def report(**values) -> Path | None:

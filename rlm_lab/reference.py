@@ -12,7 +12,12 @@ child writes carries it beside the machine key):
 
 1. the window's **in-situ calibration** first (:mod:`rlm_lab.insitu`: the size's calibration suite, each run in a
    fresh process, fitted on the committed microbenchmark base), written to ``<out>/insitu/profile.json``: the
-   profile of this machine in this window, the one the window's predictions are to be made from;
+   profile of this machine in this window. The window's **predictions** are made from it next, before any
+   repeat runs: each reference's ``predict`` function on both arms (:class:`rlm_lab.protocol.Reference`), kept
+   in the window's record under ``predictions``; and every child the window starts sees the profile as
+   ``$RLM_CPU_PROFILE`` and ``$RLM_INSITU_PROFILE`` (:mod:`rlm_lab.cost.hardware`), so what a run predicts
+   of itself (chapter 5's placements store a prediction in their records) comes from the same profile. Without
+   the calibration (``--no-insitu``) the predictions use the committed profile, ``cost.hardware.CPU_PROFILE``;
 2. then every reference of every chapter asked, in order, under the measurement protocol
    (:func:`rlm_lab.protocol.compare`: paired repeats interleaved ABBA, each a fresh process behind the load gate),
    with the size's ``reference_repeats`` pairs (:mod:`rlm_lab.sizes`, fixed before measuring); a repeat is
@@ -125,6 +130,31 @@ def run_arm(chapter: int, name: str, arm: str, size: str, out) -> dict:
     return res
 
 
+PROFILE_ENVS = ("RLM_CPU_PROFILE", "RLM_INSITU_PROFILE")  # what a child's cost.hardware reads at import
+
+
+def predictions(todo, size: str, profile: str) -> list[dict]:
+    """Each reference's prediction of both arms' metric from ``profile`` (before any repeat): one row per
+    (chapter, reference, arm) with ``predicted`` (None where the reference predicts nothing, and ``why``)."""
+    rows = []
+    for chapter, ref in todo:
+        for arm in ref.arms:
+            row = {"chapter": chapter, "name": ref.name, "arm": arm, "metric": ref.metric, "predicted": None}
+            if not ref.predict:
+                rows.append(row | {"why": "the chapter predicts no number for this comparison"})
+                continue
+            module, func = ref.predict.split(":")
+            try:
+                value = getattr(importlib.import_module(module), func)(arm, size, profile)
+            except RlmLabError as e:    # the window still measures; the page says why there is no prediction
+                rows.append(row | {"why": str(e)})
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise RlmLabError(f"{ref.predict} predicted {value!r} for arm {arm!r}: not a positive number")
+            rows.append(row | {"predicted": float(value)})
+    return rows
+
+
 def insitu_window(size: str, folder: Path, say=print) -> Path:
     """The window's in-situ calibration into ``folder`` (runs, then the fitted profile ``folder/profile.json``)."""
     from .cost.hardware import save_profile
@@ -159,10 +189,11 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
     window = new_window()
     config = {"chapters": chapters, "size": size, "pairs": pairs, "window": window,
               "references": [{"chapter": c, "name": r.name, "arms": list(r.arms), "metric": r.metric,
-                              "replaces": list(r.replaces)} for c, r in todo],
+                              "higher_is_better": r.higher_is_better, "replaces": list(r.replaces),
+                              "predict": r.predict} for c, r in todo],
               "estimate_s": {c: estimate_s(c, size) for c in chapters}, "insitu": insitu}
     handlers = interruptible()
-    old_window = os.environ.get(WINDOW_ENV)
+    saved = {k: os.environ.get(k) for k in (WINDOW_ENV, *PROFILE_ENVS)}
     os.environ[WINDOW_ENV] = window  # every child (calibration runs, repeats) stamps it on its records
     try:
         record = RunRecord(out, config, command=sys.argv, force=force)  # an --out holding records: refused here
@@ -170,7 +201,14 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
             record.update(window=window, machine_key=machine_key(), load_start=machine_load())
             if insitu:
                 say(f"window {window}: in-situ calibration at {size} size")
-                record.update(profile=str(insitu_window(size, out / "insitu", say).relative_to(out)))
+                path = insitu_window(size, out / "insitu", say)
+                record.update(profile=str(path.relative_to(out)))
+                profile = str(path.resolve())
+                for k in PROFILE_ENVS:   # the repeats' own predictions come from the window's profile too
+                    os.environ[k] = profile
+            else:
+                from .cost.hardware import CPU_PROFILE as profile
+            record.update(predictions=predictions(todo, size, profile), predicted_from=Path(profile).name)
             done = []
             for chapter, ref in todo:
                 folder = out / f"ch{chapter:02d}"
@@ -187,10 +225,11 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
             record.update(load_end=machine_load())
         return record.results | {"dir": str(out)}
     finally:
-        if old_window is None:
-            os.environ.pop(WINDOW_ENV, None)
-        else:
-            os.environ[WINDOW_ENV] = old_window
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         restore_handlers(handlers)
 
 

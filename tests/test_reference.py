@@ -135,3 +135,109 @@ def test_chapter5_at_smoke_size_end_to_end(tmp_path):
         assert rec.data["provenance"]["window"] == res["window"]
         arm = r.parent.parent.name.removeprefix("ch05_")
         assert rec.results["step_seconds_median"] in s["values"][arm]  # the protocol read what the run recorded
+
+
+# ---- the window's predictions, and the page's table of a committed window ----------------------------------
+# A stand-in chapter module (written to a temporary folder on sys.path): its predict function says 2.2 for arm A
+# and 0.5 for arm B, remembers when it was asked and with which profile; its children report A = 2.0, B = 1.0
+# (as _CHILD), the time they ran and the profile they were pointed at.
+_STANDIN = '''
+import time
+ASKED = []
+def predict(arm, size, profile):
+    ASKED.append((time.time(), arm, profile))
+    if arm == "broken":
+        from rlm_lab.errors import RlmLabError
+        raise RlmLabError("no model for this arm")
+    return {"fast": 0.5, "slow": 2.2}[arm]
+'''
+_TIMED_CHILD = ("import os, sys, time; from rlm_lab.protocol import report; "
+                "report(step_s=2.0 if sys.argv[1] == 'A' else 1.0, at=time.time(), "
+                "profile=os.environ.get('RLM_CPU_PROFILE'), insitu=os.environ.get('RLM_INSITU_PROFILE'))")
+
+
+def _standin(tmp_path, monkeypatch, arms=("slow", "fast")):
+    (tmp_path / "standin_refs.py").write_text(_STANDIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("standin_refs")
+    mod.ASKED.clear()
+    ref = Reference("slow_vs_fast", arms, "standin_refs:predict", "step_s", False, (), 1.0, "standin_refs:predict")
+    monkeypatch.setattr(reference, "references", lambda chapter: (ref,))
+
+    def command(chapter, r, arm, size, runs):
+        return (sys.executable, "-c", _TIMED_CHILD, "A" if arm == r.arms[0] else "B")
+
+    monkeypatch.setattr(reference, "arm_command", command)
+    return mod
+
+
+def _fake_insitu(size, folder, say):
+    folder.mkdir(parents=True)
+    (folder / "profile.json").write_text("{}")
+    return folder / "profile.json"
+
+
+def test_window_predicts_from_its_profile_before_the_first_repeat(tmp_path, monkeypatch):
+    mod = _standin(tmp_path, monkeypatch)
+    monkeypatch.setattr(reference, "insitu_window", _fake_insitu)
+    monkeypatch.delenv("RLM_CPU_PROFILE", raising=False)
+    out = tmp_path / "data" / "w1"
+    res = reference.run_window([5], "smoke", out, say=lambda *a: None, gate_timeout_s=1.0)
+    profile = str((out / "insitu" / "profile.json").resolve())
+    assert [(a, p) for _, a, p in mod.ASKED] == [("slow", profile), ("fast", profile)]
+    assert [(p["arm"], p["predicted"]) for p in res["predictions"]] == [("slow", 2.2), ("fast", 0.5)]
+    proto = json.loads((out / res["references"][0]["dir"] / "record.json").read_text())
+    reports = [r["report"] for r in proto["results"]["repeats"]]
+    assert max(t for t, _, _ in mod.ASKED) < min(r["at"] for r in reports)   # predicted before any repeat ran
+    assert {r["profile"] for r in reports} == {r["insitu"] for r in reports} == {profile}  # the children's too
+    assert "RLM_CPU_PROFILE" not in __import__("os").environ                # restored when the window ends
+
+
+def test_page_table_of_a_committed_window_by_hand(tmp_path, monkeypatch):
+    from rlm_lab import reference_report as RR
+
+    _standin(tmp_path, monkeypatch)
+    root = tmp_path / "windows"
+    reference.run_window([5], "smoke", root / "w1", insitu=False, say=lambda *a: None, gate_timeout_s=1.0)
+    arms, pairs = RR.rows(RR.latest_window("smoke", 5, root), 5)
+    slow, fast = arms
+    # slow: predicted 2.2 against 2.0 in both pairs: +10 % at both ends of the interval, within 25 %: met
+    assert slow["error"].estimate == pytest.approx(0.10) and slow["goal"] == "met"
+    # fast: predicted 0.5 against 1.0: -50 % at both ends: not met
+    assert fast["error"].lo == pytest.approx(-0.5) and fast["goal"] == "not met"
+    (p,) = pairs
+    assert p["ratio"].estimate == 2.0 and p["word"] == "slower" and p["predicted_ratio"] == pytest.approx(4.4)
+    text, values = RR.section(5, "smoke", root)
+    assert values["ch05_win_met"] == "1" and values["ch05_win_not_met"] == "1" and values["ch05_win_undecided"] == "0"
+    assert values["ch05_win_slow_vs_fast"] == "2.00 [2.00, 2.00] (slower)" and "+10%" in text
+    assert RR.latest_window("smoke", 4, root) is None   # a window that did not measure chapter 4
+
+
+def test_a_prediction_that_fails_is_said_and_the_window_still_measures(tmp_path, monkeypatch):
+    from rlm_lab import reference_report as RR
+
+    _standin(tmp_path, monkeypatch, arms=("broken", "fast"))
+    root = tmp_path / "windows"
+    res = reference.run_window([5], "smoke", root / "w1", insitu=False, say=lambda *a: None, gate_timeout_s=1.0)
+    assert res["predictions"][0]["predicted"] is None and res["predictions"][0]["why"] == "no model for this arm"
+    arms, pairs = RR.rows(RR.latest_window("smoke", 5, root), 5)
+    assert arms[0]["goal"] == "nothing predicted" and arms[1]["goal"] == "not met"
+    assert pairs[0]["predicted_ratio"] is None and pairs[0]["ratio"].estimate == 2.0
+
+
+def test_no_committed_window_is_one_line_and_every_value_says_so(tmp_path):
+    from rlm_lab import reference_report as RR
+
+    text, values = RR.section(2, "smoke", tmp_path / "none")
+    assert text.startswith("no reference window of chapter 2 committed at smoke size")
+    assert values.pop("ch02_win_goal") == "±25%"
+    assert set(values.values()) == {"not measured"} and "ch02_win_id" in values
+
+
+def test_every_registered_reference_predicts_or_says_it_does_not():
+    for chapter in reference.REGISTRIES:
+        for r in reference.references(chapter):
+            if r.predict:
+                module, func = r.predict.split(":")
+                assert callable(getattr(importlib.import_module(module), func)), r
+    assert all(r.predict for c in (2, 4, 5) for r in reference.references(c))

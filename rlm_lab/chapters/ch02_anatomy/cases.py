@@ -40,7 +40,8 @@ def case_dir(case: Case, size: str) -> Path:
 # errors read these records), paired against GRPO under the protocol. One repeat at cpu size: the case's ~16-18 s of
 # training (data/runs/cpu/ch02_grpo, ch02_dapo: train_seconds) plus a fresh process's start, about 30 s.
 _ARM = "rlm_lab.chapters.ch02_anatomy.run:reference_arm"
+_PREDICT = "rlm_lab.chapters.ch02_anatomy.run:predict_arm"
 REFERENCES = (
-    Reference("dapo_vs_grpo", ("dapo", "grpo"), _ARM, "step_s", False, ("ch02_dapo", "ch02_grpo"), 30.0),
-    Reference("ppo_vs_grpo", ("ppo", "grpo"), _ARM, "step_s", False, ("ch02_ppo",), 25.0),
+    Reference("dapo_vs_grpo", ("dapo", "grpo"), _ARM, "step_s", False, ("ch02_dapo", "ch02_grpo"), 30.0, _PREDICT),
+    Reference("ppo_vs_grpo", ("ppo", "grpo"), _ARM, "step_s", False, ("ch02_ppo",), 25.0, _PREDICT),
 )

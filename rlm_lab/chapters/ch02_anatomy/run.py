@@ -81,6 +81,24 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
     return out
 
 
+def predict_arm(arm: str, size: str, profile: str) -> float:
+    """One algorithm's predicted step (the sum of its predicted stages, as the page's step row) from ``profile``
+    for ``rlm-lab reference --chapter 2``; the verifier's seconds per sample from the committed calibration run of
+    this size (else cpu's; none: 0), a separate earlier run, never the window's own."""
+    from ...errors import RlmLabError
+    from ...validate.traced_case import predict_case
+
+    reward_s = 0.0
+    for where in dict.fromkeys((size, "cpu")):
+        try:
+            reward_s = RunRecord.load(reference_dir(where) / "ch02_reward_calibration").results["reward_s_per_sample"]
+            break
+        except (RlmLabError, KeyError):
+            continue
+    pred = predict_case(algorithm_cases(size)[arm], profile, reward_s)
+    return sum(r.seconds for r in pred.rows)
+
+
 def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one algorithm's traced case for ``rlm-lab reference --chapter 2`` (:data:`.cases.REFERENCES`),
     into ``<out>/ch02_<arm>/<UTC time>``: ``{"step_s": median step after the warm-up steps, "record": folder}``."""

@@ -50,6 +50,8 @@ def measurements(size: str) -> list:
 # cpu size: 8 steps of the micro model take a few seconds; the process and its 2 spawned ranks start in about
 # 10 s on 2 cores: about 15 s a repeat.
 _ARM = "rlm_lab.chapters.ch04_parallelism.run:reference_arm"
+_PREDICT = "rlm_lab.chapters.ch04_parallelism.run:predict_arm"
 REFERENCES = tuple(
-    Reference(f"{name}_vs_single", (name, "single"), _ARM, "step_s", False, (f"ch04_{name}", "ch04_single"), 15.0)
+    Reference(f"{name}_vs_single", (name, "single"), _ARM, "step_s", False, (f"ch04_{name}", "ch04_single"), 15.0,
+              _PREDICT)
     for name in ("dp2", "tp2", "pp2-1f1b", "cp2"))

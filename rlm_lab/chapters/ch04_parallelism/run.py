@@ -70,6 +70,26 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
     return dirs
 
 
+def predict_arm(arm: str, size: str, profile: str) -> float:
+    """One layout's predicted step for ``rlm-lab reference --chapter 4`` from ``profile``, as :func:`reference_arm`
+    runs it: the size's run arguments, the collectives of the formulas (the page judges on the counted ones,
+    equal wherever a formula exists), timed under the counter, on this machine's cores; a spawned rank runs one
+    torch thread (launch.spawn), ``single`` torch's default (one per core, ``os.cpu_count()`` here)."""
+    import os
+
+    from ...errors import unknown
+
+    layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
+    if arm != "single" and arm not in layouts:
+        raise unknown("layout", arm, ("single", *layouts))
+    lay, kw = (Layout(), {}) if arm == "single" else layouts[arm]
+    args = run_args(size) | kw
+    cores = os.cpu_count() or 1
+    res = predicted_step_time(lay, args["model"], args["batch"], args["seq"], profile, cores=cores,
+                              threads=cores if arm == "single" else 1, harness=True)
+    return res["total_s"]
+
+
 def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one layout for ``rlm-lab reference --chapter 4`` (:data:`.cases.REFERENCES`): ``single`` in this
     process, a 2-process layout of the size's suite on 2 spawned ranks (gloo), as :func:`run_suite` runs it; its

@@ -105,13 +105,14 @@ MEMORY_RUN = {"model": "small", "rl_steps": 3, "sft_steps": 0}
 # and runs one placement at the size's placement_steps; at cpu size the committed runs took 14-18 s inside one Ray
 # session, and a fresh process adds Ray's start (about 10 s on 2 cores): 25-30 s a repeat.
 _ARM = "rlm_lab.chapters.ch05_placement.run:reference_arm"
+_PREDICT = "rlm_lab.chapters.ch05_placement.run:predict_arm"
 REFERENCES = (
     Reference("disaggregated_vs_colocated", ("disaggregated", "colocated"), _ARM, "step_s", False,
-              ("ch05_disaggregated", "ch05_colocated"), 28.0),
+              ("ch05_disaggregated", "ch05_colocated"), 28.0, _PREDICT),
     Reference("object_store_vs_collective", ("disaggregated_object_store", "disaggregated"), _ARM, "step_s", False,
-              ("ch05_disaggregated_object_store",), 28.0),
+              ("ch05_disaggregated_object_store",), 28.0, _PREDICT),
     Reference("lora_vs_full", ("disaggregated_lora", "disaggregated"), _ARM, "step_s", False,
-              ("ch05_disaggregated_lora",), 28.0),
+              ("ch05_disaggregated_lora",), 28.0, _PREDICT),
     Reference("ppo_split_vs_colocated", ("ppo_split", "ppo_colocated"), _ARM, "step_s", False,
-              ("ch05_ppo_split", "ch05_ppo_colocated"), 30.0),
+              ("ch05_ppo_split", "ch05_ppo_colocated"), 30.0, _PREDICT),
 )

@@ -25,7 +25,7 @@ from ...cost.placement_spec import Cluster, get_placement
 from ...host import load_average
 from .cases import KEYS, LORA_LR, cluster, configs, placements, run_config, run_config_preset_steps
 
-PROFILE = "cpu-2core-epyc"
+from ...cost.hardware import CPU_PROFILE as PROFILE  # $RLM_CPU_PROFILE: e.g. a reference window's in-situ profile
 
 
 PROMPT_LEN = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
@@ -83,6 +83,12 @@ def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -
         if own:
             session.close()
     return out
+
+
+def predict_arm(arm: str, size: str, profile: str) -> float:
+    """The predicted step of one placement of ``rlm-lab reference --chapter 5`` from ``profile`` (the window's)."""
+    cfgs, chosen = configs(size, (arm,))
+    return predict(chosen[arm], cfgs[arm], profile)["step_s"]
 
 
 def reference_arm(arm: str, size: str, out) -> dict:
