@@ -96,7 +96,10 @@ def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dic
     load = (f"{r['load_start']['per_core']:.2f} at the start, {r['load_end']['per_core']:.2f} at the end"
             if r.get("load_end") else f"{r['load_start']['per_core']:.2f} at the start")
     words = [a["goal"] for a in arms if a["error"] is not None]
-    values = goal | {f"{c}_id": r["window"], f"{c}_machine": r["machine_key"], f"{c}_load": load,
+    mk = r.get("machine_key") or {}
+    machine = ", ".join(str(x) for x in (mk.get("cpu_model"), mk.get("cores") and f"{mk['cores']} cores",
+                                         mk.get("torch") and f"torch {mk['torch']}") if x) or "-"
+    values = goal | {f"{c}_id": r["window"], f"{c}_machine": machine, f"{c}_load": load,
               f"{c}_profile": r.get("predicted_from", "-"), f"{c}_pairs": str(rec.config.get("pairs")),
               f"{c}_met": str(words.count("met")), f"{c}_not_met": str(words.count("not met")),
               f"{c}_undecided": str(words.count("undecided")),

@@ -210,6 +210,7 @@ def test_page_table_of_a_committed_window_by_hand(tmp_path, monkeypatch):
     text, values = RR.section(5, "smoke", root)
     assert values["ch05_win_met"] == "1" and values["ch05_win_not_met"] == "1" and values["ch05_win_undecided"] == "0"
     assert values["ch05_win_slow_vs_fast"] == "2.00 [2.00, 2.00] (slower)" and "+10%" in text
+    assert values["ch05_win_machine"].endswith("cores, torch " + __import__("torch").__version__)
     assert RR.latest_window("smoke", 4, root) is None   # a window that did not measure chapter 4
 
 
