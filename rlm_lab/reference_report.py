@@ -100,7 +100,8 @@ def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dic
     machine = ", ".join(str(x) for x in (mk.get("cpu_model"), mk.get("cores") and f"{mk['cores']} cores",
                                          mk.get("torch") and f"torch {mk['torch']}") if x) or "-"
     values = goal | {f"{c}_id": r["window"], f"{c}_machine": machine, f"{c}_load": load,
-              f"{c}_profile": r.get("predicted_from", "-"), f"{c}_pairs": str(rec.config.get("pairs")),
+              f"{c}_profile": ("the window's in-situ profile" if r.get("predicted_from") == "profile.json"
+                               else r.get("predicted_from", "-")), f"{c}_pairs": str(rec.config.get("pairs")),
               f"{c}_met": str(words.count("met")), f"{c}_not_met": str(words.count("not met")),
               f"{c}_undecided": str(words.count("undecided")),
               f"{c}_decided_pairs": str(sum(p["word"] != "undecided" for p in pairs))}
