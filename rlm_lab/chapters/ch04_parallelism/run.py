@@ -70,6 +70,17 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
     return dirs
 
 
+def _reference_layout(arm: str, size: str):
+    """(layout, extra run arguments) of a reference arm: ``single`` (one process) or a 2-process layout of the
+    size's suite; an unknown arm is one error naming the known ones."""
+    from ...errors import unknown
+
+    layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
+    if arm != "single" and arm not in layouts:
+        raise unknown("layout", arm, ("single", *layouts))
+    return (Layout(), {}) if arm == "single" else layouts[arm]
+
+
 def predict_arm(arm: str, size: str, profile: str) -> float:
     """One layout's predicted step for ``rlm-lab reference --chapter 4`` from ``profile``, as :func:`reference_arm`
     runs it: the size's run arguments, the collectives of the formulas (the page judges on the counted ones,
@@ -77,12 +88,7 @@ def predict_arm(arm: str, size: str, profile: str) -> float:
     torch thread (launch.spawn), ``single`` torch's default (one per core, ``os.cpu_count()`` here)."""
     import os
 
-    from ...errors import unknown
-
-    layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
-    if arm != "single" and arm not in layouts:
-        raise unknown("layout", arm, ("single", *layouts))
-    lay, kw = (Layout(), {}) if arm == "single" else layouts[arm]
+    lay, kw = _reference_layout(arm, size)
     args = run_args(size) | kw
     cores = os.cpu_count() or 1
     res = predicted_step_time(lay, args["model"], args["batch"], args["seq"], profile, cores=cores,
@@ -96,13 +102,10 @@ def reference_arm(arm: str, size: str, out) -> dict:
     record under ``<out>/ch04_<arm>/<UTC time>``; ``{"step_s": median step after the first, "record": folder}``."""
     import datetime as _dt
 
-    from ...errors import unknown
     from ...parallel.bench.measure import run_layout, spawn_layouts, write_record
-    from .cases import Layout, run_args, suite
+    from .cases import Layout, run_args
 
-    layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
-    if arm != "single" and arm not in layouts:
-        raise unknown("layout", arm, ("single", *layouts))
+    lay, kw = _reference_layout(arm, size)
     args = run_args(size)
     if arm == "single":  # a group of one (its store on loopback), the code path `rlm-lab parallel` runs
         import torch.distributed as dist
@@ -116,7 +119,6 @@ def reference_arm(arm: str, size: str, out) -> dict:
         finally:
             dist.destroy_process_group()
     else:
-        lay, kw = layouts[arm]
         res = spawn_layouts([(lay, args | kw)], world=2, timeout_s=300.0)[0]
     folder = Path(out) / f"ch04_{arm}" / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     write_record(folder, res, {"size": size, "oversubscribed": False})
