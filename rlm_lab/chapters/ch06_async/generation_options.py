@@ -29,6 +29,53 @@ import time
 from ...errors import RlmLabError, unknown
 
 OPTIONS = ("dynamic", "eager", "static", "static_compiled", "batch2x")
+# the options a rollout worker can be given (GenerationConfig fields and ``compile``, ``TRLRolloutFunc.generation``),
+# as those settings; ``eager`` (the model's attention, not a generation field) and ``batch2x`` (two queued requests in
+# one call, which the glue does not make) are measured for the chapter, not picked
+SETTINGS = {"dynamic": {}, "static": {"cache_implementation": "static"},
+            "static_compiled": {"cache_implementation": "static", "compile": True}}
+RECORDS = "ch06_generation_options"  # the exploration's records under data/runs/<size>/
+
+
+def choose(options: dict) -> tuple[str, dict, str]:
+    """The rule, fixed before the exploration it reads was run: among :data:`SETTINGS`, the option with the highest
+    median tokens/s, kept only when its slowest round beats the fastest round of ``dynamic`` (TRL's own, the
+    default); otherwise ``dynamic``. Returns ``(option, settings, reason)``; ``options`` is :func:`measure`'s
+    ``"options"`` (each with its ``rounds``)."""
+    if "dynamic" not in options or not options["dynamic"].get("rounds"):
+        raise RlmLabError("choose: the exploration has no rounds of 'dynamic' (TRL's own), the baseline of the rule")
+    tps = lambda o: [r["tokens_per_s"] for r in options[o]["rounds"]]  # noqa: E731
+    cands = [o for o in SETTINGS if o in options and options[o].get("rounds")]
+    best = max(cands, key=lambda o: statistics.median(tps(o)))
+    if best != "dynamic" and min(tps(best)) > max(tps("dynamic")):
+        return best, dict(SETTINGS[best]), (f"{best}: every round ({min(tps(best)):.0f} tokens/s at the slowest) "
+                                            f"above dynamic's fastest ({max(tps('dynamic')):.0f})")
+    return "dynamic", {}, (f"dynamic (TRL's own): {best} is not faster in every round "
+                           f"({min(tps(best)):.0f} tokens/s at its slowest, dynamic's fastest {max(tps('dynamic')):.0f})"
+                           if best != "dynamic" else "dynamic (TRL's own): the fastest median")
+
+
+def chosen(size: str, root=None) -> tuple[dict, str]:
+    """``(settings, why)`` from the newest completed exploration record of ``size`` (under
+    ``data/runs/<size>/ch06_generation_options`` or ``root``); ``({}, why)`` (TRL's own) when there is none."""
+    from pathlib import Path
+
+    from ...record import RunRecord, reference_root
+
+    folder = Path(root) if root is not None else reference_root(size) / RECORDS
+    rec = None
+    for d in sorted((p for p in folder.iterdir() if p.is_dir()), reverse=True) if folder.is_dir() else []:
+        try:
+            r = RunRecord.load(d)
+        except RlmLabError:
+            continue
+        if r.data.get("status") == "completed" and "options" in r.results:
+            rec = r
+            break
+    if rec is None:
+        return {}, f"TRL's own generation settings (no exploration committed under {folder.name}/ at {size} size)"
+    name, settings, reason = choose(rec.results["options"])
+    return settings, f"{reason} (exploration {Path(rec.dir).name})"
 
 
 def _engine(option: str, model_path: str, gen: dict, pad: int, eos):

@@ -9,8 +9,9 @@ pair train the same seed):
 ``pick``   the advisor's pick (:data:`PICK`: the staleness bound ``rlm_lab.cost.asynchrony.advise_mode`` picks from
            the committed synchronous runs' stage times, :func:`rlm_lab.chapters.ch06_async.compare.advisor_check`: eta = 2)
            with TRL's truncated importance sampling, on the Ray runtime, without the glue's record-only
-           re-scoring, and with the generation settings of :data:`GENERATION` (what transformers offers, chosen
-           by :mod:`rlm_lab.chapters.ch06_async.generation_options` on this machine).
+           re-scoring, and with the generation settings :func:`generation` gives (what transformers offers, chosen
+           by the rule of :func:`rlm_lab.chapters.ch06_async.generation_options.choose` from the committed
+           exploration at the run's size; TRL's own where none is committed).
 
 Both train chapter 6's campaign config (60 steps at cpu size, its held-out curve). Tokens per second: TRL's
 ``num_tokens`` over the training wall time without the evaluations (:func:`rlm_lab.chapters.ch06_async.compare.tokens_per_s`,
@@ -30,7 +31,15 @@ from ...errors import RlmLabError, unknown
 
 GOAL = 2.0
 PICK = {"mode": "eta2", "correction": "token_truncate"}
-GENERATION: dict = {}  # the rollout workers' generation options beyond TRL's (none chosen yet)
+RECORDS = "ch06_throughput"  # the goal's committed measurement under data/runs/<size>/ (--out of the command)
+
+
+def generation(size: str) -> tuple[dict, str]:
+    """The rollout workers' generation settings beyond TRL's for ``size``, and why (the committed exploration read
+    through :func:`rlm_lab.chapters.ch06_async.generation_options.chosen`)."""
+    from .generation_options import chosen
+
+    return chosen(size)
 ARMS = ("plain", "pick")
 
 
@@ -54,8 +63,9 @@ def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, comma
         from ...asynchrony.modes import run_mode
 
         cfg = campaign_config(size, seed, steps)
+        settings, _ = generation(size)
         res = run_mode(PICK["mode"], cfg, folder, importance=False, correction=PICK["correction"],
-                       curve=curve_spec(cfg, size), command=command, generation=GENERATION or None,
+                       curve=curve_spec(cfg, size), command=command, generation=settings or None,
                        prediction={"note": "the throughput goal's pick: measured against plain TRL, not predicted"})
     tps, acc = tokens_per_s(res), final_accuracy(res)
     if not tps or acc is None:
@@ -108,16 +118,62 @@ def measure_goal(size: str, out, steps: int | None = None, say=print) -> dict:
 
     runs = Path(out) / "runs"
     folder = Path(out) / "ch06_goal" / _now()
+    settings, why = generation(size)
+    say(f"the pick's generation settings: {settings or 'TRL own'} ({why})")
     res = compare(Arm("pick", command("pick", size, runs, steps)), Arm("plain", command("plain", size, runs, steps)),
                   "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
     g = goal(res)
     from ...record import atomic_write_json
 
-    atomic_write_json(folder / "goal.json", g | {"pick": PICK, "generation": GENERATION})
+    atomic_write_json(folder / "goal.json", g | {"pick": PICK, "generation": settings, "generation_why": why})
     say(f"throughput goal: pick / plain TRL tokens/s {g['tokens_ratio']['estimate']:.2f} "
         f"[{g['tokens_ratio']['lo']:.2f}, {g['tokens_ratio']['hi']:.2f}] (goal >= {GOAL:g}), accuracy "
         f"{g['accuracy_pick']['estimate']:.3f} against {g['accuracy_plain']['estimate']:.3f} -> {g['word']}")
     return res | {"goal": g}
+
+
+def section(size: str = "cpu", root=None) -> tuple[str, dict]:
+    """The page's text and glue values from the newest committed goal measurement at ``size`` (under
+    ``data/runs/<size>/ch06_throughput/ch06_goal/``, or ``root``): the pick's tokens ratio to plain TRL with its
+    interval, both arms' final accuracy with theirs, the generation settings and the word."""
+    import json
+
+    from ...record import RunRecord, reference_root
+
+    base = Path(root) if root is not None else reference_root(size) / RECORDS / "ch06_goal"
+    found = None
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
+        try:
+            rec = RunRecord.load(d)
+        except RlmLabError:
+            continue
+        if rec.data.get("status") == "completed" and (d / "goal.json").is_file():
+            found = (d, rec, json.loads((d / "goal.json").read_text()))
+            break
+    if found is None:
+        text = (f"The goal has not been measured at {size} size (no committed record under "
+                f"{RECORDS}/ch06_goal/): undecided.")
+        return text, {"ch06_tg_word": "undecided (not measured at this size)", "ch06_tg_ratio": "n/a",
+                      "ch06_tg_pairs": "0", "ch06_tg_acc_pick": "n/a", "ch06_tg_acc_plain": "n/a",
+                      "ch06_tg_generation": "n/a", "ch06_tg_window": "n/a"}
+    d, rec, g = found
+    r, a, b = g["tokens_ratio"], g["accuracy_pick"], g["accuracy_plain"]
+    iv = lambda x, f: f"{x['estimate']:{f}} [{x['lo']:{f}}, {x['hi']:{f}}]"  # noqa: E731
+    settings = g.get("generation") or {}
+    gen = ", ".join(f"{k}={v}" for k, v in sorted(settings.items())) or "TRL's own"
+    values = {"ch06_tg_ratio": iv(r, ".2f"), "ch06_tg_word": g["word"], "ch06_tg_pairs": str(r["n"]),
+              "ch06_tg_acc_pick": iv(a, ".3f"), "ch06_tg_acc_plain": iv(b, ".3f"), "ch06_tg_generation": gen,
+              "ch06_tg_window": str(rec.results.get("window", d.name))}
+    text = "\n".join([
+        f"measurement {d.name} (window {values['ch06_tg_window']}), {r['n']} pairs, pick = eta {PICK['mode'][3:]} "
+        f"with {PICK['correction']}, generation: {gen}",
+        f"  why these settings: {g.get('generation_why', 'n/a')}",
+        f"  pick / plain TRL tokens/s, median of paired ratios [95 %]: {values['ch06_tg_ratio']} (goal >= {GOAL:g}: "
+        f"{g['speed_word']})",
+        f"  final held-out accuracy, median [95 %]: pick {values['ch06_tg_acc_pick']}, plain TRL "
+        f"{values['ch06_tg_acc_plain']} (intervals overlap: {'yes' if g['accuracy_overlap'] else 'no'})",
+        f"  the goal: {g['word']}"])
+    return text, values
 
 
 def main(argv=None) -> int:
