@@ -88,13 +88,8 @@ def _engine(option: str, model_path: str, gen: dict, pad: int, eos):
     g = dict(gen)
     if option in ("static", "static_compiled"):
         g["cache_implementation"] = "static"
-    engine = RolloutEngine(model, g, pad, eos)
-    if option == "static_compiled":
-        from transformers import CompileConfig
-
-        engine.gen.disable_compile = False
-        engine.gen.compile_config = CompileConfig(dynamic=False)
-        engine.gen.compile_config._compile_all_devices = True
+    # the worker's own switch (RolloutEngine(compile=True)), so the exploration measures what a pick would run
+    engine = RolloutEngine(model, g, pad, eos, compile=option == "static_compiled")
     return engine
 
 
