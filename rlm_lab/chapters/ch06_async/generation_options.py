@@ -14,7 +14,10 @@ sampled at temperature 1 from the SFT start) under each option of :data:`OPTIONS
                     asynchronous worker could use when two requests are queued).
 
 Measured in one process, options interleaved round by round (the first call of each is its warm-up: the compile
-happens there), ``reps`` rounds; the figure is completion tokens per second (tokens up to and including the first
+happens there), ``reps`` rounds, each round on fresh prompts (the next of the training prompts, the same for every
+option), as a training run's steps meet them: a first exploration that repeated one batch found the compiled
+option 22 % faster, and the pick then ran at 0.55x plain TRL in training (record 20261204T030723Z, the goal's
+interrupted first pair), where every step's new prompt lengths met the compiled step; the figure is completion tokens per second (tokens up to and including the first
 EOS, what TRL trains on). Exploration for chapter 6's throughput goal, not a prediction: the options worth it are
 then measured end to end under :mod:`rlm_lab.protocol`.
 """
@@ -112,14 +115,20 @@ def measure(size: str = "cpu", options=OPTIONS, reps: int = 3, seed: int = 0, sa
     _, tok = load(path)
     rows = ensure_data(parse_task(cfg.task))["train"]
     n = cfg.batch_size // cfg.num_generations
-    prompts = [r["prompt"] for r in rows[:n] for _ in range(cfg.num_generations)]
-    ids = tok(prompts, add_special_tokens=False)["input_ids"]
+    if len(rows) < n * (reps + 1):
+        raise RlmLabError(f"the task has {len(rows)} training prompts, fewer than {reps + 1} rounds of {n}")
+
+    def batch_of(r):  # round r's prompts: fresh ones every round, as a training run's steps see them (their
+        # lengths, so the shapes a compiled decode step meets, change from round to round); every option the same
+        prompts = [x["prompt"] for x in rows[r * n:(r + 1) * n] for _ in range(cfg.num_generations)]
+        return tok(prompts, add_special_tokens=False)["input_ids"]
     gen = {"max_new_tokens": cfg.max_completion_length, "do_sample": True, "temperature": cfg.temperature,
            "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
     engines = {o: _engine(o, path, gen, tok.pad_token_id, tok.eos_token_id) for o in options}
     out = {o: {"rounds": []} for o in options}
     torch.set_num_threads(torch.get_num_threads())
     for r in range(reps + 1):  # round 0: warm-up (compilation)
+        ids = batch_of(r)
         for o, eng in engines.items():
             batch = ids * 2 if o == "batch2x" else ids
             t0 = time.perf_counter()
@@ -133,7 +142,8 @@ def measure(size: str = "cpu", options=OPTIONS, reps: int = 3, seed: int = 0, sa
             say(f"round {r} {o}: {tokens} tokens in {dt:.3f} s")
     for o in options:
         out[o]["tokens_per_s"] = statistics.median(x["tokens_per_s"] for x in out[o]["rounds"]) if reps else None
-    return {"options": out, "threads": torch.get_num_threads(), "batch": len(ids), "model": cfg.model,
+    return {"options": out, "threads": torch.get_num_threads(), "batch": n * cfg.num_generations, "model": cfg.model,
+            "prompts": "fresh every round (rounds of the training prompts in order)",
             "max_new_tokens": cfg.max_completion_length}
 
 
