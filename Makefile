@@ -59,7 +59,7 @@ test-book: venv
 	$(PYTEST) -q -m notebook tests
 
 # Every chapter's committed references re-measured in one window on this machine (in-situ calibration first, then
-# the protocol; about 53 min at cpu size on 2 quiet cores, the whole book within 90): rlm_lab/reference.py.
+# the protocol; about 64 min at cpu size on 2 quiet cores, the whole book within 90): rlm_lab/reference.py.
 # REFERENCE_OUT=data/runs/cpu/reference/<window> to commit them (run it under /work/bin/measure or a quiet machine).
 REFERENCE_OUT ?= _build/reference/$(SIZE)
 reference: venv

@@ -14,10 +14,11 @@ DTYPE, DTYPE_BYTES = "fp32", 4
 
 
 class Predictor:
-    def __init__(self, size: str, model: str):
+    def __init__(self, size: str, model: str, profile=None):
+        """``profile``: a profile name or path (``rlm-lab reference`` passes its window's); default the size's."""
         from ...cost.hardware import profile_for
 
-        self.profile_name = profile_for(size)
+        self.profile_name = profile if profile is not None else profile_for(size)
         self.profile, self.spec = load_profile(self.profile_name), model_spec(model)
 
     def gen(self, prompt_len: int, lengths, batch: int | None = None) -> float:

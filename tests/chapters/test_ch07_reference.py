@@ -1,0 +1,46 @@
+"""Chapter 7's techniques as arms of the protocol (rlm_lab.chapters.ch07_long_tail.reference)."""
+
+import pytest
+
+from rlm_lab import reference
+from rlm_lab.chapters.ch07_long_tail import reference as R
+from rlm_lab.chapters.ch07_long_tail import run as run_mod
+from rlm_lab.chapters.ch07_long_tail.cases import params
+from rlm_lab.chapters.ch07_long_tail.predict import Predictor
+from rlm_lab.errors import RlmLabError
+from rlm_lab.record import RunRecord
+
+
+def test_every_arm_belongs_to_one_registered_reference():
+    refs = {r.name: r.arms for r in reference.references(7)}
+    assert refs == R.ARMS  # the registry and the module name the same techniques and arms, A = technique on
+    assert all(R.technique_of(a) == t for t, arms in R.ARMS.items() for a in arms)
+    with pytest.raises(RlmLabError, match="chapter 7 has no arm 'lpt'"):
+        R.technique_of("lpt")
+
+
+def test_predictions_are_the_chapters_own_from_the_given_profile():
+    """The window's prediction of an arm is the number the chapter's in-process measurement records before it
+    runs (run.py, a second code path over the same rows), and it follows the profile it is given."""
+    p = params("smoke")
+    model, tok, task, rows = run_mod._setup(p, 0)
+    pr = Predictor("smoke", p["model"])
+    tail = run_mod.tail_batching(p | {"reps": 1}, pr, model, tok, task, rows, 0)["predicted"]
+    pack = run_mod.packing(p | {"reps": 1}, pr, model, tok, task, rows, 0)["predicted"]
+    prof = pr.profile_name
+    assert R.predict_arm("mixed", "smoke", prof) == pytest.approx(tail["mixed_s"])
+    assert R.predict_arm("tail_batched", "smoke", prof) == pytest.approx(tail["tail_batched_s"])
+    assert R.predict_arm("padded", "smoke", prof) == pytest.approx(pack["padded_s"])
+    assert R.predict_arm("packed", "smoke", prof) == pytest.approx(pack["packed_s"])
+    # another machine's profile (a datasheet GPU: per-call overheads dominate a nano model) predicts other seconds
+    assert R.predict_arm("mixed", "smoke", "h100-sxm") != pytest.approx(tail["mixed_s"], rel=1e-3)
+
+
+def test_one_repeat_writes_a_completed_record(tmp_path):
+    res = reference.run_arm(7, "packing", "packed", "smoke", tmp_path)
+    rec = RunRecord.load(res["record"])
+    assert rec.data["status"] == "completed"
+    assert res["seconds"] == rec.results["seconds"] > 0 and rec.results["first_s"] > 0
+    assert rec.results["predicted_s"] == pytest.approx(R.predict_arm("packed", "smoke", Predictor("smoke", "nano").profile_name))
+    with pytest.raises(RlmLabError, match="has arms fused, after"):
+        reference.run_arm(7, "fusion", "packed", "smoke", tmp_path)
