@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 
 from .errors import RlmLabError
-from .protocol import WINDOW_ENV, Reference
+from .protocol import WINDOW_ENV, Reference, gate
 
 # chapter -> the module whose REFERENCES it reads (its cases module); chapters 2-7 are the measured ones
 REGISTRIES = {
@@ -164,6 +164,11 @@ def insitu_window(size: str, folder: Path, say=print) -> Path:
     return save_profile(prof, folder / "profile.json")
 
 
+def start_gate(timeout_s: float) -> dict:
+    """The protocol's load gate before the window's first run (:func:`rlm_lab.protocol.gate`)."""
+    return gate(timeout_s=timeout_s)
+
+
 def run_window(chapters, size: str, out, force: bool = False, insitu: bool = True, say=print,
                gate_timeout_s: float | None = None) -> dict:
     """The whole window (module docstring); returns the window record's results. ``gate_timeout_s``: the load
@@ -197,7 +202,13 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
     try:
         record = RunRecord(out, config, command=sys.argv, force=force)  # an --out holding records: refused here
         with record:
-            record.update(window=window, machine_key=machine_key(), load_start=machine_load())
+            # the window starts behind the same load gate as every repeat: the calibration's runs are timings too
+            started = start_gate(GATE_TIMEOUT_S if gate_timeout_s is None else gate_timeout_s)
+            record.update(window=window, machine_key=machine_key(), load_start=started["load"],
+                          gate_start={k: started[k] for k in ("passed", "waited_s")})
+            if not started["passed"]:
+                say(f"window {window}: the load gate gave up after {started['waited_s']:.0f} s (load per core "
+                    f"{started['load']['per_core']:.2f}); starting anyway, marked in the record")
             if insitu:
                 say(f"window {window}: in-situ calibration at {size} size")
                 path = insitu_window(size, out / "insitu", say)

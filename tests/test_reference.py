@@ -109,6 +109,38 @@ def test_insitu_runs_first_and_its_profile_is_recorded(tmp_path, monkeypatch):
     assert calls == ["smoke"] and res["profile"] == "insitu/profile.json"
 
 
+def test_window_waits_at_the_load_gate_before_its_calibration(tmp_path, monkeypatch):
+    """The calibration's runs are timings: a window that starts on a busy machine waits first, and one that gave up
+    waiting says so in its record (the load it started at, the gate's result)."""
+    _fake_arms(monkeypatch)
+    order = []
+    busy = {"cores": 2, "loadavg": [2.4, 1.0, 0.5], "per_core": 1.2}
+
+    def fake_gate(timeout_s):
+        order.append(("gate", timeout_s))
+        return {"passed": False, "waited_s": timeout_s, "load": busy}
+
+    def fake_insitu(size, folder, say):
+        order.append(("insitu", size))
+        folder.mkdir(parents=True)
+        (folder / "profile.json").write_text("{}")
+        return folder / "profile.json"
+
+    said = []
+    monkeypatch.setattr(reference, "start_gate", fake_gate)
+    monkeypatch.setattr(reference, "insitu_window", fake_insitu)
+    res = reference.run_window([5], "smoke", tmp_path / "w", say=said.append, gate_timeout_s=1.0)
+    assert order == [("gate", 1.0), ("insitu", "smoke")]
+    assert res["gate_start"] == {"passed": False, "waited_s": 1.0} and res["load_start"] == busy
+    assert any("gave up" in s and "1.20" in s for s in said)
+
+
+def test_start_gate_is_the_protocols_gate(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(reference, "gate", lambda timeout_s: seen.setdefault("t", timeout_s) and {"passed": True})
+    assert reference.start_gate(7.0) == {"passed": True} and seen == {"t": 7.0}
+
+
 def test_arm_child_refuses_an_arm_the_reference_lacks(tmp_path):
     with pytest.raises(RlmLabError, match="has arms disaggregated, colocated, not 'hybrid'"):
         reference.run_arm(5, "disaggregated_vs_colocated", "hybrid", "smoke", tmp_path)
