@@ -44,3 +44,26 @@ def test_one_repeat_writes_a_completed_record(tmp_path):
     assert rec.results["predicted_s"] == pytest.approx(R.predict_arm("packed", "smoke", Predictor("smoke", "nano").profile_name))
     with pytest.raises(RlmLabError, match="has arms fused, after"):
         reference.run_arm(7, "fusion", "packed", "smoke", tmp_path)
+
+
+def test_window_agreement_groups_by_the_side_of_one(monkeypatch):
+    """Hand-made: the window's ratio is on / off in seconds, so 'faster' (ratio below 1) is a gain above 1."""
+    import rlm_lab.reference_report as rr
+    from rlm_lab.chapters.ch07_long_tail import report as R
+    from rlm_lab.evidence import Interval
+
+    pairs = [{"reference": "fusion", "ratio": Interval(1.5, 1.1, 2.0, 4), "word": "slower"},
+             {"reference": "packing", "ratio": Interval(0.7, 0.6, 0.8, 4), "word": "faster"},
+             {"reference": "tail_batching", "ratio": Interval(0.5, 0.4, 0.6, 4), "word": "faster"}]
+    monkeypatch.setattr(rr, "latest_window", lambda size, chapter, root=None: object())
+    monkeypatch.setattr(rr, "rows", lambda rec, chapter: ([], pairs))
+    table = [{"technique": "fusion", "measured gain": 5.0, "side": "above 1"},
+             {"technique": "packing", "measured gain": 1.3, "side": "above 1"},
+             {"technique": "tail_batching", "measured gain": 2.0, "side": "undecided"},
+             {"technique": "dispatch", "measured gain": 1.0, "side": "undecided"}]
+    text = R.window_agreement(table, "cpu")["ch07_win_agree"]
+    assert text.startswith("agree: packing (gain 1.30 in one process, 1.43 in the window)")
+    assert "disagree: fusion (gain 5.00 in one process, 0.67 in the window)" in text
+    assert "undecided: tail_batching" in text and "dispatch" not in text
+    monkeypatch.setattr(rr, "latest_window", lambda size, chapter, root=None: None)
+    assert "no window" in R.window_agreement(table, "cpu")["ch07_win_agree"]

@@ -371,3 +371,29 @@ def show(runs: dict, size: str, technique: str, keys_pred, keys_meas):
     before the run, and its measurement) and return its record (None before it exists)."""
     print(technique_text(technique, runs[technique], keys_pred, keys_meas, size))
     return runs[technique]
+
+
+def window_agreement(table: list[dict], size: str, root=None) -> dict:
+    """Whether the in-process repeats of the ranking (``table``, :func:`ranking`) and the newest committed window of
+    chapter 7 (:mod:`rlm_lab.reference_report`: fresh processes, ABBA) agree on the side of 1 of each technique's
+    gain. The window's ratio is on / off in seconds, so its "faster" is a gain above 1. Per technique: "agree"
+    when both intervals decide the same side, "disagree" when they decide opposite sides, else "undecided".
+    Returns the glue value ``ch07_win_agree``: one sentence naming each group."""
+    from ...reference_report import latest_window, rows
+
+    rec = latest_window(size, 7, root)
+    if rec is None:
+        return {"ch07_win_agree": "no window of chapter 7 committed at this size, so nothing to compare"}
+    side = {"faster": "above 1", "slower": "below 1"}
+    window = {p["reference"]: (side.get(p["word"], "undecided"), p["ratio"]) for p in rows(rec, 7)[1]}
+    groups = {"agree": [], "disagree": [], "undecided": []}
+    for r in table:
+        if r["technique"] not in window or r["measured gain"] is None:
+            continue
+        w, ratio = window[r["technique"]]
+        here = r["side"] if r["side"] in ("above 1", "below 1") else "undecided"
+        key = "undecided" if "undecided" in (w, here) else ("agree" if w == here else "disagree")
+        groups[key].append(f"{r['technique']} (gain {r['measured gain']:.2f} in one process, "
+                           f"{1 / ratio.estimate:.2f} in the window)")
+    parts = [f"{k}: {', '.join(v)}" for k, v in groups.items() if v]
+    return {"ch07_win_agree": "; ".join(parts) if parts else "no technique measured in both"}
