@@ -103,3 +103,23 @@ def test_section_counts_the_plan_runs_and_decides_nothing_while_incomplete(tmp_p
     assert all(v[f"ch06_acc_{t[0]}"] == "undecided (incomplete)" for t in T.PLAN["tests"])
     assert "runs present: 6 of 40" in text and "nothing is decided" in text
     assert "falls_uncorrected: mean difference +0.200" in text  # the partial pairs are shown, not decided
+
+
+def test_section_of_a_complete_plan_glues_the_word_with_its_numbers(tmp_path, monkeypatch):
+    """Hand-made finals: eta 8 without correction is 0.2 below every other cell for every seed, so the first two
+    tests are decided (10 of 10 seeds one way: exact p = 2^-10, Holm p = 3 x 2^-10 and 2 x 2^-10) and the third,
+    all differences 0, is undecided."""
+    import rlm_lab.chapters.ch06_async.compare as C
+    from rlm_lab.chapters.ch06_async.cases import cell_name
+    from rlm_lab.record import RunRecord
+
+    monkeypatch.setattr(C, "final_accuracy", lambda results: results.get("final"))
+    for (mode, corr) in T.PLAN["cells"]:
+        for s in T.PLAN["seeds"]:
+            with RunRecord(tmp_path / cell_name(mode, corr, s) / "20260101T000000Z", {}) as rec:
+                rec.update(final=0.3 if (mode, corr) == ("eta8", None) else 0.5)
+    _, v = T.section(tmp_path)
+    assert v["ch06_acc_status"] == "complete" and v["ch06_acc_runs"] == "40 of 40"
+    assert v["ch06_acc_falls_uncorrected"] == "yes (mean difference +0.200 [+0.200, +0.200] over 10 seeds, Holm p = 0.003)"
+    assert v["ch06_acc_tis_recovers"].startswith("yes (mean difference +0.200")
+    assert v["ch06_acc_falls_corrected"].startswith("undecided (mean difference +0.000")

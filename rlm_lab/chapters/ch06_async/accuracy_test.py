@@ -174,9 +174,18 @@ def section(root=None) -> tuple[str, dict]:
              f"runs present: {have} of {planned}"] + summary_lines(result)
     values = {"ch06_acc_runs": f"{have} of {planned}", "ch06_acc_status": result["status"]}
     for r in result["tests"]:
-        values[f"ch06_acc_{r['test']}"] = (("decided" if r["word"] == "decided" else "undecided")
-                                           if result["status"] == "complete" else "undecided (incomplete)")
+        values[f"ch06_acc_{r['test']}"] = _glued(r) if result["status"] == "complete" else "undecided (incomplete)"
     return "\n".join(lines), values
+
+
+def _glued(row: dict) -> str:
+    """One complete test for the page: "yes" when decided, else "undecided", with the mean paired difference, its
+    interval and the Holm-adjusted p (the numbers the word rests on)."""
+    if not row["diffs"]:
+        return "undecided (no paired runs)"
+    word = "yes" if row["word"] == "decided" else "undecided"
+    return (f"{word} (mean difference {row['mean_diff']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}] over "
+            f"{len(row['diffs'])} seeds, Holm p = {row['p_holm']:.3f})")
 
 
 def summary_lines(result: dict) -> list[str]:
