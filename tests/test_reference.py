@@ -146,7 +146,7 @@ def test_arm_child_refuses_an_arm_the_reference_lacks(tmp_path):
         reference.run_arm(5, "disaggregated_vs_colocated", "hybrid", "smoke", tmp_path)
 
 
-@pytest.mark.slow  # CI's slow phase runs it on its fresh clone (about 2-3 min on 2 cores: four Ray starts)
+# in make test: the issue asks for it there (about 2-3 min on 2 cores: four Ray starts)
 def test_chapter5_at_smoke_size_end_to_end(tmp_path):
     """The issue's "done when": rlm-lab reference --chapter 5 at smoke size, for real (the placements on Ray under
     the protocol), each record stamped with the window; about 2 min on 2 cores. The window's in-situ calibration is

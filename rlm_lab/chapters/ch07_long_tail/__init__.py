@@ -7,6 +7,8 @@ themselves are mechanisms, in :mod:`rlm_lab.longtail`.
 (one RunRecord ``ch07_<technique>`` each) -> :mod:`.report` (the chapter's tables, verdicts and glued values;
 it also holds the chapter's comparison, the ranking by measured gain with its verdicts, so there is no
 ``compare`` module). :mod:`.cli` is ``rlm-lab longtail`` (``python -m rlm_lab.chapters.ch07_long_tail``).
+:mod:`.reference` holds the techniques as arms of the measurement protocol (``rlm-lab reference --chapter 7``:
+each variant in a fresh process, predicted from the window's profile before the first repeat).
 
 Produce the committed cpu-size records (the chapter reads them at ``cpu`` size; until then it says "not
 measured yet")::
