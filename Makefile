@@ -44,7 +44,7 @@ test-slow: venv
 	$(PYTEST) -q --durations=30 -m "slow and not notebook and not extended" tests
 
 # The slow tests CI leaves out for its time budget: more signal and node cases of the same mechanisms, the GPU
-# archive's rehearsal, the reference window end to end, the tracer's overhead bound.
+# archive's rehearsal, the tracer's overhead bound (the reference window end to end runs in make test).
 test-extended: venv
 	$(PYTEST) -q --durations=30 -m "extended and not notebook" tests
 
@@ -60,7 +60,7 @@ test-book: venv
 
 # Every chapter's committed references re-measured in one window on this machine (in-situ calibration first, then
 # the protocol; about 64 min at cpu size on 2 quiet cores, the whole book within 90): rlm_lab/reference.py.
-# REFERENCE_OUT=data/runs/cpu/reference/<window> to commit them (run it under /work/bin/measure or a quiet machine).
+# REFERENCE_OUT=data/runs/cpu/reference/<window> to commit them (run it alone: flock -x /tmp/rlm-lab-measure.lock make reference ...).
 REFERENCE_OUT ?= _build/reference/$(SIZE)
 reference: venv
 	$(BIN)/rlm-lab reference --all --size $(SIZE) --out $(REFERENCE_OUT)
