@@ -10,8 +10,9 @@ its own in ``rlm_lab/chapters/chNN_<slug>/cases.py: REFERENCES`` (:class:`rlm_la
 for all). One call is one **window** (its id in ``$RLM_WINDOW`` for every process it starts, so every record a
 child writes carries it beside the machine key):
 
-1. after the protocol's load gate (:func:`start_gate`, its result in the record), the window's **in-situ calibration** (:mod:`rlm_lab.insitu`: the size's calibration suite, each run in a
-   fresh process, fitted on the committed microbenchmark base), written to ``<out>/insitu/profile.json``: the
+1. after the protocol's load gate (:func:`start_gate`, its result in the record), the window's **in-situ
+   calibration** (:mod:`rlm_lab.insitu`: the size's calibration suite, each run in a fresh process, fitted on the
+   committed microbenchmark base), written to ``<out>/insitu/profile.json``: the
    profile of this machine in this window. The window's **predictions** are made from it next, before any
    repeat runs: each reference's ``predict`` function on both arms (:class:`rlm_lab.protocol.Reference`), kept
    in the window's record under ``predictions``; and every child the window starts sees the profile as
