@@ -136,9 +136,14 @@ def test_window_waits_at_the_load_gate_before_its_calibration(tmp_path, monkeypa
 
 
 def test_start_gate_is_the_protocols_gate(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(reference, "gate", lambda timeout_s: seen.setdefault("t", timeout_s) and {"passed": True})
-    assert reference.start_gate(7.0) == {"passed": True} and seen == {"t": 7.0}
+    seen = []
+
+    def fake_gate(timeout_s):
+        seen.append(timeout_s)
+        return {"passed": True}
+
+    monkeypatch.setattr(reference, "gate", fake_gate)
+    assert reference.start_gate(7.0) == {"passed": True} and seen == [7.0]
 
 
 def test_arm_child_refuses_an_arm_the_reference_lacks(tmp_path):

@@ -8,7 +8,7 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 from __future__ import annotations
 
 from ...compare import BAR
-from ...evidence import Interval, bar_word, error_interval, largest, median_interval, ratio_word
+from ...evidence import Interval, bar_word, error_interval, largest, median_interval, ratio_interval, ratio_word
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
 from .run import TECHNIQUES, measure
@@ -385,15 +385,19 @@ def window_agreement(table: list[dict], size: str, root=None) -> dict:
     if rec is None:
         return {"ch07_win_agree": "no window of chapter 7 committed at this size, so nothing to compare"}
     side = {"faster": "above 1", "slower": "below 1"}
-    window = {p["reference"]: (side.get(p["word"], "undecided"), p["ratio"]) for p in rows(rec, 7)[1]}
+    # the window's gain as the page's estimator: the median of the paired ratios off / on (not 1 / the median of on / off)
+    values = {r["name"]: r["summary"]["values"] for r in rec.results.get("references", []) if r.get("chapter") == 7}
+    window = {p["reference"]: (side.get(p["word"], "undecided"),
+                               ratio_interval(values[p["reference"]][p["b"]], values[p["reference"]][p["a"]]).estimate)
+              for p in rows(rec, 7)[1]}
     groups = {"agree": [], "disagree": [], "undecided": []}
     for r in table:
         if r["technique"] not in window or r["measured gain"] is None:
             continue
-        w, ratio = window[r["technique"]]
+        w, gain = window[r["technique"]]
         here = r["side"] if r["side"] in ("above 1", "below 1") else "undecided"
         key = "undecided" if "undecided" in (w, here) else ("agree" if w == here else "disagree")
         groups[key].append(f"{r['technique']} (gain {r['measured gain']:.2f} in one process, "
-                           f"{1 / ratio.estimate:.2f} in the window)")
+                           f"{gain:.2f} in the window)")
     parts = [f"{k}: {', '.join(v)}" for k, v in groups.items() if v]
     return {"ch07_win_agree": "; ".join(parts) if parts else "no technique measured in both"}
