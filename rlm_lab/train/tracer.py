@@ -452,9 +452,9 @@ def window_throughput(steps: list[dict], log_history: list[dict], warmup: int = 
     last = max((k for k in ends if k in tokens), default=None)
     if last is None or warmup not in ends or warmup not in tokens or last <= warmup:
         return {}
-    seconds = ends[last] - ends[warmup] - excluded_s
+    seconds = round(ends[last] - ends[warmup] - excluded_s, 6)  # rounded once: every field below uses this value
     n = tokens[last] - tokens[warmup]
-    return {"tokens": n, "seconds": round(seconds, 6), "steps": last - warmup,
+    return {"tokens": n, "seconds": seconds, "steps": last - warmup,
             "tokens_per_s": n / seconds if seconds > 0 else None, "step_s": seconds / (last - warmup)}
 
 

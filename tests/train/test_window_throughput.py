@@ -26,3 +26,14 @@ def test_window_by_hand():
     assert window_throughput(st, log + [{"step": 4, "eval": 1}], warmup=1)["tokens"] == 500
     assert window_throughput(st[:1], log[:1], warmup=1) == {}
     assert window_throughput(st, [], warmup=1) == {}
+
+
+def test_the_record_is_consistent_with_itself():
+    # a short window with more decimals than the record keeps: the rate a reader recomputes from the record's
+    # tokens and seconds is the rate the record states (a rate from the unrounded seconds differed by ~1e-6)
+    st = [{"step": 1, "start_s": 0.0, "wall_s": 0.1234567891}, {"step": 2, "start_s": 0.2, "wall_s": 0.1470000004},
+          {"step": 3, "start_s": 0.4, "wall_s": 0.1000000007}]
+    log = [{"step": k, "num_tokens": n} for k, n in ((1, 300), (2, 611), (3, 917))]
+    tp = window_throughput(st, log, warmup=1)
+    assert tp["seconds"] == round(0.5000000007 - 0.1234567891, 6)
+    assert tp["tokens_per_s"] == tp["tokens"] / tp["seconds"] and tp["step_s"] == tp["seconds"] / tp["steps"]
