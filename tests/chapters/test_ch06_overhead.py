@@ -63,3 +63,14 @@ def test_section_reads_the_newest_record_and_says_when_there_is_none(tmp_path):
     _protocol_record(tmp_path, "colocated", [100, 101, 99], [100] * 3, "20260102T000000Z")
     assert O.section(tmp_path)[1]["ch06_ovh_colocated"].startswith("1.00")
     assert O.section(tmp_path / "empty")[0].startswith("no overhead records")
+
+
+def test_pairs_go_with_a_comparison_and_are_checked_before_any_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        O.main(["--arm", "sync_all", "--pairs", "12", "--size", "smoke"])  # one run has no pairs
+    assert e.value.code == 2 and "--pairs goes with --against" in capsys.readouterr().err
+    from rlm_lab.errors import RlmLabError
+
+    with pytest.raises(RlmLabError, match="1 repeats"):
+        O.compare_arms("sync_all", "smoke", tmp_path, "plain", pairs=1)
+    assert not any(tmp_path.rglob("*.json"))  # refused before any run or record

@@ -22,6 +22,13 @@ The metric is tokens per second after the first step (:func:`rlm_lab.train.trace
 ``num_tokens`` over the wall time from the end of step 1 to the end of the last, so logging and callbacks count and
 one-time start-up does not); the median step time is reported too. The child reports both to the protocol
 (:func:`rlm_lab.protocol.report`) and keeps its own run record under ``--out``.
+
+The goal's run (issue 20, item 5; fixed on 2026-12-04 before it ran): ``sync_all`` against ``plain`` with
+``--pairs 12`` at cpu size, its own interval standing alone (not pooled with the two windows of 4 pairs whose
+intervals straddled the goal); the page reads the newest record whatever it says::
+
+    python -m rlm_lab.chapters.ch06_async.overhead --arm sync_all --against plain --pairs 12 --size cpu \
+        --out data/runs/cpu/ch06_overhead
 """
 
 from __future__ import annotations
@@ -103,14 +110,18 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--pairs", type=int, default=None, help="paired repeats of --against (default: the size's "
+                                                            "protocol_repeats); fix it before the run")
     a = ap.parse_args(argv)
+    if a.pairs is not None and not a.against:
+        ap.error("--pairs goes with --against (one run has no pairs)")
     from ...protocol import child_main
 
     def work():
         if a.against:
             from ...record import runs_root
 
-            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps)
+            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps, pairs=a.pairs)
             for arm, st in res["stages"].items():
                 print(arm, " ".join(f"{k} {v:.4f}" for k, v in st.items()))
             return 0
@@ -127,9 +138,11 @@ def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
     return tuple(argv + (["--steps", str(steps)] if steps else []))
 
 
-def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | None = None, say=print) -> dict:
+def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | None = None, say=print,
+                 pairs: int | None = None) -> dict:
     """``arm`` against ``base`` under the protocol (paired, ABBA, fresh processes, load gate), tokens per second;
-    the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``."""
+    the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``.
+    ``pairs``: the repeat count (default the size's ``protocol_repeats``), checked by the protocol before any run."""
     from ...protocol import Arm, compare
     from .cases import _now
 
@@ -139,7 +152,7 @@ def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | Non
     runs = Path(out) / "runs"
     folder = Path(out) / f"overhead_{arm}_vs_{base}" / _now()
     res = compare(Arm(arm, command(arm, size, runs, steps)), Arm(base, command(base, size, runs, steps)),
-                  "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
+                  "tokens_per_s", folder, size=size, repeats=pairs, higher_is_better=True, say=say)
     from ...record import atomic_write_json
 
     stages = stage_table(res)
