@@ -18,6 +18,10 @@ def test_plain_arm_is_trl_alone(tmp_path):
     tp = rec.results["throughput"]
     assert tp["tokens"] == rows[3] - rows[1] and tp["steps"] == 2
     assert out["tokens_per_s"] == pytest.approx(tp["tokens"] / tp["seconds"])
+    # fixed lengths (the default): TRL's own log says every completion was max_completion_length tokens long
+    n = O.arm_config("smoke", 3).max_completion_length
+    logged = [r for r in rec.metrics() if "completions/mean_length" in r]
+    assert logged and all(r["completions/mean_length"] == r["completions/min_length"] == n for r in logged)
     assert rec.results["trainer_threads"] >= 1
 
 
@@ -36,11 +40,12 @@ def test_stage_table_reads_each_repeat(tmp_path):
 def test_command_is_one_fresh_run():
     argv = O.command("sync_all", "cpu", "/x", steps=5)
     assert argv[1:] == ("-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", "sync_all", "--size", "cpu", "--out", "/x",
-                        "--steps", "5")
+                        "--lengths", "fixed", "--steps", "5")
+    assert O.command("plain", "cpu", "/x", lengths="sampled")[-2:] == ("--lengths", "sampled")
 
 
-def _protocol_record(root, arm, arm_tps, plain_tps, stamp="20260101T000000Z"):
-    with RunRecord(root / f"overhead_{arm}_vs_plain" / stamp, {}) as rec:
+def _protocol_record(root, arm, arm_tps, plain_tps, stamp="20260101T000000Z", lengths="sampled"):
+    with RunRecord(O.comparison_folder(root, arm, "plain", lengths) / stamp, {}) as rec:
         rec.update(summary={"values": {arm: arm_tps, "plain": plain_tps}}, window="w1")
 
 
@@ -74,3 +79,42 @@ def test_pairs_go_with_a_comparison_and_are_checked_before_any_run(tmp_path, cap
     with pytest.raises(RlmLabError, match="1 repeats"):
         O.compare_arms("sync_all", "smoke", tmp_path, "plain", pairs=1)
     assert not any(tmp_path.rglob("*.json"))  # refused before any run or record
+
+
+def test_fixed_lengths_and_sampled_ones_are_separate_rows_and_keys(tmp_path):
+    _protocol_record(tmp_path, "sync_all", [80, 81, 79, 80], [100] * 4)                      # sampled: 0.80
+    _protocol_record(tmp_path, "sync_all", [96, 97, 95, 96], [100] * 4, lengths="fixed")     # same work: 0.96
+    text, v = O.section(tmp_path)
+    assert v["ch06_ovh_sync_all"].startswith("0.80") and v["ch06_ovh_sync_all_goal"] == "not met"
+    assert v["ch06_ovh_sync_all_fixed"].startswith("0.96") and v["ch06_ovh_sync_all_fixed_goal"] == "met"
+    assert text.count("sync_all") == 2 and "fixed" in text and "sampled" in text
+    assert O.comparison_folder(tmp_path, "sync_all").name == "overhead_sync_all_vs_plain_fixed_lengths"
+
+
+def test_fixed_lengths_reach_trl_and_the_rollout_engine_alike():
+    """The fixed-length config's generation_kwargs are what TRL builds its GenerationConfig from (the plain arm) and
+    what the rollout workers' engine is configured with (every Ray arm): on a tiny random model every completion
+    comes out exactly max_completion_length long, where the sampled config's do not all reach it."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from rlm_lab.placement.rollout import RolloutEngine
+
+    fixed, sampled = O.arm_config("smoke", 3, "fixed"), O.arm_config("smoke", 3, "sampled")
+    n = fixed.max_completion_length
+    assert fixed.extra["generation_kwargs"] == {"min_new_tokens": n} and "generation_kwargs" not in sampled.extra
+    assert fixed.replace(extra=sampled.extra) == sampled  # nothing else differs
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2))
+    eos = 2  # a 16-token vocabulary: a sampled completion hits EOS early
+    lens = {}
+    for name, cfg in (("fixed", fixed), ("sampled", sampled)):
+        gen = GenerationConfig(max_new_tokens=n, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                               **cfg.extra.get("generation_kwargs", {})).to_dict()
+        out = RolloutEngine(model, gen, pad_token_id=0, eos_token_ids=[eos]).generate([[1, 3, 4]] * 16, seed=1)
+        lens[name] = [len(c) for c in out["completion_ids"]]
+    assert lens["fixed"] == [n] * 16
+    assert min(lens["sampled"]) < n
+    with pytest.raises(Exception, match="lengths"):
+        O.arm_config("smoke", 3, "short")

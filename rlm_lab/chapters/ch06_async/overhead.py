@@ -18,6 +18,15 @@ machine's cores; they differ only in what :data:`ARMS` says:
 ``sync_all``   ``sync_lean`` with every core for each role: at η = 0 the roles take turns (the trainer waits for
                generation, the worker for the weights), so each may use every core without contending.
 
+**The same work in every arm** (``--lengths``, default ``fixed``): each completion is generated to exactly
+``max_completion_length`` tokens (``min_new_tokens`` in TRL's ``generation_kwargs``, which TRL's generate and the
+rollout workers' engine both read from the trainer's ``GenerationConfig``), so every arm generates and trains on the
+same shapes from the same prompts in the same order. With ``sampled`` lengths (every record made before
+the option existed) each arm samples its own completions: on 2026-12-04 the Ray arm's completions ran longer (per
+step a longest completion of 46 tokens against plain TRL's 38, a mean of 22 against 19), so its steps did more work
+than plain TRL's, which tokens per second corrects only in part (generation and padding grow with the longest
+completion, TRL's token count with the mean).
+
 The metric is tokens per second after the first step (:func:`rlm_lab.train.tracer.window_throughput`: TRL's
 ``num_tokens`` over the wall time from the end of step 1 to the end of the last, so logging and callbacks count and
 one-time start-up does not); the median step time is reported too. The child reports both to the protocol
@@ -28,7 +37,11 @@ The goal's run (issue 20, item 5; fixed on 2026-12-04 before it ran): ``sync_all
 intervals straddled the goal); the page reads the newest record whatever it says::
 
     python -m rlm_lab.chapters.ch06_async.overhead --arm sync_all --against plain --pairs 12 --size cpu \
-        --out data/runs/cpu/ch06_overhead
+        --out data/runs/cpu/ch06_overhead --lengths sampled
+
+It ran with sampled lengths (the option's default then) and its arms did not do the same work (above): 0.85 with an
+interval across the goal, in its record. The same work's run, fixed before it ran: the same command with
+``--lengths fixed`` (12 pairs, its own interval; the goal is read from it).
 """
 
 from __future__ import annotations
@@ -40,6 +53,21 @@ from pathlib import Path
 from ...errors import RlmLabError, unknown
 
 ARMS = ("plain", "colocated", "sync", "sync_lean", "sync_all")
+LENGTHS = ("fixed", "sampled")  # the completions' lengths (module docstring); fixed: the same work in every arm
+
+
+def arm_config(size: str, steps: int, lengths: str = "fixed"):
+    """Every arm's GRPO config: chapter 6's campaign config at seed 0, ``steps`` steps, and with ``fixed`` lengths
+    every completion generated to ``max_completion_length`` tokens (TRL's ``generation_kwargs``)."""
+    from .cases import campaign_config
+
+    if lengths not in LENGTHS:
+        raise unknown("lengths", lengths, LENGTHS)
+    cfg = campaign_config(size, 0, steps)
+    if lengths == "fixed":
+        gk = dict(cfg.extra.get("generation_kwargs") or {}, min_new_tokens=cfg.max_completion_length)
+        cfg = cfg.replace(extra={**cfg.extra, "generation_kwargs": gk})
+    return cfg
 
 
 def _plain(cfg, folder: Path, command) -> dict:
@@ -65,21 +93,23 @@ def _plain(cfg, folder: Path, command) -> dict:
     return record.results
 
 
-def run_arm(arm: str, size: str, out, steps: int | None = None, command=None) -> dict:
-    """Run one arm (module docstring); returns ``{"tokens_per_s", "step_s", "record"}``."""
+def run_arm(arm: str, size: str, out, steps: int | None = None, command=None, lengths: str = "fixed") -> dict:
+    """Run one arm (module docstring); returns ``{"tokens_per_s", "step_s", "record", "lengths"}``."""
     from ...record import runs_root
     from ...sizes import check_size, get
-    from .cases import _now, campaign_config
+    from .cases import _now
 
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
+    if lengths not in LENGTHS:
+        raise unknown("lengths", lengths, LENGTHS)
     size = check_size(size)
     if not get(size).async_overhead_steps:
         raise RlmLabError(f"the overhead arms run at smoke or cpu size, not {size!r}")
     steps = steps or get(size).async_overhead_steps
     if steps < 3:
         raise RlmLabError(f"{steps} steps: the throughput window needs at least 3 (the first is left out)")
-    cfg = campaign_config(size, 0, steps)
+    cfg = arm_config(size, steps, lengths)
     folder = Path(out or runs_root(size)) / f"overhead_{arm}" / _now()
     if arm == "plain":
         res = _plain(cfg, folder, command)
@@ -98,7 +128,8 @@ def run_arm(arm: str, size: str, out, steps: int | None = None, command=None) ->
     tp = res.get("throughput") or {}
     if not tp.get("tokens_per_s"):
         raise RlmLabError(f"arm {arm}: the run logged no tokens after its first step ({folder})")
-    return {"tokens_per_s": tp["tokens_per_s"], "step_s": res.get("step_seconds_median"), "record": str(folder)}
+    return {"tokens_per_s": tp["tokens_per_s"], "step_s": res.get("step_seconds_median"), "record": str(folder),
+            "lengths": lengths}
 
 
 def main(argv=None) -> int:
@@ -110,6 +141,9 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--lengths", default="fixed", choices=LENGTHS,
+                    help="fixed (default): every completion max_completion_length tokens, the same work in every arm; "
+                         "sampled: each arm's own sampled lengths (the records before 2026-12-04 13:00)")
     ap.add_argument("--pairs", type=int, default=None, help="paired repeats of --against (default: the size's "
                                                             "protocol_repeats); fix it before the run")
     a = ap.parse_args(argv)
@@ -121,37 +155,42 @@ def main(argv=None) -> int:
         if a.against:
             from ...record import runs_root
 
-            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps, pairs=a.pairs)
+            res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps, pairs=a.pairs,
+                               lengths=a.lengths)
             for arm, st in res["stages"].items():
                 print(arm, " ".join(f"{k} {v:.4f}" for k, v in st.items()))
             return 0
-        return run_arm(a.arm, a.size, a.out, a.steps, command=sys.argv)
+        return run_arm(a.arm, a.size, a.out, a.steps, command=sys.argv, lengths=a.lengths)
 
     return child_main(work, lambda out: print(f"{a.arm}: {out['tokens_per_s']:.0f} tokens/s, step "
                                               f"{out['step_s']:.3f} s -> {out['record']}"))
 
 
 
-def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
+def command(arm: str, size: str, out, steps: int | None = None, lengths: str = "fixed") -> tuple:
     """The argv of one repeat of ``arm`` (this interpreter, this module)."""
-    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", arm, "--size", size, "--out", str(out)]
+    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", arm, "--size", size, "--out", str(out),
+            "--lengths", lengths]
     return tuple(argv + (["--steps", str(steps)] if steps else []))
 
 
 def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | None = None, say=print,
-                 pairs: int | None = None) -> dict:
+                 pairs: int | None = None, lengths: str = "fixed") -> dict:
     """``arm`` against ``base`` under the protocol (paired, ABBA, fresh processes, load gate), tokens per second;
     the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``.
-    ``pairs``: the repeat count (default the size's ``protocol_repeats``), checked by the protocol before any run."""
+    ``pairs``: the repeat count (default the size's ``protocol_repeats``), checked by the protocol before any run.
+    ``lengths``: :data:`LENGTHS`; the protocol's record goes to :func:`comparison_folder`."""
     from ...protocol import Arm, compare
     from .cases import _now
 
     for a in (arm, base):
         if a not in ARMS:
             raise unknown("arm", a, ARMS)
+    if lengths not in LENGTHS:
+        raise unknown("lengths", lengths, LENGTHS)
     runs = Path(out) / "runs"
-    folder = Path(out) / f"overhead_{arm}_vs_{base}" / _now()
-    res = compare(Arm(arm, command(arm, size, runs, steps)), Arm(base, command(base, size, runs, steps)),
+    folder = comparison_folder(out, arm, base, lengths) / _now()
+    res = compare(Arm(arm, command(arm, size, runs, steps, lengths)), Arm(base, command(base, size, runs, steps, lengths)),
                   "tokens_per_s", folder, size=size, repeats=pairs, higher_is_better=True, say=say)
     from ...record import atomic_write_json
 
@@ -184,28 +223,67 @@ WHAT = {"sync": "campaign's sync: a core per role, re-scoring", "sync_lean": "sy
         "sync_all": "sync, every core per role", "colocated": "one actor, rollout_func glue"}
 
 
+def comparison_folder(root, arm: str, base: str = "plain", lengths: str = "fixed") -> Path:
+    """Where the protocol records of ``arm`` against ``base`` go: ``overhead_<arm>_vs_<base>`` for sampled lengths
+    (the folder's name since the first records), ``..._fixed_lengths`` for the same work in every arm."""
+    return Path(root) / (f"overhead_{arm}_vs_{base}" + ("_fixed_lengths" if lengths == "fixed" else ""))
+
+
 def comparisons(root=None) -> list[dict]:
-    """The newest protocol record of each ``overhead_<arm>_vs_plain`` under ``root`` (default: the committed
-    ``data/runs/cpu/ch06_overhead``), in :data:`ARMS` order: arm, per-arm tokens/s, the paired ratios, window."""
+    """The newest completed protocol record of each arm against plain, per completion lengths, under ``root``
+    (default: the committed ``data/runs/cpu/ch06_overhead``), in :data:`ARMS` then :data:`LENGTHS` order: arm,
+    lengths, per-arm tokens/s, the window."""
     from ...record import REPO_ROOT
     from .run import latest_in
 
     root = Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
     out = []
     for arm in ARMS[1:]:
-        rec = latest_in(root / f"overhead_{arm}_vs_plain")
-        summ = (rec.results.get("summary") or {}) if rec is not None and rec.status == "completed" else {}
-        vals = summ.get("values") or {}
-        if arm in vals and "plain" in vals:
-            out.append({"arm": arm, "arm_tps": vals[arm], "plain_tps": vals["plain"],
-                        "window": rec.results.get("window")})
+        for lengths in LENGTHS:
+            rec = latest_in(comparison_folder(root, arm, "plain", lengths))
+            summ = (rec.results.get("summary") or {}) if rec is not None and rec.status == "completed" else {}
+            vals = summ.get("values") or {}
+            if arm in vals and "plain" in vals:
+                out.append({"arm": arm, "lengths": lengths, "arm_tps": vals[arm], "plain_tps": vals["plain"],
+                            "window": rec.results.get("window")})
     return out
 
 
+def completion_lengths(root=None, arm: str = "sync_all", lengths: str = "sampled") -> dict:
+    """Per arm of the newest ``arm``-against-plain comparison with ``lengths``: the median over its repeats of each
+    run's mean per-step longest and mean completion (TRL's ``completions/max_length`` and ``.../mean_length``, steps
+    after the first), read from each repeat's run record. Whether the arms did the same work: with sampled lengths
+    they need not. A record path that leaves ``root`` is refused (one line)."""
+    import statistics
+
+    from ...record import REPO_ROOT, RunRecord
+    from .run import latest_in
+
+    root = Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+    rec = latest_in(comparison_folder(root, arm, "plain", lengths))
+    if rec is None or rec.status != "completed":
+        return {}
+    per: dict = {}
+    for row in rec.results.get("repeats", []):
+        path = Path(row["report"]["record"])
+        path = (path if path.is_absolute() else REPO_ROOT / path).resolve()
+        if not path.is_relative_to(root.resolve()):
+            raise RlmLabError(f"a repeat's record path leaves {root}: {row['report']['record']}")
+        steps = [r for r in RunRecord.load(path).metrics() if "completions/max_length" in r and r.get("step", 0) > 1]
+        if steps:
+            per.setdefault(row["name"], []).append(
+                (statistics.mean(r["completions/max_length"] for r in steps),
+                 statistics.mean(r["completions/mean_length"] for r in steps)))
+    return {name: {"max": statistics.median(m for m, _ in v), "mean": statistics.median(a for _, a in v)}
+            for name, v in per.items()}
+
+
 def section(root=None) -> tuple[str, dict]:
-    """The runtime's own cost against plain ``trl.GRPOTrainer`` on the same cores: per arm the median of the paired
-    tokens/s ratios (arm / plain) with its bootstrap 95 % interval, the word it decides (faster / slower /
-    undecided) and the goal (ratio >= :data:`GOAL`: met / not met / undecided, from the whole interval)."""
+    """The runtime's own cost against plain ``trl.GRPOTrainer`` on the same cores: per arm and completion lengths
+    the median of the paired tokens/s ratios (arm / plain) with its bootstrap 95 % interval, the word it decides
+    (faster / slower / undecided) and the goal (ratio >= :data:`GOAL`: met / not met / undecided, from the whole
+    interval). Glue keys ``ch06_ovh_<arm>[_word|_goal|_pairs]`` for sampled lengths, ``ch06_ovh_<arm>_fixed...``
+    for fixed ones (the same work in every arm)."""
     from statistics import median
 
     from ...evidence import at_least_word, ratio_interval, ratio_word
@@ -215,14 +293,18 @@ def section(root=None) -> tuple[str, dict]:
     for c in comparisons(root):
         iv = ratio_interval(c["arm_tps"], c["plain_tps"])
         word, goal = ratio_word(iv), at_least_word(iv, GOAL)
-        rows.append({"arm": c["arm"], "plain tok/s": f"{median(c['plain_tps']):,.0f}",
-                     "arm tok/s": f"{median(c['arm_tps']):,.0f}", "arm / plain [95 %]": iv.text(), "word": word,
-                     f"goal >= {GOAL:.2f}": goal, "what": WHAT.get(c["arm"], "")})
-        values |= {f"ch06_ovh_{c['arm']}": iv.text(), f"ch06_ovh_{c['arm']}_word": word,
-                   f"ch06_ovh_{c['arm']}_goal": goal, f"ch06_ovh_{c['arm']}_pairs": str(iv.n)}
+        rows.append({"arm": c["arm"], "completions": c["lengths"], "pairs": iv.n,
+                     "plain tok/s": f"{median(c['plain_tps']):,.0f}", "arm tok/s": f"{median(c['arm_tps']):,.0f}",
+                     "arm / plain [95 %]": iv.text(), "word": word, f"goal >= {GOAL:.2f}": goal,
+                     "what": WHAT.get(c["arm"], "")})
+        key = f"ch06_ovh_{c['arm']}" + ("_fixed" if c["lengths"] == "fixed" else "")
+        values |= {key: iv.text(), f"{key}_word": word, f"{key}_goal": goal, f"{key}_pairs": str(iv.n)}
+    for arm, v in completion_lengths(root).items():  # did the sampled-length arms do the same work?
+        values |= {f"ch06_ovh_len_{arm}_max": f"{v['max']:.0f}", f"ch06_ovh_len_{arm}_mean": f"{v['mean']:.0f}"}
     if not rows:
         return "no overhead records (python -m rlm_lab.chapters.ch06_async.overhead --help)", values
-    return format_table(rows) + "\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, one window)", values
+    return format_table(rows) + ("\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, one "
+                                 "window; completions fixed: every arm generates and trains on the same shapes)"), values
 
 
 if __name__ == "__main__":
