@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--lengths", default="fixed", choices=LENGTHS,
                     help="fixed (default): every completion max_completion_length tokens, the same work in every arm; "
-                         "sampled: each arm's own sampled lengths (the records before 2026-12-04 13:00)")
+                         "sampled: each arm's own sampled lengths (every record made before this option existed)")
     ap.add_argument("--pairs", type=int, default=None, help="paired repeats of --against (default: the size's "
                                                             "protocol_repeats); fix it before the run")
     a = ap.parse_args(argv)
