@@ -119,6 +119,20 @@ def test_reasoning_tail_is_the_assumed_lognormal():
     assert expand_response({"kind": "fixed", "length": 7}) == {"kind": "fixed", "length": 7}
     with pytest.raises(RlmLabError, match="mean 5000 must be below its cap 4000"):
         expand_response({"kind": "reasoning_tail", "max": 4000, "mean": 5000})
+    # a mean from another source names it: an https citation beside the mean, never alone
+    url = "https://example.org/page (table 1)"
+    assert expand_response({"kind": "reasoning_tail", "max": 4000, "mean": 900, "mean_from": url}) == m
+    for bad in ({"kind": "reasoning_tail", "max": 4000, "mean_from": url},
+                {"kind": "reasoning_tail", "max": 4000, "mean": 900, "mean_from": "a blog"}):
+        with pytest.raises(RlmLabError, match="mean_from must be an https://"):
+            expand_response(bad)
+
+
+def test_a_mean_from_elsewhere_is_said_in_the_lengths_column(reg):
+    said = {c.id: c.lengths for c in reg.cases.values()}
+    assert said["verl-fully-async-7b-128gpu-speedup"] == "mean elsewhere"   # verl-recipe's AsyncFlow page
+    assert said["nemo-rl-qwen3-32b-onpolicy-step"] == "mean stated"          # NeMo-RL's own G-Average Seq len
+    assert said["verl-fully-async-30b-a3b-speedup"] == "cap only"
 
 
 def test_direction_references_are_the_ratio_quantities():

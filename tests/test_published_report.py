@@ -53,7 +53,7 @@ def test_group_summary_by_hand():
     assert (ratio["cases"], ratio["priced"], ratio["direction_right"]) == (4, 3, 2)
     assert ratio["median_abs_error"] == pytest.approx(0.25)     # median of 0.25, 0.20, 0.25
     assert ratio["direction_share"] == pytest.approx(2 / 3)
-    assert ratio["verdicts"]["ratio_median"].startswith("met (25% <= 25%")
+    assert ratio["verdicts"]["ratio_median"].startswith("met (25.0% <= 25%")  # at the bar: one decimal
     assert ratio["verdicts"]["ratio_direction"].startswith("not met (67% < 90%")
     step = s["step"]
     assert step["median_abs_error"] == pytest.approx(0.40)      # median of 0.60 and 0.20
@@ -66,6 +66,9 @@ def test_a_bar_is_not_met_when_the_median_is_over():
     s = R.group_summary([_out(c, p) for c, p in zip(cases, (16.0, 4.0, 30.0))], "step")   # 60 %, 60 %, 200 %
     assert s["median_abs_error"] == pytest.approx(0.6)
     assert s["verdicts"]["step_median"] == "not met (60% > 50%, 3 cases)"
+    # just over the bar: one decimal, so the verdict never reads "50% > 50%"
+    s = R.group_summary([_out(c, p) for c, p in zip(cases, (15.03, 5.0, 16.0))], "step")      # 50.3 %, 50 %, 60 %
+    assert s["verdicts"]["step_median"] == "not met (50.3% > 50%, 3 cases)"
 
 
 def test_only_the_chosen_split_is_judged():

@@ -29,7 +29,8 @@ A case (every key required unless marked optional)::
                link_gbps: <optional, per direction, GB/s>}
     model: {name: <the checkpoint>, config: <a file in configs/models/>}
     algorithm: {name: grpo | ppo | dapo | rloo | reinforce_pp, beta: <KL weight>}
-    workload: <the cost model's Workload fields; response may be {kind: reasoning_tail, max: M[, mean: m]}>
+    workload: <the cost model's Workload fields; response may be {kind: reasoning_tail, max: M[, mean: m[,
+               mean_from: <URL and place of another public source that states the mean, when the case's own does not>]]}>
     placement: <a predict placement: {name: colocated|disaggregated|split|hybrid, ...} or {sets, roles}>
     mode: sync | one_step_off | stale | async          # rlm_lab.cost.modes
     eta: <optional staleness bound of the mode; none: the mode's default>
@@ -137,10 +138,11 @@ class Case:
 
     @property
     def lengths(self) -> str:
-        """What the source states about the response lengths: ``stated``, ``mean stated`` or ``cap only``."""
+        """What the sources state about the response lengths: ``stated``, ``mean stated``, ``mean elsewhere`` (the
+        mean from another public source, ``mean_from``) or ``cap only``."""
         resp = self.workload.get("response", {})
         if isinstance(resp, dict) and resp.get("kind") == "reasoning_tail":
-            return "mean stated" if "mean" in resp else "cap only"
+            return ("mean elsewhere" if "mean_from" in resp else "mean stated") if "mean" in resp else "cap only"
         return "stated"
 
 
@@ -245,9 +247,13 @@ def expand_response(resp):
     (:func:`rlm_lab.cost.workload.assumed_lengths`); other forms unchanged."""
     if not isinstance(resp, dict) or resp.get("kind") != "reasoning_tail":
         return resp
-    _mapping(resp, "workload.response (reasoning_tail)", {"kind", "max"}, {"mean"})
+    _mapping(resp, "workload.response (reasoning_tail)", {"kind", "max"}, {"mean", "mean_from"})
     if "mean" in resp:
         _number(resp["mean"], "workload.response mean")
+    if "mean_from" in resp and ("mean" not in resp or not isinstance(resp["mean_from"], str)
+                                or not resp["mean_from"].startswith("https://")):
+        raise RlmLabError("workload.response mean_from must be an https:// citation of where the mean is stated, "
+                          "beside a mean")
     return assumed_lengths(resp["max"], resp.get("mean"))
 
 

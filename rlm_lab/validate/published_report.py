@@ -80,7 +80,8 @@ def _verdict(value, bar: float, n: int, at_least: bool = False) -> str:
         return f"undecided ({n} case{'s' if n != 1 else ''} priced, {MIN_CASES} needed)"
     ok = value >= bar if at_least else value <= bar
     rel = (">=" if ok else "<") if at_least else ("<=" if ok else ">")
-    return f"{'met' if ok else 'not met'} ({value:.0%} {rel} {bar:.0%}, {n} cases)"
+    shown = f"{value:.0%}" if f"{value:.0%}" != f"{bar:.0%}" else f"{value:.1%}"  # never "50% > 50%"
+    return f"{'met' if ok else 'not met'} ({shown} {rel} {bar:.0%}, {n} cases)"
 
 
 def summary(outcomes: list[Outcome], split: str = "validation") -> dict:
@@ -148,7 +149,7 @@ def _assemble(registry: Registry, fit: dict | None, assumed: list[Outcome], fitt
 COLUMNS = {"case": ("case", 44), "hardware": ("hardware", 27), "mode": ("mode", 20), "published": ("published", 10),
            "interval": ("interval", 16), "predicted_assumed": ("pred, η assumed", 15),
            "predicted_fitted": ("pred, η fitted", 14), "error": ("error", 6), "direction": ("direction", 9),
-           "lengths": ("lengths", 11)}
+           "lengths": ("lengths", 14)}
 
 
 def format_report(rep: dict) -> str:
