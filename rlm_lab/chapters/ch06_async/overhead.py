@@ -298,15 +298,15 @@ def section(root=None) -> tuple[str, dict]:
         rows.append({"arm": c["arm"], "completions": c["lengths"], "pairs": iv.n,
                      "plain tok/s": f"{median(c['plain_tps']):,.0f}", "arm tok/s": f"{median(c['arm_tps']):,.0f}",
                      "arm / plain [95 %]": iv.text(), "word": word, f"goal >= {GOAL:.2f}": goal,
-                     "what": WHAT.get(c["arm"], "")})
+                     "what": WHAT.get(c["arm"], ""), "window": c["window"] or "-"})
         key = f"ch06_ovh_{c['arm']}" + ("_fixed" if c["lengths"] == "fixed" else "")
         values |= {key: iv.text(), f"{key}_word": word, f"{key}_goal": goal, f"{key}_pairs": str(iv.n)}
     for arm, v in completion_lengths(root).items():  # did the sampled-length arms do the same work?
         values |= {f"ch06_ovh_len_{arm}_max": f"{v['max']:.0f}", f"ch06_ovh_len_{arm}_mean": f"{v['mean']:.0f}"}
     if not rows:
         return "no overhead records (python -m rlm_lab.chapters.ch06_async.overhead --help)", values
-    return format_table(rows) + ("\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, one "
-                                 "window; completions fixed: every arm generates and trains on the same shapes)"), values
+    return format_table(rows) + ("\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, each row "
+                                 "one window, rows of other windows are not comparable in tokens/s; completions fixed: every arm generates and trains on the same shapes)"), values
 
 
 if __name__ == "__main__":
