@@ -32,7 +32,7 @@ def test_stage_table_reads_each_repeat(tmp_path):
         with RunRecord(folder, {}) as rec:
             rec.update(tracer={"stages": {"generate": {"mean_s": gen}}, "step_wall_s": {"median": 2 * gen}})
         rows.append({"name": arm, "report": {"record": str(folder)}})
-    table = O.stage_table({"repeats": rows})
+    table = O.stage_table({"repeats": rows}, tmp_path)
     assert table == {"a": {"generate": pytest.approx(0.3), "step": pytest.approx(0.6)},
                      "b": {"generate": pytest.approx(0.2), "step": pytest.approx(0.4)}}
 
@@ -118,3 +118,18 @@ def test_fixed_lengths_reach_trl_and_the_rollout_engine_alike():
     assert min(lens["sampled"]) < n
     with pytest.raises(Exception, match="lengths"):
         O.arm_config("smoke", 3, "short")
+
+
+def test_a_repeat_path_that_leaves_its_folder_is_refused(tmp_path):
+    inside, outside = tmp_path / "root" / "runs" / "r0", tmp_path / "elsewhere" / "r1"
+    for folder in (inside, outside):
+        with RunRecord(folder, {}) as rec:
+            rec.update(tracer={"stages": {}})
+    ok = {"repeats": [{"name": "a", "report": {"record": "runs/r0"}}]}          # relative: from base
+    assert [n for n, _ in O.repeat_records(ok, tmp_path / "root", base=tmp_path / "root")] == ["a"]
+    from rlm_lab.errors import RlmLabError
+
+    for bad in ("../elsewhere/r1", str(outside)):
+        with pytest.raises(RlmLabError, match="leaves"):
+            list(O.repeat_records({"repeats": [{"name": "b", "report": {"record": bad}}]}, tmp_path / "root",
+                                  base=tmp_path / "root"))

@@ -196,25 +196,38 @@ def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | Non
                   "tokens_per_s", folder, size=size, repeats=pairs, higher_is_better=True, say=say)
     from ...record import atomic_write_json
 
-    stages = stage_table(res)
+    stages = stage_table(res, out)
     atomic_write_json(folder / "stages.json", stages)  # beside the protocol's record: where the seconds differ
     return res | {"stages": stages}
 
 
-def stage_table(results: dict) -> dict:
-    """Per arm, the median over its repeats of each stage's mean seconds per step (the tracer's, after the first
-    step) and of the step: where the two arms' seconds differ. Read from each repeat's own run record."""
-    import statistics
-
+def repeat_records(results: dict, root, base=None):
+    """``(arm name, RunRecord)`` of every repeat of a protocol record's ``results``, read from the path each child
+    reported (relative paths from ``base``, default the working directory, where the children ran); a path that
+    leaves ``root`` is refused with one line."""
     from ...record import RunRecord
 
-    per: dict = {}
+    root, base = Path(root).resolve(), Path(base) if base is not None else Path.cwd()
     for row in results.get("repeats", []):
-        rec = RunRecord.load(row["report"]["record"])
+        path = Path(row["report"]["record"])
+        path = (path if path.is_absolute() else base / path).resolve()
+        if not path.is_relative_to(root):
+            raise RlmLabError(f"a repeat's record path leaves {root}: {row['report']['record']}")
+        yield row["name"], RunRecord.load(path)
+
+
+def stage_table(results: dict, root) -> dict:
+    """Per arm, the median over its repeats of each stage's mean seconds per step (the tracer's, after the first
+    step) and of the step: where the two arms' seconds differ. Read from each repeat's own run record under
+    ``root``."""
+    import statistics
+
+    per: dict = {}
+    for name, rec in repeat_records(results, root):
         tr = rec.results.get("tracer") or {}
         st = {k: v["mean_s"] for k, v in (tr.get("stages") or {}).items()}
         st["step"] = (tr.get("step_wall_s") or {}).get("median")
-        per.setdefault(row["name"], []).append(st)
+        per.setdefault(name, []).append(st)
     return {arm: {k: statistics.median(r[k] for r in rows if r.get(k) is not None)
                   for k in sorted({k for r in rows for k in r}) if any(r.get(k) is not None for r in rows)}
             for arm, rows in per.items()}
@@ -231,14 +244,20 @@ def comparison_folder(root, arm: str, base: str = "plain", lengths: str = "fixed
     return Path(root) / (f"overhead_{arm}_vs_{base}" + ("_fixed_lengths" if lengths == "fixed" else ""))
 
 
+def _root(root) -> Path:
+    """``root``, or the committed records of the comparisons, ``data/runs/cpu/ch06_overhead``."""
+    from ...record import REPO_ROOT
+
+    return Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+
+
 def comparisons(root=None) -> list[dict]:
     """The newest completed protocol record of each arm against plain, per completion lengths, under ``root``
     (default: the committed ``data/runs/cpu/ch06_overhead``), in :data:`ARMS` then :data:`LENGTHS` order: arm,
     lengths, per-arm tokens/s, the window."""
-    from ...record import REPO_ROOT
     from .run import latest_in
 
-    root = Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+    root = _root(root)
     out = []
     for arm in ARMS[1:]:
         for lengths in LENGTHS:
@@ -258,24 +277,19 @@ def completion_lengths(root=None, arm: str = "sync_all", lengths: str = "sampled
     they need not. A record path that leaves ``root`` is refused (one line)."""
     import statistics
 
-    from ...record import REPO_ROOT, RunRecord
+    from ...record import REPO_ROOT
     from .run import latest_in
 
-    root = Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+    root = _root(root)
     rec = latest_in(comparison_folder(root, arm, "plain", lengths))
     if rec is None or rec.status != "completed":
         return {}
     per: dict = {}
-    for row in rec.results.get("repeats", []):
-        path = Path(row["report"]["record"])
-        path = (path if path.is_absolute() else REPO_ROOT / path).resolve()
-        if not path.is_relative_to(root.resolve()):
-            raise RlmLabError(f"a repeat's record path leaves {root}: {row['report']['record']}")
-        steps = [r for r in RunRecord.load(path).metrics() if "completions/max_length" in r and r.get("step", 0) > 1]
+    for name, run in repeat_records(rec.results, root, base=REPO_ROOT):  # committed paths: from the repository root
+        steps = [r for r in run.metrics() if "completions/max_length" in r and r.get("step", 0) > 1]
         if steps:
-            per.setdefault(row["name"], []).append(
-                (statistics.mean(r["completions/max_length"] for r in steps),
-                 statistics.mean(r["completions/mean_length"] for r in steps)))
+            per.setdefault(name, []).append((statistics.mean(r["completions/max_length"] for r in steps),
+                                             statistics.mean(r["completions/mean_length"] for r in steps)))
     return {name: {"max": statistics.median(m for m, _ in v), "mean": statistics.median(a for _, a in v)}
             for name, v in per.items()}
 
