@@ -103,15 +103,13 @@ def run_arm(arm: str, size: str, out, steps: int | None = None, command=None, le
 
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
-    if lengths not in LENGTHS:
-        raise unknown("lengths", lengths, LENGTHS)
     size = check_size(size)
     if not get(size).async_overhead_steps:
         raise RlmLabError(f"the overhead arms run at smoke or cpu size, not {size!r}")
     steps = steps or get(size).async_overhead_steps
     if steps < 3:
         raise RlmLabError(f"{steps} steps: the throughput window needs at least 3 (the first is left out)")
-    cfg = arm_config(size, steps, lengths)
+    cfg = arm_config(size, steps, lengths)  # checks lengths, before any work
     folder = Path(out or runs_root(size)) / f"overhead_{arm}" / _now()
     if arm == "plain":
         res = _plain(cfg, folder, command)
