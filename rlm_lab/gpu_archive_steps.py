@@ -22,6 +22,11 @@ from .record import atomic_write_text
 # GPU-size overrides that keep each step inside its share of a ten-minute lease (the presets are for hours).
 TRAIN_GPU = ["rl_steps=40", "sft_steps=300", "eval_problems=256", "eval_every=0"]
 ANATOMY_GPU_STEPS = dict(steps=8, warmup=2)
+# Chapter 3 at gpu size is a sweep of hours (the first lease, 2026-12-04, killed both at their limits): the knee at
+# four batches up to 2048 with 32 decode steps between k0 and k1, and the long tail at 256 sequences of mean 48, whose
+# heaviest tail (8 x mean = 384, plus the prompt) stays inside the models' 512 positions.
+DECODE_KNEE_GPU = dict(batches=(1, 16, 256, 2048), k1=34, reps=2)
+LONG_TAIL_GPU = dict(n=256, mean=48)
 
 
 def reference_profile(device: str) -> str:
@@ -75,6 +80,8 @@ def run_calibrate(step, out, size, device) -> dict:
     argv = ["calibrate", "--device", device, "--out", str(path), "--name", name, "--no-collectives", "--allow-busy"]
     if device == "cpu":
         argv.append("--quick")
+    else:  # five repeats overran their 105 s on the first lease (2026-12-04); three give a median and quartiles
+        argv += ["--repeats", "3"]
     if main(argv) != 0:
         raise RlmLabError("calibration failed")
     return {"profile": str(path.relative_to(out))}
@@ -132,12 +139,13 @@ def run_anatomy(step, out, size, device) -> dict:
 def run_decode_knee(step, out, size, device) -> dict:
     from .chapters import ch03_work_depth as wd
 
-    p = wd.params(size)
+    over = DECODE_KNEE_GPU if size == "gpu" else None
+    p = wd.sweep(size, over)
     model = p["models"][0]
     pred = predict_both(lambda prof: wd.predicted_decode_steps(model, p["batches"], p["k0"], p["k1"], prof)[-1],
                         out, step, device)
     run_dir = _runs(out, size) / step["name"]
-    record = wd.decode_knee(size, run_dir)
+    record = wd.decode_knee(size, run_dir, overrides=over)
     return {"record": str(run_dir.relative_to(out)),
             "compare": compare(f"{model} decode step at batch {p['batches'][-1]}", "s", pred,
                                record.results["step_s"][model][-1])}
@@ -146,12 +154,13 @@ def run_decode_knee(step, out, size, device) -> dict:
 def run_long_tail(step, out, size, device) -> dict:
     from .chapters import ch03_work_depth as wd
 
-    p = wd.params(size)
-    dists = [d.values(0) for d in wd.distributions(size)]
+    over = LONG_TAIL_GPU if size == "gpu" else None
+    p = wd.sweep(size, over)
+    dists = [d.values(0) for d in wd.distributions(size, p)]
     pred = predict_both(lambda prof: sum(wd.predicted_generate(p["tail_model"], ls, prof) for ls in dists),
                         out, step, device)
     run_dir = _runs(out, size) / step["name"]
-    record = wd.long_tail(size, run_dir, reps=1 if size == "smoke" else 3)  # the rehearsal needs the path, not a median
+    record = wd.long_tail(size, run_dir, reps=1 if size == "smoke" else 3, overrides=over)  # the rehearsal needs the path, not a median
     return {"record": str(run_dir.relative_to(out)),
             "compare": compare("generate, all length distributions", "s", pred,
                                sum(r["seconds"] for r in record.results["rows"]))}

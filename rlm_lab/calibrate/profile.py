@@ -161,7 +161,9 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     from .benchmarks import bench_bandwidth, bench_collectives, bench_matmul, bench_op, bench_overheads
     from .kernel_benchmarks import bench_attention, bench_elementwise, bench_logprob_head, bench_weight_stream
 
-    budget = 0.05 if quick else 0.5
+    # seconds per timed benchmark: a GPU kernel takes microseconds to milliseconds, so 0.1 s is still hundreds of
+    # repeats; 0.5 s on CUDA made one pass of every benchmark take over half a minute
+    budget = 0.05 if quick else (0.1 if device == "cuda" else 0.5)
     op_s = bench_op(device, budget)
     dtypes = ("fp32",) if device == "cpu" else ("bf16", "fp32")
     curve = {dt: bench_matmul(device, dt, quick, op_s, budget) for dt in dtypes}

@@ -213,6 +213,19 @@ def failed_checks(res: dict, tol: dict | None = None) -> list[str]:
     return out
 
 
+def deterministic_cuda() -> None:
+    """Deterministic CUDA kernels for the parity check against one process: a parity run compares parameters
+    after several AdamW steps, and AdamW turns a gradient element near zero into a whole step of either sign,
+    so the atomics of nondeterministic backward kernels (memory-efficient attention's, for one) moved a single
+    GPU's parameters by 2.3e-4 from its own re-run (H200, 2026-12-04), ten times the tolerance. cuBLAS needs
+    its workspace fixed before its first call
+    (https://docs.pytorch.org/docs/stable/notes/randomness.html); an op with no deterministic kernel raises."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+
+
 def _run_rank(args, layout, kw: dict):
     """This process as one rank (under torchrun) or as the only rank (a group of one)."""
     import datetime as _dt
@@ -227,6 +240,7 @@ def _run_rank(args, layout, kw: dict):
     device = device_type()
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        deterministic_cuda()
     if not in_torchrun():  # a one-rank layout: a group of one (its store on loopback), so the same code path runs
         dist.init_process_group(backend_for(device), store=bound_store("127.0.0.1", 0, 1, True, args.timeout),
                                 rank=0, world_size=1, timeout=_dt.timedelta(seconds=args.timeout))

@@ -30,7 +30,7 @@ from ...cost.hardware import CPU_PROFILE, profile_for
 from .cases import EOS, PROMPT_LEN, Lengths, assign, bubble, distributions, params
 from .compare import (brent_table, headline, knee, knee_table, predicted_decode_steps, predicted_generate,
                       replica_table, tail_table)
-from .run import (decode_knee, ensure_runs, generate_timed, load_reference, long_tail, main, measure_decode_steps,
+from .run import (decode_knee, ensure_runs, sweep, generate_timed, load_reference, long_tail, main, measure_decode_steps,
                   replicas)
 from .run import _load  # noqa: F401 (tests build models through it)
 from .scale import QWEN25_1_5B, scaling
@@ -38,6 +38,6 @@ from .scale import QWEN25_1_5B, scaling
 __all__ = [
     "CPU_PROFILE", "EOS", "PROMPT_LEN", "QWEN25_1_5B", "Lengths", "assign", "brent_table", "bubble", "decode_knee",
     "distributions", "ensure_runs", "generate_timed", "headline", "knee", "knee_table", "load_reference",
-    "long_tail", "main", "measure_decode_steps", "params", "predicted_decode_steps", "predicted_generate",
+    "long_tail", "main", "measure_decode_steps", "params", "sweep", "predicted_decode_steps", "predicted_generate",
     "profile_for", "replica_table", "replicas", "scaling", "tail_table",
 ]

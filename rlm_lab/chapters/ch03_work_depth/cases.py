@@ -53,8 +53,9 @@ class Lengths:
         return {"fixed": "fixed", "uniform": "uniform"}.get(self.kind, f"lognormal σ={self.sigma:g}")
 
 
-def distributions(size: str) -> list[Lengths]:
-    p = params(size)
+def distributions(size: str, p: dict | None = None) -> list[Lengths]:
+    """The four distributions of a size, or of the sweep ``p`` (a size's params with overrides)."""
+    p = p or params(size)
     n, mean = p["n"], p["mean"]
     return [Lengths("fixed", n, mean), Lengths("uniform", n, mean), Lengths("lognormal", n, mean, 0.5),
             Lengths("lognormal", n, mean, 1.0)]

@@ -75,11 +75,21 @@ def measure_decode_steps(model, batches, k0: int, k1: int, reps: int, seed: int 
     return out
 
 
-def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
+def sweep(size: str, overrides: dict | None = None) -> dict:
+    """The size's sweep with ``overrides`` (keys it already has; a time-boxed run, e.g. the GPU archive)."""
     p = params(size)
+    unknown_keys = sorted(set(overrides or {}) - set(p))
+    if unknown_keys:
+        raise RlmLabError(f"unknown work-depth parameter(s) {unknown_keys}; known: {', '.join(sorted(p))}")
+    return p | dict(overrides or {})
+
+
+def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0, overrides: dict | None = None) -> RunRecord:
+    p = sweep(size, overrides)
     record = RunRecord(run_dir or runs_root(size) / "ch03_decode_knee",
                        {k: p[k] for k in ("models", "batches", "k0", "k1", "reps")} | {"prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.chapters.ch03_work_depth.decode_knee(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch03_work_depth.decode_knee(size={size!r}"
+                               + (f", overrides={overrides!r})" if overrides else ")"), seed=seed)
     results = {}
     for name in p["models"]:
         model = _load(name, seed)
@@ -91,12 +101,13 @@ def decode_knee(size: str, run_dir: Path | None = None, seed: int = 0) -> RunRec
 
 # ---- the long tail ---------------------------------------------------------------------------------
 
-def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int = 3) -> RunRecord:
-    p = params(size)
+def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int = 3,
+              overrides: dict | None = None) -> RunRecord:
+    p = sweep(size, overrides)
     model = _load(p["tail_model"], seed)
     generate_timed(model, [4] * 4, seed)
     rows = []
-    for dist in distributions(size):
+    for dist in distributions(size, p):
         lengths = dist.values(seed)
         times, produced = [], None
         for r in range(reps):
@@ -108,7 +119,8 @@ def long_tail(size: str, run_dir: Path | None = None, seed: int = 0, reps: int =
                      "bubble": bubble(lengths), "r_max": max(lengths), "r_mean": sum(lengths) / len(lengths)})
     record = RunRecord(run_dir or runs_root(size) / "ch03_long_tail",
                        {"model": p["tail_model"], "n": p["n"], "mean": p["mean"], "reps": reps, "prompt_len": PROMPT_LEN},
-                       command=f"rlm_lab.chapters.ch03_work_depth.long_tail(size={size!r})", seed=seed)
+                       command=f"rlm_lab.chapters.ch03_work_depth.long_tail(size={size!r}"
+                               + (f", overrides={overrides!r})" if overrides else ")"), seed=seed)
     record.complete(rows=rows, loadavg=load_average())
     return record
 
