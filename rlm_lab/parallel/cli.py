@@ -214,11 +214,10 @@ def failed_checks(res: dict, tol: dict | None = None) -> list[str]:
 
 
 def deterministic_cuda() -> None:
-    """Deterministic CUDA kernels for the parity check against one process: a parity run compares parameters
-    after several AdamW steps, and AdamW turns a gradient element near zero into a whole step of either sign,
-    so the atomics of nondeterministic backward kernels (memory-efficient attention's, for one) moved a single
-    GPU's parameters by 2.3e-4 from its own re-run (H200, 2026-12-04), ten times the tolerance. cuBLAS needs
-    its workspace fixed before its first call
+    """Deterministic CUDA kernels for the parity check against one process: it compares parameters after several
+    AdamW steps, and AdamW turns a gradient element near zero into a whole step of either sign, so the atomics
+    of a nondeterministic backward kernel (memory-efficient attention's, for one) would show up as a layout's
+    error. cuBLAS needs its workspace fixed before its first call
     (https://docs.pytorch.org/docs/stable/notes/randomness.html); an op with no deterministic kernel raises."""
     import torch
 
