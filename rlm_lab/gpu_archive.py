@@ -21,8 +21,8 @@ Output (default ``_build/gpu-archive/<UTC time>/``, a new folder each time; neve
     summary.json, summary.md     what ran, how long, predicted against measured
 
 Adopting a GPU archive into the book is a deliberate act: ``rlm-lab gpu-archive --adopt DIR`` copies its
-completed records into ``data/runs/gpu/`` and its calibration into ``data/hardware/``, refusing to replace
-anything that exists.
+completed records into ``data/runs/gpu/``, its calibration into ``data/hardware/`` and its summary and
+predictions into ``data/runs/gpu/archives/<created>/``, refusing to replace anything that exists.
 """
 
 from __future__ import annotations
@@ -215,6 +215,8 @@ def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
     if s.get("dry_run"):
         raise RlmLabError(f"{src} is a dry run on CPU; only a GPU archive is adopted into data/")
     pairs = _adoption_pairs(src, s["steps"], data)
+    if pairs:  # what was predicted before each measurement, and the archive's own account, beside the records
+        pairs += _archive_pairs(src, s, data)
     clash = [str(d) for _, d in pairs if d.exists() or d.is_symlink()]
     if clash:
         raise RlmLabError(f"would replace {', '.join(clash)}; move them first (nothing was copied)")
@@ -257,6 +259,36 @@ def _adoption_pairs(src: Path, steps: list, data: Path) -> list[tuple[Path, Path
     twice = sorted({str(d) for d in dests if dests.count(d) > 1})
     if twice:
         raise RlmLabError(f"{summary}: two steps would both become {', '.join(twice)}; nothing was adopted")
+    return pairs
+
+
+def archive_stamp(summary: dict) -> str:
+    """The folder name of an adopted archive's account: its creation time, ``20261204T141934Z``."""
+    try:
+        t = datetime.fromisoformat(str(summary.get("created")))
+    except ValueError:
+        raise RlmLabError(f"summary.json's created {summary.get('created')!r} is not a time; nothing was adopted") from None
+    if t.tzinfo is None:
+        raise RlmLabError(f"summary.json's created {summary.get('created')!r} has no time zone; nothing was adopted")
+    return t.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _archive_pairs(src: Path, summary: dict, data: Path) -> list[tuple[Path, Path]]:
+    """The archive's summary (json and markdown) and its predictions folder, to
+    ``data/runs/gpu/archives/<created>/``: the predictions were written before each step measured, so they
+    are the record that a GPU number was predicted and not fitted. Regular files and a plain folder only."""
+    dest = data / "runs" / "gpu" / "archives" / archive_stamp(summary)
+    root = src.resolve()
+    pairs = []
+    for name in ("summary.json", "summary.md", "predictions"):
+        path = src / name
+        if not path.exists() and name != "summary.json":
+            continue
+        if path.is_symlink() or not path.resolve().is_relative_to(root):
+            raise RlmLabError(f"{path} links out of the archive; nothing was adopted")
+        if path.is_dir() and any(q.is_symlink() or not q.is_file() for q in path.rglob("*")):
+            raise RlmLabError(f"{path} holds something other than plain files; nothing was adopted")
+        pairs.append((path.resolve(), dest / name))
     return pairs
 
 

@@ -79,7 +79,10 @@ def _fake_archive(root: Path, dry_run: bool) -> Path:
     steps = [{"step": "calibration", "status": "completed", "profile": "hardware/nvidia-h200-calibrated-20261201.json"},
              {"step": "ch01_grpo", "status": "completed", "record": "runs/gpu/ch01_grpo"},
              {"step": "ch01_ppo", "status": "failed: exit 1: boom", "record": "runs/gpu/ch01_ppo"}]
-    (src / "summary.json").write_text(json.dumps({"dry_run": dry_run, "steps": steps}))
+    (src / "predictions").mkdir()
+    (src / "predictions" / "ch01_grpo.json").write_text('{"made": "2026-12-01T10:00:00+00:00"}')
+    (src / "summary.json").write_text(json.dumps({"created": "2026-12-01T10:00:00+00:00", "dry_run": dry_run,
+                                                  "steps": steps}))
     return src
 
 
@@ -87,9 +90,20 @@ def test_adopt_copies_completed_records_and_never_replaces(tmp_path):
     src, data = _fake_archive(tmp_path, dry_run=False), tmp_path / "data"
     got = ga.adopt(src, data)
     assert sorted(p.relative_to(data).as_posix() for p in got) == [
-        "hardware/nvidia-h200-calibrated-20261201.json", "runs/gpu/ch01_grpo"]  # the failed step is left out
+        "hardware/nvidia-h200-calibrated-20261201.json", "runs/gpu/archives/20261201T100000Z/predictions",
+        "runs/gpu/archives/20261201T100000Z/summary.json", "runs/gpu/ch01_grpo"]  # the failed step is left out
+    assert (data / "runs/gpu/archives/20261201T100000Z/predictions/ch01_grpo.json").is_file()
     with pytest.raises(RlmLabError, match="would replace"):
         ga.adopt(src, data)
+
+
+def test_adopt_refuses_an_archive_account_that_links_out(tmp_path):
+    src, data = _fake_archive(tmp_path, dry_run=False), tmp_path / "data"
+    (tmp_path / "secret.json").write_text("{}")
+    (src / "predictions" / "ch01_ppo.json").symlink_to(tmp_path / "secret.json")
+    with pytest.raises(RlmLabError, match="other than plain files"):
+        ga.adopt(src, data)
+    assert not data.exists()  # nothing copied
 
 
 def test_adopt_refuses_a_dry_run(tmp_path):

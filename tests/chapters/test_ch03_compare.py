@@ -60,3 +60,15 @@ def test_headline_leads_with_whole_generation_times(monkeypatch):
     # knee: the largest batch within 1.5x of batch 1 -> measured 1 (0.002 > 1.5 ms); predicted flat -> None
     assert h["knees"] == [{"model": "m", "knee_measured": 1, "knee_predicted": None}]
     assert h["real_over_sim"][2] == pytest.approx(0.17 / 0.085)
+
+
+def test_sweep_overrides_a_size_and_refuses_unknown_keys():
+    from rlm_lab.chapters import ch03_work_depth as wd
+    from rlm_lab.errors import RlmLabError
+
+    p = wd.sweep("gpu", {"n": 256, "mean": 48})
+    assert (p["n"], p["mean"], p["tail_model"]) == (256, 48, wd.params("gpu")["tail_model"])
+    assert [d.n for d in wd.distributions("gpu", p)] == [256] * 4  # the overrides reach the distributions
+    assert max(max(d.values(0)) for d in wd.distributions("gpu", p)) == 8 * 48  # the lognormal cap: 8 x mean
+    with pytest.raises(RlmLabError, match="unknown work-depth parameter"):
+        wd.sweep("gpu", {"nn": 3})

@@ -29,7 +29,8 @@ def archive(tmp: Path, steps=None, text: str | None = None) -> Path:
     if steps is None:
         steps = [{"step": "calibration", "status": "completed", "profile": "hardware/nvidia-h200-calibrated.json"},
                  {"step": "ch01_grpo", "status": "completed", "record": "runs/gpu/ch01_grpo"}]
-    (src / "summary.json").write_text(text if text is not None else json.dumps({"dry_run": False, "steps": steps}))
+    (src / "summary.json").write_text(text if text is not None else json.dumps({"created": "2026-12-04T14:19:34+00:00",
+                                                                                  "dry_run": False, "steps": steps}))
     return src
 
 
@@ -82,6 +83,9 @@ api("adopt-binary", "a summary.json that is binary", r"summary\.json is damaged 
 api("adopt-list", "a summary.json that holds a list", r"expected an object with a list of steps", text="[1, 2]")
 api("adopt-steps-missing", "a summary.json without steps", r"expected an object with a list of steps",
     text='{"dry_run": false}')
+api("adopt-no-created", "a summary.json whose creation time is not a time", r"created 'yesterday' is not a time; nothing was adopted",
+    text='{"created": "yesterday", "dry_run": false, "steps": [{"step": "ch01_grpo", "status": "completed", '
+         '"record": "runs/gpu/ch01_grpo"}]}')
 api("adopt-step-not-object", "a step that is a string", r"step 0 is not an object with a status", steps=["ch01_grpo"])
 api("adopt-step-no-status", "a step without a status", r"step 0 is not an object with a status",
     steps=[{"step": "ch01_grpo", "record": "runs/gpu/ch01_grpo"}])
@@ -104,7 +108,8 @@ api("adopt-copy-fails", "the second record cannot be copied (it holds a named pi
 def _adopted(tmp, out):
     data = tmp / "data"
     got = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
-    assert got == ["hardware/nvidia-h200-calibrated.json", "runs/gpu/ch01_grpo/record.json"], got
+    assert got == ["hardware/nvidia-h200-calibrated.json", "runs/gpu/archives/20261204T141934Z/summary.json",
+                   "runs/gpu/ch01_grpo/record.json"], got
     assert (data / "runs/gpu/ch01_grpo/record.json").read_bytes() == \
         (tmp / "archive/runs/gpu/ch01_grpo/record.json").read_bytes()
     assert not [p for p in data.rglob(".*")], "a staging copy was left behind"
@@ -116,7 +121,8 @@ def _adopt_ok(tmp):
         print(f"adopted {d.relative_to(tmp)}")
 
 
-CASES.append(Case("adopt-ok", "a well-formed archive: its completed record and profile are copied, nothing else",
+CASES.append(Case("adopt-ok", "a well-formed archive: its completed record, its profile and its summary are copied, "
+                  "nothing else",
                   cls="correct-result", call=_adopt_ok, setup=lambda tmp: archive(tmp), message=r"adopted data/runs/gpu/ch01_grpo",
                   check=_adopted))
 
