@@ -77,13 +77,18 @@ clean:
 # packages its image lacks travel as wheels in .whl/ (git-ignored), fetched here first with `make gpu-wheels`.
 # Then, through the device tool:  run(command="make gpu-archive GPU_OUT=$OUT", carry=[".whl"], timeout_s=600)
 # and bring back $OUT/gpu-archive.tgz; `rlm-lab gpu-archive --adopt DIR` copies its records into data/.
+# The device tool sends at most 64 MiB and data/runs alone is over 90: for the call, commit first, then leave the
+# records out of the index (`git rm -r -q --cached data/runs; echo /data/runs/ >> .git/info/exclude`; no step reads
+# them) and put them back after (`git reset -q -- data/runs` and delete that line). scipy (35 MB) and pyarrow (55 MB)
+# are not carried: the image has both (first lease, 2026-12-04: the archive ran with them).
 GPU_BUDGET_S ?= 540
 GPU_PY ?= python3
 GPU_OUT ?=
 GPU_SITE := _build/gpu-site
 GPU_ARCHIVE_DIR ?= _build/gpu-archive/latest
 GPU_WHEELS_DIR ?= .whl
-GPU_WHEELS := trl transformers datasets peft huggingface_hub httpx2 httpcore2 truststore dill multiprocess scipy
+GPU_WHEELS := trl transformers datasets peft huggingface_hub httpx2 httpcore2 truststore dill multiprocess \
+	regex tokenizers click hf-xet fsspec typer anyio idna filelock
 gpu-wheels:
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
