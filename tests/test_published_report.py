@@ -174,3 +174,35 @@ def test_advise_reads_the_validation_summary_from_the_record():
     assert text.startswith("validated error of the predictor against published cluster measurements")
     assert f"median |error| {100 * ratio['median_abs_error']:.0f} % over {ratio['priced']} cases" in text
     assert f"direction right in {ratio['direction_right']} of {ratio['priced']}" in text
+
+
+def test_rewriting_the_record_keeps_every_earlier_validation(tmp_path, monkeypatch):
+    """A record made from another registry or fit goes into the new record's history with its numbers; a record from
+    the same registry and fit (the same validation written again) is not repeated; an unreadable one is an error,
+    not a history silently lost."""
+    import json
+
+    old = json.loads(R.RECORD.read_text())
+    path = tmp_path / "validation.json"
+    stale = dict(old, registry_sha256="0" * 64, written_at="2026-01-01T00:00:00Z",
+                 summary={"ratio": {"median_abs_error": 0.5, "direction_right": 3, "priced": 4,
+                                    "verdicts": {"ratio_median": "not met (50% > 25%, 4 cases)"}},
+                          "step": {"median_abs_error": 1.25, "priced": 2, "verdicts": {}}})
+    path.write_text(json.dumps(stale))
+    hist = R.carried_history(path)
+    assert hist[:-1] == old.get("history", [])          # what the stale record carried, then the stale record
+    assert hist[-1]["written_at"] == "2026-01-01T00:00:00Z" and hist[-1]["ratio_median_abs_error"] == 0.5
+    assert hist[-1]["verdicts"] == {"ratio_median": "not met (50% > 25%, 4 cases)"}
+    path.write_text(json.dumps(old))                     # same registry and fit: nothing new to keep
+    assert R.carried_history(path) == old.get("history", [])
+    path.write_text('{"registry_sha256": ')
+    with pytest.raises(Exception, match="history would be lost"):
+        R.carried_history(path)
+
+
+def test_history_rows_end_with_the_current_record():
+    rows = R.history_rows()
+    rec = __import__("json").loads(R.RECORD.read_text())
+    assert len(rows) == len(rec.get("history", [])) + 1
+    assert rows[-1]["written"] == rec["written_at"][:10]
+    assert rows[-1]["ratio_median"] == f"{rec['summary']['ratio']['median_abs_error']:.0%}"

@@ -264,19 +264,70 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def history_entry(rec: dict) -> dict:
+    """One earlier validation as the record's ``history`` keeps it: when, from what, and its three bar numbers."""
+    v = rec.get("summary") or {}
+    ratio, step = v.get("ratio") or {}, v.get("step") or {}
+    return {"written_at": rec.get("written_at"), "predictor_commit": rec.get("predictor_commit"),
+            "registry_sha256": rec.get("registry_sha256"), "fit_sha256": rec.get("fit_sha256"),
+            "ratio_median_abs_error": ratio.get("median_abs_error"), "ratio_direction_right": ratio.get("direction_right"),
+            "ratio_priced": ratio.get("priced"), "step_median_abs_error": step.get("median_abs_error"),
+            "step_priced": step.get("priced"),
+            "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})}}
+
+
+def carried_history(path: Path) -> list:
+    """The history a new record carries: the old record's own history and the old record itself, unless the old one
+    was made from the same registry and fit (then it was the same validation, written again). A record that cannot
+    be read is one error line: rewriting it would lose its history."""
+    import json
+
+    if not path.is_file():
+        return []
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RlmLabError(f"{path.name} is not valid JSON ({e}); its history would be lost: restore it from git") from None
+    hist = [h for h in old.get("history", []) if isinstance(h, dict)]
+    same = old.get("registry_sha256") == registry_sha256() and old.get("fit_sha256") == (
+        _sha(FIT_FILE) if FIT_FILE.is_file() else None)
+    return hist if same else hist + [history_entry(old)]
+
+
 def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> dict:
-    """Predict every case and write the record the book reads; returns the report."""
+    """Predict every case and write the record the book reads; returns the report. The record keeps every earlier
+    validation's numbers under ``history`` (:func:`carried_history`): a registry or fit changed after a validation
+    never hides what the validation before it said."""
     values = fitted_values(fit)
+    history = carried_history(path)
     assumed = predict_all(registry)
     fitted = predict_all(registry, values) if values else None
     record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
     rep = _assemble(registry, fit, assumed, fitted)
     # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
     record["summary"] = rep["summary"]["validation"]
-    from ..records.files import json_text
+    record["history"] = history
+    from ..records.files import atomic_write_text, json_text
 
-    path.write_text(json_text(record, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(path, json_text(record, indent=1) + "\n")
     return rep
+
+
+def history_rows(path: Path = RECORD) -> list[dict]:
+    """Every validation the record knows, oldest first, the current one last: date, predictor commit, the three
+    numbers the bars judge (for the book's table of validation rounds)."""
+    import json
+
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for h in [*rec.get("history", []), history_entry(rec)]:
+        r, d, s = h.get("ratio_median_abs_error"), h.get("ratio_direction_right"), h.get("step_median_abs_error")
+        rows.append({"written": str(h.get("written_at") or "?")[:10], "commit": str(h.get("predictor_commit") or "?")[:9],
+                     "ratio_median": "-" if r is None else f"{r:.0%}",
+                     "direction": "-" if d is None else f"{d} of {h.get('ratio_priced')}",
+                     "step_median": "-" if s is None else f"{s:.1%}",
+                     "verdicts": "; ".join(f"{k}: {v.split(' (')[0]}" for k, v in sorted((h.get("verdicts") or {}).items()))})
+    return rows
 
 
 def record_report(path: Path = RECORD) -> dict:
