@@ -381,4 +381,32 @@ def gpu_section(prefix: str, chapter: int, data: Path = REPO / "data") -> str:
     lines = [f"GPU records of chapter {chapter} (`data/runs/gpu/`), beside the CPU records above:", "",
              "| run | GPU | date | status | headline |", "|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['gpu']} | {r['date']} | {r['status']} | {r['headline']} |" for r in rows]
+    compared = archive_comparisons(chapter, data)
+    if compared:
+        lines += ["", "Predicted before each run (the archive's `predictions/`, written before the step measured) against "
+                  "measured; the reference prediction uses the GPU's datasheet profile, the calibrated one the micro-"
+                  "benchmarks the archive ran first (none where that step had not completed):", "",
+                  "| run | archive | quantity | predicted (datasheet) | predicted (calibrated) | measured | error (datasheet / calibrated) |",
+                  "|---|---|---|---|---|---|---|"]
+        for a, r in compared:
+            c = r["compare"]
+            unit = c.get("unit", "")
+            errs = " / ".join(f"{e:+.0%}" if e is not None else "–" for e in (c.get("error_reference"), c.get("error_calibrated")))
+            lines.append(f"| {r['step']} | {a} | {c.get('quantity', '')} | {_fmt(c.get('predicted_reference'), unit)} | "
+                         f"{_fmt(c.get('predicted_calibrated'), unit)} | {_fmt(c.get('measured'), unit)} | {errs} |")
     return "\n".join(lines)
+
+
+def archive_comparisons(chapter: int, data: Path = REPO / "data") -> list[tuple[str, dict]]:
+    """(archive, summary row) of every adopted archive's completed step of ``chapter`` that compares a prediction
+    with a measurement (``data/runs/gpu/archives/<created>/summary.json``), oldest archive first."""
+    out = []
+    for summary in sorted((data / "runs" / "gpu" / "archives").glob("*/summary.json")):
+        try:
+            rows = json.loads(summary.read_text(encoding="utf-8")).get("steps", [])
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            raise RlmLabError(f"{summary} is damaged; restore it from git") from None
+        out += [(summary.parent.name, r) for r in rows if isinstance(r, dict) and r.get("chapter") == chapter
+                and r.get("status") == "completed" and isinstance(r.get("compare"), dict)
+                and r["compare"].get("measured") is not None]
+    return out

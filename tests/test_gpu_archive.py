@@ -178,3 +178,25 @@ def test_a_step_that_cannot_run_here_is_skipped_with_its_reason(tmp_path, monkey
     assert steps.main([json.dumps(spec)]) == ga.SKIP_EXIT
     assert "rlm-lab: skip: ray is not installed" in capsys.readouterr().err
     assert not (tmp_path / "steps" / "ch05_placement.json").exists()
+
+
+def test_gpu_section_puts_each_prediction_beside_its_measurement(tmp_path):
+    data = tmp_path / "data"
+    rec = data / "runs" / "gpu" / "ch03_decode_knee"
+    rec.mkdir(parents=True)
+    (rec / "record.json").write_text(json.dumps({"status": "completed", "provenance": {"hardware": {"gpus": ["H"]}}}))
+    arch = data / "runs" / "gpu" / "archives" / "20261204T142553Z"
+    arch.mkdir(parents=True)
+    steps = [{"step": "ch03_decode_knee", "chapter": 3, "status": "completed",
+              "compare": {"quantity": "decode step", "unit": "s", "predicted_reference": 0.005, "predicted_calibrated": None,
+                          "measured": 0.010, "error_reference": -0.5, "error_calibrated": None}},
+             {"step": "ch03_long_tail", "chapter": 3, "status": "failed: over its 52 s limit (killed)"},
+             {"step": "ch01_grpo", "chapter": 1, "status": "completed",
+              "compare": {"quantity": "RL step", "unit": "s", "measured": 0.5}}]
+    (arch / "summary.json").write_text(json.dumps({"steps": steps}))
+    text = ga.gpu_section("ch03", 3, data=data)
+    assert "| ch03_decode_knee | 20261204T142553Z | decode step | 5.0 ms | – | 10.0 ms | -50% / – |" in text
+    assert "ch03_long_tail" not in text and "RL step" not in text   # a failed step, another chapter
+    (arch / "summary.json").write_text("{")
+    with pytest.raises(RlmLabError, match="damaged"):
+        ga.gpu_section("ch03", 3, data=data)
