@@ -18,7 +18,10 @@ def test_every_profile_loads(name):
     assert all(prof.matmul_rate(f, dt) > 0 for dt in prof.matmul_flops for f in (1e3, 1e9, 1e13))
     if prof.kind == "calibrated":
         assert prof.provenance.get("versions") and prof.threads
-        assert prof.collectives["ops"], "a committed calibrated profile carries collective fits"
+        one_gpu = len(prof.provenance.get("hardware", {}).get("gpus", [])) == 1
+        # collectives need two devices: a one-GPU calibration says so instead of carrying fits
+        assert prof.collectives["ops"] or (one_gpu and "not measured" in prof.collectives.get("note", "")), \
+            "a committed calibrated profile carries collective fits (or, from one GPU, says why not)"
 
 
 def _calibrations():
