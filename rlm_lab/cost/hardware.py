@@ -237,8 +237,11 @@ class HardwareProfile:
         """The alpha-beta fit of ``op``: {alpha_s, beta_s_per_byte, world}."""
         ops = self.collectives.get("ops", {})
         if op not in ops:
-            raise RlmLabError(f"profile {self.name!r} has no fit for collective {op!r}; "
-                              f"it has: {', '.join(sorted(ops)) or 'none'} (re-run rlm-lab calibrate)")
+            note = self.collectives.get("note", "")
+            hint = (f"it was calibrated without collectives ({note}): predict one device with it, or several with a "
+                    f"datasheet profile or one calibrated on two devices") if not ops and note else \
+                f"it has: {', '.join(sorted(ops)) or 'none'} (re-run rlm-lab calibrate)"
+            raise RlmLabError(f"profile {self.name!r} has no fit for collective {op!r}; {hint}")
         return ops[op] | {"world": self.collectives.get("world", 2)}
 
     def to_dict(self) -> dict:

@@ -134,3 +134,11 @@ def test_default_name_from_cpu():
 
     name = default_name("cpu")
     assert name.startswith("cpu-") and "core-" in name and name == name.lower()
+
+
+def test_a_profile_calibrated_without_collectives_says_what_to_use_instead():
+    prof = load_profile("nvidia-h200-calibrated-20261204")   # one GPU: no collectives could be measured
+    with pytest.raises(RlmLabError, match="calibrated without collectives .*datasheet profile"):
+        prof.collective("all_reduce")
+    with pytest.raises(RlmLabError, match=r"it has: none \(re-run rlm-lab calibrate\)"):
+        profile_from_dict(prof.to_dict() | {"name": "x", "collectives": {"ops": {}}}).collective("all_reduce")
