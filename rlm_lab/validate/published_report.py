@@ -119,7 +119,7 @@ def rows(assumed: list[Outcome], fitted: list[Outcome] | None) -> list[dict]:
             "error": "-" if judged.error is None else f"{judged.error:+.0%}",
             "direction": "-" if d is None else ("right" if d else "wrong"),
             "lengths": c.lengths, "where": c.where, "why": judged.why,
-            "error_value": judged.error,
+            "error_value": judged.error, "stage": c.stage,
         })
     return out
 
@@ -224,6 +224,12 @@ def book_numbers(rep: dict) -> dict:
            "step_verdict": v["step"]["verdicts"]["step_median"],
            "priced": str(sum(v[g]["priced"] for g in GROUPS)), "validation_cases": str(sum(v[g]["cases"] for g in GROUPS))}
     out |= {f"{k}_bar": f"{b:.0%}" for k, b in BARS.items()}
+    for stage in ("generation", "preparation", "training"):   # where the error sits: the validation's stage times
+        errs = [r["error_value"] for r in rep["rows"] if r["split"] == "validation" and r["quantity"] == "stage_time"
+                and r["stage"] == stage and r["error_value"] is not None]
+        out[f"stage_{stage}_median"] = f"{statistics.median(errs):+.0%}" if errs else "-"
+        out[f"stage_{stage}_range"] = f"{min(errs):+.0%} to {max(errs):+.0%}" if errs else "-"
+        out[f"stage_{stage}_cases"] = str(len(errs))
     from .published_predict import assumed_values
 
     fitted = (rep["fit"] or {}).get("parameters", {})
