@@ -21,13 +21,15 @@ from .hardware import HardwareProfile, load_profile
 # rlm-lab validate --published fits some of them on the calibration split of the published cases.
 ASSUMPTIONS = {
     "eta_F": (("efficiency", "matmul"), "fraction of the datasheet matrix-product peak achieved"),
+    "eta_A": (("efficiency", "attention"), "fraction of the datasheet matrix-product peak the attention kernel "
+                                           "achieves, its FLOPs counted as 4 b a q k d_h (no causal halving)"),
     "eta_B": (("efficiency", "memory"), "fraction of the datasheet memory bandwidth achieved"),
     "eta_N": (("efficiency", "network"), "fraction of the network card's bandwidth a collective across nodes achieves"),
     "eta_H": (("efficiency", "host"), "fraction of the host link (PCIe) a device-host copy achieves"),
     "engine_step_s": (("overhead", "engine_step_s"), "host seconds per decode step of a serving engine (engine.py)"),
     "network_alpha_s": (("network", "alpha_s"), "latency of one ring step of a collective across nodes"),
 }
-FRACTIONS = ("eta_F", "eta_B", "eta_N", "eta_H")
+FRACTIONS = ("eta_F", "eta_A", "eta_B", "eta_N", "eta_H")
 
 
 def apply_assumptions(profile, overrides) -> HardwareProfile:

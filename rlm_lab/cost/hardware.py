@@ -171,12 +171,18 @@ class HardwareProfile:
     def attention_rate(self, flops: float, dtype: str = "bf16", backward: bool = False) -> float:
         """FLOP/s of the attention kernel for a call of ``flops`` (4 b a q k d_h) FLOPs.
 
-        Measured: kernel_benchmarks.bench_attention (log-log interpolation). ASSUMED without it: the matrix
-        product rate at half the size (QK^T and AV are two batched products), the same for backward.
+        Measured: kernel_benchmarks.bench_attention (log-log interpolation). ASSUMED without it: the named
+        assumption eta_A (``efficiency.attention``) of the datasheet peak where the profile gives one (the datasheet
+        profiles start it at their eta_F), else the matrix product rate at half the size (QK^T and AV are two
+        batched products); the same for backward. eta_A is its own assumption because attention's kernels
+        (FlashAttention's tiles, its recompute in backward) are not the dense products' and the calibration's
+        cases differ most in their share of attention (prime-rl's 16k-token sequences against ~1k elsewhere).
         """
         att = self.kernels.get(f"attention_{dtype}") or self.kernels.get("attention", {})
         curve = att.get("backward_curve" if backward else "curve")
         if not curve:
+            if "attention" in self.efficiency and not self.matmul_curve.get(dtype):
+                return self.efficiency["attention"] * self.peak_flops(dtype) / self.product_factor(dtype)
             return self.matmul_rate(flops / 2, dtype)
         return _interp(curve, flops) / self.product_factor(dtype)
 
