@@ -386,7 +386,7 @@ def register(subparsers) -> None:
                    help=f"modes to rank, comma-separated, or all: {MODE_HELP} (default sync)")
     p.add_argument("--eta", type=int, help="staleness bound of stale (default 2) and async (default unbounded)")
     p.add_argument("--assume", action="append", metavar="NAME=VALUE",
-                   help="override a named assumption (eta_F, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s)")
+                   help="override a named assumption (eta_F, eta_A, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s)")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")

@@ -1,7 +1,7 @@
 """Name every assumed constant a prediction leans on, and how much the prediction moves without it.
 
 A datasheet profile (``kind: datasheet``) holds measured-by-the-vendor peaks (FLOP/s, bandwidth, capacity,
-link) and **assumed** round figures: the efficiencies eta_F and eta_B, the per-call overheads (e.g. a decode
+link) and **assumed** round figures: the efficiencies (eta_F, eta_A, eta_B, eta_N, eta_H), the per-call overheads (e.g. a decode
 step's per-layer overhead) and the collectives' latency and per-byte cost (the profile's ``notes`` say so).
 A profile without ``kernels`` uses assumed kernel terms (hardware.py). ``predict`` prints one
 ``assumed:`` line per group with the predicted step recomputed without that group (overheads 0, eta = 1,
@@ -153,10 +153,11 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
             lines.append(f"assumed: a serving engine's host cost per decode step engine_step_s={_fmt_s(t)} (CUDA-graph "
                          f"replay, vLLM V1; a round figure){moved(_variant(prof, overhead=prof.overhead | {'engine_step_s': 0.0}))}")
         eff = prof.efficiency
-        if eff.get("matmul", 1.0) != 1.0 or eff.get("memory", 1.0) != 1.0:
-            lines.append(f"assumed: efficiencies eta_F={eff.get('matmul', 1.0):g}, eta_B={eff.get('memory', 1.0):g} "
-                         f"on the datasheet peaks"
-                         f"{moved(_variant(prof, efficiency={'matmul': 1.0, 'memory': 1.0}))}")
+        if any(eff.get(k, 1.0) != 1.0 for k in ("matmul", "attention", "memory")):
+            att = eff.get("attention", eff.get("matmul", 1.0))
+            lines.append(f"assumed: efficiencies eta_F={eff.get('matmul', 1.0):g}, eta_A={att:g} (attention), "
+                         f"eta_B={eff.get('memory', 1.0):g} on the datasheet peaks"
+                         f"{moved(_variant(prof, efficiency={'matmul': 1.0, 'attention': 1.0, 'memory': 1.0}))}")
         net = prof.network
         if net:
             from .units import _bytes

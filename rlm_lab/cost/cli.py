@@ -178,7 +178,7 @@ def register(subparsers) -> None:
     p.add_argument("--mode", help="execution mode of a placement: sync | one_step_off | stale | async (modes.py)")
     p.add_argument("--eta", type=int, help="staleness bound of --mode stale (default 2) or async (default unbounded)")
     p.add_argument("--assume", action="append", metavar="NAME=VALUE",
-                   help="override a named assumption (eta_F, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s); "
+                   help="override a named assumption (eta_F, eta_A, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s); "
                         "repeatable")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.add_argument("--check-machine", action="store_true",

@@ -140,8 +140,8 @@ def test_predict_cli_placement_and_assumed_lines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "set rollout (1 dev, rollout)" in out and "step time:" in out
     # the datasheet's assumed efficiencies are named, with the step recomputed at eta = 1
-    line = next(x for x in out.splitlines() if x.startswith("assumed: efficiencies eta_F=0.4, eta_B=0.7"))
-    h = load_profile("h100-sxm").to_dict() | {"efficiency": {"matmul": 1.0, "memory": 1.0}, "name": "ideal"}
+    line = next(x for x in out.splitlines() if x.startswith("assumed: efficiencies eta_F=0.4, eta_A=0.4 (attention), eta_B=0.7"))
+    h = load_profile("h100-sxm").to_dict() | {"efficiency": {"matmul": 1.0, "attention": 1.0, "memory": 1.0}, "name": "ideal"}
     c = Cluster(2, "gpu", 80, 25)
     ideal = predict_placement(get_placement("disaggregated", c, "grpo", rollout_devices=1), "small", "grpo", WL,
                               load_profile(h), c).step_s
