@@ -215,4 +215,4 @@ def test_history_rows_end_with_the_current_record():
     rec = __import__("json").loads(R.RECORD.read_text())
     assert len(rows) == len(rec.get("history", [])) + 1
     assert rows[-1]["written"] == rec["written_at"][:10]
-    assert rows[-1]["ratio_median"] == f"{rec['summary']['ratio']['median_abs_error']:.0%}"
+    assert rows[-1]["ratio_median"] == f"{rec['summary']['ratio']['median_abs_error']:.1%}"

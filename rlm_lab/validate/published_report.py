@@ -329,7 +329,7 @@ def history_rows(path: Path = RECORD) -> list[dict]:
     for h in [*rec.get("history", []), history_entry(rec)]:
         r, d, s = h.get("ratio_median_abs_error"), h.get("ratio_direction_right"), h.get("step_median_abs_error")
         rows.append({"written": str(h.get("written_at") or "?")[:10], "commit": str(h.get("predictor_commit") or "?")[:9],
-                     "ratio_median": "-" if r is None else f"{r:.0%}",
+                     "ratio_median": "-" if r is None else f"{r:.1%}",
                      "direction": "-" if d is None else f"{d} of {h.get('ratio_priced')}",
                      "step_median": "-" if s is None else f"{s:.1%}",
                      "verdicts": "; ".join(f"{k}: {v.split(' (')[0]}" for k, v in sorted((h.get("verdicts") or {}).items()))})
