@@ -261,9 +261,11 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                     continue   # on one set nothing overlaps: the synchronous step again (modes.py)
                 results.append(replace(pp, mode=mode, eta=e))
     if not results:
+        closest = f"; the closest, {misfit.memory_error().removeprefix('does not fit: ')}" if misfit is not None else ""
         raise RlmLabError(f"no placement of {pr.alg.name} on {pr.spec.name} fits {cluster.devices} {cluster.kind} "
-                          f"devices of {capacity / GIB:.1f} GiB ({considered} tried); add devices or memory, or use "
-                          f"LoRA / smaller batches")
+                          f"devices of {capacity / GIB:.1f} GiB ({considered} tried){closest}; priced {describe_workload(wl)}"
+                          f"; add devices or memory, or use LoRA / smaller batches (a config's workload: sets micro_batch, "
+                          f"precision, gradient_checkpointing, engine)")
     results.sort(key=rank_key)
     return Advice(results, considered, dropped, cluster, used, tuple(m for m, _ in mode_etas), wl, pr.prof, misfit)
 

@@ -87,6 +87,10 @@ def test_advise_cli_bad_input(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(e.startswith("rlm-lab: error: ") for e in err)
     assert "no placement" in err[1]
+    # what was priced and why the nearest candidate failed, so the user can change the right thing
+    assert "the closest, placement " in err[1] and " needs " in err[1] and "GiB per device" in err[1]
+    assert "priced workload: 8 prompts x 4 samples = 32 sequences, prompt 8 tokens, responses 16 tokens" in err[1]
+    assert "micro-batch 32, fp32, engine static" in err[1]
 
 
 def test_lora_keeps_the_reference_with_the_actor():
