@@ -4,8 +4,11 @@
 
 Why a script rather than plain ``jupyter-book build book``:
 
-- jupyter-cache keys a notebook on its code only, not on ``$RLM_SIZE``; a smoke run would otherwise
-  serve its outputs to a cpu build. Each size gets its own cache, ``_build/.jupyter_cache_<size>``.
+- jupyter-cache keys a notebook on its code only: not on ``$RLM_SIZE`` (a smoke run would otherwise serve its
+  outputs to a cpu build) and not on the package or the records the cells read (a rewritten record or a changed
+  report function would otherwise be shown with the numbers of the build before). Each size gets its own cache,
+  keyed also on a fingerprint of ``rlm_lab/`` and ``data/`` (:func:`cache_dir`); a build removes the size's older
+  caches.
 - Chapters are written one after another; the generated toc (``_build/toc.yml``) lists a chapter
   once its files exist (with a note for the ones left out), so a chapter not written yet never
   fails a build, while one that exists and fails to execute does (``-W``).
@@ -20,7 +23,9 @@ button points at the ``.md`` source, which Colab cannot open.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -86,19 +91,46 @@ def write_toc(path: Path = BUILD / "toc.yml", **kw) -> Path:
     return atomic_write_text(path, text)
 
 
+FINGERPRINTED = ("rlm_lab", "data")   # what a notebook's outputs depend on beyond its own code
+
+
+def inputs_fingerprint(root: Path = REPO, folders=FINGERPRINTED) -> str:
+    """sha256 over the path and bytes of every file under ``folders`` (writer locks and staging copies left out):
+    the package the cells import and the records and registries they read."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            rel = path.relative_to(root)
+            if (not path.is_file() or path.name == ".lock" or "__pycache__" in rel.parts
+                    or any(part.startswith((".replaced", ".scratch-")) for part in rel.parts)):
+                continue
+            h.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_dir(size: str) -> Path:
+    """The execution cache of ``size`` for the current package and records: ``_build/.jupyter_cache_<size>-<12 hex>``."""
+    return BUILD / f".jupyter_cache_{size}-{inputs_fingerprint()[:12]}"
+
+
 def build(size: str, out: Path = BUILD / "html", *, book: Path = BOOK, notebooks: Path = NOTEBOOKS,
           chapters=CHAPTERS, cache: Path | None = None) -> int:
     """Execute the notebooks at ``size`` and write static HTML to ``out``; returns Sphinx's exit code.
 
     Next to ``out`` go the generated ``toc.yml`` and the Sphinx environment (``.doctrees_<size>``);
-    the execution cache defaults to ``_build/.jupyter_cache_<size>``, shared by every build of a size.
+    the execution cache defaults to :func:`cache_dir` (the size's, for this package and these records); the size's
+    older caches are removed.
     """
     from jupyter_book.sphinx import build_sphinx
 
     check_size(size)
     out = Path(out).resolve()
     toc_path = write_toc(out.parent / "toc.yml", book=book, notebooks=notebooks, chapters=chapters)
-    cache = cache or BUILD / f".jupyter_cache_{size}"
+    if cache is None:
+        cache = cache_dir(size)
+        for old in BUILD.glob(f".jupyter_cache_{size}*"):
+            if old != cache and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
     os.environ["RLM_SIZE"] = size  # kernels inherit it: the notebooks' parameters cell reads it
     overrides = {
         "external_toc_path": toc_path.as_posix(),
@@ -189,7 +221,7 @@ def glued_values(size: str, *, cache: Path | None = None, notebooks: Path = NOTE
     from .errors import RlmLabError
 
     check_size(size)
-    cache = Path(cache or BUILD / f".jupyter_cache_{size}")
+    cache = Path(cache or cache_dir(size))
     if not (cache / "global.db").exists():
         raise RlmLabError(f"no execution cache at {repo_relative(cache)}: build the book first "
                           f"(make book SIZE={size})")

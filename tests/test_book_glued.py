@@ -75,3 +75,25 @@ def test_compare_names_every_changed_missing_and_new_value():
     assert book.compare_glued(before, after) == [
         "a: gone is gone (was '3')", "a: new is new ('5')", "a: y: '2' -> '2.0'"]
     assert book.compare_glued(before, json.loads(json.dumps(before))) == []
+
+
+def test_the_execution_cache_is_keyed_on_the_package_and_the_records(tmp_path):
+    """A rewritten record or a changed package must not be served the outputs of the build before it: the cache's
+    fingerprint moves with any byte under rlm_lab/ or data/, and not with a writer's lock or a staging copy."""
+    for folder in book.FINGERPRINTED:
+        (tmp_path / folder).mkdir()
+    rec = tmp_path / "data" / "runs" / "r1" / "record.json"
+    rec.parent.mkdir(parents=True)
+    rec.write_text('{"results": {"x": 1}}')
+    (tmp_path / "rlm_lab" / "report.py").write_text("X = 1\n")
+    first = book.inputs_fingerprint(tmp_path)
+    (rec.parent / ".lock").write_text("pid 1")
+    (tmp_path / "data" / "runs" / ".replaced-r0").mkdir()
+    (tmp_path / "data" / "runs" / ".replaced-r0" / "record.json").write_text("{}")
+    assert book.inputs_fingerprint(tmp_path) == first
+    rec.write_text('{"results": {"x": 2}}')
+    second = book.inputs_fingerprint(tmp_path)
+    assert second != first
+    (tmp_path / "rlm_lab" / "report.py").write_text("X = 2\n")
+    assert book.inputs_fingerprint(tmp_path) not in (first, second)
+    assert book.cache_dir("smoke").name.startswith(".jupyter_cache_smoke-")
