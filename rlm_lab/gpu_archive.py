@@ -184,14 +184,17 @@ def summary_markdown(summary: dict) -> str:
              "| step | status | s | quantity | predicted (reference) | predicted (calibrated) | measured | error (ref / cal) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in summary["steps"]:
-        c = r.get("compare") or {}
-        unit = c.get("unit", "")
-        errs = " / ".join(f"{e:+.0%}" if e is not None else "–"
-                          for e in (c.get("error_reference"), c.get("error_calibrated"))) if c else ""
-        lines.append(f"| {r['step']} | {r['status']} | {r['seconds']} | {c.get('quantity', '')} | "
-                     f"{_fmt(c.get('predicted_reference'), unit)} | {_fmt(c.get('predicted_calibrated'), unit)} | "
-                     f"{_fmt(c.get('measured'), unit)} | {errs} |")
+        lines.append(f"| {r['step']} | {r['status']} | {r['seconds']} | {compare_cells(r.get('compare') or {})} |")
     return "\n".join(lines) + "\n"
+
+
+def compare_cells(c: dict) -> str:
+    """One comparison as table cells: quantity | predicted (reference) | predicted (calibrated) | measured | errors."""
+    unit = c.get("unit", "")
+    errs = " / ".join(f"{e:+.0%}" if e is not None else "–"
+                      for e in (c.get("error_reference"), c.get("error_calibrated"))) if c else ""
+    return (f"{c.get('quantity', '')} | {_fmt(c.get('predicted_reference'), unit)} | "
+            f"{_fmt(c.get('predicted_calibrated'), unit)} | {_fmt(c.get('measured'), unit)} | {errs}")
 
 
 def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
@@ -388,12 +391,7 @@ def gpu_section(prefix: str, chapter: int, data: Path = REPO / "data") -> str:
                   "benchmarks the archive ran first (none where that step had not completed):", "",
                   "| run | archive | quantity | predicted (datasheet) | predicted (calibrated) | measured | error (datasheet / calibrated) |",
                   "|---|---|---|---|---|---|---|"]
-        for a, r in compared:
-            c = r["compare"]
-            unit = c.get("unit", "")
-            errs = " / ".join(f"{e:+.0%}" if e is not None else "–" for e in (c.get("error_reference"), c.get("error_calibrated")))
-            lines.append(f"| {r['step']} | {a} | {c.get('quantity', '')} | {_fmt(c.get('predicted_reference'), unit)} | "
-                         f"{_fmt(c.get('predicted_calibrated'), unit)} | {_fmt(c.get('measured'), unit)} | {errs} |")
+        lines += [f"| {r['step']} | {a} | {compare_cells(r['compare'])} |" for a, r in compared]
     return "\n".join(lines)
 
 
