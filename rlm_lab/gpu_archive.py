@@ -197,8 +197,12 @@ def compare_cells(c: dict) -> str:
             f"{_fmt(c.get('predicted_calibrated'), unit)} | {_fmt(c.get('measured'), unit)} | {errs}")
 
 
-def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
+def adopt(src: Path, data: Path = REPO / "data", stamped: bool = False) -> list[Path]:
     """Copy a finished archive's completed records and calibration into ``data/``, all or nothing.
+
+    ``stamped`` appends the archive's creation time to every record's and profile's name
+    (``ch01_grpo-20261204T161537Z``, ``<profile>-20261204T161537Z.json``): a later window of the same steps is
+    kept beside the earlier archive's records instead of being refused for a clash.
 
     Every path in ``summary.json`` is resolved and must lie inside the archive (no ``../``, no absolute path,
     no symbolic link out of it), every named record and profile must exist, and nothing in ``data/`` is
@@ -217,7 +221,7 @@ def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
         raise RlmLabError(f"{summary} is damaged: expected an object with a list of steps; nothing was adopted")
     if s.get("dry_run"):
         raise RlmLabError(f"{src} is a dry run on CPU; only a GPU archive is adopted into data/")
-    pairs = _adoption_pairs(src, s["steps"], data)
+    pairs = _adoption_pairs(src, s["steps"], data, ("-" + archive_stamp(s)) if stamped else "")
     if pairs:  # what was predicted before each measurement, and the archive's own account, beside the records
         pairs += _archive_pairs(src, s, data)
     clash = [str(d) for _, d in pairs if d.exists() or d.is_symlink()]
@@ -227,7 +231,7 @@ def adopt(src: Path, data: Path = REPO / "data") -> list[Path]:
     return [d for _, d in pairs]
 
 
-def _adoption_pairs(src: Path, steps: list, data: Path) -> list[tuple[Path, Path]]:
+def _adoption_pairs(src: Path, steps: list, data: Path, suffix: str = "") -> list[tuple[Path, Path]]:
     """(resolved source inside the archive, destination in ``data/``) for every completed step's record and
     profile; one clear error for a path outside the archive, a missing one, or two with one destination."""
     summary, root = src / "summary.json", src.resolve()
@@ -257,7 +261,7 @@ def _adoption_pairs(src: Path, steps: list, data: Path) -> list[tuple[Path, Path
                 if out:
                     raise RlmLabError(f"{summary}: step {name}'s record links out of the archive ({', '.join(out[:3])}); "
                                       f"nothing was adopted")
-            pairs.append((path, dest_dir / path.name))
+            pairs.append((path, dest_dir / (path.stem + suffix + path.suffix if kind == "file" else path.name + suffix)))
     dests = [d for _, d in pairs]
     twice = sorted({str(d) for d in dests if dests.count(d) > 1})
     if twice:
@@ -334,12 +338,17 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="rehearse on CPU at smoke size (no CUDA needed)")
     p.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in PLAN))
     p.add_argument("--adopt", metavar="DIR", help="copy a finished GPU archive's records into data/ (no overwrite)")
+    p.add_argument("--stamped", action="store_true",
+                   help="with --adopt: append the archive's creation time to each record's and profile's name, to "
+                        "keep a later window of the same steps beside an earlier one")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
+    if args.stamped and not args.adopt:
+        raise RlmLabError("--stamped names what --adopt copies; give --adopt DIR with it")
     if args.adopt:
-        for d in adopt(Path(args.adopt)):
+        for d in adopt(Path(args.adopt), stamped=args.stamped):
             print(f"adopted {d}")
         return 0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -392,7 +401,62 @@ def gpu_section(prefix: str, chapter: int, data: Path = REPO / "data") -> str:
                   "| run | archive | quantity | predicted (datasheet) | predicted (calibrated) | measured | error (datasheet / calibrated) |",
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['step']} | {a} | {compare_cells(r['compare'])} |" for a, r in compared]
+    windows = window_rows(chapter, data)
+    if any(w["n"] > 1 for w in windows):
+        lines += ["", "Across archives (each its own lease window and processes; the same step, the same quantity and "
+                  "the same datasheet prediction): the mean of the measurements with its Student-t 95 % interval (few "
+                  "archives: a bootstrap's interval would be their range, which at three holds the median only 75 % of "
+                  "the time), and the datasheet prediction's error over that interval. The words follow the interval: an upper "
+                  "bound is *contradicted* only when every value of the interval lies above it; a point prediction is "
+                  "*too low* or *too high* only when the whole error interval is on one side of 0:", "",
+                  "| run | archives | measured, mean [95 % interval] | predicted (datasheet) | error [interval] | verdict | "
+                  "calibrated error per archive |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {w['step']} | {w['n']} | {w['measured'].text(_fmt_s)} | {_seconds(w['predicted'])} | "
+                  f"{w['error'].text(_fmt_pct) if w['error'] else '–'} | {w['word']} | "
+                  f"{', '.join(_fmt_pct.format(e) for e in w['calibrated_errors']) or '–'} |" for w in windows]
     return "\n".join(lines)
+
+
+_fmt_s, _fmt_pct = "{:.4g} s", "{:+.0%}"
+
+
+def _seconds(v) -> str:
+    return "–" if v is None else _fmt_s.format(v)
+
+
+def window_rows(chapter: int, data: Path = REPO / "data") -> list[dict]:
+    """One row per (step, quantity, datasheet prediction) of ``chapter`` over every adopted archive: the
+    measurements' mean with its Student-t interval (:func:`rlm_lab.evidence.mean_interval`; each archive is its
+    own lease window, so the values are independent runs, and three is too few for a bootstrap), the datasheet
+    prediction's error over it and the word it allows. A quantity labelled an upper bound is judged as a bound
+    (``contradicted`` when the whole measured interval lies above it, ``holds`` when wholly at or below); any
+    other as a point (``too low`` / ``too high`` when the error interval excludes 0); else ``undecided``."""
+    from .evidence import Interval, error_interval, mean_interval, sign_word
+
+    groups: dict[tuple, list[dict]] = {}
+    for _, r in archive_comparisons(chapter, data):
+        c = r["compare"]
+        ref = c.get("predicted_reference")
+        groups.setdefault((r["step"], c["quantity"], None if ref is None else round(ref, 12)), []).append(c)
+    out = []
+    for (step, quantity, ref), cs in groups.items():
+        measured = mean_interval([c["measured"] for c in cs])
+        if ref is None:
+            err = None
+        elif measured.decided and measured.lo <= 0:  # a wide interval reaching 0: the error is unbounded above
+            err = Interval(ref / measured.estimate - 1, ref / measured.hi - 1, math.inf, measured.n)
+        else:
+            err = error_interval(ref, measured)
+        if err is None or not err.decided:
+            word = "undecided" if err is not None else "no prediction"
+        elif "upper bound" in quantity:
+            word = "contradicted" if measured.lo > ref else ("holds" if measured.hi <= ref else "undecided")
+        else:
+            word = sign_word(err, above="too high", below="too low")
+        out.append({"step": step, "quantity": quantity, "n": len(cs), "measured": measured, "predicted": ref,
+                    "error": err, "word": word,
+                    "calibrated_errors": [c["error_calibrated"] for c in cs if c.get("error_calibrated") is not None]})
+    return out
 
 
 def archive_comparisons(chapter: int, data: Path = REPO / "data") -> list[tuple[str, dict]]:

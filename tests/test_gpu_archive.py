@@ -200,3 +200,68 @@ def test_gpu_section_puts_each_prediction_beside_its_measurement(tmp_path):
     (arch / "summary.json").write_text("{")
     with pytest.raises(RlmLabError, match="damaged"):
         ga.gpu_section("ch03", 3, data=data)
+
+
+def test_a_later_window_is_adopted_beside_the_earlier_one_when_stamped(tmp_path):
+    src, data = _fake_archive(tmp_path, dry_run=False), tmp_path / "data"
+    ga.adopt(src, data)
+    s = json.loads((src / "summary.json").read_text())
+    s["created"] = "2026-12-01T11:30:00+00:00"   # the same steps in a later lease window
+    (src / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(RlmLabError, match="would replace"):
+        ga.adopt(src, data)
+    got = sorted(p.relative_to(data).as_posix() for p in ga.adopt(src, data, stamped=True))
+    assert got == ["hardware/nvidia-h200-calibrated-20261201-20261201T113000Z.json",
+                   "runs/gpu/archives/20261201T113000Z/predictions", "runs/gpu/archives/20261201T113000Z/summary.json",
+                   "runs/gpu/ch01_grpo-20261201T113000Z"]
+    assert (data / "runs/gpu/ch01_grpo/record.json").is_file()   # the earlier window untouched
+    r = subprocess.run([sys.executable, "-m", "rlm_lab.cli", "gpu-archive", "--stamped"], capture_output=True, text=True)
+    assert r.returncode != 0 and "give --adopt DIR" in r.stderr and "Traceback" not in r.stderr
+
+
+def _window_archives(data: Path, measured: list[float], quantity: str, predicted: float | None) -> None:
+    for i, m in enumerate(measured):
+        arch = data / "runs" / "gpu" / "archives" / f"2026120{i + 1}T100000Z"
+        arch.mkdir(parents=True)
+        step = {"step": "ch01_grpo", "chapter": 1, "status": "completed",
+                "compare": {"quantity": quantity, "unit": "s", "predicted_reference": predicted,
+                            "predicted_calibrated": None, "measured": m, "error_reference": None,
+                            "error_calibrated": -0.1 * (i + 1)}}
+        (arch / "summary.json").write_text(json.dumps({"steps": [step]}))
+
+
+@pytest.mark.parametrize("quantity, predicted, word", [
+    ("RL step (upper bound)", 0.5, "contradicted"),   # below the whole interval [0.7516, 1.2484]
+    ("RL step (upper bound)", 0.8, "undecided"),      # inside it
+    ("RL step (upper bound)", 1.3, "holds"),          # above it
+    ("RL step", 0.5, "too low"),
+    ("RL step", 1.3, "too high"),
+    ("RL step", 1.1, "undecided"),
+])
+def test_windows_are_judged_by_their_t_interval(tmp_path, quantity, predicted, word):
+    data = tmp_path / "data"
+    _window_archives(data, [0.9, 1.0, 1.1], quantity, predicted)
+    (row,) = ga.window_rows(1, data)
+    # by hand: mean 1.0, s = 0.1, t_{0.975, 2} = 4.302653 -> half width 4.302653 * 0.1 / sqrt(3) = 0.24841
+    assert row["n"] == 3 and row["measured"].estimate == pytest.approx(1.0)
+    assert (row["measured"].lo, row["measured"].hi) == pytest.approx((0.75159, 1.24841), abs=1e-5)
+    assert row["error"].lo == pytest.approx(predicted / 1.24841 - 1, abs=1e-5)
+    assert row["word"] == word
+    assert row["calibrated_errors"] == pytest.approx([-0.1, -0.2, -0.3])
+
+
+def test_windows_of_different_work_are_not_pooled_and_a_wide_interval_stays_undecided(tmp_path):
+    data = tmp_path / "data"
+    _window_archives(data, [0.1, 1.0, 3.0], "RL step", 0.5)   # the t-interval reaches below 0
+    rows = ga.window_rows(1, data)
+    assert len(rows) == 1 and rows[0]["measured"].lo < 0 and rows[0]["word"] == "undecided"
+    arch = data / "runs" / "gpu" / "archives" / "20261209T100000Z"
+    arch.mkdir()
+    (arch / "summary.json").write_text(json.dumps({"steps": [{"step": "ch01_grpo", "chapter": 1, "status": "completed",
+        "compare": {"quantity": "RL step", "unit": "s", "predicted_reference": 0.7, "measured": 1.0}}]}))
+    rows = ga.window_rows(1, data)   # another datasheet prediction means another workload: its own row
+    assert sorted(r["n"] for r in rows) == [1, 3]
+    (data / "runs" / "gpu" / "ch01_grpo").mkdir()
+    (data / "runs" / "gpu" / "ch01_grpo" / "record.json").write_text('{"status": "completed"}')
+    text = ga.gpu_section("ch01", 1, data=data)
+    assert "| ch01_grpo | 3 | 1.367 s [-2.321 s, 5.054 s] | 0.5 s | -63% [-90%, +inf%] | undecided |" in text
