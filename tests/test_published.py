@@ -30,6 +30,9 @@ SOURCE_HOSTS = {
     "prime-rl-bench": ("https://github.com/PrimeIntellect-ai/prime-rl/",),
     "checkpoint-engine": ("https://github.com/MoonshotAI/checkpoint-engine/",),
     "slime-weight-sync": ("https://hebiao064.github.io/", "https://github.com/hebiao064/hebiao064.github.io/"),
+    "rlinf-vs-verl": ("https://rlinf.readthedocs.io/", "https://github.com/RLinf/RLinf/"),
+    "verl-checkpoint-engine-readme": ("https://github.com/verl-project/verl/",),
+    "verl-delta-weight-sync": ("https://verl.readthedocs.io/", "https://github.com/verl-project/verl/"),
 }
 
 
