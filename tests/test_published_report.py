@@ -194,7 +194,7 @@ def test_rewriting_the_record_keeps_every_earlier_validation(tmp_path, monkeypat
 
     old = json.loads(R.RECORD.read_text())
     path = tmp_path / "validation.json"
-    stale = dict(old, registry_sha256="0" * 64, written_at="2026-01-01T00:00:00Z",
+    stale = dict(old, registry_sha256="0" * 64, written_at="2026-01-01T00:00:00Z", note="two new sources",
                  summary={"ratio": {"median_abs_error": 0.5, "direction_right": 3, "priced": 4,
                                     "verdicts": {"ratio_median": "not met (50% > 25%, 4 cases)"}},
                           "step": {"median_abs_error": 1.25, "priced": 2, "verdicts": {}}})
@@ -203,6 +203,7 @@ def test_rewriting_the_record_keeps_every_earlier_validation(tmp_path, monkeypat
     assert hist[:-1] == old.get("history", [])          # what the stale record carried, then the stale record
     assert hist[-1]["written_at"] == "2026-01-01T00:00:00Z" and hist[-1]["ratio_median_abs_error"] == 0.5
     assert hist[-1]["verdicts"] == {"ratio_median": "not met (50% > 25%, 4 cases)"}
+    assert hist[-1]["note"] == "two new sources"         # what changed in that round travels with it
     path.write_text(json.dumps(old))                     # same registry and fit: nothing new to keep
     assert R.carried_history(path) == old.get("history", [])
     path.write_text('{"registry_sha256": ')
@@ -216,3 +217,16 @@ def test_history_rows_end_with_the_current_record():
     assert len(rows) == len(rec.get("history", [])) + 1
     assert rows[-1]["written"] == rec["written_at"][:10]
     assert rows[-1]["ratio_median"] == f"{rec['summary']['ratio']['median_abs_error']:.1%}"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--note", "x"], "give --write with it"),
+    (["--write", "--note", "  "], "one non-empty line"),
+    (["--write", "--note", "a\nb"], "one non-empty line"),
+])
+def test_a_note_goes_with_write_and_is_one_line(argv, message, capsys):
+    from rlm_lab.cli import main
+
+    assert main(["validate", "--published", *argv]) != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -59,6 +59,9 @@ def register(subparsers) -> None:
     p.add_argument("--write", action="store_true",
                    help="with --published: also write the prediction record the book reads "
                         "(data/published/validation.json)")
+    p.add_argument("--note", metavar="TEXT",
+                   help="with --write: one line saying what changed since the last validation (kept in the record "
+                        "and in every later record's history)")
     p.add_argument("--assumed", action="store_true",
                    help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
     p.add_argument("--check-machine", action="store_true",
@@ -82,6 +85,10 @@ def _run_published(args) -> int:
         raise RlmLabError("--fit writes a fit and --assumed ignores it; give one of them")
     if args.write and (args.assumed or args.fit_out):
         raise RlmLabError("--write records the committed fit's predictions; it does not go with --assumed or --fit-out")
+    if args.note is not None and not args.write:
+        raise RlmLabError("--note is kept in the prediction record; give --write with it")
+    if args.note is not None and (not args.note.strip() or "\n" in args.note or len(args.note) > 300):
+        raise RlmLabError("--note must be one non-empty line of at most 300 characters")
     target = _P(args.fit_out) if args.fit_out else FIT_FILE
     if args.fit_out and not args.fit:
         raise RlmLabError("--fit-out needs --fit")
@@ -98,7 +105,7 @@ def _run_published(args) -> int:
     elif not args.assumed:
         fit = load_fit()
     if args.write:
-        rep = write_record(registry, fit)
+        rep = write_record(registry, fit, note=args.note)
         print("prediction record written to data/published/validation.json")
     else:
         rep = report(registry, fit, use_fit=not args.assumed)
@@ -116,7 +123,7 @@ def _run_published(args) -> int:
 def _run(args) -> int:
     if args.published:
         return _run_published(args)
-    for flag in ("fit", "fit_out", "assumed", "write"):
+    for flag in ("fit", "fit_out", "assumed", "write", "note"):
         if getattr(args, flag):
             raise RlmLabError(f"--{flag.replace('_', '-')} needs --published")
     from ..cost import load_profile

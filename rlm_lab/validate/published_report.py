@@ -278,7 +278,7 @@ def history_entry(rec: dict) -> dict:
             "registry_sha256": rec.get("registry_sha256"), "fit_sha256": rec.get("fit_sha256"),
             "ratio_median_abs_error": ratio.get("median_abs_error"), "ratio_direction_right": ratio.get("direction_right"),
             "ratio_priced": ratio.get("priced"), "step_median_abs_error": step.get("median_abs_error"),
-            "step_priced": step.get("priced"),
+            "step_priced": step.get("priced"), "note": rec.get("note"),
             "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})}}
 
 
@@ -300,7 +300,7 @@ def carried_history(path: Path) -> list:
     return hist if same else hist + [history_entry(old)]
 
 
-def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> dict:
+def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note: str | None = None) -> dict:
     """Predict every case and write the record the book reads; returns the report. The record keeps every earlier
     validation's numbers under ``history`` (:func:`carried_history`): a registry or fit changed after a validation
     never hides what the validation before it said."""
@@ -312,6 +312,8 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD) -> d
     rep = _assemble(registry, fit, assumed, fitted)
     # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
     record["summary"] = rep["summary"]["validation"]
+    if note:
+        record["note"] = note
     record["history"] = history
     from ..records.files import atomic_write_text, json_text
 
@@ -331,7 +333,7 @@ def history_rows(path: Path = RECORD) -> list[dict]:
         rows.append({"written": str(h.get("written_at") or "?")[:10], "commit": str(h.get("predictor_commit") or "?")[:9],
                      "ratio_median": "-" if r is None else f"{r:.1%}",
                      "direction": "-" if d is None else f"{d} of {h.get('ratio_priced')}",
-                     "step_median": "-" if s is None else f"{s:.1%}",
+                     "step_median": "-" if s is None else f"{s:.1%}", "note": h.get("note") or "",
                      "verdicts": "; ".join(f"{k}: {v.split(' (')[0]}" for k, v in sorted((h.get("verdicts") or {}).items()))})
     return rows
 
