@@ -230,3 +230,22 @@ def test_a_note_goes_with_write_and_is_one_line(argv, message, capsys):
     assert main(["validate", "--published", *argv]) != 0
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_rows_numbers_by_hand():
+    rows = [{"group": "ratio", "error_value": -0.30, "direction": "right"},
+            {"group": "ratio", "error_value": 0.10, "direction": "wrong"},
+            {"group": "ratio", "error_value": None, "direction": "-"},        # not priced: left out
+            {"group": "step", "error_value": 0.5, "direction": "-"},
+            {"group": "other", "error_value": 3.0, "direction": "-"}]
+    got = R.rows_numbers(rows)
+    assert got == {"cases": "5", "ratio_cases": "2", "ratio_median": "20.0%", "ratio_direction": "1 of 2",
+                   "step_cases": "1", "step_median": "50.0%"}
+
+
+def test_the_fresh_sources_are_validation_sources_of_the_registry():
+    reg = load_published()
+    assert set(R.FRESH_SOURCES) <= set(reg.split["validation"])
+    rep = R.record_report()
+    n = R.book_numbers(rep)
+    assert int(n["fresh_cases"]) + int(n["earlier_cases"]) == int(n["validation_cases"])

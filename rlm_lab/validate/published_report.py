@@ -215,6 +215,23 @@ def html_table(table_rows: list[dict], split: str) -> str:
     return "\n".join(out)
 
 
+# The validation sources added last (2026-12-04, after the last change to the model): their cases were added and
+# priced once, with no change to the model, the fit or any earlier case after, so they are the registry's cleanest
+# test. The book reports them apart from the earlier validation cases.
+FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync")
+
+
+def rows_numbers(table_rows: list[dict]) -> dict:
+    """The bars' three numbers over some table rows, as text: ratios' median |error| and direction, steps' median
+    |error|, each with how many priced cases it is over ("-" when none)."""
+    ratio = [r for r in table_rows if r["group"] == "ratio" and r["error_value"] is not None]
+    step = [r for r in table_rows if r["group"] == "step" and r["error_value"] is not None]
+    med = lambda rs: f"{statistics.median(abs(r['error_value']) for r in rs):.1%}" if rs else "-"
+    return {"cases": str(len(table_rows)), "ratio_cases": str(len(ratio)), "ratio_median": med(ratio),
+            "ratio_direction": f"{sum(r['direction'] == 'right' for r in ratio)} of {len(ratio)}",
+            "step_cases": str(len(step)), "step_median": med(step)}
+
+
 def book_numbers(rep: dict) -> dict:
     """The numbers the book's prose glues, as text: counts, the fit, each bar's verdict."""
     v = rep["summary"]["validation"]
@@ -230,6 +247,10 @@ def book_numbers(rep: dict) -> dict:
         out[f"stage_{stage}_median"] = f"{statistics.median(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_range"] = f"{min(errs):+.0%} to {max(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_cases"] = str(len(errs))
+    for name, picked in (("fresh", lambda r: r["source"] in FRESH_SOURCES),
+                         ("earlier", lambda r: r["source"] not in FRESH_SOURCES)):
+        out |= {f"{name}_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
+                                                           and picked(r)]).items()}
     from .published_predict import assumed_values
 
     fitted = (rep["fit"] or {}).get("parameters", {})
