@@ -33,6 +33,7 @@ SOURCE_HOSTS = {
     "rlinf-vs-verl": ("https://rlinf.readthedocs.io/", "https://github.com/RLinf/RLinf/"),
     "verl-checkpoint-engine-readme": ("https://github.com/verl-project/verl/",),
     "verl-delta-weight-sync": ("https://verl.readthedocs.io/", "https://github.com/verl-project/verl/"),
+    "verl-sglang-one-step-off": ("https://github.com/verl-project/verl/", "https://github.com/volcengine/verl/"),
 }
 
 
