@@ -77,7 +77,7 @@ clean:
 # packages its image lacks travel as wheels in .whl/ (git-ignored), fetched here first with `make gpu-wheels`.
 # Then, through the device tool:  run(command="make gpu-archive GPU_OUT=$OUT", carry=[".whl"], timeout_s=600)
 # and bring back $OUT/gpu-archive.tgz; `rlm-lab gpu-archive --adopt DIR` copies its records into data/ (`--stamped`
-# keeps a later window of the same steps beside the earlier records: the archive's creation time in each name).
+# keeps a later window of the same steps beside the earlier records: the archive's creation time in each record's name).
 # The device tool sends at most 64 MiB and data/runs alone is over 90: for the call, commit first, then leave the
 # records out of the index (`git rm -r -q --cached data/runs; echo /data/runs/ >> .git/info/exclude`; no step reads
 # them) and put them back after (`git reset -q -- data/runs` and delete that line). scipy (35 MB) and pyarrow (55 MB)

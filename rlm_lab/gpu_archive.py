@@ -200,9 +200,10 @@ def compare_cells(c: dict) -> str:
 def adopt(src: Path, data: Path = REPO / "data", stamped: bool = False) -> list[Path]:
     """Copy a finished archive's completed records and calibration into ``data/``, all or nothing.
 
-    ``stamped`` appends the archive's creation time to every record's and profile's name
-    (``ch01_grpo-20261204T161537Z``, ``<profile>-20261204T161537Z.json``): a later window of the same steps is
-    kept beside the earlier archive's records instead of being refused for a clash.
+    ``stamped`` appends the archive's creation time to every record's name (``ch01_grpo-20261204T161537Z``) and
+    keeps its calibration with the archive's account (``data/runs/gpu/archives/<created>/hardware/``, unchanged:
+    a profile's name is its file's, and the first calibration of the GPU stays the one ``data/hardware/`` offers):
+    a later window of the same steps is kept beside the earlier archive's records instead of being refused.
 
     Every path in ``summary.json`` is resolved and must lie inside the archive (no ``../``, no absolute path,
     no symbolic link out of it), every named record and profile must exist, and nothing in ``data/`` is
@@ -221,7 +222,7 @@ def adopt(src: Path, data: Path = REPO / "data", stamped: bool = False) -> list[
         raise RlmLabError(f"{summary} is damaged: expected an object with a list of steps; nothing was adopted")
     if s.get("dry_run"):
         raise RlmLabError(f"{src} is a dry run on CPU; only a GPU archive is adopted into data/")
-    pairs = _adoption_pairs(src, s["steps"], data, ("-" + archive_stamp(s)) if stamped else "")
+    pairs = _adoption_pairs(src, s["steps"], data, archive_stamp(s) if stamped else None)
     if pairs:  # what was predicted before each measurement, and the archive's own account, beside the records
         pairs += _archive_pairs(src, s, data)
     clash = [str(d) for _, d in pairs if d.exists() or d.is_symlink()]
@@ -231,7 +232,7 @@ def adopt(src: Path, data: Path = REPO / "data", stamped: bool = False) -> list[
     return [d for _, d in pairs]
 
 
-def _adoption_pairs(src: Path, steps: list, data: Path, suffix: str = "") -> list[tuple[Path, Path]]:
+def _adoption_pairs(src: Path, steps: list, data: Path, stamp: str | None = None) -> list[tuple[Path, Path]]:
     """(resolved source inside the archive, destination in ``data/``) for every completed step's record and
     profile; one clear error for a path outside the archive, a missing one, or two with one destination."""
     summary, root = src / "summary.json", src.resolve()
@@ -261,7 +262,12 @@ def _adoption_pairs(src: Path, steps: list, data: Path, suffix: str = "") -> lis
                 if out:
                     raise RlmLabError(f"{summary}: step {name}'s record links out of the archive ({', '.join(out[:3])}); "
                                       f"nothing was adopted")
-            pairs.append((path, dest_dir / (path.stem + suffix + path.suffix if kind == "file" else path.name + suffix)))
+            if stamp is None:
+                pairs.append((path, dest_dir / path.name))
+            elif kind == "folder":
+                pairs.append((path, dest_dir / f"{path.name}-{stamp}"))
+            else:
+                pairs.append((path, data / "runs" / "gpu" / "archives" / stamp / "hardware" / path.name))
     dests = [d for _, d in pairs]
     twice = sorted({str(d) for d in dests if dests.count(d) > 1})
     if twice:
@@ -339,8 +345,9 @@ def register(subparsers) -> None:
     p.add_argument("--steps", help="comma-separated subset of: " + ", ".join(s.name for s in PLAN))
     p.add_argument("--adopt", metavar="DIR", help="copy a finished GPU archive's records into data/ (no overwrite)")
     p.add_argument("--stamped", action="store_true",
-                   help="with --adopt: append the archive's creation time to each record's and profile's name, to "
-                        "keep a later window of the same steps beside an earlier one")
+                   help="with --adopt: append the archive's creation time to each record's name and keep its "
+                        "calibration with the archive's account, to keep a later window of the same steps beside "
+                        "an earlier one")
     p.set_defaults(func=_run)
 
 

@@ -211,9 +211,9 @@ def test_a_later_window_is_adopted_beside_the_earlier_one_when_stamped(tmp_path)
     with pytest.raises(RlmLabError, match="would replace"):
         ga.adopt(src, data)
     got = sorted(p.relative_to(data).as_posix() for p in ga.adopt(src, data, stamped=True))
-    assert got == ["hardware/nvidia-h200-calibrated-20261201-20261201T113000Z.json",
+    assert got == ["runs/gpu/archives/20261201T113000Z/hardware/nvidia-h200-calibrated-20261201.json",
                    "runs/gpu/archives/20261201T113000Z/predictions", "runs/gpu/archives/20261201T113000Z/summary.json",
-                   "runs/gpu/ch01_grpo-20261201T113000Z"]
+                   "runs/gpu/ch01_grpo-20261201T113000Z"]   # a profile's name is its file's: kept with the archive
     assert (data / "runs/gpu/ch01_grpo/record.json").is_file()   # the earlier window untouched
     r = subprocess.run([sys.executable, "-m", "rlm_lab.cli", "gpu-archive", "--stamped"], capture_output=True, text=True)
     assert r.returncode != 0 and "give --adopt DIR" in r.stderr and "Traceback" not in r.stderr
