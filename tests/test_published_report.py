@@ -139,6 +139,10 @@ def test_report_text_and_table_show_every_case_and_the_bars():
     html = R.html_table(rep["rows"], "validation")
     assert html.count("<tr>") == 3                      # the header and the two validation cases
     assert "not priced:" in html and "0.59" in html      # the 70B case's reason; the published share
+    assert "fresh round" not in html                     # none of these comes from a fresh source
+    fresh = replace(small, cases={"rlinf-verl-r1-distill-7b-64gpu-step": reg.cases["rlinf-verl-r1-distill-7b-64gpu-step"]})
+    assert "rlinf-verl-r1-distill-7b-64gpu-step (fresh round)" in R.html_table(R.report(fresh, use_fit=False)["rows"],
+                                                                              "validation")
     nums = R.book_numbers(rep)
     assert nums["cases"] == "3" and nums["priced"] == "1" and nums["ratio_verdict"].startswith("undecided")
     row = next(r for r in rep["rows"] if r["case"] == keep[1])

@@ -204,7 +204,9 @@ def html_table(table_rows: list[dict], split: str) -> str:
     for r in table_rows:
         if r["split"] != split:
             continue
-        case = f"{html.escape(r['case'])}<br><small>{html.escape(r['source'])}: {html.escape(r['where'])}</small>"
+        fresh = " (fresh round)" if r["split"] == "validation" and r["source"] in FRESH_SOURCES else ""
+        case = (f"{html.escape(r['case'])}{fresh}<br><small>{html.escape(r['source'])}: "
+                f"{html.escape(r['where'])}</small>")
         cells = [case] + [html.escape(str(r[k])) for k in ("hardware", "mode", "published", "interval",
                                                             "predicted_assumed", "predicted_fitted", "error",
                                                             "direction", "lengths")]
