@@ -208,6 +208,10 @@ def test_rewriting_the_record_keeps_every_earlier_validation(tmp_path, monkeypat
     assert hist[-1]["written_at"] == "2026-01-01T00:00:00Z" and hist[-1]["ratio_median_abs_error"] == 0.5
     assert hist[-1]["verdicts"] == {"ratio_median": "not met (50% > 25%, 4 cases)"}
     assert hist[-1]["note"] == "two new sources"         # what changed in that round travels with it
+    cid, pred = next(iter(old["cases"].items()))            # and each case's prediction, the fitted one first
+    assert hist[-1]["predicted"][cid] == pred.get("fitted", pred.get("assumed"))
+    unpriced = next(k for k, v in old["cases"].items() if isinstance(v.get("fitted"), dict))
+    assert hist[-1]["predicted"][unpriced] is None
     path.write_text(json.dumps(old))                     # same registry and fit: nothing new to keep
     assert R.carried_history(path) == old.get("history", [])
     path.write_text('{"registry_sha256": ')

@@ -220,7 +220,8 @@ def html_table(table_rows: list[dict], split: str) -> str:
 # The validation sources added after the last change to the model (2026-12-04, two rounds): their cases were written
 # from their sources without pricing them, committed, and priced once, with no change to the model, the fit or any
 # earlier case after, so they are the registry's cleanest test. The book reports them apart from the earlier
-# validation cases. A change to the model ends this list's meaning: empty it then.
+# validation cases. A change to the model ends this list's meaning: empty it then (the round's own predictions,
+# case by case, stay in the record's history: history_entry keeps them).
 FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off")
 
 
@@ -295,15 +296,22 @@ def _sha(path: Path) -> str:
 
 
 def history_entry(rec: dict) -> dict:
-    """One earlier validation as the record's ``history`` keeps it: when, from what, and its three bar numbers."""
+    """One earlier validation as the record's ``history`` keeps it: when, from what, its three bar numbers, and
+    each case's prediction (fitted where the record has one, else assumed; None where it was not priced), so that
+    a round stays checkable case by case after the model has changed."""
     v = rec.get("summary") or {}
     ratio, step = v.get("ratio") or {}, v.get("step") or {}
+    predicted = {}
+    for cid, p in (rec.get("cases") or {}).items():
+        val = p.get("fitted", p.get("assumed")) if isinstance(p, dict) else None
+        predicted[cid] = val if isinstance(val, (int, float)) else None
     return {"written_at": rec.get("written_at"), "predictor_commit": rec.get("predictor_commit"),
             "registry_sha256": rec.get("registry_sha256"), "fit_sha256": rec.get("fit_sha256"),
             "ratio_median_abs_error": ratio.get("median_abs_error"), "ratio_direction_right": ratio.get("direction_right"),
             "ratio_priced": ratio.get("priced"), "step_median_abs_error": step.get("median_abs_error"),
             "step_priced": step.get("priced"), "note": rec.get("note"),
-            "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})}}
+            "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})},
+            "predicted": predicted}
 
 
 def carried_history(path: Path) -> list:
