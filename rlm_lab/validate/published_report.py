@@ -119,7 +119,7 @@ def rows(assumed: list[Outcome], fitted: list[Outcome] | None) -> list[dict]:
             "error": "-" if judged.error is None else f"{judged.error:+.0%}",
             "direction": "-" if d is None else ("right" if d else "wrong"),
             "lengths": c.lengths, "where": c.where, "why": judged.why,
-            "error_value": judged.error, "stage": c.stage,
+            "error_value": judged.error, "stage": c.stage, "published_value": pub.value,
         })
     return out
 

@@ -382,3 +382,41 @@ def predicted_memory_text(mem: dict) -> str:
             lines.append(f"{k:5s} {part:9s} predicted {pm[part]:>13,} B, counted {counted[part]:>13,} B "
                          f"({'equal' if pm[part] == counted[part] else f'{100 * (pm[part] / counted[part] - 1):+.2f} %'})")
     return "\n".join(lines)
+
+
+def published_figure(rep: dict):
+    """Predicted against published for the registry's cases under a bar (from the committed prediction record):
+    ratios (speed-ups and generation shares) on the left, absolute step times on the right, both on log axes with
+    the line of equality and the bar's band (|error| <= 25 % and 50 %); calibration cases grey, validation cases
+    blue, the fresh rounds' validation cases orange. Cases the predictor does not price are left out."""
+    import matplotlib.pyplot as plt
+
+    from ...validate.published_report import BARS, FRESH_SOURCES
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
+    for ax, group, bar, unit in ((axes[0], "ratio", BARS["ratio_median"], "speed-up or share"),
+                                 (axes[1], "step", BARS["step_median"], "step time (s)")):
+        rows = [r for r in rep["rows"] if r["group"] == group and r["error_value"] is not None]
+        kinds = (("calibration", "0.6", "o", lambda r: r["split"] == "calibration"),
+                 ("validation", "tab:blue", "o", lambda r: r["split"] == "validation" and r["source"] not in FRESH_SOURCES),
+                 ("validation, fresh rounds", "tab:orange", "D",
+                  lambda r: r["split"] == "validation" and r["source"] in FRESH_SOURCES))
+        for label, colour, marker, pick in kinds:
+            pts = [(r["published_value"], r["published_value"] * (1 + r["error_value"])) for r in rows if pick(r)]
+            if pts:
+                ax.scatter(*zip(*pts), c=colour, marker=marker, s=28, label=f"{label} ({len(pts)})", zorder=3)
+        vals = [v for r in rows for v in (r["published_value"], r["published_value"] * (1 + r["error_value"]))]
+        lo, hi = min(vals) / 1.5, max(vals) * 1.5
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [lo * (1 - bar), hi * (1 - bar)], [lo * (1 + bar), hi * (1 + bar)], color="0.9",
+                        zorder=0, label=f"|error| <= {bar:.0%}")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"published {unit}",
+               ylabel=f"predicted {unit}", title=f"{'ratios' if group == 'ratio' else 'absolute step times'}")
+        if group == "ratio":
+            ticks = [t for t in (0.25, 0.5, 1, 2, 3) if lo <= t <= hi]
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

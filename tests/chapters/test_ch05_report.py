@@ -1,0 +1,22 @@
+"""Chapter 5's figure of the published cases: every priced case under a bar drawn once, where it belongs."""
+
+from matplotlib.collections import PathCollection
+
+from rlm_lab.chapters.ch05_placement.report import published_figure
+from rlm_lab.validate.published_report import FRESH_SOURCES, record_report
+
+
+def test_the_published_figure_draws_every_priced_case_under_a_bar_once():
+    rep = record_report()
+    fig = published_figure(rep)
+    for ax, group in zip(fig.axes, ("ratio", "step")):
+        dots = {c.get_label(): [tuple(p) for p in c.get_offsets()] for c in ax.collections if isinstance(c, PathCollection)}
+        priced = [r for r in rep["rows"] if r["group"] == group and r["error_value"] is not None]
+        assert sum(len(v) for v in dots.values()) == len(priced)
+        n_fresh = sum(r["split"] == "validation" and r["source"] in FRESH_SOURCES for r in priced)
+        fresh = next((v for k, v in dots.items() if k.startswith("validation, fresh")), [])
+        assert len(fresh) == n_fresh
+        # each case at (published, predicted); predicted by hand from the published value and the error
+        for r in priced:
+            x, y = r["published_value"], r["published_value"] * (1 + r["error_value"])
+            assert any(abs(px - x) < 1e-9 * x and abs(py - y) < 1e-9 * y for v in dots.values() for px, py in v)
