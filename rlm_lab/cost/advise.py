@@ -298,7 +298,7 @@ def describe_workload(wl) -> str:
 VALIDATION_FILE = Path(__file__).resolve().parents[2] / "data" / "published" / "validation.json"
 
 
-def validated_error(path: Path = VALIDATION_FILE) -> str:
+def validated_error(path: Path = VALIDATION_FILE, fitted: bool | None = None) -> str:
     """The predictor's error against published cluster measurements, from ``rlm-lab validate --published``'s result
     file (``data/published/validation.json``: its ``summary`` of the validation split, ``ratio`` and ``step``
     groups with ``median_abs_error``, ``priced``, ``direction_right``), or "not validated" when there is none."""
@@ -316,8 +316,12 @@ def validated_error(path: Path = VALIDATION_FILE) -> str:
                 parts.append(f"{what} median |error| {100 * g['median_abs_error']:.0f} % over {g.get('priced', '?')} "
                              f"cases{extra}")
         if parts:
+            which = ("" if fitted is None else
+                     "; this ranking uses those efficiencies (--fitted)" if fitted else
+                     "; this ranking uses the profile's assumed efficiencies instead (--fitted applies the fitted ones)")
             return ("validated error of the predictor against published cluster measurements (validation split, "
-                    f"{Path(path).name}): " + "; ".join(parts))
+                    f"{Path(path).name}, with the efficiencies fitted on its calibration cases): " + "; ".join(parts)
+                    + which)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return ("validated error of the predictor at cluster scale: not validated (no result of `rlm-lab validate "
@@ -389,6 +393,9 @@ def register(subparsers) -> None:
     p.add_argument("--eta", type=int, help="staleness bound of stale (default 2) and async (default unbounded)")
     p.add_argument("--assume", action="append", metavar="NAME=VALUE",
                    help="override a named assumption (eta_F, eta_A, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s)")
+    p.add_argument("--fitted", action="store_true",
+                   help="use the efficiencies fitted on the published calibration cases (data/published/fit.json), "
+                        "the ones the printed validated error belongs to; --assume still overrides one")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
@@ -410,7 +417,7 @@ def parse_modes(text: str) -> tuple:
 
 
 def run(args) -> int:
-    from .assumed import apply_assumptions, parse_assume
+    from .assumed import apply_assumptions, fitted_assumptions, parse_assume
     from .cli import DEFAULTS, check_inputs, hardware_line, load_config
     from .placement_config import cluster_from
 
@@ -439,6 +446,8 @@ def run(args) -> int:
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
+    if args.fitted:
+        cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})
     check_inputs(cfg)
     prof = apply_assumptions(cfg["hardware"], cfg.get("assume"))
     cl = dict(cfg.get("cluster") or {}) if isinstance(cfg.get("cluster") or {}, dict) else cfg["cluster"]
@@ -463,12 +472,12 @@ def run(args) -> int:
 
         print(json_text({"considered": adv.considered, "dropped": adv.dropped, "modes": list(adv.modes),
                          "hardware": prof.name, "workload": adv.workload.to_dict(), "tie_rule": TIE_RULE,
-                         "validated_error": validated_error(),
+                         "validated_error": validated_error(fitted=args.fitted),
                          "ranked": [pp.to_dict() for pp in adv.top(args.top)]}))
     else:
         from .assumed import assumption_lines
 
-        lines = [hardware_line(cfg, given_hw), describe_workload(adv.workload), validated_error(),
+        lines = [hardware_line(cfg, given_hw), describe_workload(adv.workload), validated_error(fitted=args.fitted),
                  format_advice(adv, args.top)]
         lines += [f"assumed: {a}" for a in sorted({a for pp in adv.top(args.top) for a in pp.assumptions})]
         lines += assumption_lines(prof, engine=adv.workload.engine == "continuous")

@@ -11,6 +11,7 @@ alpha = 0): a conclusion that changes with it leans on the assumption (issue 12 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Callable
 
 from ..errors import RlmLabError
@@ -30,6 +31,30 @@ ASSUMPTIONS = {
     "network_alpha_s": (("network", "alpha_s"), "latency of one ring step of a collective across nodes"),
 }
 FRACTIONS = ("eta_F", "eta_A", "eta_B", "eta_N", "eta_H")
+# The efficiencies fitted on the calibration split of the published cluster measurements (rlm-lab validate
+# --published --fit): the values the validated errors that advise prints belong to.
+FIT_FILE = Path(__file__).resolve().parents[2] / "data" / "published" / "fit.json"
+
+
+def fitted_assumptions(profile, path: Path = FIT_FILE) -> dict:
+    """{eta_F: value, ...}: the efficiencies of ``data/published/fit.json`` as named assumptions (``--fitted``).
+    They scale a datasheet profile's peaks, as the fit did; a calibrated profile, no fit, or a damaged one is one
+    error line."""
+    import json
+
+    prof = load_profile(profile)
+    if prof.kind != "datasheet":
+        raise RlmLabError(f"--fitted scales a datasheet profile's peaks as the published fit did; {prof.name} is "
+                          f"{prof.kind} (its rates are measured): drop --fitted")
+    try:
+        params = json.loads(Path(path).read_text(encoding="utf-8"))["parameters"]
+        out = {n: float(params[n]["fitted"]) for n in FRACTIONS}
+    except FileNotFoundError:
+        raise RlmLabError(f"--fitted: no fit at {path} (rlm-lab validate --published --fit writes it)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RlmLabError(f"--fitted: {path} does not give a fitted value for each of {', '.join(FRACTIONS)} "
+                          f"({type(e).__name__}: {e}); restore it from git") from None
+    return out
 
 
 def apply_assumptions(profile, overrides) -> HardwareProfile:

@@ -180,6 +180,9 @@ def register(subparsers) -> None:
     p.add_argument("--assume", action="append", metavar="NAME=VALUE",
                    help="override a named assumption (eta_F, eta_A, eta_B, eta_N, eta_H, engine_step_s, network_alpha_s); "
                         "repeatable")
+    p.add_argument("--fitted", action="store_true",
+                   help="use the efficiencies fitted on the published calibration cases (data/published/fit.json) "
+                        "instead of the datasheet profile's assumed ones; --assume still overrides one")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.add_argument("--check-machine", action="store_true",
                    help="time a few-second check of this machine against the profile even when its machine key "
@@ -192,7 +195,7 @@ def register(subparsers) -> None:
 
 def mode_inputs(cfg: dict, args) -> None:
     """``--mode``, ``--eta`` and ``--assume`` into the config, checked before any work (one line each)."""
-    from .assumed import apply_assumptions, parse_assume
+    from .assumed import apply_assumptions, fitted_assumptions, parse_assume
     from .modes import check_mode
 
     for key in ("mode", "eta"):
@@ -200,6 +203,8 @@ def mode_inputs(cfg: dict, args) -> None:
             cfg[key] = getattr(args, key)
     if getattr(args, "assume", None):
         cfg["assume"] = dict(cfg.get("assume") or {}) | parse_assume(args.assume)
+    if getattr(args, "fitted", False):
+        cfg["assume"] = fitted_assumptions(cfg.get("hardware") or DEFAULTS["hardware"]) | dict(cfg.get("assume") or {})
     if cfg.get("eta") is not None and cfg.get("mode") is None:
         raise RlmLabError(f"--eta {cfg['eta']} bounds the staleness of --mode stale or async; give the mode too")
     if cfg.get("mode") is not None:

@@ -100,3 +100,52 @@ def test_lora_keeps_the_reference_with_the_actor():
     assert adv.considered == 4 and adv.groupings == 2
     for pp in adv.ranked:
         assert pp.placement.roles["reference"] == pp.placement.roles["actor"] and pp.placement.lora
+
+
+def test_fitted_applies_the_published_fit_and_says_so(tmp_path, capsys):
+    """--fitted: the five efficiencies of data/published/fit.json (read here independently) become the profile's,
+    advise says its ranking uses the efficiencies its validated error belongs to, and what cannot work is one line."""
+    import json
+
+    from rlm_lab.cli import main
+    from rlm_lab.cost.assumed import apply_assumptions, fitted_assumptions
+
+    params = json.loads((REPO / "data/published/fit.json").read_text())["parameters"]
+    got = fitted_assumptions("h20")
+    assert got == {n: params[n]["fitted"] for n in ("eta_F", "eta_A", "eta_B", "eta_N", "eta_H")}
+    assert apply_assumptions("h20", got).efficiency["matmul"] == params["eta_F"]["fitted"]
+    with pytest.raises(RlmLabError, match="is calibrated"):
+        fitted_assumptions("cpu-2core-epyc")
+    with pytest.raises(RlmLabError, match="no fit at"):
+        fitted_assumptions("h20", tmp_path / "fit.json")
+    (tmp_path / "fit.json").write_text('{"parameters": {"eta_F": {"fitted": 0.4}}}')
+    with pytest.raises(RlmLabError, match="restore it from git"):
+        fitted_assumptions("h20", tmp_path / "fit.json")
+
+    flags = ["advise", "--model", QWEN_7B, "--devices", "8", "--hardware", "h100-sxm", "--prompts", "8",
+             "--group-size", "4", "--prompt-len", "64", "--response-len", "64", "--top", "1"]
+    assert main(flags) == 0
+    plain = capsys.readouterr().out
+    assert main(flags + ["--fitted"]) == 0
+    fitted = capsys.readouterr().out
+    assert "this ranking uses the profile's assumed efficiencies instead" in plain
+    assert "this ranking uses those efficiencies (--fitted)" in fitted
+    assert f"eta_F={params['eta_F']['fitted']:g}" in fitted and "eta_F=0.4," in plain
+    first = lambda out: next(line for line in out.splitlines() if line.startswith("1. "))
+    assert first(plain) != first(fitted)            # other efficiencies, another step time
+    assert main(flags + ["--fitted", "--hardware", "cpu-2core-epyc"]) == 2
+    assert "drop --fitted" in capsys.readouterr().err
+
+
+def test_predict_takes_fitted_too_and_an_explicit_assume_wins(capsys):
+    import json
+
+    from rlm_lab.cli import main
+
+    params = json.loads((REPO / "data/published/fit.json").read_text())["parameters"]
+    flags = ["predict", "--model", str(REPO / "configs/models/qwen2.5-0.5b.config.json"), "--hardware", "h100-sxm",
+             "--prompts", "8", "--group-size", "4",
+             "--prompt-len", "64", "--response-len", "64", "--fitted", "--assume", "eta_F=0.5"]
+    assert main(flags) == 0
+    out = capsys.readouterr().out
+    assert f"eta_F=0.5, eta_A={params['eta_A']['fitted']:g} (attention), eta_B={params['eta_B']['fitted']:g}" in out
