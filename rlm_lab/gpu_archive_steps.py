@@ -36,7 +36,12 @@ def reference_profile(device: str) -> str:
         return "cpu-2core-epyc"
     import torch
 
-    name = torch.cuda.get_device_name(0).lower()
+    return datasheet_for(torch.cuda.get_device_name(0))
+
+
+def datasheet_for(gpu_name: str) -> str:
+    """The datasheet profile of a GPU by the name CUDA reports (``NVIDIA H200`` -> ``h200``)."""
+    name = gpu_name.lower()
     for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
         if key in name:
             return prof

@@ -344,3 +344,52 @@ def shares_section(ref: dict, have_ref: bool) -> tuple[list, str, object]:
     shares = generation_shares(ref, sweep, CPU_PROFILE)
     table = format_table(shares, ["run", "B", "R", "gen_flop_share", "gen_time_share_pred", "gen_time_share_meas"])
     return shares, table, share_bars([s["share"] for s in shares], title="GRPO step, cpu size: FLOPs against time")
+
+
+def gpu_stages_section(data: Path | None = None) -> str:
+    """Where a GPU step's time goes: every GPU record of chapter 2's traced GRPO step (one per archive), stage by
+    stage, the mean of the archives' medians with its Student-t 95 % interval beside the datasheet prediction of
+    the same case (the GPU's datasheet profile, as the archive predicted its total before it ran; the cost model is
+    deterministic, so the stages are the prediction the archive made). Empty when there is no GPU record."""
+    import json
+
+    from ...evidence import mean_interval
+    from ...gpu_archive import REPO
+    from ...gpu_archive_steps import datasheet_for
+    from ...record import RunRecord
+    from ...compare import OTHER, STEP
+    from ...validate.traced_case import case_of, predict_case, time_table
+
+    data = data or REPO / "data"
+    tables = []
+    for d in sorted((data / "runs" / "gpu").glob("ch02_grpo*")):
+        if not (d / "record.json").is_file():
+            continue
+        rec = RunRecord.load(d)
+        gpus = ((rec.data.get("provenance") or {}).get("hardware") or {}).get("gpus") or []
+        if rec.status != "completed" or not gpus:
+            continue
+        prof = datasheet_for(gpus[0])
+        pred = predict_case(case_of(rec), prof)
+        rows = time_table(rec, pred)
+        for r in rows:   # the prediction's per-step bookkeeping is what the tracer sees as time outside the stages
+            if r["stage"] in (OTHER, STEP):
+                r["predicted"] = pred.bookkeeping_s if r["stage"] == OTHER else pred.total_time
+        tables.append((prof, rows))
+    if not tables:
+        return ""
+    profs = sorted({p for p, _ in tables})
+    lines = [f"Where the GPU step's time goes, stage by stage over the {len(tables)} archive(s) of `ch02_grpo` "
+             f"(each stage the median of its traced steps; the mean over archives with its 95 % interval), beside "
+             f"the prediction from the datasheet profile ({', '.join(profs)}):", "",
+             "| stage | predicted (datasheet) | measured, mean [95 % interval] | error at the mean |", "|---|---|---|---|"]
+    by_stage = [{r["stage"]: r for r in t} for _, t in tables]
+    for stage, row in by_stage[0].items():
+        meas = mean_interval([t[stage]["measured"] if stage in t else 0.0 for t in by_stage])
+        pred = row["predicted"]
+        err = f"{pred / meas.estimate - 1:+.0%}" if meas.estimate > 0 and pred > 0 else "–"
+        shown = (f"{meas.estimate * 1e3:.1f} ms [{meas.lo * 1e3:.1f}, {meas.hi * 1e3:.1f}]" if meas.decided
+                 else f"{meas.estimate * 1e3:.1f} ms (one archive, no interval)")
+        label = "other (predicted: the per-step bookkeeping)" if stage == OTHER else stage
+        lines.append(f"| {label} | {pred * 1e3:.1f} ms | {shown} | {err} |")
+    return "\n".join(lines)
