@@ -53,22 +53,30 @@ def test_group_summary_by_hand():
     assert (ratio["cases"], ratio["priced"], ratio["direction_right"]) == (4, 3, 2)
     assert ratio["median_abs_error"] == pytest.approx(0.25)     # median of 0.25, 0.20, 0.25
     assert ratio["direction_share"] == pytest.approx(2 / 3)
-    assert ratio["verdicts"]["ratio_median"].startswith("met (25.0% <= 25%")  # at the bar: one decimal
-    assert ratio["verdicts"]["ratio_direction"].startswith("not met (67% < 90%")
+    # the median of three over the cases' bootstrap: [0.20, 0.25], wholly within the bar (at it: one decimal)
+    assert ratio["median_abs_error_interval"] == pytest.approx([0.20, 0.25])
+    assert ratio["verdicts"]["ratio_median"] == "met (25.0% [20%, 25.0%] <= 25%, 3 cases)"
+    # 2 right of 3: the exact binomial interval, by hand: lower p with P(X >= 2) = 0.025, upper with P(X <= 2) = 0.025
+    lo, hi = ratio["direction_interval"]
+    from scipy.stats import binom
+    assert binom.sf(1, 3, lo) == pytest.approx(0.025) and binom.cdf(2, 3, hi) == pytest.approx(0.025)
+    assert ratio["verdicts"]["ratio_direction"].startswith("undecided (67% [9%, 99%] straddles 90%")   # 3 cases decide nothing
     step = s["step"]
     assert step["median_abs_error"] == pytest.approx(0.40)      # median of 0.60 and 0.20
     assert step["verdicts"]["step_median"].startswith("undecided (2 cases priced, 3 needed")
     assert step["under_predicted"] == 1
 
 
-def test_a_bar_is_not_met_when_the_median_is_over():
+def test_a_bar_is_judged_by_the_interval_of_its_median():
     cases = [_case(f"t{i}", "step_time", 10.0) for i in range(3)]
     s = R.group_summary([_out(c, p) for c, p in zip(cases, (16.0, 4.0, 30.0))], "step")   # 60 %, 60 %, 200 %
     assert s["median_abs_error"] == pytest.approx(0.6)
-    assert s["verdicts"]["step_median"] == "not met (60% > 50%, 3 cases)"
-    # just over the bar: one decimal, so the verdict never reads "50% > 50%"
+    assert s["verdicts"]["step_median"] == "not met (60% [60%, 200%] > 50%, 3 cases)"      # wholly over the bar
+    # a median just over the bar whose interval reaches the bar decides nothing (one decimal: never "50% > 50%")
     s = R.group_summary([_out(c, p) for c, p in zip(cases, (15.03, 5.0, 16.0))], "step")      # 50.3 %, 50 %, 60 %
-    assert s["verdicts"]["step_median"] == "not met (50.3% > 50%, 3 cases)"
+    assert s["verdicts"]["step_median"] == "undecided (50.3% [50.0%, 60%] straddles 50%, 3 cases)"
+    s = R.group_summary([_out(c, p) for c, p in zip(cases, (11.0, 9.0, 12.0))], "step")       # 10 %, 10 %, 20 %
+    assert s["verdicts"]["step_median"] == "met (10% [10%, 20%] <= 50%, 3 cases)"
 
 
 def test_only_the_chosen_split_is_judged():
@@ -257,3 +265,20 @@ def test_the_fresh_sources_are_validation_sources_of_the_registry():
     rep = R.record_report()
     n = R.book_numbers(rep)
     assert int(n["fresh_cases"]) + int(n["earlier_cases"]) == int(n["validation_cases"])
+
+
+def test_writing_the_same_validation_again_keeps_its_note(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(R, "predict_all", lambda registry, values=None: [])   # the pricing is not under test here
+    reg, fit = load_published(), PP.load_fit()
+    path = tmp_path / "validation.json"
+    old = json.loads(R.RECORD.read_text())
+    path.write_text(json.dumps(dict(old, note="N")))
+    R.write_record(reg, fit, path)                          # same registry and fit: the same validation
+    new = json.loads(path.read_text())
+    assert new["note"] == "N" and new["history"] == old["history"]
+    path.write_text(json.dumps(dict(old, note="M", registry_sha256="0" * 64)))
+    R.write_record(reg, fit, path)                          # another registry: a new validation, its note is its own
+    new = json.loads(path.read_text())
+    assert "note" not in new and new["history"][-1]["note"] == "M"

@@ -311,17 +311,19 @@ def validated_error(path: Path = VALIDATION_FILE, fitted: bool | None = None) ->
         for group, what in (("ratio", "ratios (speed-ups, shares)"), ("step", "absolute step times")):
             g = summary.get(group) or {}
             if g.get("median_abs_error") is not None:
-                extra = (f", direction right in {g['direction_right']} of {g['priced']}"
+                ci = lambda key: (f" [{100 * g[key][0]:.0f}, {100 * g[key][1]:.0f} %]"
+                                  if isinstance(g.get(key), list) and len(g[key]) == 2 else "")
+                extra = (f", direction right in {g['direction_right']} of {g['priced']}{ci('direction_interval')}"
                          if group == "ratio" and "direction_right" in g else "")
-                parts.append(f"{what} median |error| {100 * g['median_abs_error']:.0f} % over {g.get('priced', '?')} "
-                             f"cases{extra}")
+                parts.append(f"{what} median |error| {100 * g['median_abs_error']:.0f} %{ci('median_abs_error_interval')} "
+                             f"over {g.get('priced', '?')} cases{extra}")
         if parts:
             which = ("" if fitted is None else
                      "; this ranking uses those efficiencies (--fitted)" if fitted else
                      "; this ranking uses the profile's assumed efficiencies instead (--fitted applies the fitted ones)")
             return ("validated error of the predictor against published cluster measurements (validation split, "
-                    f"{Path(path).name}, with the efficiencies fitted on its calibration cases): " + "; ".join(parts)
-                    + which)
+                    f"{Path(path).name}, with the efficiencies fitted on its calibration cases; 95 % intervals over "
+                    "the cases): " + "; ".join(parts) + which)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return ("validated error of the predictor at cluster scale: not validated (no result of `rlm-lab validate "

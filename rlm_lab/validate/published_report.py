@@ -53,12 +53,22 @@ def direction_right(outcome: Outcome) -> bool | None:
 
 
 def group_summary(outcomes: list[Outcome], group: str) -> dict:
-    """The numbers of one group (``ratio``, ``step`` or ``other``) over ``outcomes`` and its verdicts."""
+    """The numbers of one group (``ratio``, ``step`` or ``other``) over ``outcomes``, their 95 % intervals over the
+    cases and the verdicts those intervals allow.
+
+    The cases are a sample of what the predictor is asked, so a bar's number has an interval: the median |error|'s
+    is the percentile bootstrap over the cases (:func:`rlm_lab.evidence.median_interval`), the direction share's
+    the exact (Clopper-Pearson) binomial interval (``scipy.stats.binomtest``,
+    https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.binomtest.html)."""
+    from ..evidence import median_interval
+
     cases = [o for o in outcomes if o.case.group == group]
     priced = [o for o in cases if o.predicted is not None]
     errs = [abs(o.error) for o in priced]
+    iv = median_interval(errs) if errs else None
     out = {"cases": len(cases), "priced": len(priced),
            "median_abs_error": statistics.median(errs) if errs else None,
+           "median_abs_error_interval": [iv.lo, iv.hi] if iv is not None and iv.decided else None,
            "worst_abs_error": max(errs) if errs else None,
            "under_predicted": sum(o.error < 0 for o in priced)}
     verdicts = {}
@@ -66,22 +76,39 @@ def group_summary(outcomes: list[Outcome], group: str) -> dict:
         right = [direction_right(o) for o in priced]
         out["direction_right"] = sum(bool(r) for r in right)
         out["direction_share"] = out["direction_right"] / len(priced) if priced else None
-        verdicts["ratio_median"] = _verdict(out["median_abs_error"], BARS["ratio_median"], len(priced))
-        verdicts["ratio_direction"] = _verdict(out["direction_share"], BARS["ratio_direction"], len(priced), at_least=True)
+        out["direction_interval"] = list(share_interval(out["direction_right"], len(priced))) if priced else None
+        verdicts["ratio_median"] = _verdict(out["median_abs_error"], BARS["ratio_median"], len(priced),
+                                            interval=out["median_abs_error_interval"])
+        verdicts["ratio_direction"] = _verdict(out["direction_share"], BARS["ratio_direction"], len(priced),
+                                               at_least=True, interval=out["direction_interval"])
     elif group == "step":
-        verdicts["step_median"] = _verdict(out["median_abs_error"], BARS["step_median"], len(priced))
+        verdicts["step_median"] = _verdict(out["median_abs_error"], BARS["step_median"], len(priced),
+                                           interval=out["median_abs_error_interval"])
     out["verdicts"] = verdicts
     return out
 
 
-def _verdict(value, bar: float, n: int, at_least: bool = False) -> str:
-    """``met (...)``, ``not met (...)`` or ``undecided (...)``: the bar against the live value."""
+def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a share of k in n."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _verdict(value, bar: float, n: int, at_least: bool = False, interval=None) -> str:
+    """``met (...)``, ``not met (...)`` or ``undecided (...)``: the bar against the interval of the live value
+    (``met`` only when the whole interval is on the bar's side, ``not met`` only when it is wholly on the other;
+    no interval, e.g. identical errors, is the value itself)."""
     if value is None or n < MIN_CASES:
         return f"undecided ({n} case{'s' if n != 1 else ''} priced, {MIN_CASES} needed)"
-    ok = value >= bar if at_least else value <= bar
-    rel = (">=" if ok else "<") if at_least else ("<=" if ok else ">")
-    shown = f"{value:.0%}" if f"{value:.0%}" != f"{bar:.0%}" else f"{value:.1%}"  # never "50% > 50%"
-    return f"{'met' if ok else 'not met'} ({shown} {rel} {bar:.0%}, {n} cases)"
+    lo, hi = interval if interval else (value, value)
+    if at_least:
+        word, rel = ("met", ">=") if lo >= bar else ("not met", "<") if hi < bar else ("undecided", "straddles")
+    else:
+        word, rel = ("met", "<=") if hi <= bar else ("not met", ">") if lo > bar else ("undecided", "straddles")
+    shown = lambda v: f"{v:.0%}" if f"{v:.0%}" != f"{bar:.0%}" else f"{v:.1%}"  # never "50% > 50%"
+    return f"{word} ({shown(value)} [{shown(lo)}, {shown(hi)}] {rel} {bar:.0%}, {n} cases)"
 
 
 def summary(outcomes: list[Outcome], split: str = "validation") -> dict:
@@ -338,6 +365,12 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
     never hides what the validation before it said."""
     values = fitted_values(fit)
     history = carried_history(path)
+    if note is None and path.is_file():   # the same validation written again keeps what its note said
+        import json
+
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if len(old.get("history", [])) == len(history):
+            note = old.get("note")
     assumed = predict_all(registry)
     fitted = predict_all(registry, values) if values else None
     record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
