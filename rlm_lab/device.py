@@ -128,13 +128,23 @@ def gpu_profile(known) -> str:
         return "h100-sxm"
     if default_name("cuda") in known:
         return default_name("cuda")
-    name = torch.cuda.get_device_name(0).lower()
+    name = torch.cuda.get_device_name(0)
+    prof = datasheet_for(name)
+    if prof is None:
+        raise RlmLabError(f"no hardware profile for GPU {name.lower()!r}; run `rlm-lab calibrate --device cuda` "
+                          "or set RLM_GPU_PROFILE to a profile name or path")
+    return prof
+
+
+def datasheet_for(gpu_name: str) -> str | None:
+    """The datasheet profile of a GPU by the name CUDA reports (``NVIDIA H200`` -> ``h200``), None for one without
+    a datasheet profile. Checked in this order, so that ``h200`` is not read as ``h20``."""
+    name = gpu_name.lower()
     for key, prof in (("h200", "h200"), ("h20", "h20"), ("h100", "h100-sxm"), ("h800", "h800"), ("b200", "b200"),
                       ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
         if key in name:
             return prof
-    raise RlmLabError(f"no hardware profile for GPU {name!r}; run `rlm-lab calibrate --device cuda` "
-                      "or set RLM_GPU_PROFILE to a profile name or path")
+    return None
 
 
 def device_summary(device: str) -> dict:

@@ -36,16 +36,13 @@ def reference_profile(device: str) -> str:
         return "cpu-2core-epyc"
     import torch
 
-    return datasheet_for(torch.cuda.get_device_name(0))
+    from .device import datasheet_for
 
-
-def datasheet_for(gpu_name: str) -> str:
-    """The datasheet profile of a GPU by the name CUDA reports (``NVIDIA H200`` -> ``h200``)."""
-    name = gpu_name.lower()
-    for key, prof in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb"), ("l4", "l4"), ("t4", "t4")):
-        if key in name:
-            return prof
-    raise RlmLabError(f"no datasheet profile for GPU {name!r}")
+    name = torch.cuda.get_device_name(0)
+    prof = datasheet_for(name)
+    if prof is None:
+        raise RlmLabError(f"no datasheet profile for GPU {name.lower()!r}")
+    return prof
 
 
 def calibrated_profile(out: Path) -> str | None:

@@ -104,3 +104,11 @@ def test_synchronize_waits_on_cuda_only(gpu):
     assert gpu.calls == []
     dev.synchronize("cuda")
     assert gpu.calls == ["synchronize"]
+
+
+@pytest.mark.parametrize("name, prof", [("NVIDIA H200", "h200"), ("NVIDIA H20", "h20"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+                                        ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("Tesla T4", "t4"), ("NVIDIA RTX 3090", None)])
+def test_datasheet_for_reads_the_cuda_name_and_never_takes_an_h200_for_an_h20(name, prof):
+    from rlm_lab.device import datasheet_for
+
+    assert datasheet_for(name) == prof

@@ -194,8 +194,11 @@ def test_advise_reads_the_validation_summary_from_the_record():
     text = validated_error()
     ratio = rep["summary"]["validation"]["ratio"]
     assert text.startswith("validated error of the predictor against published cluster measurements")
-    assert f"median |error| {100 * ratio['median_abs_error']:.0f} % over {ratio['priced']} cases" in text
-    assert f"direction right in {ratio['direction_right']} of {ratio['priced']}" in text
+    lo, hi = ratio["median_abs_error_interval"]
+    assert (f"median |error| {100 * ratio['median_abs_error']:.0f} % [{100 * lo:.0f}, {100 * hi:.0f} %] over "
+            f"{ratio['priced']} cases") in text
+    dlo, dhi = ratio["direction_interval"]
+    assert f"direction right in {ratio['direction_right']} of {ratio['priced']} [{100 * dlo:.0f}, {100 * dhi:.0f} %]" in text
 
 
 def test_rewriting_the_record_keeps_every_earlier_validation(tmp_path, monkeypatch):

@@ -353,14 +353,13 @@ def gpu_stages_section(data: Path | None = None) -> str:
     deterministic, so the stages are the prediction the archive made). Empty when there is no GPU record."""
     import json
 
+    from ...device import datasheet_for
     from ...evidence import mean_interval
-    from ...gpu_archive import REPO
-    from ...gpu_archive_steps import datasheet_for
-    from ...record import RunRecord
+    from ...record import REPO_ROOT, RunRecord
     from ...compare import OTHER, STEP
     from ...validate.traced_case import case_of, predict_case, time_table
 
-    data = data or REPO / "data"
+    data = data or REPO_ROOT / "data"
     tables = []
     for d in sorted((data / "runs" / "gpu").glob("ch02_grpo*")):
         if not (d / "record.json").is_file():
@@ -370,6 +369,8 @@ def gpu_stages_section(data: Path | None = None) -> str:
         if rec.status != "completed" or not gpus:
             continue
         prof = datasheet_for(gpus[0])
+        if prof is None:   # a GPU without a datasheet profile: nothing to predict its stages from
+            continue
         pred = predict_case(case_of(rec), prof)
         rows = time_table(rec, pred)
         for r in rows:   # the prediction's per-step bookkeeping is what the tracer sees as time outside the stages
