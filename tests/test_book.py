@@ -280,3 +280,16 @@ def test_rank_words_on_a_page_come_with_their_interval(site):
         for m in POINT_VERDICT.finditer(text):
             tail = text[m.end() - 1:m.end() + 200]
             assert "interval above every other" in tail or "undecided" in tail, f"{page.name}: {text[m.start():m.end() + 120]!r}"
+
+
+def test_markdown_tables_a_cell_prints_are_rendered_as_tables(site):
+    """A cell's Markdown output with a table (the GPU sections) is a table on the page, not rows of pipes (MyST-NB
+    reads such output as plain CommonMark unless nb_render_markdown_format says otherwise)."""
+    pipes = re.compile(r"\|\s*(?:-{3}|—|–)\s*\|")      # a table's separator row, as typed or after the typographer
+    for page in notebook_pages(site):
+        text = page.read_text()
+        assert not pipes.search(text), f"{page.name}: a Markdown table shown as text"
+    ch01 = next(p for p in notebook_pages(site) if p.name == "ch01_quickstart.html").read_text()
+    if (Path(__file__).resolve().parent.parent / "data/runs/gpu/ch01_grpo").is_dir():
+        section = ch01[ch01.find("GPU records of chapter 1"):]
+        assert "<table" in section[:5000], "chapter 1's GPU records are not a table"
