@@ -285,3 +285,21 @@ def test_writing_the_same_validation_again_keeps_its_note(tmp_path, monkeypatch)
     R.write_record(reg, fit, path)                          # another registry: a new validation, its note is its own
     new = json.loads(path.read_text())
     assert "note" not in new and new["history"][-1]["note"] == "M"
+
+
+def test_the_fresh_rounds_are_still_as_first_priced():
+    """The book calls the fresh rounds' cases priced once with nothing changed after. That stays true only while the
+    live record prices them as data/published/fresh_rounds.json froze them: a change to the model (or to one of
+    their cases) that moves a prediction must empty FRESH_SOURCES and the file, not keep the claim."""
+    import json
+
+    frozen = json.loads((R.PUBLISHED / "fresh_rounds.json").read_text())
+    assert tuple(frozen["sources"]) == R.FRESH_SOURCES
+    reg = load_published()
+    ids = {c.id for c in reg.cases.values() if c.split == "validation" and c.source in R.FRESH_SOURCES}
+    assert set(frozen["priced"]) == ids, "a case was added to or removed from a fresh source after its round"
+    live = {o.case.id: o.predicted for o in R.record_outcomes() if o.case.id in ids}
+    for cid, p in frozen["priced"].items():
+        assert (live[cid] is None) == (p is None) and (p is None or live[cid] == pytest.approx(p, rel=1e-9)), \
+            (f"{cid}: priced {live[cid]} now, {p} in its fresh round: the fresh rounds are no longer blind; empty "
+             "FRESH_SOURCES and data/published/fresh_rounds.json (the rounds stay in validation.json's history)")

@@ -247,8 +247,9 @@ def html_table(table_rows: list[dict], split: str) -> str:
 # The validation sources added after the last change to the model (2026-12-04, two rounds): their cases were written
 # from their sources without pricing them, committed, and priced once, with no change to the model, the fit or any
 # earlier case after, so they are the registry's cleanest test. The book reports them apart from the earlier
-# validation cases. A change to the model ends this list's meaning: empty it then (the round's own predictions,
-# case by case, stay in the record's history: history_entry keeps them).
+# validation cases. A change to the model ends this list's meaning: empty it then, with data/published/
+# fresh_rounds.json (the rounds' predictions as first priced; a test keeps the live record equal to them while
+# this list names them); the rounds' own predictions, case by case, stay in the record's history.
 FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off")
 
 
