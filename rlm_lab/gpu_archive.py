@@ -418,17 +418,17 @@ def gpu_section(prefix: str, chapter: int, data: Path = REPO / "data") -> str:
                   "*too low* or *too high* only when the whole error interval is on one side of 0:", "",
                   "| run | archives | measured, mean [95 % interval] | predicted (datasheet) | error [interval] | verdict | "
                   "calibrated error per archive |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {w['step']} | {w['n']} | {w['measured'].text(_fmt_s)} | {_seconds(w['predicted'])} | "
-                  f"{w['error'].text(_fmt_pct) if w['error'] else '–'} | {w['word']} | "
-                  f"{', '.join(_fmt_pct.format(e) for e in w['calibrated_errors']) or '–'} |" for w in windows]
+        lines += [f"| {w['step']} | {w['n']} | {_fmt_interval(w['measured'])} | {_fmt(w['predicted'], 's')} | "
+                  f"{w['error'].text('{:+.0%}') if w['error'] else '–'} | {w['word']} | "
+                  f"{', '.join(f'{e:+.0%}' for e in w['calibrated_errors']) or '–'} |" for w in windows]
     return "\n".join(lines)
 
 
-_fmt_s, _fmt_pct = "{:.4g} s", "{:+.0%}"
-
-
-def _seconds(v) -> str:
-    return "–" if v is None else _fmt_s.format(v)
+def _fmt_interval(iv) -> str:
+    """A measured interval in the units of :func:`_fmt` (the comparisons table's)."""
+    if not iv.decided:
+        return f"{_fmt(iv.estimate, 's')} (one run, no interval)"
+    return f"{_fmt(iv.estimate, 's')} [{_fmt(iv.lo, 's')}, {_fmt(iv.hi, 's')}]"
 
 
 def window_rows(chapter: int, data: Path = REPO / "data") -> list[dict]:

@@ -264,4 +264,4 @@ def test_windows_of_different_work_are_not_pooled_and_a_wide_interval_stays_unde
     (data / "runs" / "gpu" / "ch01_grpo").mkdir()
     (data / "runs" / "gpu" / "ch01_grpo" / "record.json").write_text('{"status": "completed"}')
     text = ga.gpu_section("ch01", 1, data=data)
-    assert "| ch01_grpo | 3 | 1.367 s [-2.321 s, 5.054 s] | 0.5 s | -63% [-90%, +inf%] | undecided |" in text
+    assert "| ch01_grpo | 3 | 1.37 s [-2.32 s, 5.05 s] | 500.0 ms | -63% [-90%, +inf%] | undecided |" in text

@@ -67,7 +67,7 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
         step = rec.results["trace"]["step_wall_s"]["median"]
         ckpt = getattr(pred.workload, "gradient_checkpointing", False)
         peaks = {r["stage"]: r for r in peak_rows(rec, pred, baselines[name], ckpt)} if baselines else {}
-        for r in _with_bookkeeping(time_table(rec, pred), pred):
+        for r in with_bookkeeping(time_table(rec, pred), pred):
             row = {"run": name, **r, "share": r["measured"] / step if step else float("nan")}
             if r["stage"] in peaks:
                 row.update({k: v for k, v in peaks[r["stage"]].items() if k != "stage"})
@@ -75,7 +75,7 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
     return rows
 
 
-def _with_bookkeeping(rows: list[dict], pred) -> list[dict]:
+def with_bookkeeping(rows: list[dict], pred) -> list[dict]:
     """Chapter 2's time table with TRL's predicted per-step bookkeeping (``Prediction.bookkeeping_s``, 0 for
     a profile without the terms) as the prediction of the measured "other" row and added to the step."""
     from ..compare import OTHER, STEP, relative_error

@@ -346,18 +346,32 @@ def carried_history(path: Path) -> list:
     """The history a new record carries: the old record's own history and the old record itself, unless the old one
     was made from the same registry and fit (then it was the same validation, written again). A record that cannot
     be read is one error line: rewriting it would lose its history."""
+    return _carried(_old_record(path))
+
+
+def _carried(old: dict | None) -> list:
+    if old is None:
+        return []
+    hist = [h for h in old.get("history", []) if isinstance(h, dict)]
+    return hist if _same_validation(old) else hist + [history_entry(old)]
+
+
+def _old_record(path: Path) -> dict | None:
+    """The record at ``path`` (None when there is none); an unreadable one is one error line, never a lost history."""
     import json
 
     if not path.is_file():
-        return []
+        return None
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise RlmLabError(f"{path.name} is not valid JSON ({e}); its history would be lost: restore it from git") from None
-    hist = [h for h in old.get("history", []) if isinstance(h, dict)]
-    same = old.get("registry_sha256") == registry_sha256() and old.get("fit_sha256") == (
+
+
+def _same_validation(old: dict) -> bool:
+    """Was ``old`` made from the registry and fit of now (then writing again is the same validation)?"""
+    return old.get("registry_sha256") == registry_sha256() and old.get("fit_sha256") == (
         _sha(FIT_FILE) if FIT_FILE.is_file() else None)
-    return hist if same else hist + [history_entry(old)]
 
 
 def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note: str | None = None) -> dict:
@@ -365,13 +379,10 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
     validation's numbers under ``history`` (:func:`carried_history`): a registry or fit changed after a validation
     never hides what the validation before it said."""
     values = fitted_values(fit)
-    history = carried_history(path)
-    if note is None and path.is_file():   # the same validation written again keeps what its note said
-        import json
-
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if len(old.get("history", [])) == len(history):
-            note = old.get("note")
+    old = _old_record(path)
+    history = _carried(old)
+    if note is None and old is not None and _same_validation(old):   # written again: keep what its note said
+        note = old.get("note")
     assumed = predict_all(registry)
     fitted = predict_all(registry, values) if values else None
     record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)

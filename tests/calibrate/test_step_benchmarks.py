@@ -52,7 +52,7 @@ def test_datasheet_profiles_use_the_assumed_figures_and_name_them():
 
 def test_validation_rows_carry_the_bookkeeping():
     from rlm_lab.compare import OTHER, STEP
-    from rlm_lab.validate.compare import _with_bookkeeping
+    from rlm_lab.validate.compare import with_bookkeeping
 
     class P:
         bookkeeping_s = 0.01
@@ -60,7 +60,7 @@ def test_validation_rows_carry_the_bookkeeping():
     rows = [{"stage": "generate", "predicted": 0.05, "measured": 0.06, "rel_error": -1 / 6},
             {"stage": OTHER, "predicted": 0.0, "measured": 0.01, "rel_error": math.nan},
             {"stage": STEP, "predicted": 0.08, "measured": 0.1, "rel_error": -0.2}]
-    out = {r["stage"]: r for r in _with_bookkeeping(rows, P())}
+    out = {r["stage"]: r for r in with_bookkeeping(rows, P())}
     assert out["generate"] == rows[0]
     assert out[OTHER]["predicted"] == pytest.approx(0.01) and out[OTHER]["rel_error"] == pytest.approx(0.0)
     assert out[STEP]["predicted"] == pytest.approx(0.09) and out[STEP]["rel_error"] == pytest.approx(-0.1)

@@ -356,7 +356,8 @@ def gpu_stages_section(data: Path | None = None) -> str:
     from ...device import datasheet_for
     from ...evidence import mean_interval
     from ...record import REPO_ROOT, RunRecord
-    from ...compare import OTHER, STEP
+    from ...compare import OTHER
+    from ...validate.compare import with_bookkeeping
     from ...validate.traced_case import case_of, predict_case, time_table
 
     data = data or REPO_ROOT / "data"
@@ -372,11 +373,7 @@ def gpu_stages_section(data: Path | None = None) -> str:
         if prof is None:   # a GPU without a datasheet profile: nothing to predict its stages from
             continue
         pred = predict_case(case_of(rec), prof)
-        rows = time_table(rec, pred)
-        for r in rows:   # the prediction's per-step bookkeeping is what the tracer sees as time outside the stages
-            if r["stage"] in (OTHER, STEP):
-                r["predicted"] = pred.bookkeeping_s if r["stage"] == OTHER else pred.total_time
-        tables.append((prof, rows))
+        tables.append((prof, with_bookkeeping(time_table(rec, pred), pred)))   # as chapter 2's CPU tables
     if not tables:
         return ""
     profs = sorted({p for p, _ in tables})
