@@ -270,6 +270,31 @@ def test_the_fresh_sources_are_validation_sources_of_the_registry():
     assert int(n["fresh_cases"]) + int(n["earlier_cases"]) == int(n["validation_cases"])
 
 
+def test_the_fresh_rounds_partition_the_fresh_sources_and_their_numbers_are_their_cases():
+    """Each fresh source in exactly one round; a round's numbers recomputed here from the frozen predictions and the
+    case files' published values (an independent path from the report's rows)."""
+    import json
+    import statistics
+
+    frozen = json.loads(R.FRESH_ROUNDS.read_text())
+    listed = [s for r in frozen["rounds"] for s in r["sources"]]
+    assert sorted(listed) == sorted(R.FRESH_SOURCES) and len(listed) == len(set(listed))
+    reg = load_published()
+    got = R.fresh_round_rows(R.record_report())
+    assert [g["round"] for g in got] == [r["round"] for r in frozen["rounds"]]
+    for g, r in zip(got, frozen["rounds"]):
+        cases = [c for c in reg.cases.values() if c.split == "validation" and c.source in r["sources"]]
+        assert int(g["cases"]) == len(cases)
+        assert int(g["priced"]) == sum(frozen["priced"][c.id] is not None for c in cases)
+        ratio = [abs(frozen["priced"][c.id] / c.published.value - 1) for c in cases
+                 if c.quantity in ("speedup", "stage_share") and frozen["priced"][c.id] is not None]
+        assert g["ratio_median"] == (f"{statistics.median(ratio):.1%}" if ratio else "-")
+        right = sum((frozen["priced"][c.id] > ref) == (c.published.value > ref) for c in cases
+                    if (ref := {"speedup": 1.0, "stage_share": 0.5}.get(c.quantity)) is not None
+                    and frozen["priced"][c.id] is not None)
+        assert g["ratio_direction"] == f"{right} of {len(ratio)}"
+
+
 def test_writing_the_same_validation_again_keeps_its_note(tmp_path, monkeypatch):
     import json
 

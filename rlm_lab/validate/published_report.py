@@ -244,13 +244,31 @@ def html_table(table_rows: list[dict], split: str) -> str:
     return "\n".join(out)
 
 
-# The validation sources added after the last change to the model (2026-12-04, two rounds): their cases were written
-# from their sources without pricing them, committed, and priced once, with no change to the model, the fit or any
-# earlier case after, so they are the registry's cleanest test. The book reports them apart from the earlier
-# validation cases. A change to the model ends this list's meaning: empty it then, with data/published/
-# fresh_rounds.json (the rounds' predictions as first priced; a test keeps the live record equal to them while
-# this list names them); the rounds' own predictions, case by case, stay in the record's history.
-FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off")
+# The validation sources added after the last change to the model (2026-12-04, three rounds): their cases were
+# written from their sources without pricing them, committed, and priced once, with no change to the model, the fit or
+# any earlier case after, so they are the registry's cleanest test. The book reports them apart from the earlier
+# validation cases, and round by round (:func:`fresh_round_rows`). A change to the model ends this list's meaning:
+# empty it then, with data/published/fresh_rounds.json (the rounds' predictions as first priced; a test keeps the
+# live record equal to them while this list names them); the rounds' own predictions, case by case, stay in the
+# record's history.
+FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off",
+                 "nemo-rl-v03-blog", "miles-p2p-weight-transfer")
+FRESH_ROUNDS = PUBLISHED / "fresh_rounds.json"
+
+
+def fresh_round_rows(rep: dict, path: Path = FRESH_ROUNDS) -> list[dict]:
+    """One row per fresh round (``rounds`` of data/published/fresh_rounds.json): its number, when its record was
+    written, its sources, how many cases it added and how many of them the predictor priced, and the bars' three
+    numbers over its cases (:func:`rows_numbers`) from the report's rows (``rep``: :func:`record_report`)."""
+    import json
+
+    out = []
+    for r in json.loads(path.read_text(encoding="utf-8"))["rounds"]:
+        mine = [x for x in rep["rows"] if x["split"] == "validation" and x["source"] in r["sources"]]
+        out.append({"round": r["round"], "written": str(r["record"]["written_at"])[:16].replace("T", " "),
+                    "sources": ", ".join(r["sources"]), "priced": str(sum(x["error_value"] is not None for x in mine)),
+                    **rows_numbers(mine)})
+    return out
 
 
 def rows_numbers(table_rows: list[dict]) -> dict:
