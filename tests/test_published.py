@@ -34,6 +34,8 @@ SOURCE_HOSTS = {
     "verl-checkpoint-engine-readme": ("https://github.com/verl-project/verl/",),
     "verl-delta-weight-sync": ("https://verl.readthedocs.io/", "https://github.com/verl-project/verl/"),
     "verl-sglang-one-step-off": ("https://github.com/verl-project/verl/", "https://github.com/volcengine/verl/"),
+    "nemo-rl-v03-blog": ("https://nvidia-nemo.github.io/", "https://github.com/NVIDIA-NeMo/"),
+    "miles-p2p-weight-transfer": ("https://miles.radixark.com/", "https://github.com/radixark/miles/"),
 }
 
 
