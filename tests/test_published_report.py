@@ -312,19 +312,36 @@ def test_writing_the_same_validation_again_keeps_its_note(tmp_path, monkeypatch)
     assert "note" not in new and new["history"][-1]["note"] == "M"
 
 
-def test_the_fresh_rounds_are_still_as_first_priced():
-    """The book calls the fresh rounds' cases priced once with nothing changed after. That stays true only while the
-    live record prices them as data/published/fresh_rounds.json froze them: a change to the model (or to one of
-    their cases) that moves a prediction must empty FRESH_SOURCES and the file, not keep the claim."""
+def test_the_fresh_rounds_cases_are_as_they_were_when_priced():
+    """The book reports the fresh rounds as first priced (the frozen file) and calls them blind: that holds only while
+    every case file is the one its round priced and no case was added to or removed from a round's sources."""
     import json
 
-    frozen = json.loads((R.PUBLISHED / "fresh_rounds.json").read_text())
+    frozen = json.loads(R.FRESH_ROUNDS.read_text())
     assert tuple(frozen["sources"]) == R.FRESH_SOURCES
     reg = load_published()
     ids = {c.id for c in reg.cases.values() if c.split == "validation" and c.source in R.FRESH_SOURCES}
-    assert set(frozen["priced"]) == ids, "a case was added to or removed from a fresh source after its round"
-    live = {o.case.id: o.predicted for o in R.record_outcomes() if o.case.id in ids}
-    for cid, p in frozen["priced"].items():
-        assert (live[cid] is None) == (p is None) and (p is None or live[cid] == pytest.approx(p, rel=1e-9)), \
-            (f"{cid}: priced {live[cid]} now, {p} in its fresh round: the fresh rounds are no longer blind; empty "
-             "FRESH_SOURCES and data/published/fresh_rounds.json (the rounds stay in validation.json's history)")
+    assert set(frozen["priced"]) == set(frozen["case_sha256"]) == ids, \
+        "a case was added to or removed from a fresh source after its round"
+    for cid, sha in frozen["case_sha256"].items():
+        assert R.case_sha256(cid) == sha, (f"{cid}: its file changed after its fresh round priced it, so it is no "
+                                           "longer blind; take its source out of FRESH_SOURCES and fresh_rounds.json")
+
+
+def test_the_fresh_numbers_are_the_frozen_predictions_not_the_live_ones(tmp_path):
+    """A later model moves the live predictions; the rounds' numbers must stay the frozen ones, and the move be
+    counted. Checked by moving one frozen prediction in a copy of the file."""
+    import json
+
+    rep = R.record_report()
+    frozen = json.loads(R.FRESH_ROUNDS.read_text())
+    cid = "nemo-rl-v03-qwen3-32b-megatron-gen-share"
+    frozen["priced"][cid] *= 3.0                         # as if its round had priced it 3x higher (wrong direction)
+    path = tmp_path / "fresh_rounds.json"
+    path.write_text(json.dumps(frozen))
+    moved = set(R.fresh_moved(rep, path))
+    assert cid in moved and moved - {cid} == set(R.fresh_moved(rep)) - {cid}
+    before = {r["round"]: r for r in R.fresh_round_rows(rep)}
+    after = {r["round"]: r for r in R.fresh_round_rows(rep, path)}
+    assert before[3]["ratio_direction"] == "2 of 2" and after[3]["ratio_direction"] == "1 of 2"
+    assert after[3]["ratio_median"] != before[3]["ratio_median"] and after[1] == before[1]

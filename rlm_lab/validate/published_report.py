@@ -244,27 +244,60 @@ def html_table(table_rows: list[dict], split: str) -> str:
     return "\n".join(out)
 
 
-# The validation sources added after the last change to the model (2026-12-04, three rounds): their cases were
-# written from their sources without pricing them, committed, and priced once, with no change to the model, the fit or
-# any earlier case after, so they are the registry's cleanest test. The book reports them apart from the earlier
-# validation cases, and round by round (:func:`fresh_round_rows`). A change to the model ends this list's meaning:
-# empty it then, with data/published/fresh_rounds.json (the rounds' predictions as first priced; a test keeps the
-# live record equal to them while this list names them); the rounds' own predictions, case by case, stay in the
-# record's history.
+# The validation sources whose cases were written from their sources without pricing them, committed, and priced
+# once, with no change to the model, the fit or any earlier case in between (2026-12-04, three rounds): the registry's
+# cleanest test. data/published/fresh_rounds.json freezes each round's predictions as first priced, with each case
+# file's hash, and the book reports the rounds from that file (:func:`fresh_rows`), so a later change to the model
+# leaves their result as it was and says how many of them it moves (:func:`fresh_moved`). A case file edited after its
+# round is no longer blind: the test of the frozen hashes fails, and the case must leave its round (and this list).
 FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off",
                  "nemo-rl-v03-blog", "miles-p2p-weight-transfer")
 FRESH_ROUNDS = PUBLISHED / "fresh_rounds.json"
 
 
-def fresh_round_rows(rep: dict, path: Path = FRESH_ROUNDS) -> list[dict]:
-    """One row per fresh round (``rounds`` of data/published/fresh_rounds.json): its number, when its record was
-    written, its sources, how many cases it added and how many of them the predictor priced, and the bars' three
-    numbers over its cases (:func:`rows_numbers`) from the report's rows (``rep``: :func:`record_report`)."""
+def case_sha256(case_id: str, folder: Path = PUBLISHED) -> str:
+    """The hash of one case file, as data/published/fresh_rounds.json keeps it for the fresh rounds' cases."""
+    return hashlib.sha256((folder / "cases" / f"{case_id}.yaml").read_bytes()).hexdigest()
+
+
+def _frozen(path: Path = FRESH_ROUNDS) -> dict:
     import json
 
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def fresh_rows(rep: dict, path: Path = FRESH_ROUNDS) -> list[dict]:
+    """The report's rows of the fresh rounds' validation cases with the prediction, error and direction each had when
+    its round priced it (the frozen file), whatever the current model says (``rep``: :func:`record_report`)."""
+    priced = _frozen(path)["priced"]
     out = []
-    for r in json.loads(path.read_text(encoding="utf-8"))["rounds"]:
-        mine = [x for x in rep["rows"] if x["split"] == "validation" and x["source"] in r["sources"]]
+    for r in rep["rows"]:
+        if r["split"] != "validation" or r["source"] not in FRESH_SOURCES:
+            continue
+        p, pub = priced[r["case"]], r["published_value"]
+        ref = DIRECTION_REFERENCE.get(r["quantity"])
+        live = None if r["error_value"] is None else pub * (1 + r["error_value"])
+        moved = (live is None) != (p is None) or (p is not None and abs(live / p - 1) > 1e-6)
+        out.append(r | {"predicted_frozen": p, "moved": moved, "error_value": None if p is None else p / pub - 1,
+                        "direction": "-" if ref is None or p is None else
+                        ("right" if (p - ref > 0) == (pub - ref > 0) and p != ref else "wrong")})
+    return out
+
+
+def fresh_moved(rep: dict, path: Path = FRESH_ROUNDS) -> list[str]:
+    """The fresh cases whose prediction in ``rep`` differs from their round's (relative 1e-6, or priced in one and
+    not the other): empty while the model is the one that priced them."""
+    return sorted(r["case"] for r in fresh_rows(rep, path) if r["moved"])
+
+
+def fresh_round_rows(rep: dict, path: Path = FRESH_ROUNDS) -> list[dict]:
+    """One row per fresh round (``rounds`` of data/published/fresh_rounds.json): its number, when its record was
+    written, its sources, how many cases it added and how many of them its predictor priced, and the bars' three
+    numbers over its cases (:func:`rows_numbers`) as first priced (:func:`fresh_rows`)."""
+    frozen = fresh_rows(rep, path)
+    out = []
+    for r in _frozen(path)["rounds"]:
+        mine = [x for x in frozen if x["source"] in r["sources"]]
         out.append({"round": r["round"], "written": str(r["record"]["written_at"])[:16].replace("T", " "),
                     "sources": ", ".join(r["sources"]), "priced": str(sum(x["error_value"] is not None for x in mine)),
                     **rows_numbers(mine)})
@@ -297,10 +330,10 @@ def book_numbers(rep: dict) -> dict:
         out[f"stage_{stage}_median"] = f"{statistics.median(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_range"] = f"{min(errs):+.0%} to {max(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_cases"] = str(len(errs))
-    for name, picked in (("fresh", lambda r: r["source"] in FRESH_SOURCES),
-                         ("earlier", lambda r: r["source"] not in FRESH_SOURCES)):
-        out |= {f"{name}_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
-                                                           and picked(r)]).items()}
+    out |= {f"fresh_{k}": v for k, v in rows_numbers(fresh_rows(rep)).items()}   # as first priced
+    out["fresh_moved"] = str(len(fresh_moved(rep)))
+    out |= {f"earlier_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
+                                                        and r["source"] not in FRESH_SOURCES]).items()}
     from .published_predict import assumed_values
 
     fitted = (rep["fit"] or {}).get("parameters", {})
