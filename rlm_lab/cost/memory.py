@@ -10,7 +10,9 @@ activations; and ZeRO sharding of the training state.
 * KV cache: kappa * tokens with kappa = 2 L n_kv d_h bytes (K and V of every layer).
 * Activations per layer per micro-batch: s b h (34 + 5 a s / h) bytes at 2 bytes/element,
   Korthikanti et al., arXiv 2205.05198, Sec. 4.1 (a GPT block with a 4h MLP); scaled here by
-  bytes/2 for fp32. An estimate: a SwiGLU MLP and fused kernels change the constant.
+  bytes/2 for fp32. An estimate: a SwiGLU MLP and fused kernels change the constant. On one rank of
+  tensor parallelism t without sequence parallelism, s b h (10 + 24 / t + 5 a s / (h t)) (Sec. 4.2.1):
+  the layer norms' and dropouts' 10 s b h stay whole on every rank.
 
 * Logits and log-probs: :func:`logprob_bytes` (whole in fp32, or chunked as the frameworks compute them).
 * What leaves the device for the host (parameter, optimizer and frozen-model offload, sleep): offload.py.
@@ -86,10 +88,14 @@ def activation_bytes(spec: ModelSpec, batch: int, seq_len: int, dtype_bytes: int
     ``recompute``: "none" s b h (34 + 5 a s / h); "selective" 34 s b h; "full" 2 s b h per layer.
     ``flash``: a fused attention kernel (SDPA, FlashAttention) keeps no a*s*s score matrix, so the
     5 a s / h term drops out -- the same saving as selective recompute of attention.
+    A tensor-parallel rank's share (``spec.tp`` = t > 1, its ``heads`` already a / t) keeps
+    s b h (10 + 24 / t + 5 a s / (h t)) (Sec. 4.2.1 of the paper; no sequence parallelism); "full" keeps each
+    layer's input whole.
     """
-    s, b, h, a = seq_len, batch, spec.hidden, spec.heads
+    s, b, h, a, t = seq_len, batch, spec.hidden, spec.heads, max(1, spec.tp)
     scores = 0 if flash else 5 * a * s / h
-    per_layer = {"none": s * b * h * (34 + scores), "selective": 34 * s * b * h, "full": 2 * s * b * h}
+    block = 10 + 24 / t
+    per_layer = {"none": s * b * h * (block + scores), "selective": block * s * b * h, "full": 2 * s * b * h}
     if recompute not in per_layer:
         raise RlmLabError(f"unknown recompute {recompute!r}; choose none, selective or full")
     return int(spec.layers * per_layer[recompute] * dtype_bytes / 2)

@@ -285,7 +285,8 @@ class PlacementPrediction:
 def tp_shard(spec, tp: int):
     """One tensor-parallel rank's share of a model (Megatron-LM, arXiv 1909.08053 Sec. 3): attention heads,
     KV heads (replicated when fewer than tp), MLP widths and the vocabulary (vocab-parallel embedding and head)
-    split tp ways; hidden size and norms whole. Its per-call overheads stay whole: each rank runs every layer."""
+    split tp ways; hidden size and norms whole. Its per-call overheads stay whole: each rank runs every layer. The
+    share records ``tp``, so its activations are the rank's (memory.activation_bytes)."""
     if tp == 1:
         return spec
     widths = {"attention heads": spec.heads, "MLP width": spec.intermediate or tp,
@@ -293,7 +294,8 @@ def tp_shard(spec, tp: int):
     bad = [f"{k} {v}" for k, v in widths.items() if v % tp]
     if bad:
         raise RlmLabError(f"tp={tp} does not divide {spec.name}'s {', '.join(bad)}")
-    return replace(spec, name=f"{spec.name}/tp{tp}", heads=spec.heads // tp, kv_heads=max(1, spec.kv_heads // tp),
+    return replace(spec, name=f"{spec.name}/tp{tp}", tp=spec.tp * tp, heads=spec.heads // tp,
+                   kv_heads=max(1, spec.kv_heads // tp),
                    intermediate=spec.intermediate // tp, expert_intermediate=spec.expert_intermediate // tp,
                    shared_intermediate=spec.shared_intermediate // tp, vocab=-(-spec.vocab // tp))
 

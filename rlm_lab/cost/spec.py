@@ -48,6 +48,7 @@ class ModelSpec:
     mlp_bias: bool = False
     head_out: int | None = None    # output width of the head; None = vocab (an LM head), 1 = value/reward head
     qk_norm: bool = False          # Qwen3: an RMSNorm of width d_h on the queries and on the keys of every layer
+    tp: int = 1                    # the tensor-parallel degree this spec is one rank's share of (placement.tp_shard)
 
     # ---- derived counts -------------------------------------------------------------------
     @property

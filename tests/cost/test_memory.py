@@ -75,3 +75,19 @@ def test_activations_monotone_and_recompute_order():
     assert a(spec, 2, 64) > a(spec, 1, 64) and a(spec, 1, 128) > a(spec, 1, 64)
     assert a(spec, 4, 256, flash=False) > a(spec, 4, 256) == a(spec, 4, 256, recompute="selective") \
         > a(spec, 4, 256, recompute="full")
+
+
+def test_a_tensor_parallel_ranks_activations_follow_korthikanti():
+    """One rank of t-way tensor parallelism without sequence parallelism keeps s b h (10 + 24 / t + 5 a s / (h t))
+    per layer (Korthikanti et al., arXiv 2205.05198, Sec. 4.2.1): hand-computed for t = 4 on the base model (a = 12),
+    against the whole model's s b h (34 + 5 a s / h). A share that forgot its t would keep the whole 34."""
+    from rlm_lab.cost.placement import tp_shard
+
+    spec = model_spec("base")
+    s, b, h, a, L = 128, 2, spec.hidden, spec.heads, spec.layers
+    shard = tp_shard(spec, 4)
+    assert shard.tp == 4 and tp_shard(tp_shard(spec, 2), 2).tp == 4
+    assert M.activation_bytes(spec, b, s, flash=False) == int(L * s * b * h * (34 + 5 * a * s / h))
+    assert M.activation_bytes(shard, b, s, flash=False) == int(L * s * b * h * (10 + 24 / 4 + 5 * a * s / (h * 4)))
+    assert M.activation_bytes(shard, b, s) == L * s * b * h * 16 == M.activation_bytes(shard, b, s, recompute="selective")
+    assert M.activation_bytes(shard, b, s, recompute="full") == M.activation_bytes(spec, b, s, recompute="full")
