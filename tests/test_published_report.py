@@ -118,6 +118,39 @@ def test_the_fit_reads_calibration_only_and_recovers_known_efficiencies(monkeypa
     assert fit["converged"] and len(fit["split_sha256"]) == 64
 
 
+def test_a_parameter_the_calibration_cases_cannot_see_is_not_fitted(monkeypatch):
+    """The same synthetic model with eta_N's coefficients a thousandth of the others': a 10 % change of eta_N moves
+    no case by 1 %, so it keeps its assumed value (the record says why, with its elasticities), and the other four are
+    still recovered. Without the rule least_squares moves it anywhere (its gradient is noise)."""
+    truth = {"eta_F": 0.3, "eta_A": 0.2, "eta_B": 0.6, "eta_N": 0.5, "eta_H": 0.7}
+    names = list(truth)
+    tiny = 1e-3
+    coef = {"c1": (1, .1, .1, tiny, .1), "c2": (.1, 1, .1, tiny, .1), "c3": (.1, .1, 1, tiny, .1),
+            "c5": (.1, .1, .1, tiny, 1), "c6": (1, 1, 1, tiny, 1)}
+    assumed = {"eta_F": 0.4, "eta_A": 0.4, "eta_B": 0.7, "eta_N": 0.9, "eta_H": 0.8}
+
+    def t(cid, v):
+        return sum(c / v[n] for c, n in zip(coef[cid], names))
+
+    monkeypatch.setattr(PP, "predict_case", lambda case, values=None: PP.Outcome(case, t(case.id, values or assumed)))
+    cases = {cid: _case(cid, "step_time", t(cid, truth), split="calibration") for cid in coef}
+    fit = PP.fit_efficiencies(Registry({}, {"calibration": ("src",), "validation": ()}, cases))
+    n = fit["parameters"]["eta_N"]
+    assert n["fitted"] == 0.9 and "not identified" in n["not_fitted"]
+    # hand check of one elasticity: -(c_N / eta_N) / t at the assumed values, on c1
+    assert fit["elasticity"]["eta_N"]["c1"] == pytest.approx(-(tiny / 0.9) / t("c1", assumed), rel=0.1, abs=1e-4)
+    assert max(abs(e) for e in fit["elasticity"]["eta_N"].values()) < PP.MIN_ELASTICITY
+    for k in ("eta_F", "eta_A", "eta_B", "eta_H"):
+        assert "not_fitted" not in fit["parameters"][k]
+        assert fit["parameters"][k]["fitted"] == pytest.approx(truth[k], rel=0.02), k
+    assert fit["determined"] == "over"                     # 5 cases for the 4 parameters it fits
+    assert "not fitted: eta_N" in R.format_report({"cases": 0, "sources": 0, "projects": 0, "efficiencies": "",
+                                                   "split": {"calibration": [], "validation": []}, "fit": fit,
+                                                   "rows": [], "summary": {s: {g: {"priced": 0, "cases": 0,
+                                                   "median_abs_error": None, "direction_right": 0, "verdicts": {}}
+                                                   for g in R.GROUPS} for s in ("calibration", "validation")}})
+
+
 def test_fitted_values_go_to_the_predictor_as_named_assumptions():
     case = load_published().cases["prime-rl-qwen3-4b-16k-8xh100"]
     assert PP.predict_config(case, {}, {"eta_F": 0.2})["assume"] == {"eta_F": 0.2}

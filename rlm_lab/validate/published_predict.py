@@ -29,6 +29,15 @@ calibration cases only, one common value each for every GPU profile, by ``scipy.
 log ratios log(predicted / published) within the bounds :data:`FIT_BOUNDS`; the result is written with its provenance
 (``data/published/fit.json``): the values before and after, the cases used and left out, the residuals, the
 sha256 and commit of ``split.yaml`` at the time of the fit, the predictor's commit, scipy's version and the time.
+
+**Only what the calibration cases identify is fitted.** Before fitting, each parameter's elasticity on each
+calibration case, d log(predicted) / d log(eta) at the assumed values (a 10 % step), says how much the cases can say
+about it. A parameter whose largest |elasticity| is below :data:`MIN_ELASTICITY` (a 10 % change moves no case by
+1 %) is not fitted: it keeps its assumed value, and the record says so with its elasticities. Without this rule a
+parameter the cases cannot see is free to wander to absorb other terms' errors at almost no cost in the residuals
+(eta_N did, to 0.067 from 0.9, on cases whose predictions it moved by 0.5 % per 10 %: the 2026-12-04 fits), and a
+wandered value is wrong wherever it does matter (a weight sync between nodes). The rule and its threshold were set
+after that fit had been validated; chapter 5 says so.
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ from .published import PUBLISHED, REPO, Case, Registry, expand_response
 FIT_FILE = PUBLISHED / "fit.json"
 SPLIT_FILE = PUBLISHED / "split.yaml"
 FIT_BOUNDS = (0.05, 1.0)
+MIN_ELASTICITY = 0.1          # below it on every calibration case, a parameter is not identified: not fitted
+ELASTICITY_STEP = 1.1         # the relative step of the finite difference
 
 
 @dataclass(frozen=True)
@@ -204,26 +215,38 @@ def fit_efficiencies(registry: Registry) -> dict:
         raise RlmLabError("no calibration case is priced by the cost model: nothing to fit")
     cases = [registry.cases[cid] for cid in used]
 
+    start = {n: min(max(assumed[n] if assumed[n] is not None else 0.5, FIT_BOUNDS[0]), FIT_BOUNDS[1]) for n in names}
+    elasticity = elasticities(cases, start)
+    free = [n for n in names if max(abs(e) for e in elasticity[n].values()) >= MIN_ELASTICITY]
+    if not free:
+        raise RlmLabError("no efficiency is identified by the calibration cases (every elasticity below "
+                          f"{MIN_ELASTICITY}): nothing to fit")
+
     def residuals(x):
-        vals = dict(zip(names, x))
+        vals = start | dict(zip(free, x))
         out = []
         for c in cases:
             o = predict_case(c, vals)
             out.append(math.log(o.predicted / c.published.value) if o.predicted else 10.0)
         return np.array(out)
 
-    x0 = [min(max(assumed[n] if assumed[n] is not None else 0.5, FIT_BOUNDS[0]), FIT_BOUNDS[1]) for n in names]
-    res = least_squares(residuals, x0, bounds=FIT_BOUNDS, method="trf", diff_step=1e-3, xtol=1e-6, ftol=1e-8)
-    fitted = dict(zip(names, (round(float(v), 6) for v in res.x)))
+    res = least_squares(residuals, [start[n] for n in free], bounds=FIT_BOUNDS, method="trf", diff_step=1e-3,
+                        xtol=1e-6, ftol=1e-8)
+    fitted = {n: round(float(start[n]), 6) for n in names} | dict(zip(free, (round(float(v), 6) for v in res.x)))
     after = {c.id: predict_case(c, fitted) for c in cases}
     return {
         "parameters": {n: {"profile_key": ".".join(ASSUMPTIONS[n][0]), "meaning": ASSUMPTIONS[n][1],
-                           "assumed": assumed[n], "fitted": fitted[n]} for n in names},
+                           "assumed": assumed[n], "fitted": fitted[n],
+                           **({} if n in free else {"not_fitted": f"not identified: its largest |elasticity| on the "
+                              f"calibration cases is {max(abs(e) for e in elasticity[n].values()):.3f} < "
+                              f"{MIN_ELASTICITY}"})} for n in names},
+        "elasticity": {n: {cid: round(e, 4) + 0.0 for cid, e in elasticity[n].items()} for n in names},
+        "min_elasticity": MIN_ELASTICITY,
         "bounds": list(FIT_BOUNDS),
         "method": "scipy.optimize.least_squares (trf) on log(predicted / published), one common value per "
                   "parameter for every GPU datasheet profile",
         "cases": used,
-        "determined": ("over" if len(used) > len(names) else "exactly" if len(used) == len(names) else "under"),
+        "determined": ("over" if len(used) > len(free) else "exactly" if len(used) == len(free) else "under"),
         "left_out": {cid: o.why for cid, o in before.items() if o.predicted is None},
         "log_residuals_before": {cid: _log_ratio(before[cid]) for cid in used},
         "log_residuals_after": {cid: _log_ratio(o) for cid, o in after.items() if o.predicted},
@@ -232,6 +255,19 @@ def fit_efficiencies(registry: Registry) -> dict:
         "predictor_commit": _git("rev-parse", "HEAD"), "scipy": scipy.__version__,
         "fitted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def elasticities(cases: list[Case], values: dict) -> dict:
+    """{parameter: {case id: d log(predicted) / d log(eta)}} at ``values``, by a forward step of
+    :data:`ELASTICITY_STEP` on each parameter in turn (the cases must be priced at ``values``)."""
+    base = {c.id: predict_case(c, values).predicted for c in cases}
+    out = {}
+    for n in values:
+        step = values | {n: values[n] * ELASTICITY_STEP}
+        moved = {c.id: predict_case(c, step).predicted for c in cases}
+        out[n] = {cid: 0.0 if not (moved[cid] and base[cid]) else
+                  (math.log(moved[cid]) - math.log(base[cid])) / math.log(ELASTICITY_STEP) for cid in base}
+    return out
 
 
 def _log_ratio(o: Outcome) -> float:

@@ -192,7 +192,9 @@ def format_report(rep: dict) -> str:
                      + f" on {len(f['cases'])} calibration cases, {f['fitted_at']}, split {f['split_sha256'][:12]}")
         lo, hi = f.get("bounds", (None, None))
         at_bound = [n for n, p in f["parameters"].items() if p["fitted"] in (lo, hi)]
-        unmoved = [n for n, p in f["parameters"].items() if p["fitted"] == p["assumed"]]
+        unmoved = [n for n, p in f["parameters"].items() if p["fitted"] == p["assumed"] and "not_fitted" not in p]
+        lines += [f"  not fitted: {n}, kept at its assumed value ({p['not_fitted']})"
+                  for n, p in f["parameters"].items() if "not_fitted" in p]
         if at_bound:
             lines.append(f"  at a bound of the fit ({lo}, {hi}): {', '.join(at_bound)}: the calibration cases pull it past "
                          f"any plausible value, a sign that another term of the model is wrong for them")
