@@ -341,7 +341,10 @@ def book_numbers(rep: dict) -> dict:
     fitted = (rep["fit"] or {}).get("parameters", {})
     for n, v in assumed_values(rep.get("profiles", ())).items():
         out[f"{n}_assumed"] = "-" if v is None else f"{v:g}"
-        out[f"{n}_fitted"] = f"{fitted[n]['fitted']:.2f}" if n in fitted else "not fitted"
+        out[f"{n}_fitted"] = ("not fitted" if n not in fitted else f"{fitted[n]['fitted']:.2f}"
+                              + (" (kept: not identified)" if "not_fitted" in fitted[n] else ""))
+        el = ((rep["fit"] or {}).get("elasticity") or {}).get(n)
+        out[f"{n}_max_elasticity"] = f"{max(abs(e) for e in el.values()):.3f}" if el else "-"
     return out
 
 
