@@ -45,11 +45,14 @@ GROUPS = {"ratio": "ratios (speed-ups, shares)", "step": "absolute step times", 
 def direction_right(outcome: Outcome) -> bool | None:
     """For a ratio case: is the prediction on the published value's side of the reference? None otherwise or when
     not predicted."""
-    q = outcome.case.quantity
-    if q not in DIRECTION_REFERENCE or outcome.predicted is None:
+    return _same_side(outcome.predicted, outcome.case.published.value, outcome.case.quantity)
+
+
+def _same_side(predicted: float | None, published: float, quantity: str) -> bool | None:
+    if quantity not in DIRECTION_REFERENCE or predicted is None:
         return None
-    ref = DIRECTION_REFERENCE[q]
-    return (outcome.predicted - ref > 0) == (outcome.case.published.value - ref > 0) and outcome.predicted != ref
+    ref = DIRECTION_REFERENCE[quantity]
+    return (predicted - ref > 0) == (published - ref > 0) and predicted != ref
 
 
 def group_summary(outcomes: list[Outcome], group: str) -> dict:
@@ -277,12 +280,11 @@ def fresh_rows(rep: dict, path: Path = FRESH_ROUNDS) -> list[dict]:
         if r["split"] != "validation" or r["source"] not in FRESH_SOURCES:
             continue
         p, pub = priced[r["case"]], r["published_value"]
-        ref = DIRECTION_REFERENCE.get(r["quantity"])
         live = None if r["error_value"] is None else pub * (1 + r["error_value"])
         moved = (live is None) != (p is None) or (p is not None and abs(live / p - 1) > 1e-6)
+        d = _same_side(p, pub, r["quantity"])
         out.append(r | {"predicted_frozen": p, "moved": moved, "error_value": None if p is None else p / pub - 1,
-                        "direction": "-" if ref is None or p is None else
-                        ("right" if (p - ref > 0) == (pub - ref > 0) and p != ref else "wrong")})
+                        "direction": "-" if d is None else ("right" if d else "wrong")})
     return out
 
 
@@ -336,7 +338,10 @@ def book_numbers(rep: dict) -> dict:
     out["fresh_moved"] = str(len(fresh_moved(rep)))
     out |= {f"earlier_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
                                                         and r["source"] not in FRESH_SOURCES]).items()}
-    from .published_predict import assumed_values
+    from .published_predict import ELASTICITY_STEP, MIN_ELASTICITY, assumed_values
+
+    out["elasticity_step"] = f"{ELASTICITY_STEP - 1:.0%}"                       # the fit's identifiability rule
+    out["elasticity_move"] = f"{MIN_ELASTICITY * (ELASTICITY_STEP - 1):.0%}"
 
     fitted = (rep["fit"] or {}).get("parameters", {})
     for n, v in assumed_values(rep.get("profiles", ())).items():
