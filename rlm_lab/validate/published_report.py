@@ -230,13 +230,15 @@ def format_report(rep: dict) -> str:
 def html_table(table_rows: list[dict], split: str) -> str:
     """The book's table of one split: case (with where it was read), hardware, mode, published (the source's
     interval), predicted with the assumed and the fitted efficiencies, error, direction, lengths, or why not priced."""
+    mended = _frozen().get("mended", {})
     head = ("case (where)", "hardware", "mode", "published", "source's interval", "predicted, assumed η",
             "predicted, fitted η", "error", "direction", "lengths")
     out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for r in table_rows:
         if r["split"] != split:
             continue
-        fresh = " (fresh round)" if r["split"] == "validation" and r["source"] in FRESH_SOURCES else ""
+        fresh = "" if r["split"] != "validation" or r["source"] not in FRESH_SOURCES else \
+            " (fresh round, mended since)" if r["case"] in mended else " (fresh round)"
         case = (f"{html.escape(r['case'])}{fresh}<br><small>{html.escape(r['source'])}: "
                 f"{html.escape(r['where'])}</small>")
         cells = [case] + [html.escape(str(r[k])) for k in ("hardware", "mode", "published", "interval",
@@ -254,7 +256,8 @@ def html_table(table_rows: list[dict], split: str) -> str:
 # cleanest test. data/published/fresh_rounds.json freezes each round's predictions as first priced, with each case
 # file's hash, and the book reports the rounds from that file (:func:`fresh_rows`), so a later change to the model
 # leaves their result as it was and says how many of them it moves (:func:`fresh_moved`). A case file edited after its
-# round is no longer blind: the test of the frozen hashes fails, and the case must leave its round (and this list).
+# round fails the test of the frozen hashes unless the file's ``mended`` names it and says why: its round's result
+# stays as first priced (a fact about the case as then written), and the book's table marks it "mended since".
 FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off",
                  "nemo-rl-v03-blog", "miles-p2p-weight-transfer")
 FRESH_ROUNDS = PUBLISHED / "fresh_rounds.json"
