@@ -337,8 +337,9 @@ def book_numbers(rep: dict) -> dict:
         out[f"stage_{stage}_median"] = f"{statistics.median(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_range"] = f"{min(errs):+.0%} to {max(errs):+.0%}" if errs else "-"
         out[f"stage_{stage}_cases"] = str(len(errs))
-    out |= {f"fresh_{k}": v for k, v in rows_numbers(fresh_rows(rep)).items()}   # as first priced
-    out["fresh_moved"] = str(len(fresh_moved(rep)))
+    fresh = fresh_rows(rep)                                                    # as first priced
+    out |= {f"fresh_{k}": v for k, v in rows_numbers(fresh).items()}
+    out["fresh_moved"] = str(sum(r["moved"] for r in fresh))
     out |= {f"earlier_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
                                                         and r["source"] not in FRESH_SOURCES]).items()}
     from .published_predict import ELASTICITY_STEP, MIN_ELASTICITY, assumed_values
