@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make book SIZE=cpu   execute every chapter's notebook at SIZE and write static HTML to _build/html
-#   make test            the unit tests but the slow ones, and the book build at smoke size (it executes every notebook)
+#   make test            the unit tests but the slow ones, the book build at smoke size (it executes every notebook), and
+#                        the tests that consult the machine again on a faked unknown one (RLM_FAKE_MACHINE=1)
 # Both first create .venv from the pinned requirements (torch==2.13.0 is the CPU build; see requirements.txt).
 SIZE ?= cpu
 PY ?= python3
@@ -10,7 +11,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
+.PHONY: book test test-unit test-fake-machine test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
 
 venv: $(VENV)/.installed
 
@@ -26,10 +27,10 @@ $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt pypro
 book: venv
 	$(BIN)/python -m rlm_lab.book build --size $(SIZE)
 
-# Both phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
+# The phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
 test: venv
 	@rm -f _build/phases.txt; rc=0; \
-	for phase in unit book; do \
+	for phase in unit book fake-machine; do \
 		$(PHASE) $$phase $(MAKE) --no-print-directory test-$$phase || rc=1; \
 	done; \
 	cat _build/phases.txt; exit $$rc
@@ -37,6 +38,15 @@ test: venv
 # Everything under tests/ except what executes notebooks or builds the book, and the tests marked slow.
 test-unit: venv
 	$(PYTEST) -q --durations=10 -m "not notebook and not slow" tests
+
+# The tests that consult this machine (its CPU model, host, profile, machine key), again with the machine faked to
+# one no committed profile or record names ($$RLM_FAKE_MACHINE, rlm_lab.device): nothing the suite checks may
+# depend on which CPU runs it (issue 35).
+FAKE_MACHINE_TESTS := tests/test_reader_machine.py tests/chapters/test_ch09_results.py tests/chapters/test_ch04_compare.py \
+	tests/chapters/test_your_machine.py tests/cost/test_hardware.py tests/calibrate tests/records tests/test_host.py \
+	tests/test_device.py tests/test_validate.py tests/test_cli.py tests/insitu
+test-fake-machine: venv
+	RLM_FAKE_MACHINE=1 $(PYTEST) -q --durations=5 -m "not notebook and not slow" $(FAKE_MACHINE_TESTS)
 
 # The slow tests (each more than ~10 s on 2 cores: Ray runs and their kills and signals, torch.distributed
 # parity, the GPU edition's rehearsal, concurrent writers); CI runs them after `make test`.

@@ -12,6 +12,9 @@ mixed precision is on, how peak memory is read, and what a GPU's profile is call
 - Peak memory: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``
   (https://pytorch.org/docs/stable/generated/torch.cuda.max_memory_allocated.html); on CPU the process's
   high-water mark is read by the tracer instead, so this returns ``None`` there.
+- This machine's CPU model (:func:`cpu_name`), the one door through which the package reads it; with
+  ``$RLM_FAKE_MACHINE=1`` it is :data:`FAKE_CPU`, a model no committed profile names, so that a test run (CI
+  runs one) shows that nothing but what the reader runs depends on which CPU builds the book.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from .errors import RlmLabError
 
 DEVICES = ("cpu", "cuda")
 ENV_VAR = "RLM_DEVICE"
+FAKE_ENV = "RLM_FAKE_MACHINE"  # "1": this machine's CPU model and host name are faked to ones nobody has
+FAKE_CPU = "Imaginary Test CPU 0000 (faked by RLM_FAKE_MACHINE)"
+FAKE_HOST = "faked-host"
+
+
+def faked() -> bool:
+    """True when ``$RLM_FAKE_MACHINE`` asks for a machine unknown to every committed profile and record."""
+    return os.environ.get(FAKE_ENV, "").strip() not in ("", "0")
 
 
 def _torch():
@@ -98,6 +109,9 @@ def gpu_slug(name: str) -> str:
 
 
 def cpu_name() -> str:
+    """This machine's CPU model (``/proc/cpuinfo``'s model name), :data:`FAKE_CPU` under ``$RLM_FAKE_MACHINE``."""
+    if faked():
+        return FAKE_CPU
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -84,6 +84,13 @@ def still_alive(pids, wait_s: float, poll_s: float = 0.2) -> list[int]:
         time.sleep(poll_s)
 
 
+def host_name() -> str:
+    """This machine's host name (``socket.gethostname``), ``device.FAKE_HOST`` under ``$RLM_FAKE_MACHINE``."""
+    from .device import FAKE_HOST, faked
+
+    return FAKE_HOST if faked() else socket.gethostname()
+
+
 def machine_key(**override) -> dict:
     """What a calibration or a measurement is valid for: host, CPU model, cores, torch version, torch's thread
     count. Two machines can share a key (a VM image keeps its host name; a CPU model line names a family), so a
@@ -92,7 +99,7 @@ def machine_key(**override) -> dict:
 
     from .device import cpu_name
 
-    key = {"host": socket.gethostname(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
+    key = {"host": host_name(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
            "torch": torch.__version__, "threads": torch.get_num_threads()}
     return key | override
 

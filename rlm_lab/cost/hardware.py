@@ -304,6 +304,15 @@ def profile_from_dict(d: dict, where: str = "?") -> HardwareProfile:
     missing = [k for k in OVERHEAD_KEYS if k not in d["overhead"]]
     if missing:
         raise RlmLabError(f"hardware profile {where}: field 'overhead' is missing {', '.join(missing)}")
+    bad = next((k for k, v in d["overhead"].items()
+                if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        raise RlmLabError(f"hardware profile {where}: overhead.{bad} = {d['overhead'][bad]!r} must be a number >= 0")
+    for key in ("kernel_factor", "kernel_factor_bf16"):  # divisors of every kernel rate: 0 would divide by zero
+        v = (d.get("insitu") or {}).get(key, 1.0)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise RlmLabError(f"hardware profile {where}: insitu.{key} = {v!r} must be a positive number "
+                              "(refit it: `rlm-lab insitu`, whose fit keeps it within its bounds)")
     fields = HardwareProfile.__dataclass_fields__
     return HardwareProfile(**{k: v for k, v in d.items() if k in fields})
 
@@ -331,6 +340,37 @@ def load_profile(name_or_path) -> HardwareProfile:
     except json.JSONDecodeError as e:
         raise RlmLabError(f"hardware profile {path} is not valid JSON ({e})") from None
     return profile_from_dict(d, where=str(path))
+
+
+def same_machine(a: dict, b: dict) -> bool:
+    """Whether two provenances' ``hardware`` (or the hardware dicts themselves) name the same machine: the same
+    CPU model and core count (a record names no more of its machine than that)."""
+    a, b = a.get("hardware", a), b.get("hardware", b)
+    return bool(a.get("cpu_model")) and (a.get("cpu_model"), a.get("cpu_count")) == (b.get("cpu_model"),
+                                                                                     b.get("cpu_count"))
+
+
+def profile_of_machine(hardware: dict, check=None, folder: Path = HARDWARE_DIR) -> HardwareProfile | None:
+    """The calibrated CPU profile of the machine whose provenance (or its ``hardware`` dict) is given: how a
+    committed record is priced with the profile of the machine that made it, never with one named after the
+    machine that builds the book. ``CPU_PROFILE`` first, then the committed profiles by name; ``check``: a
+    callable that raises :class:`RlmLabError` for a profile lacking what the caller needs (e.g. collectives).
+    A GPU profile calibrated on a machine of that CPU is not one (its ``device`` names the GPU).
+    None when no such profile exists (the caller then predicts nothing and says so)."""
+    names = [CPU_PROFILE] + [n for n in known_profiles(folder) if n != CPU_PROFILE]
+    for name in names:
+        try:
+            prof = load_profile(name if name == CPU_PROFILE else Path(folder) / f"{name}.json")
+            hw = hardware.get("hardware", hardware)
+            cpu = prof.device == f"{hw.get('cpu_model')} ({hw.get('cpu_count')} cores)"  # calibrate's CPU name
+            if prof.kind != "calibrated" or not cpu or not same_machine(hardware, prof.provenance):
+                continue
+            if check is not None:
+                check(prof)
+        except RlmLabError:
+            continue
+        return prof
+    return None
 
 
 def save_profile(profile: HardwareProfile | dict, path) -> Path:

@@ -11,7 +11,6 @@ import datetime as _dt
 import os
 import platform
 import shlex
-import socket
 import subprocess
 import sys
 from importlib import metadata
@@ -50,13 +49,12 @@ def git_commit(repo: str | os.PathLike | None = None) -> dict:
 
 
 def hardware() -> dict:
-    """CPU model, cores, memory and GPUs of this machine."""
-    info = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": platform.processor() or None}
+    """CPU model (:func:`rlm_lab.device.cpu_name`, faked under ``$RLM_FAKE_MACHINE``), cores, memory and GPUs of
+    this machine."""
+    from ..device import cpu_name
+
+    info = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": cpu_name() or None}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):
                 info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
@@ -93,11 +91,11 @@ def provenance(command: str | list[str] | None = None, seed: int | None = None) 
         command = sys.argv
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
-    from ..host import key_of_provenance
+    from ..host import host_name, key_of_provenance
 
     out = {
         "date": utc_now(),
-        "host": socket.gethostname(),
+        "host": host_name(),
         "command": command,
         "seed": seed,
         "hardware": hardware(),

@@ -104,18 +104,21 @@ def errors(rs, fam: str) -> str:
     return "\n".join(lines)
 
 
-def calibrated_profile():
-    """This machine's calibrated CPU profile (``rlm-lab calibrate``), or None if none is committed."""
-    from ...device import default_name
-    from ...cost.hardware import load_profile
+def calibrated_profile(records):
+    """The calibrated CPU profile (with collectives) of the machine that made ``records`` (their provenance
+    names it: :func:`rlm_lab.cost.hardware.profile_of_machine`), or None when no profile of that machine is
+    committed (then no time predictions). Records of several machines raise: one table prices one machine."""
+    from ...cost.hardware import profile_of_machine
     from ...errors import RlmLabError
 
-    try:
-        prof = load_profile(default_name("cpu"))
-        prof.collective("all_reduce")
-        return prof
-    except RlmLabError:
+    machines = {(h.get("cpu_model"), h.get("cpu_count")): h
+                for h in ((r.data.get("provenance") or {}).get("hardware") or {} for r in records)}
+    if len(machines) > 1:
+        raise RlmLabError(f"chapter 4's records were made on {len(machines)} machines ({sorted(map(str, machines))}): "
+                          "a table prices the records of one machine")
+    if not machines:
         return None
+    return profile_of_machine(next(iter(machines.values())), check=lambda p: p.collective("all_reduce"))
 
 
 def _predicted_state(r: dict) -> float:
@@ -270,7 +273,8 @@ def this_build(size: str, say=print):
     here = REPO_ROOT / "_build" / "runs" / f"{size}-ch04"
     shutil.rmtree(here, ignore_errors=True)
     run_suite(size, out_root=here, say=lambda msg: say(repo_paths(msg)))
-    return table(rows(load_records(here), calibrated_profile()))
+    recs = load_records(here)
+    return table(rows(recs, calibrated_profile(recs)))
 
 
 def models_text(records) -> str:
@@ -396,13 +400,14 @@ def verdict_section(rows_: list[dict]) -> tuple[str, dict]:
 
 
 def committed(size: str = "cpu") -> tuple[list, list[dict], object, Path]:
-    """The committed layout records of ``size`` (``data/runs/<size>/ch04_*``), their rows against this machine's
-    calibrated profile (None when none is committed: no time predictions), the profile and the records' root."""
+    """The committed layout records of ``size`` (``data/runs/<size>/ch04_*``), their rows against the calibrated
+    profile of the machine that made them (None when none is committed: no time predictions), the profile and
+    the records' root."""
     from ...record import reference_root
 
     root = reference_root(size)
-    profile = calibrated_profile()
     records = load_records(root)
+    profile = calibrated_profile(records)
     return records, rows(records, profile), profile, root
 
 

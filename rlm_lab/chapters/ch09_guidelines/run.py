@@ -600,8 +600,9 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
 
 
 @functools.lru_cache(maxsize=None)
-def _ch04_profile():
-    return U.ch04_report.calibrated_profile()
+def _ch04_profile(root: Path):
+    """The profile of the machine that made chapter 4's records under ``root`` (their provenance names it)."""
+    return U.ch04_report.calibrated_profile(_ch04_records(root))
 
 
 @functools.lru_cache(maxsize=None)
@@ -614,7 +615,7 @@ def _ch04(item: Item, root: Path):
     if not recs:
         raise RlmLabError(f"no chapter 4 record of layout {item.record} under {rel(root)}")
     rec = recs[0]
-    profile = _ch04_profile()
+    profile = _ch04_profile(Path(root))
     iv = median_interval(rec.results["step_s"])
     meas = Cell(iv.estimate, "measured", (rel(rec.dir),), iv, "steps of one run")
     pred = NONE

@@ -85,22 +85,17 @@ def timed_step(loss_fn, sync_fn, opt) -> dict:
 def comm_profile(profile=None):
     """The hardware profile whose α-β fits price the messages (``rlm-lab calibrate`` writes one).
 
-    ``profile``: a name, path or HardwareProfile (an unknown one raises); default: this machine's
-    calibrated CPU profile, or None when it has not been calibrated (predictions then leave the
+    ``profile``: a name, path or HardwareProfile (an unknown one raises); default: the committed calibrated
+    CPU profile of this machine, the one running the measurement (matched by its CPU model and cores:
+    :func:`rlm_lab.cost.hardware.profile_of_machine`), or None when it has none (predictions then leave the
     communication term out and say so with ``profile: None``).
     """
-    from ...cost.hardware import load_profile
+    from ...cost.hardware import load_profile, profile_of_machine
+    from ...record import hardware
 
     if profile is not None:
         return load_profile(profile)
-    from ...device import default_name
-
-    try:
-        prof = load_profile(default_name("cpu"))
-        prof.collective("send_recv")
-        return prof
-    except RlmLabError:
-        return None
+    return profile_of_machine(hardware(), check=lambda p: p.collective("send_recv"))
 
 
 def comm_time(op: str, message_bytes: float, world: int, profile) -> float | None:
