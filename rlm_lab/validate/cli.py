@@ -113,7 +113,7 @@ def _run_published(args) -> int:
         from ..records.files import json_text
 
         print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
-                                             "summary")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
+                                             "summary", "bars")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
                                                                      for r in rep["rows"]]}, indent=1))
     else:
         print(format_report(rep))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from .published import DIRECTION_REFERENCE, PUBLISHED, QUANTITIES, Registry, load_published
+from .published_bars import format_bars, judge
 from .published_predict import FIT_FILE, Outcome, fitted_values, load_fit, predict_all
 
 BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
@@ -173,7 +174,8 @@ def _assemble(registry: Registry, fit: dict | None, assumed: list[Outcome], fitt
             "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit,
             "efficiencies": "fitted on the calibration cases" if values else "assumed (no fit used)",
             "rows": rows(assumed, fitted),
-            "summary": {side: summary(judged, side) for side in ("calibration", "validation")}}
+            "summary": {side: summary(judged, side) for side in ("calibration", "validation")},
+            "bars": judge([o for o in judged if o.case.split == "validation"])}
 
 
 COLUMNS = {"case": ("case", 44), "hardware": ("hardware", 27), "mode": ("mode", 20), "published": ("published", 10),
@@ -220,6 +222,8 @@ def format_report(rep: dict) -> str:
             lines.append(f"  {label}: {s['priced']} of {s['cases']} priced, median |error| {med}{extra}")
             if side == "validation":
                 lines += [f"    bar {k}: {v}" for k, v in s["verdicts"].items()]
+    if "bars" in rep:
+        lines += ["", *format_bars(rep["bars"])]
     unpriced = [r for r in rep["rows"] if r["why"]]
     if unpriced:
         lines += ["", "not priced by the cost model (left out of the numbers above):"]
