@@ -314,6 +314,45 @@ def ep_shard(spec, ep: int):
     return replace(spec, name=f"{spec.name}/ep{ep}", experts=spec.experts // ep)
 
 
+def pp_shard(spec, pp: int):
+    """One pipeline stage's share of a model (Megatron-LM's pipeline parallelism, arXiv 2104.04473 Sec. 2.2):
+    ceil(L / pp) layers (and of them MoE layers); the embedding and the head are kept on the share, so it prices the
+    heaviest stage (the first holds the embedding, the last the head and the logits: counting both over-states a
+    70B Llama stage by about 6 %)."""
+    if pp == 1:
+        return spec
+    if spec.layers < pp:
+        raise RlmLabError(f"pp={pp} exceeds {spec.name}'s {spec.layers} layers")
+    return replace(spec, name=f"{spec.name}/pp{pp}", layers=-(-spec.layers // pp),
+                   moe_layers=-(-spec.moe_layers // pp) if spec.moe_layers else 0)
+
+
+def pipeline_bubble(micro_batches: int, pp: int) -> float:
+    """The 1F1B schedule's time over its work: (m + p - 1) / m for m micro-batches through p stages (the bubble
+    fraction of the step is (p - 1) / (m + p - 1); Megatron-LM arXiv 2104.04473 Sec. 2.2.1, GPipe arXiv 1811.06965)."""
+    if micro_batches < 1 or pp < 1:
+        raise RlmLabError(f"pipeline_bubble needs m >= 1 and p >= 1, got m={micro_batches}, p={pp}")
+    return (micro_batches + pp - 1) / micro_batches
+
+
+def pipeline_in_flight(micro_batches: int, pp: int) -> int:
+    """Micro-batches whose activations the first stage holds at once under 1F1B: min(p, m) (arXiv 2104.04473
+    Sec. 2.2.1): a stage of L / p layers then holds about one whole micro-batch's activations of all L layers."""
+    return max(1, min(pp, micro_batches))
+
+
+# stages a pipeline-parallel set runs through its stages (forward passes and updates; not generation)
+PIPELINED = (S.OLD_LOGPROB, S.REF_LOGPROB, S.VALUES, S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.CRITIC_UPDATE, S.REWARD)
+TRAIN_STAGES = (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.CRITIC_UPDATE)
+
+
+def pipeline_micro_batches(wl, dp: int, stage) -> int:
+    """Micro-batches per pipeline per pass: of a mini-batch for the update's stages, of the whole batch for the
+    forward-only ones (each of ``wl.micro`` sequences, the batch split over ``dp`` pipelines)."""
+    per = wl.n // (wl.minibatches if stage in TRAIN_STAGES else 1)
+    return max(1, -(-per // (dp * wl.micro)))
+
+
 class _Predictor:
     """Caches one :func:`predict` per (dp, zero, LoRA, tp, ep, layout) so that the advisor can price thousands of
     placements of the same model and workload."""
@@ -328,17 +367,18 @@ class _Predictor:
         self.critic_spec, self.rm_spec = scalar_head(self.critic_base), scalar_head(self.rm_base)
         self._cache: dict = {}
 
-    def specs(self, tp: int, ep: int = 1):
-        """(actor, critic, reward model) specs of one tensor- and expert-parallel rank."""
-        return (ep_shard(tp_shard(self.spec, tp), ep), scalar_head(ep_shard(tp_shard(self.critic_base, tp), ep)),
-                scalar_head(ep_shard(tp_shard(self.rm_base, tp), ep)))
+    def specs(self, tp: int, ep: int = 1, pp: int = 1):
+        """(actor, critic, reward model) specs of one tensor-, expert- and pipeline-parallel rank."""
+        return tuple(s if i == 0 else scalar_head(s) for i, s in enumerate(
+            pp_shard(ep_shard(tp_shard(m, tp), ep), pp) for m in (self.spec, self.critic_base, self.rm_base)))
 
-    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None):
+    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None, pp: int = 1):
         layout = layout or Layout(tp=tp, ep=ep)
-        key = (dp, zero, lora, tp, ep, layout)
+        key = (dp, zero, lora, tp, ep, layout, pp)
         if key not in self._cache:
             wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
-            actor, critic, rm = (ep_shard(tp_shard(m, tp), ep) for m in (self.spec, self.critic_base, self.rm_base))
+            actor, critic, rm = (pp_shard(ep_shard(tp_shard(m, tp), ep), pp)
+                                 for m in (self.spec, self.critic_base, self.rm_base))
             self._cache[key] = predict(actor, self.alg, wl, self.prof, critic=critic, reward_model=rm, lora=lora,
                                        layout=layout)
         return self._cache[key]
@@ -366,7 +406,7 @@ def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.Memo
     """Persistent bytes per device of one role on its set (gradients are counted while training)."""
     wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp
     prec = wl.precision
-    actor, critic, rm = pr.specs(rset.tp, rset.ep)
+    actor, critic, rm = pr.specs(rset.tp, rset.ep, rset.pp)
     if role in ("actor", "critic"):
         spec = actor if role == "actor" else critic
         if role == "actor" and lora:
@@ -396,7 +436,7 @@ def _lora_actor(pr: _Predictor, spec, dp: int, zero: int, lora) -> M.MemoryBreak
 
 
 def _grads(role: str, pr: _Predictor, rset, lora) -> int:
-    actor, critic, _ = pr.specs(rset.tp, rset.ep)
+    actor, critic, _ = pr.specs(rset.tp, rset.ep, rset.pp)
     spec = actor if role == "actor" else critic
     n = lora_params(actor, lora) if (role == "actor" and lora) else spec.params
     return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1))
@@ -407,9 +447,10 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
     """The Layout of a set that starts at device ``start``: its tensor-parallel groups (consecutive devices), its
     data- and expert-parallel groups (strided by tp), the nodes each spans; ``tp``/``ep`` override the set's (the
     hybrid engine's generation layout)."""
+    pp = rset.pp if tp is None else 1      # an override is a generation layout: no pipeline
     tp = tp or rset.tp
     ep = ep or rset.ep
-    dp = rset.devices // tp
+    dp = rset.devices // (tp * pp)
     return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
                   dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held)
 
@@ -488,7 +529,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
         else:
             tp = rset.tp
             lay = set_layout(rset, topo, start, capacity, held if role == "rollout" else None)
-            base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay)
+            base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay, rset.pp)
+        pp = 1 if hybrid_gen else rset.pp
         shard = pr.specs(tp, lay.ep)[0]
         for row in base.rows:
             owner = ROLE_OF.get(row.stage)
@@ -496,10 +538,14 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
                 owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
             if owner != role:
                 continue
-            t = row.seconds + _layout_comm(row.stage, row, base.shape, shard, wl, lay, prof)  # one rank's share
+            t = row.seconds + _layout_comm(row.stage, row, base.shape, pp_shard(shard, pp), wl, lay, prof)
+            tr = _mem_sub(row.breakdown, base.persistent)
+            if pp > 1 and row.stage in PIPELINED:   # 1F1B: the bubble in time, p micro-batches' activations held
+                m = pipeline_micro_batches(wl, rset.dp, row.stage)
+                t *= pipeline_bubble(m, pp)
+                tr = replace(tr, activations=int(tr.activations * pipeline_in_flight(m, pp)))
             stages[row.stage] = stages.get(row.stage, 0.0) + t
             calls[role][row.stage] = row.calls
-            tr = _mem_sub(row.breakdown, base.persistent)
             if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
                 tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
                                                   pr, rset, lora))

@@ -86,7 +86,9 @@ class ResourceSet:
     ``ep`` (MoE models): expert parallelism, the experts split over ``ep`` of the data-parallel ranks (each rank
     holds E / ep experts; tokens travel to their experts by all-to-all: Megatron-Core's expert parallel group
     inside the data-parallel group, https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/
-    moe.html); it must divide ``dp``.
+    moe.html); it must divide ``dp``. ``pp``: pipeline-parallel stages (Megatron-LM's 1F1B schedule, arXiv
+    2104.04473 Sec. 2.2): each device holds L / pp layers; dp x tp x pp = devices. A set that generates with pp > 1
+    must reshard into a generation layout (``gen_tp``; pipeline-parallel generation is not priced).
     """
 
     name: str
@@ -97,11 +99,12 @@ class ResourceSet:
     zero: int = 0
     gen_tp: int = 0
     ep: int = 1
+    pp: int = 1
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise PlacementError(f"a resource set needs a non-empty name, got {self.name!r}")
-        for f in ("devices", "dp", "tp"):
+        for f in ("devices", "dp", "tp", "pp"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise PlacementError(f"set {self.name!r}: {f} must be an integer > 0, got {v!r}")
@@ -109,9 +112,10 @@ class ResourceSet:
             raise PlacementError(f"set {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.zero not in (0, 1, 2, 3):
             raise PlacementError(f"set {self.name!r}: zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if self.dp * self.tp != self.devices:
-            raise PlacementError(f"set {self.name!r}: layout dp={self.dp} x tp={self.tp} = {self.dp * self.tp} "
-                                 f"does not match its {self.devices} devices")
+        if self.dp * self.tp * self.pp != self.devices:
+            pp = f" x pp={self.pp}" if self.pp > 1 else ""
+            raise PlacementError(f"set {self.name!r}: layout dp={self.dp} x tp={self.tp}{pp} = "
+                                 f"{self.dp * self.tp * self.pp} does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
         if not isinstance(self.ep, int) or isinstance(self.ep, bool) or self.ep < 1 or self.dp % self.ep:
@@ -123,12 +127,14 @@ class ResourceSet:
         return self.gen_tp or self.tp
 
 
-def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0) -> ResourceSet:
-    """A set of ``devices`` with tensor-parallel size ``tp`` and the rest data-parallel."""
-    ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (devices, tp))
-    if ok and devices % tp:
-        raise PlacementError(f"set {name!r}: tp={tp} does not divide its {devices} devices")
-    return ResourceSet(name, devices, kind, dp=devices // tp if ok else 1, tp=tp, zero=zero, gen_tp=gen_tp)
+def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0,
+           pp: int = 1) -> ResourceSet:
+    """A set of ``devices`` with tensor-parallel size ``tp``, ``pp`` pipeline stages and the rest data-parallel."""
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (devices, tp, pp))
+    if ok and devices % (tp * pp):
+        raise PlacementError(f"set {name!r}: tp={tp} x pp={pp} does not divide its {devices} devices")
+    return ResourceSet(name, devices, kind, dp=devices // (tp * pp) if ok else 1, tp=tp, zero=zero, gen_tp=gen_tp,
+                       pp=pp)
 
 
 # ---- roles per algorithm ------------------------------------------------------------------------
@@ -245,8 +251,14 @@ class Placement:
         if self.reshard:
             if self.rollout_separate:
                 raise PlacementError(f"{where}: reshard (hybrid engine) needs actor and rollout on the same set")
-            if self.set_of("actor").zero != 3:
-                raise PlacementError(f"{where}: reshard needs the actor's set trained with zero=3 (FSDP)")
+            if self.set_of("actor").zero != 3 and self.set_of("actor").pp == 1:
+                raise PlacementError(f"{where}: reshard needs the actor's set trained with zero=3 (FSDP) or "
+                                     f"pipeline-parallel (Megatron, pp > 1)")
+        for st in self.sets:
+            if st.pp > 1 and "rollout" in self.roles_on(st.name) and not self.reshard:
+                raise PlacementError(f"{where}: set {st.name!r} generates with pp={st.pp}: pipeline-parallel "
+                                     f"generation is not priced; reshard into a generation layout (gen_tp) as "
+                                     f"NeMo-RL and verl do")
         if self.lora and "reference" in self.roles and self.roles["reference"] != self.roles["actor"]:
             raise PlacementError(f"{where}: with LoRA the reference is the actor with its adapter disabled; "
                                  f"place it on the actor's set")
@@ -263,14 +275,15 @@ class Placement:
     def to_dict(self) -> dict:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp, ep=s.ep) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
         """One line: ``rollout[4 gpu tp2] | actor+reference[4 gpu zero3] sync=collective``."""
         parts = []
         for s in self.sets:
-            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" ep{s.ep}" if s.ep > 1 else "")
+            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" pp{s.pp}" if s.pp > 1 else "") \
+                + (f" ep{s.ep}" if s.ep > 1 else "")
             lay += f" zero{s.zero}" if s.zero else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
@@ -290,7 +303,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):
@@ -301,8 +314,9 @@ def placement_from_dict(d: Mapping) -> Placement:
         if "name" not in s or "devices" not in s:
             raise PlacementError("each placement set needs a name and devices")
         s = dict(s)
-        if "dp" not in s and isinstance(s["devices"], int) and isinstance(s.get("tp", 1), int) and s.get("tp", 1) > 0:
-            s["dp"] = max(1, s["devices"] // s.get("tp", 1))
+        tp, pp = s.get("tp", 1), s.get("pp", 1)
+        if "dp" not in s and isinstance(s["devices"], int) and all(isinstance(v, int) and v > 0 for v in (tp, pp)):
+            s["dp"] = max(1, s["devices"] // (tp * pp))
         built.append(ResourceSet(**s))
     roles = d.get("roles")
     if not isinstance(roles, Mapping) or not all(isinstance(v, str) for v in roles.values()):
@@ -320,15 +334,19 @@ def _cluster(cluster) -> Cluster:
     raise PlacementError(f"a cluster or a device count is needed, got {cluster!r}")
 
 
-def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = False) -> Placement:
-    """Every role on one set of all devices; generate, then train (TRL's default)."""
+def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = False, pp: int = 1,
+              gen_tp: int = 0) -> Placement:
+    """Every role on one set of all devices; generate, then train (TRL's default). With ``pp`` > 1 the training
+    layout is resharded into the generation layout ``gen_tp`` (default ``tp``) each step (NeMo-RL's and verl's
+    Megatron path)."""
     c = _cluster(cluster)
-    s = layout("all", c.devices, c.kind, tp=tp, zero=zero)
-    return Placement("colocated", (s,), {r: "all" for r in roles_for(algo)}, lora=lora).validate(algo, c)
+    s = layout("all", c.devices, c.kind, tp=tp, zero=zero, pp=pp, gen_tp=gen_tp if pp > 1 else 0)
+    return Placement("colocated", (s,), {r: "all" for r in roles_for(algo)}, lora=lora,
+                     reshard=pp > 1).validate(algo, c)
 
 
 def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, rollout_tp: int = 1, tp: int = 1,
-                  zero: int = 0, sync: str = "collective", lora: bool = False) -> Placement:
+                  zero: int = 0, sync: str = "collective", lora: bool = False, pp: int = 1) -> Placement:
     """Rollout workers on one set, the trainer (and every other model) on the other; synchronous:
     generation waits for the new weights, so the weight sync is exposed."""
     c = _cluster(cluster)
@@ -337,7 +355,8 @@ def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, roll
     g = rollout_devices if rollout_devices is not None else c.devices // 2
     if not isinstance(g, int) or not 0 < g < c.devices:
         raise PlacementError(f"rollout_devices must be in 1..{c.devices - 1}, got {g!r}")
-    sets = (layout("rollout", g, c.kind, tp=rollout_tp), layout("train", c.devices - g, c.kind, tp=tp, zero=zero))
+    sets = (layout("rollout", g, c.kind, tp=rollout_tp),
+            layout("train", c.devices - g, c.kind, tp=tp, zero=zero, pp=pp))
     roles = {r: ("rollout" if r == "rollout" else "train") for r in roles_for(algo)}
     return Placement("disaggregated", sets, roles, sync=sync, lora=lora).validate(algo, c)
 
