@@ -404,7 +404,7 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
 
 def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.MemoryBreakdown:
     """Persistent bytes per device of one role on its set (gradients are counted while training)."""
-    wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp
+    wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.shard_size   # ZeRO's group (HSDP: the shard)
     prec = wl.precision
     actor, critic, rm = pr.specs(rset.tp, rset.ep, rset.pp)
     if role in ("actor", "critic"):
@@ -439,7 +439,7 @@ def _grads(role: str, pr: _Predictor, rset, lora) -> int:
     actor, critic, _ = pr.specs(rset.tp, rset.ep, rset.pp)
     spec = actor if role == "actor" else critic
     n = lora_params(actor, lora) if (role == "actor" and lora) else spec.params
-    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1))
+    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.shard_size if rset.zero >= 2 else 1))
 
 
 def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | None, tp: int | None = None,
@@ -451,8 +451,10 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
     tp = tp or rset.tp
     ep = ep or rset.ep
     dp = rset.devices // (tp * pp)
+    shard = rset.shard if pp == rset.pp and tp == rset.tp and 0 < rset.shard < dp else 0   # training layout only
     return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
-                  dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held)
+                  dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held, shard=shard,
+                  shard_nodes=topo.nodes(start, shard, tp) if shard else 1)
 
 
 def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
@@ -463,8 +465,9 @@ def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[floa
     prof, db = pr.prof, pr.wl.dtype_bytes
     tg, s_dev = rset.generation_tp, rset.devices
     m_bytes = pr.spec.params * db
-    group = s_dev // tg
-    gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+    holders = rset.shard if 0 < rset.shard < rset.dp and rset.shard % tg == 0 else s_dev   # HSDP: its shard group
+    group = holders // tg
+    gathered = m_bytes * (holders - tg) / (tg * holders)      # HybridFlow Sec. 5.4, per device
     engine = pr.wl.engine == "continuous"
     t = 0.0
     if group > 1:

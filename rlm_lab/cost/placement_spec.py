@@ -88,7 +88,10 @@ class ResourceSet:
     inside the data-parallel group, https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/
     moe.html); it must divide ``dp``. ``pp``: pipeline-parallel stages (Megatron-LM's 1F1B schedule, arXiv
     2104.04473 Sec. 2.2): each device holds L / pp layers; dp x tp x pp = devices. A set that generates with pp > 1
-    must reshard into a generation layout (``gen_tp``; pipeline-parallel generation is not priced).
+    must reshard into a generation layout (``gen_tp``; pipeline-parallel generation is not priced). ``shard``
+    (hybrid sharding: PyTorch FSDP's HYBRID_SHARD, verl's ``fsdp_config.fsdp_size``): ZeRO shards the training
+    state over groups of ``shard`` data-parallel ranks, replicated across the groups (0: over all ``dp``); it must
+    divide ``dp``.
     """
 
     name: str
@@ -100,6 +103,7 @@ class ResourceSet:
     gen_tp: int = 0
     ep: int = 1
     pp: int = 1
+    shard: int = 0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -118,6 +122,10 @@ class ResourceSet:
                                  f"{self.dp * self.tp * self.pp} does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+        if (not isinstance(self.shard, int) or isinstance(self.shard, bool) or self.shard < 0
+                or (self.shard and self.dp % self.shard)):
+            raise PlacementError(f"set {self.name!r}: shard={self.shard!r} must be 0 (all data-parallel ranks) or an "
+                                 f"integer dividing its data-parallel size {self.dp}")
         if not isinstance(self.ep, int) or isinstance(self.ep, bool) or self.ep < 1 or self.dp % self.ep:
             raise PlacementError(f"set {self.name!r}: ep={self.ep!r} must be an integer >= 1 dividing its "
                                  f"data-parallel size {self.dp}")
@@ -125,6 +133,11 @@ class ResourceSet:
     @property
     def generation_tp(self) -> int:
         return self.gen_tp or self.tp
+
+    @property
+    def shard_size(self) -> int:
+        """The data-parallel ranks ZeRO shards over: ``shard``, or all ``dp``."""
+        return self.shard or self.dp
 
 
 def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0,
@@ -275,7 +288,7 @@ class Placement:
     def to_dict(self) -> dict:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
@@ -285,6 +298,7 @@ class Placement:
             lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" pp{s.pp}" if s.pp > 1 else "") \
                 + (f" ep{s.ep}" if s.ep > 1 else "")
             lay += f" zero{s.zero}" if s.zero else ""
+            lay += f" shard{s.shard}" if s.shard and s.shard < s.dp else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
@@ -303,7 +317,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):
