@@ -606,13 +606,17 @@ def sync_time(pr: _Predictor, placement: Placement, cluster: Cluster | None, top
     else:
         raise RlmLabError(f"profile {prof.name!r} has no link_bandwidth and the cluster gives none: "
                           f"a placement with a separate rollout set needs one (cluster link_gbps)")
-    buckets = max(1, math.ceil(nbytes / BUCKET_BYTES))
+    per_tensor = placement.sync_path == "per_tensor" and placement.sync == "collective"
+    tensors = pr.spec.param_tensors
+    buckets = tensors if per_tensor else max(1, math.ceil(nbytes / BUCKET_BYTES))
     alpha = prof.collective("send_recv")["alpha_s"] + (prof.network_alpha() if cross else 0.0)
     crossings = 2 if placement.sync == "object_store" else 1
     t = crossings * nbytes / bw + buckets * alpha
     if actor_set.zero == 3 and actor_set.dp > 1 and placement.sync == "collective":
-        t += collective_time("all_gather", nbytes, actor_set.dp, prof,
-                             topo.nodes(a0, actor_set.dp, actor_set.tp))
+        group, nodes = actor_set.shard_size, topo.nodes(a0, actor_set.shard_size, actor_set.tp)
+        t += collective_time("all_gather", nbytes, group, prof, nodes)
+        if per_tensor:   # one gather per tensor (FSDP's full_tensor, parameter by parameter): its latency each
+            t += (tensors - 1) * collective_time("all_gather", 0.0, group, prof, nodes)
     return t
 
 

@@ -33,6 +33,7 @@ from ..stages import MODELS_HELD
 ROLES = ("actor", "rollout", "reference", "critic", "reward")
 KINDS = ("cpu", "gpu")
 SYNCS = ("none", "collective", "object_store")
+SYNC_PATHS = ("bucketed", "per_tensor")
 
 
 class PlacementError(RlmLabError, ValueError):
@@ -176,7 +177,11 @@ class Placement:
     """Resource sets plus role -> set name. ``sync``: how the actor's weights reach the rollout role
     ("none": same weights in the same process; "collective": a torch.distributed broadcast between the sets;
     "object_store": through Ray's object store). ``reshard``: hybrid engine (one actor copy, resharded
-    between training and generation layout). ``lora``: the actor trains LoRA adapters only."""
+    between training and generation layout). ``lora``: the actor trains LoRA adapters only. ``sync_path``
+    (:data:`SYNC_PATHS`): how a collective sync moves the weights: ``bucketed`` (tensors packed into fixed-size
+    buckets, one broadcast per bucket: OpenRLHF, NeMo-RL, slime) or ``per_tensor`` (each parameter gathered from
+    the trainer's shards and broadcast on its own: verl's NCCL weight sender), so a per-tensor sync pays one
+    gather and one broadcast latency per tensor."""
 
     name: str
     sets: tuple[ResourceSet, ...]
@@ -185,6 +190,7 @@ class Placement:
     reshard: bool = False
     lora: bool = False
     meta: Mapping[str, object] = field(default_factory=dict, compare=False)
+    sync_path: str = "bucketed"
 
     def __post_init__(self):
         object.__setattr__(self, "sets", tuple(self.sets))
@@ -258,6 +264,8 @@ class Placement:
             raise PlacementError(f"{where}: sets mix device kinds {', '.join(sorted(kinds))}")
         if self.sync not in SYNCS:
             raise PlacementError(f"{where}: sync must be one of {', '.join(SYNCS)}, got {self.sync!r}")
+        if self.sync_path not in SYNC_PATHS:
+            raise PlacementError(f"{where}: sync_path must be one of {', '.join(SYNC_PATHS)}, got {self.sync_path!r}")
         if self.rollout_separate and self.sync == "none":
             raise PlacementError(f"{where}: rollout is on another set than the actor, so sync must be "
                                  f"'collective' or 'object_store', not 'none'")
@@ -287,6 +295,7 @@ class Placement:
     # ---- serialisation
     def to_dict(self) -> dict:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
+                **({"sync_path": self.sync_path} if self.sync_path != "bucketed" else {}),
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
                               gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard) for s in self.sets],
                 "roles": dict(self.roles)}
@@ -302,6 +311,7 @@ class Placement:
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
+                         f" {self.sync_path}" if self.sync_path != "bucketed" else "",
                          " reshard" if self.reshard else "", " lora" if self.lora else ""])
         return " | ".join(parts) + extra
 
@@ -310,7 +320,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     """A Placement from a config mapping (as written by ``to_dict``); malformed fields are named."""
     if not isinstance(d, Mapping):
         raise PlacementError("placement must be a mapping with sets and roles")
-    known = {"name", "sets", "roles", "sync", "reshard", "lora"}
+    known = {"name", "sets", "roles", "sync", "reshard", "lora", "sync_path"}
     extra = sorted(set(d) - known)
     if extra:
         raise PlacementError(f"unknown placement field(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
@@ -336,7 +346,8 @@ def placement_from_dict(d: Mapping) -> Placement:
     if not isinstance(roles, Mapping) or not all(isinstance(v, str) for v in roles.values()):
         raise PlacementError("placement.roles must map role names to set names")
     return Placement(name=str(d.get("name", "custom")), sets=tuple(built), roles=dict(roles),
-                     sync=d.get("sync", "none"), reshard=bool(d.get("reshard", False)), lora=bool(d.get("lora", False)))
+                     sync=d.get("sync", "none"), reshard=bool(d.get("reshard", False)), lora=bool(d.get("lora", False)),
+                     sync_path=d.get("sync_path", "bucketed"))
 
 
 # ---- named placements --------------------------------------------------------------------------
@@ -360,7 +371,8 @@ def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = Fal
 
 
 def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, rollout_tp: int = 1, tp: int = 1,
-                  zero: int = 0, sync: str = "collective", lora: bool = False, pp: int = 1) -> Placement:
+                  zero: int = 0, sync: str = "collective", lora: bool = False, pp: int = 1,
+                  sync_path: str = "bucketed") -> Placement:
     """Rollout workers on one set, the trainer (and every other model) on the other; synchronous:
     generation waits for the new weights, so the weight sync is exposed."""
     c = _cluster(cluster)
@@ -372,7 +384,7 @@ def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, roll
     sets = (layout("rollout", g, c.kind, tp=rollout_tp),
             layout("train", c.devices - g, c.kind, tp=tp, zero=zero, pp=pp))
     roles = {r: ("rollout" if r == "rollout" else "train") for r in roles_for(algo)}
-    return Placement("disaggregated", sets, roles, sync=sync, lora=lora).validate(algo, c)
+    return Placement("disaggregated", sets, roles, sync=sync, lora=lora, sync_path=sync_path).validate(algo, c)
 
 
 def split(cluster, algo="ppo", value_devices: int | None = None, tp: int = 1, zero: int = 0,
