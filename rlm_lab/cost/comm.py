@@ -115,6 +115,8 @@ class Layout:
     held: float | None = None
     shard: int = 0           # HSDP: ZeRO shards over groups of this many data-parallel ranks (0: all of them)
     shard_nodes: int = 1     # the nodes one shard group spans
+    sp: int = 1              # Ulysses sequence parallelism: ranks that split each sequence's tokens
+    sp_nodes: int = 1        # the nodes one sequence-parallel group spans
 
 
 def layer_comm_time(spec, tokens: float, profile, layout: Layout, dtype_bytes: int = 2) -> float:

@@ -388,7 +388,8 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
     """Tensor- and expert-parallel collectives of one stage row (comm.layer_comm_time per pass: one pass per
     forward or backward call, two for the critic's update); a continuous engine's decode and prefill price theirs
     inside the engine."""
-    if (layout.tp <= 1 and layout.ep <= 1) or stage in (S.OPTIMIZER, S.ADVANTAGE) or row.model == "verifier":
+    if (layout.tp <= 1 and layout.ep <= 1 and layout.sp <= 1) or stage in (S.OPTIMIZER, S.ADVANTAGE) \
+            or row.model == "verifier":
         return 0.0
     if stage in (S.PREFILL, S.DECODE) and wl.engine == "continuous":
         return 0.0
@@ -399,7 +400,24 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
     else:
         tokens = shape["m"] * shape["seq"]
     passes = 2 if stage == S.CRITIC_UPDATE else 1
-    return row.calls * passes * layer_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    t = row.calls * passes * layer_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    if layout.sp > 1 and stage not in (S.PREFILL, S.DECODE):
+        t += row.calls * passes * ulysses_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    return t
+
+
+def ulysses_comm_time(spec, tokens: float, prof, layout: Layout, dtype_bytes: int = 2) -> float:
+    """DeepSpeed-Ulysses' all-to-alls of one forward pass (arXiv 2309.14509 Sec. 3): per layer, the rank's queries,
+    keys and values (tokens / sp x (d_attn + 2 kv_dim)) scattered over heads before attention and its output
+    (tokens / sp x d_attn) gathered back after; ``tokens`` the sequence-parallel group's tokens of the call, which
+    the group's sp ranks run as sp calls of tokens / sp each (so the call's all-to-alls are sp times one rank's)."""
+    sp = layout.sp
+    local = tokens / sp
+    qkv = local * (spec.d_attn + 2 * spec.kv_dim) * dtype_bytes
+    out = local * spec.d_attn * dtype_bytes
+    per_layer = (collective_time("all_to_all", qkv, sp, prof, layout.sp_nodes)
+                 + collective_time("all_to_all", out, sp, prof, layout.sp_nodes))
+    return sp * spec.layers * per_layer
 
 
 def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.MemoryBreakdown:
@@ -452,9 +470,11 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
     ep = ep or rset.ep
     dp = rset.devices // (tp * pp)
     shard = rset.shard if pp == rset.pp and tp == rset.tp and 0 < rset.shard < dp else 0   # training layout only
+    sp = rset.sp if pp == rset.pp and tp == rset.tp else 1
     return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
                   dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held, shard=shard,
-                  shard_nodes=topo.nodes(start, shard, tp) if shard else 1)
+                  shard_nodes=topo.nodes(start, shard, tp) if shard else 1, sp=sp,
+                  sp_nodes=topo.nodes(start, sp, tp))
 
 
 def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
@@ -535,6 +555,9 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
             base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay, rset.pp)
         pp = 1 if hybrid_gen else rset.pp
         shard = pr.specs(tp, lay.ep)[0]
+        if lay.sp > 1 and shard.heads % lay.sp:
+            raise RlmLabError(f"set {rset.name!r}: sp={lay.sp} does not divide {shard.name}'s {shard.heads} attention "
+                              f"heads per rank (Ulysses splits the heads across the group)")
         for row in base.rows:
             owner = ROLE_OF.get(row.stage)
             if row.stage == S.REWARD:
@@ -543,6 +566,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
                 continue
             t = row.seconds + _layout_comm(row.stage, row, base.shape, pp_shard(shard, pp), wl, lay, prof)
             tr = _mem_sub(row.breakdown, base.persistent)
+            if lay.sp > 1 and row.stage in PIPELINED:   # Ulysses: a rank keeps its 1/sp of each sequence's tokens
+                tr = replace(tr, activations=int(tr.activations / lay.sp))
             if pp > 1 and row.stage in PIPELINED:   # 1F1B: the bubble in time, p micro-batches' activations held
                 m = pipeline_micro_batches(wl, rset.dp, row.stage)
                 t *= pipeline_bubble(m, pp)

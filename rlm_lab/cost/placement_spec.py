@@ -92,7 +92,10 @@ class ResourceSet:
     must reshard into a generation layout (``gen_tp``; pipeline-parallel generation is not priced). ``shard``
     (hybrid sharding: PyTorch FSDP's HYBRID_SHARD, verl's ``fsdp_config.fsdp_size``): ZeRO shards the training
     state over groups of ``shard`` data-parallel ranks, replicated across the groups (0: over all ``dp``); it must
-    divide ``dp``.
+    divide ``dp``. ``sp``: Ulysses sequence parallelism (DeepSpeed-Ulysses, arXiv 2309.14509; verl's
+    ``ulysses_sequence_parallel_size``): groups of ``sp`` of the data-parallel ranks split every sequence's tokens
+    and exchange them by all-to-all around attention; ZeRO still shards over all ``dp`` ranks (verl's FSDP mesh);
+    it must divide ``dp``.
     """
 
     name: str
@@ -105,6 +108,7 @@ class ResourceSet:
     ep: int = 1
     pp: int = 1
     shard: int = 0
+    sp: int = 1
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -123,6 +127,9 @@ class ResourceSet:
                                  f"{self.dp * self.tp * self.pp} does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+        if not isinstance(self.sp, int) or isinstance(self.sp, bool) or self.sp < 1 or self.dp % self.sp:
+            raise PlacementError(f"set {self.name!r}: sp={self.sp!r} must be an integer >= 1 dividing its "
+                                 f"data-parallel size {self.dp}")
         if (not isinstance(self.shard, int) or isinstance(self.shard, bool) or self.shard < 0
                 or (self.shard and self.dp % self.shard)):
             raise PlacementError(f"set {self.name!r}: shard={self.shard!r} must be 0 (all data-parallel ranks) or an "
@@ -297,7 +304,7 @@ class Placement:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
                 **({"sync_path": self.sync_path} if self.sync_path != "bucketed" else {}),
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard, sp=s.sp) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
@@ -308,6 +315,7 @@ class Placement:
                 + (f" ep{s.ep}" if s.ep > 1 else "")
             lay += f" zero{s.zero}" if s.zero else ""
             lay += f" shard{s.shard}" if s.shard and s.shard < s.dp else ""
+            lay += f" sp{s.sp}" if s.sp > 1 else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
@@ -327,7 +335,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard", "sp"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):
