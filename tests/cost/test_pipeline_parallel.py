@@ -138,3 +138,16 @@ def test_pp_prices_a_stage_share_with_the_bubble_and_holds_more_activations():
     # 1F1B holds min(p, m) micro-batches of its quarter of the layers: about one micro-batch of all of them
     assert st4.memory.activations > 0.6 * st1.memory.activations
     assert c.devices == 8
+
+
+def test_advise_tries_pp_hsdp_and_ulysses_only_when_asked():
+    from rlm_lab.cost.advise import advise
+
+    wl = dict(prompts=16, group_size=4, prompt_len=128, response=128, precision="bf16-mixed")
+    c = Cluster(16, "gpu", 80, devices_per_node=8)
+    plain = advise(QWEN_7B, "dapo", wl, c, "h100-sxm", modes=("sync",), max_tp=2)
+    wide = advise(QWEN_7B, "dapo", wl, c, "h100-sxm", modes=("sync",), max_tp=2, max_pp=2, hsdp=True, max_sp=2)
+    seen = lambda adv, word: any(word in p.placement.describe() for p in adv.ranked)   # noqa: E731
+    assert not any(seen(plain, w) for w in (" pp2", " shard", " sp2"))
+    assert wide.ranked[0].step_s <= plain.ranked[0].step_s * (1 + 1e-9)      # more layouts: never a slower best
+    assert seen(wide, " pp2") or seen(wide, " shard") or seen(wide, " sp2")
