@@ -83,6 +83,7 @@ from .offload import resident, transfer_seconds
 from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
+from .straggler import straggler_factor
 from .workload import Algorithm, Workload, algorithm, workload_from_dict
 
 S = Stage
@@ -346,6 +347,19 @@ PIPELINED = (S.OLD_LOGPROB, S.REF_LOGPROB, S.VALUES, S.ACTOR_FORWARD, S.ACTOR_BA
 TRAIN_STAGES = (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.CRITIC_UPDATE)
 
 
+def _straggler(pr, rset, stage) -> float:
+    """The straggler factor (straggler.py) of one stage on a set whose sequences are dealt as drawn: dp / sp data
+    groups (each pipeline and Ulysses group shares its sequences), each with its share of a mini-batch (an update's
+    stages) or of the whole batch (forward-only stages)."""
+    wl = pr.wl
+    groups = max(1, rset.dp // rset.sp)
+    per = wl.n // (wl.minibatches if stage in TRAIN_STAGES else 1)
+    key = ("straggler", groups, per)
+    if key not in pr._cache:
+        pr._cache[key] = straggler_factor(wl.response, groups, max(1, per // groups), prompt_len=wl.prompt_len)
+    return pr._cache[key]
+
+
 def pipeline_micro_batches(wl, dp: int, stage) -> int:
     """Micro-batches per pipeline per pass: of a mini-batch for the update's stages, of the whole batch for the
     forward-only ones (each of ``wl.micro`` sequences, the batch split over ``dp`` pipelines)."""
@@ -566,6 +580,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
                 continue
             t = row.seconds + _layout_comm(row.stage, row, base.shape, pp_shard(shard, pp), wl, lay, prof)
             tr = _mem_sub(row.breakdown, base.persistent)
+            if rset.balance == "drawn" and row.stage in PIPELINED and not hybrid_gen:
+                t *= _straggler(pr, rset, row.stage)      # each step waits for the data group with the most tokens
             if lay.sp > 1 and row.stage in PIPELINED:   # Ulysses: a rank keeps its 1/sp of each sequence's tokens
                 tr = replace(tr, activations=int(tr.activations / lay.sp))
             if pp > 1 and row.stage in PIPELINED:   # 1F1B: the bubble in time, p micro-batches' activations held

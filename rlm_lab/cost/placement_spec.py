@@ -34,6 +34,7 @@ ROLES = ("actor", "rollout", "reference", "critic", "reward")
 KINDS = ("cpu", "gpu")
 SYNCS = ("none", "collective", "object_store")
 SYNC_PATHS = ("bucketed", "per_tensor")
+BALANCES = ("tokens", "drawn")
 
 
 class PlacementError(RlmLabError, ValueError):
@@ -95,7 +96,10 @@ class ResourceSet:
     divide ``dp``. ``sp``: Ulysses sequence parallelism (DeepSpeed-Ulysses, arXiv 2309.14509; verl's
     ``ulysses_sequence_parallel_size``): groups of ``sp`` of the data-parallel ranks split every sequence's tokens
     and exchange them by all-to-all around attention; ZeRO still shards over all ``dp`` ranks (verl's FSDP mesh);
-    it must divide ``dp``.
+    it must divide ``dp``. ``balance`` (:data:`BALANCES`): how the framework deals a mini-batch's sequences to the
+    data-parallel groups: ``tokens`` (balanced by tokens per step: every rank's share equal, the mean) or
+    ``drawn`` (as they come: each optimizer step waits for the group with the most tokens;
+    :mod:`rlm_lab.cost.straggler`; verl's ``balance_batch`` balances the whole batch, not each mini-batch).
     """
 
     name: str
@@ -109,6 +113,7 @@ class ResourceSet:
     pp: int = 1
     shard: int = 0
     sp: int = 1
+    balance: str = "tokens"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -127,6 +132,9 @@ class ResourceSet:
                                  f"{self.dp * self.tp * self.pp} does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+        if self.balance not in BALANCES:
+            raise PlacementError(f"set {self.name!r}: balance must be one of {', '.join(BALANCES)}, "
+                                 f"got {self.balance!r}")
         if not isinstance(self.sp, int) or isinstance(self.sp, bool) or self.sp < 1 or self.dp % self.sp:
             raise PlacementError(f"set {self.name!r}: sp={self.sp!r} must be an integer >= 1 dividing its "
                                  f"data-parallel size {self.dp}")
@@ -304,7 +312,8 @@ class Placement:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
                 **({"sync_path": self.sync_path} if self.sync_path != "bucketed" else {}),
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard, sp=s.sp) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard, sp=s.sp,
+                              **({"balance": s.balance} if s.balance != "tokens" else {})) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
@@ -316,6 +325,7 @@ class Placement:
             lay += f" zero{s.zero}" if s.zero else ""
             lay += f" shard{s.shard}" if s.shard and s.shard < s.dp else ""
             lay += f" sp{s.sp}" if s.sp > 1 else ""
+            lay += " drawn" if s.balance == "drawn" else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
@@ -335,7 +345,7 @@ def placement_from_dict(d: Mapping) -> Placement:
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard", "sp"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard", "sp", "balance"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):

@@ -42,3 +42,33 @@ def test_fewer_fuller_ranks_straggle_less():
     half = straggler_factor(lengths, 16, 32, prompt_len=256)    # the same mini-batch over 16 ranks
     assert wide > half > 1.0
     assert straggler_factor(lengths, 32, 16) > wide             # the prompt dilutes the tail
+
+
+def test_a_set_dealing_sequences_as_drawn_pays_the_straggler():
+    from pathlib import Path
+
+    from rlm_lab.cost import load_profile
+    from rlm_lab.cost.placement import predict_placement
+    from rlm_lab.cost.placement_spec import Cluster, Placement, PlacementError, ResourceSet
+    from rlm_lab.stages import Stage as S
+
+    qwen = str(Path(__file__).resolve().parents[2] / "configs/models/qwen2.5-7b.config.json")
+    wl = dict(prompts=32, group_size=8, prompt_len=64, minibatches=2, micro_batch=2, precision="bf16-mixed",
+              response={"kind": "lognormal", "median": 300, "sigma": 0.8, "min": 1, "max": 4096})
+
+    def train(balance, sp=1):
+        sets = (ResourceSet("rollout", 8, "gpu", dp=8),
+                ResourceSet("train", 8, "gpu", dp=8, zero=3, balance=balance, sp=sp))
+        p = Placement("d", sets, {"actor": "train", "rollout": "rollout"}, sync="collective")
+        pp = predict_placement(p, qwen, "dapo", wl, load_profile("h100-sxm"), Cluster(16, "gpu", 80))
+        return next(s for s in pp.sets if s.name == "train")
+
+    even, drawn = train("tokens"), train("drawn")
+    lengths = ResponseLengths(**wl["response"])
+    f = straggler_factor(lengths, 8, 128 // 8, prompt_len=64)          # a mini-batch of 128 over 8 groups
+    assert drawn.stages[S.ACTOR_BACKWARD] == pytest.approx(f * even.stages[S.ACTOR_BACKWARD], rel=1e-9)
+    assert drawn.stages[S.OPTIMIZER] == pytest.approx(even.stages[S.OPTIMIZER])
+    # Ulysses groups of 4 leave 2 data groups, each with more sequences: a smaller factor
+    assert train("drawn", sp=4).stages[S.ACTOR_BACKWARD] / train("tokens", sp=4).stages[S.ACTOR_BACKWARD] < f
+    with pytest.raises(PlacementError, match="balance"):
+        ResourceSet("t", 2, "gpu", dp=2, balance="fair")
