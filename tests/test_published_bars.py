@@ -142,3 +142,24 @@ def test_the_command_prints_the_bars_of_the_committed_record():
     assert d["decisive"] < d["ratios"]                          # some validation ratios lie within the band
     assert rep["bars"]["gain"]["cases"] == sum(r["quantity"] == "speedup" and r["split"] == "validation"
                                                and r["error_value"] is not None for r in rep["rows"])
+
+
+def test_the_record_keeps_the_bars_and_its_history_carries_them(tmp_path, monkeypatch):
+    import json
+
+    from rlm_lab.validate import published_predict as PP
+    from rlm_lab.validate import published_report as R
+    from rlm_lab.validate.published import load_published
+
+    outs = R.record_outcomes()
+    monkeypatch.setattr(R, "predict_all", lambda registry, values=None: outs)    # the committed predictions
+    path = tmp_path / "validation.json"
+    old = json.loads(R.RECORD.read_text())
+    path.write_text(json.dumps(dict(old, registry_sha256="0" * 64, bars={"gain_median": 0.5})))
+    R.write_record(load_published(), PP.load_fit(), path)
+    new = json.loads(path.read_text())
+    live = B.judge([o for o in outs if o.case.split == "validation"])
+    assert new["bars"]["gain_median"] == pytest.approx(live["gain"]["value"])
+    assert new["bars"]["direction_decisive"] == live["direction"]["decisive"]
+    assert new["bars"]["constant_right"] == live["direction"]["constant_right"]
+    assert new["history"][-1]["bars"] == {"gain_median": 0.5}                  # the earlier record's, as it said

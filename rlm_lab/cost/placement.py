@@ -103,6 +103,15 @@ ASSUMED_TP = ("tensor parallelism: a rank runs its shard of heads, MLP and vocab
 ASSUMED_BUCKET = (f"weight sync: an NCCL broadcast in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one latency per "
                   f"bucket, after the trainer's ZeRO-3 all-gather (not overlapped)")
 ASSUMED_OBJECT_STORE = "object-store sync moves the bytes twice (put, then get)"
+ASSUMED_PP = ("pipeline parallelism: 1F1B with equal stages (the heaviest, with embedding and head, priced), bubble "
+              "(m + p - 1) / m, min(p, m) micro-batches of activations held; the stages' point-to-point sends ignored")
+ASSUMED_SP = ("Ulysses: each rank runs 1/sp of every sequence's tokens (the group's compute evenly split), two "
+              "all-to-alls per layer and pass; the sp times more, smaller calls' launch overheads not counted")
+ASSUMED_HSDP = "hybrid sharding: ZeRO-3 inside each shard group, one gradient all-reduce across the groups per step"
+ASSUMED_DRAWN = ("sequences dealt to the data groups as drawn: each step waits for the group with the most tokens "
+                 "(a seeded Monte-Carlo over the length distribution, cost/straggler.py)")
+ASSUMED_PER_TENSOR = ("weight sync per tensor: one gather and one broadcast latency per parameter tensor; the "
+                      "framework's own per-tensor work (casts, the engine's load call) not counted")
 ASSUMED_EP = ("expert parallelism: experts balanced over the ep ranks (no routing imbalance), a dispatch and a combine "
               "all-to-all per MoE layer per pass")
 ASSUMED_ENGINE = ("continuous engine: vLLM's defaults for max_num_seqs and max_num_batched_tokens on this device "
@@ -721,7 +730,13 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_EP, any(s.ep > 1 for s in placement.sets)),
         (ASSUMED_ENGINE, wl.engine == "continuous"),
         (ASSUMED_SLEEP, wl.engine == "continuous" and placement.reshard),
-        (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
+        (ASSUMED_BUCKET, sync_bytes > 0 and placement.sync_path == "bucketed"),
+        (ASSUMED_PER_TENSOR, sync_bytes > 0 and placement.sync_path == "per_tensor"),
+        (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
+        (ASSUMED_PP, any(s.pp > 1 for s in placement.sets)),
+        (ASSUMED_SP, any(s.sp > 1 for s in placement.sets)),
+        (ASSUMED_HSDP, any(0 < s.shard < s.dp for s in placement.sets)),
+        (ASSUMED_DRAWN, any(s.balance == "drawn" for s in placement.sets)),
         (offload_note(wl.offload), bool(wl.offload)))
         if used)
     roll = placement.set_of("rollout")
