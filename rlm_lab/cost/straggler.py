@@ -3,13 +3,15 @@ that holds the most tokens, so a step over long-tailed sequences costs the **max
 
     straggler_factor(lengths, dp=32, per_rank=16)      # E[max_r load_r] / E[load_r] >= 1
 
-Why it matters for asynchrony (issue 39, the per-stage comparison against verl's fully-async page,
+What it does and does not explain (issue 39, the per-stage comparison against verl's fully-async page,
 https://verl.readthedocs.io/en/latest/advance/fully_async.html): a synchronous colocated trainer on N devices
-splits each mini-batch over N / sp data-parallel ranks; an asynchronous split trains on N / 2 devices, so each
-rank holds twice the sequences and the maximum over fewer, fuller ranks is closer to the mean. The mean-based
-step (what :mod:`rlm_lab.cost.predict` prices) scales as 1 / N; with the straggler it scales as
-straggler_factor(N) / N, less than linearly, which is what the page's update_actor column shows from 64 to 128
-devices (133 s to 114 s for the same batch).
+splits each mini-batch over N / sp data groups, an asynchronous split's trainer over N / (2 sp), and the maximum over
+fewer, fuller groups is closer to the mean, so a trainer scales less than linearly with its devices (the page's
+update_actor column: 133 s on 64 devices, 114 s on 128). It is **not** what under-values asynchrony there: priced on
+both sides of those rows it lengthens the synchronous step's update more than the split's, and the predicted
+speed-up falls. It is priced only where a resource set says its sequences are dealt as drawn
+(``placement_spec.ResourceSet.balance``): frameworks differ (verl's ``trainer.balance_batch`` balances the whole
+batch's tokens across ranks, not each mini-batch's; a fixed packed micro-batch, as prime-rl's, is balanced).
 
 Mechanism and sources: FSDP / ZeRO reduce-scatter the gradients of each micro-batch across the data-parallel group
 (ZeRO arXiv 1910.02054 Sec. 5; PyTorch FSDP arXiv 2304.11277 Sec. 3), so the optimizer step of a mini-batch starts
