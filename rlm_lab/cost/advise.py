@@ -130,21 +130,54 @@ def _ep_ok(pr, ep: int) -> bool:
     return ep == 1 or (pr.spec.moe_layers > 0 and pr.spec.experts % ep == 0)
 
 
-def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int, max_ep: int = 8):
+def _layouts(pr, name: str, devices: int, kind: str, roles: tuple, max_tp: int, max_ep: int = 8, max_pp: int = 1,
+             node: int | None = None, max_sp: int = 1):
     """(ResourceSet, reshard) options for one set: tp x ep x zero, plus the hybrid engine for actor + rollout.
     A layout with more data-parallel ranks than the step has sequences is left out: a rank with no sequence
-    (what `rlm-lab predict` refuses for the same shape)."""
+    (what `rlm-lab predict` refuses for the same shape). Beyond them, for a set that trains: pipeline stages pp up
+    to ``max_pp`` (Megatron's layout: ZeRO-1, resharded into a generation layout when the set also generates),
+    hybrid sharding inside a node of ``node`` devices (``node`` None: not tried) and Ulysses groups up to
+    ``max_sp``, each for ZeRO-3 layouts."""
     trains = "actor" in roles or "critic" in roles
     n = pr.wl.n
     tps = [t for t in TPS if t <= max_tp and devices % t == 0 and devices // t <= n and _tp_ok(pr, t)]
+    generates = "actor" in roles and "rollout" in roles
     for tp in tps:
         dp = devices // tp
         for ep in (e for e in EPS if e <= max_ep and dp % e == 0 and _ep_ok(pr, e)):
             for zero in ((0, 3) if trains and dp > 1 else (0,)):
                 yield ResourceSet(name, devices, kind, dp=dp, tp=tp, zero=zero, ep=ep), False
-    if "actor" in roles and "rollout" in roles and 1 < devices <= n:
+                if zero == 3 and not generates and "rollout" not in roles:
+                    yield from _zero3_variants(pr, name, devices, kind, dp, tp, ep, node, max_sp, 0, False)
+        for pp in (q for q in PPS if q <= max_pp and trains and devices % (tp * q) == 0
+                   and pr.spec.layers >= q):
+            dpp = devices // (tp * pp)
+            if generates:
+                for tg in tps:
+                    yield ResourceSet(name, devices, kind, dp=dpp, tp=tp, pp=pp, zero=1 if dpp > 1 else 0,
+                                      gen_tp=tg), True
+            elif "rollout" not in roles:
+                yield ResourceSet(name, devices, kind, dp=dpp, tp=tp, pp=pp, zero=1 if dpp > 1 else 0), False
+    if generates and 1 < devices <= n:
         for tg in tps:
             yield ResourceSet(name, devices, kind, dp=devices, tp=1, zero=3, gen_tp=tg), True
+            yield from _zero3_variants(pr, name, devices, kind, devices, 1, 1, node, max_sp, tg, True)
+
+
+PPS = (2, 4, 8)   # pipeline-parallel sizes tried (up to --max-pp)
+SPS = (2, 4, 8)   # Ulysses sizes tried (up to --max-sp)
+
+
+def _zero3_variants(pr, name, devices, kind, dp, tp, ep, node, max_sp, gen_tp, reshard):
+    """A ZeRO-3 layout's HSDP (a shard group of one node's ranks) and Ulysses (sp) variants."""
+    shards = [0] + ([node // tp] if node and node % tp == 0 and 1 < node // tp < dp and dp % (node // tp) == 0
+                    else [])
+    sps = [1] + [q for q in SPS if q <= max_sp and dp % q == 0 and (pr.spec.heads // tp) % q == 0]
+    for shard in shards:
+        for sp in sps:
+            if shard or sp > 1:
+                yield ResourceSet(name, devices, kind, dp=dp, tp=tp, zero=3, ep=ep, shard=shard, sp=sp,
+                                  gen_tp=gen_tp), reshard
 
 
 @dataclass
@@ -174,7 +207,7 @@ def rank_key(pp: PlacementPrediction) -> tuple:
 
 def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profile="h100-sxm", max_tp: int = 8,
            lora=None, critic=None, reward_model=None, beta=None, modes=("sync",), eta=None,
-           max_ep: int = 8) -> Advice:
+           max_ep: int = 8, max_pp: int = 1, hsdp: bool = False, max_sp: int = 1) -> Advice:
     """Enumerate, price and rank placements x modes (module docstring). ``modes``: execution modes to rank
     (modes.MODES); ``eta``: the staleness bound of ``stale`` (default 2) and ``async`` (default unbounded).
     Raises RlmLabError when nothing fits."""
@@ -184,7 +217,7 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
         cluster = Cluster(cluster)
     if not isinstance(cluster, Cluster):
         raise RlmLabError(f"advise needs a Cluster or a device count, got {cluster!r}")
-    for name, v in (("max_tp", max_tp), ("max_ep", max_ep)):
+    for name, v in (("max_tp", max_tp), ("max_ep", max_ep), ("max_pp", max_pp), ("max_sp", max_sp)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise RlmLabError(f"{name} must be an integer >= 1, got {v!r}")
     if isinstance(modes, str):
@@ -234,7 +267,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
                 key = (group, devices, start % per_node if per_node else 0)   # what node boundaries it crosses
                 if key not in best_layout:
                     best = None
-                    for rset, hy in _layouts(pr, name, devices, cluster.kind, group, max_tp, max_ep):
+                    for rset, hy in _layouts(pr, name, devices, cluster.kind, group, max_tp, max_ep, max_pp,
+                                             per_node if hsdp else None, max_sp):
                         sc, r_s, _ = set_cost(pr, rset, group, hy, lora, capacity, topo, start)
                         if sc.fits and (best is None or sc.busy_s + r_s < best[0]):
                             best = (sc.busy_s + r_s, rset, hy)
@@ -390,6 +424,9 @@ def register(subparsers) -> None:
     p.add_argument("--response-len", type=int, help="fixed response length")
     p.add_argument("--max-tp", type=int, default=8, help="largest tensor-parallel size tried (default 8)")
     p.add_argument("--max-ep", type=int, default=8, help="largest expert-parallel size tried, MoE models (default 8)")
+    p.add_argument("--max-pp", type=int, default=1, help="largest pipeline-parallel size tried (default 1: none)")
+    p.add_argument("--max-sp", type=int, default=1, help="largest Ulysses sequence-parallel size tried (default 1)")
+    p.add_argument("--hsdp", action="store_true", help="also try ZeRO-3 sharded inside a node (HSDP)")
     p.add_argument("--mode", default="sync",
                    help=f"modes to rank, comma-separated, or all: {MODE_HELP} (default sync)")
     p.add_argument("--eta", type=int, help="staleness bound of stale (default 2) and async (default unbounded)")
@@ -468,7 +505,8 @@ def run(args) -> int:
                           "8-token prompts, is no run's)")
     adv = advise(cfg["model"], cfg["algorithm"], wl, cluster, prof,
                  max_tp=args.max_tp, lora=cfg.get("lora"), critic=cfg.get("critic"),
-                 reward_model=cfg.get("reward_model"), beta=cfg.get("beta"), modes=modes, eta=eta, max_ep=args.max_ep)
+                 reward_model=cfg.get("reward_model"), beta=cfg.get("beta"), modes=modes, eta=eta, max_ep=args.max_ep,
+                 max_pp=args.max_pp, hsdp=args.hsdp, max_sp=args.max_sp)
     if args.json:
         from ..records.files import json_text
 

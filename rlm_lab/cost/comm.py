@@ -101,7 +101,10 @@ class Layout:
     """Where one prediction's ranks sit and what memory its devices have (placement.py builds one per set):
     tensor- and expert-parallel sizes, the nodes the tensor-, expert- and data-parallel groups span, the device
     capacity (None: the profile's) and the bytes other models hold on a device while the engine generates
-    (None: the prediction's own persistent state)."""
+    (None: the prediction's own persistent state). ``shard`` (hybrid sharding, PyTorch FSDP's HYBRID_SHARD and
+    verl's ``fsdp_size``, arXiv 2304.11277 Sec. 3.2): the training state is sharded inside groups of ``shard``
+    data-parallel ranks and replicated across the groups, so the gathers stay inside a group (inside a node when it
+    fits one) and the gradients are all-reduced across the replicas once per optimizer step."""
 
     tp: int = 1
     ep: int = 1
@@ -110,6 +113,10 @@ class Layout:
     dp_nodes: int = 1
     capacity: float | None = None
     held: float | None = None
+    shard: int = 0           # HSDP: ZeRO shards over groups of this many data-parallel ranks (0: all of them)
+    shard_nodes: int = 1     # the nodes one shard group spans
+    sp: int = 1              # Ulysses sequence parallelism: ranks that split each sequence's tokens
+    sp_nodes: int = 1        # the nodes one sequence-parallel group spans
 
 
 def layer_comm_time(spec, tokens: float, profile, layout: Layout, dtype_bytes: int = 2) -> float:

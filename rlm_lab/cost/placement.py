@@ -83,6 +83,7 @@ from .offload import resident, transfer_seconds
 from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
+from .straggler import straggler_factor
 from .workload import Algorithm, Workload, algorithm, workload_from_dict
 
 S = Stage
@@ -102,6 +103,15 @@ ASSUMED_TP = ("tensor parallelism: a rank runs its shard of heads, MLP and vocab
 ASSUMED_BUCKET = (f"weight sync: an NCCL broadcast in buckets of {BUCKET_BYTES // 2 ** 20} MiB, one latency per "
                   f"bucket, after the trainer's ZeRO-3 all-gather (not overlapped)")
 ASSUMED_OBJECT_STORE = "object-store sync moves the bytes twice (put, then get)"
+ASSUMED_PP = ("pipeline parallelism: 1F1B with equal stages (the heaviest, with embedding and head, priced), bubble "
+              "(m + p - 1) / m, min(p, m) micro-batches of activations held; the stages' point-to-point sends ignored")
+ASSUMED_SP = ("Ulysses: each rank runs 1/sp of every sequence's tokens (the group's compute evenly split), two "
+              "all-to-alls per layer and pass; the sp times more, smaller calls' launch overheads not counted")
+ASSUMED_HSDP = "hybrid sharding: ZeRO-3 inside each shard group, one gradient all-reduce across the groups per step"
+ASSUMED_DRAWN = ("sequences dealt to the data groups as drawn: each step waits for the group with the most tokens "
+                 "(a seeded Monte-Carlo over the length distribution, cost/straggler.py)")
+ASSUMED_PER_TENSOR = ("weight sync per tensor: one gather and one broadcast latency per parameter tensor; the "
+                      "framework's own per-tensor work (casts, the engine's load call) not counted")
 ASSUMED_EP = ("expert parallelism: experts balanced over the ep ranks (no routing imbalance), a dispatch and a combine "
               "all-to-all per MoE layer per pass")
 ASSUMED_ENGINE = ("continuous engine: vLLM's defaults for max_num_seqs and max_num_batched_tokens on this device "
@@ -314,6 +324,58 @@ def ep_shard(spec, ep: int):
     return replace(spec, name=f"{spec.name}/ep{ep}", experts=spec.experts // ep)
 
 
+def pp_shard(spec, pp: int):
+    """One pipeline stage's share of a model (Megatron-LM's pipeline parallelism, arXiv 2104.04473 Sec. 2.2):
+    ceil(L / pp) layers (and of them MoE layers); the embedding and the head are kept on the share, so it prices the
+    heaviest stage (the first holds the embedding, the last the head and the logits: counting both over-states a
+    70B Llama stage by about 6 %)."""
+    if pp == 1:
+        return spec
+    if spec.layers < pp:
+        raise RlmLabError(f"pp={pp} exceeds {spec.name}'s {spec.layers} layers")
+    return replace(spec, name=f"{spec.name}/pp{pp}", layers=-(-spec.layers // pp),
+                   moe_layers=-(-spec.moe_layers // pp) if spec.moe_layers else 0)
+
+
+def pipeline_bubble(micro_batches: int, pp: int) -> float:
+    """The 1F1B schedule's time over its work: (m + p - 1) / m for m micro-batches through p stages (the bubble
+    fraction of the step is (p - 1) / (m + p - 1); Megatron-LM arXiv 2104.04473 Sec. 2.2.1, GPipe arXiv 1811.06965)."""
+    if micro_batches < 1 or pp < 1:
+        raise RlmLabError(f"pipeline_bubble needs m >= 1 and p >= 1, got m={micro_batches}, p={pp}")
+    return (micro_batches + pp - 1) / micro_batches
+
+
+def pipeline_in_flight(micro_batches: int, pp: int) -> int:
+    """Micro-batches whose activations the first stage holds at once under 1F1B: min(p, m) (arXiv 2104.04473
+    Sec. 2.2.1): a stage of L / p layers then holds about one whole micro-batch's activations of all L layers."""
+    return max(1, min(pp, micro_batches))
+
+
+# stages a pipeline-parallel set runs through its stages (forward passes and updates; not generation)
+PIPELINED = (S.OLD_LOGPROB, S.REF_LOGPROB, S.VALUES, S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.CRITIC_UPDATE, S.REWARD)
+TRAIN_STAGES = (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.CRITIC_UPDATE)
+
+
+def _straggler(pr, rset, stage) -> float:
+    """The straggler factor (straggler.py) of one stage on a set whose sequences are dealt as drawn: dp / sp data
+    groups (each pipeline and Ulysses group shares its sequences), each with its share of a mini-batch (an update's
+    stages) or of the whole batch (forward-only stages)."""
+    wl = pr.wl
+    groups = max(1, rset.dp // rset.sp)
+    per = wl.n // (wl.minibatches if stage in TRAIN_STAGES else 1)
+    key = ("straggler", groups, per)
+    if key not in pr._cache:
+        pr._cache[key] = straggler_factor(wl.response, groups, max(1, per // groups), prompt_len=wl.prompt_len)
+    return pr._cache[key]
+
+
+def pipeline_micro_batches(wl, dp: int, stage) -> int:
+    """Micro-batches per pipeline per pass: of a mini-batch for the update's stages, of the whole batch for the
+    forward-only ones (each of ``wl.micro`` sequences, the batch split over ``dp`` pipelines)."""
+    per = wl.n // (wl.minibatches if stage in TRAIN_STAGES else 1)
+    return max(1, -(-per // (dp * wl.micro)))
+
+
 class _Predictor:
     """Caches one :func:`predict` per (dp, zero, LoRA, tp, ep, layout) so that the advisor can price thousands of
     placements of the same model and workload."""
@@ -328,17 +390,18 @@ class _Predictor:
         self.critic_spec, self.rm_spec = scalar_head(self.critic_base), scalar_head(self.rm_base)
         self._cache: dict = {}
 
-    def specs(self, tp: int, ep: int = 1):
-        """(actor, critic, reward model) specs of one tensor- and expert-parallel rank."""
-        return (ep_shard(tp_shard(self.spec, tp), ep), scalar_head(ep_shard(tp_shard(self.critic_base, tp), ep)),
-                scalar_head(ep_shard(tp_shard(self.rm_base, tp), ep)))
+    def specs(self, tp: int, ep: int = 1, pp: int = 1):
+        """(actor, critic, reward model) specs of one tensor-, expert- and pipeline-parallel rank."""
+        return tuple(s if i == 0 else scalar_head(s) for i, s in enumerate(
+            pp_shard(ep_shard(tp_shard(m, tp), ep), pp) for m in (self.spec, self.critic_base, self.rm_base)))
 
-    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None):
+    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None, pp: int = 1):
         layout = layout or Layout(tp=tp, ep=ep)
-        key = (dp, zero, lora, tp, ep, layout)
+        key = (dp, zero, lora, tp, ep, layout, pp)
         if key not in self._cache:
             wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
-            actor, critic, rm = (ep_shard(tp_shard(m, tp), ep) for m in (self.spec, self.critic_base, self.rm_base))
+            actor, critic, rm = (pp_shard(ep_shard(tp_shard(m, tp), ep), pp)
+                                 for m in (self.spec, self.critic_base, self.rm_base))
             self._cache[key] = predict(actor, self.alg, wl, self.prof, critic=critic, reward_model=rm, lora=lora,
                                        layout=layout)
         return self._cache[key]
@@ -348,7 +411,8 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
     """Tensor- and expert-parallel collectives of one stage row (comm.layer_comm_time per pass: one pass per
     forward or backward call, two for the critic's update); a continuous engine's decode and prefill price theirs
     inside the engine."""
-    if (layout.tp <= 1 and layout.ep <= 1) or stage in (S.OPTIMIZER, S.ADVANTAGE) or row.model == "verifier":
+    if (layout.tp <= 1 and layout.ep <= 1 and layout.sp <= 1) or stage in (S.OPTIMIZER, S.ADVANTAGE) \
+            or row.model == "verifier":
         return 0.0
     if stage in (S.PREFILL, S.DECODE) and wl.engine == "continuous":
         return 0.0
@@ -359,14 +423,31 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
     else:
         tokens = shape["m"] * shape["seq"]
     passes = 2 if stage == S.CRITIC_UPDATE else 1
-    return row.calls * passes * layer_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    t = row.calls * passes * layer_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    if layout.sp > 1 and stage not in (S.PREFILL, S.DECODE):
+        t += row.calls * passes * ulysses_comm_time(spec, tokens, prof, layout, wl.dtype_bytes)
+    return t
+
+
+def ulysses_comm_time(spec, tokens: float, prof, layout: Layout, dtype_bytes: int = 2) -> float:
+    """DeepSpeed-Ulysses' all-to-alls of one forward pass (arXiv 2309.14509 Sec. 3): per layer, the rank's queries,
+    keys and values (tokens / sp x (d_attn + 2 kv_dim)) scattered over heads before attention and its output
+    (tokens / sp x d_attn) gathered back after; ``tokens`` the sequence-parallel group's tokens of the call, which
+    the group's sp ranks run as sp calls of tokens / sp each (so the call's all-to-alls are sp times one rank's)."""
+    sp = layout.sp
+    local = tokens / sp
+    qkv = local * (spec.d_attn + 2 * spec.kv_dim) * dtype_bytes
+    out = local * spec.d_attn * dtype_bytes
+    per_layer = (collective_time("all_to_all", qkv, sp, prof, layout.sp_nodes)
+                 + collective_time("all_to_all", out, sp, prof, layout.sp_nodes))
+    return sp * spec.layers * per_layer
 
 
 def _role_state(role: str, pr: _Predictor, rset, separate: bool, lora) -> M.MemoryBreakdown:
     """Persistent bytes per device of one role on its set (gradients are counted while training)."""
-    wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.dp
+    wl, db, zero, dp = pr.wl, pr.wl.dtype_bytes, rset.zero, rset.shard_size   # ZeRO's group (HSDP: the shard)
     prec = wl.precision
-    actor, critic, rm = pr.specs(rset.tp, rset.ep)
+    actor, critic, rm = pr.specs(rset.tp, rset.ep, rset.pp)
     if role in ("actor", "critic"):
         spec = actor if role == "actor" else critic
         if role == "actor" and lora:
@@ -396,10 +477,10 @@ def _lora_actor(pr: _Predictor, spec, dp: int, zero: int, lora) -> M.MemoryBreak
 
 
 def _grads(role: str, pr: _Predictor, rset, lora) -> int:
-    actor, critic, _ = pr.specs(rset.tp, rset.ep)
+    actor, critic, _ = pr.specs(rset.tp, rset.ep, rset.pp)
     spec = actor if role == "actor" else critic
     n = lora_params(actor, lora) if (role == "actor" and lora) else spec.params
-    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.dp if rset.zero >= 2 else 1))
+    return int(n * M.PRECISIONS[pr.wl.precision][1] / (rset.shard_size if rset.zero >= 2 else 1))
 
 
 def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | None, tp: int | None = None,
@@ -407,11 +488,16 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
     """The Layout of a set that starts at device ``start``: its tensor-parallel groups (consecutive devices), its
     data- and expert-parallel groups (strided by tp), the nodes each spans; ``tp``/``ep`` override the set's (the
     hybrid engine's generation layout)."""
+    pp = rset.pp if tp is None else 1      # an override is a generation layout: no pipeline
     tp = tp or rset.tp
     ep = ep or rset.ep
-    dp = rset.devices // tp
+    dp = rset.devices // (tp * pp)
+    shard = rset.shard if pp == rset.pp and tp == rset.tp and 0 < rset.shard < dp else 0   # training layout only
+    sp = rset.sp if pp == rset.pp and tp == rset.tp else 1
     return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
-                  dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held)
+                  dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held, shard=shard,
+                  shard_nodes=topo.nodes(start, shard, tp) if shard else 1, sp=sp,
+                  sp_nodes=topo.nodes(start, sp, tp))
 
 
 def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[float, float]:
@@ -422,8 +508,9 @@ def reshard_time(pr: _Predictor, rset, topo: Topology, start: int) -> tuple[floa
     prof, db = pr.prof, pr.wl.dtype_bytes
     tg, s_dev = rset.generation_tp, rset.devices
     m_bytes = pr.spec.params * db
-    group = s_dev // tg
-    gathered = m_bytes * (s_dev - tg) / (tg * s_dev)      # HybridFlow Sec. 5.4, per device
+    holders = rset.shard if 0 < rset.shard < rset.dp and rset.shard % tg == 0 else s_dev   # HSDP: its shard group
+    group = holders // tg
+    gathered = m_bytes * (holders - tg) / (tg * holders)      # HybridFlow Sec. 5.4, per device
     engine = pr.wl.engine == "continuous"
     t = 0.0
     if group > 1:
@@ -488,18 +575,30 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
         else:
             tp = rset.tp
             lay = set_layout(rset, topo, start, capacity, held if role == "rollout" else None)
-            base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay)
+            base = pr.base(rset.dp, rset.zero, lora, tp, rset.ep, lay, rset.pp)
+        pp = 1 if hybrid_gen else rset.pp
         shard = pr.specs(tp, lay.ep)[0]
+        if lay.sp > 1 and shard.heads % lay.sp:
+            raise RlmLabError(f"set {rset.name!r}: sp={lay.sp} does not divide {shard.name}'s {shard.heads} attention "
+                              f"heads per rank (Ulysses splits the heads across the group)")
         for row in base.rows:
             owner = ROLE_OF.get(row.stage)
             if row.stage == S.REWARD:
                 owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
             if owner != role:
                 continue
-            t = row.seconds + _layout_comm(row.stage, row, base.shape, shard, wl, lay, prof)  # one rank's share
+            t = row.seconds + _layout_comm(row.stage, row, base.shape, pp_shard(shard, pp), wl, lay, prof)
+            tr = _mem_sub(row.breakdown, base.persistent)
+            if rset.balance == "drawn" and row.stage in PIPELINED and not hybrid_gen:
+                t *= _straggler(pr, rset, row.stage)      # each step waits for the data group with the most tokens
+            if lay.sp > 1 and row.stage in PIPELINED:   # Ulysses: a rank keeps its 1/sp of each sequence's tokens
+                tr = replace(tr, activations=int(tr.activations / lay.sp))
+            if pp > 1 and row.stage in PIPELINED:   # 1F1B: the bubble in time, p micro-batches' activations held
+                m = pipeline_micro_batches(wl, rset.dp, row.stage)
+                t *= pipeline_bubble(m, pp)
+                tr = replace(tr, activations=int(tr.activations * pipeline_in_flight(m, pp)))
             stages[row.stage] = stages.get(row.stage, 0.0) + t
             calls[role][row.stage] = row.calls
-            tr = _mem_sub(row.breakdown, base.persistent)
             if row.stage in (S.ACTOR_FORWARD, S.ACTOR_BACKWARD, S.OPTIMIZER, S.CRITIC_UPDATE):
                 tr = replace(tr, gradients=_grads("critic" if row.stage == S.CRITIC_UPDATE else "actor",
                                                   pr, rset, lora))
@@ -557,13 +656,17 @@ def sync_time(pr: _Predictor, placement: Placement, cluster: Cluster | None, top
     else:
         raise RlmLabError(f"profile {prof.name!r} has no link_bandwidth and the cluster gives none: "
                           f"a placement with a separate rollout set needs one (cluster link_gbps)")
-    buckets = max(1, math.ceil(nbytes / BUCKET_BYTES))
+    per_tensor = placement.sync_path == "per_tensor" and placement.sync == "collective"
+    tensors = pr.spec.param_tensors
+    buckets = tensors if per_tensor else max(1, math.ceil(nbytes / BUCKET_BYTES))
     alpha = prof.collective("send_recv")["alpha_s"] + (prof.network_alpha() if cross else 0.0)
     crossings = 2 if placement.sync == "object_store" else 1
     t = crossings * nbytes / bw + buckets * alpha
     if actor_set.zero == 3 and actor_set.dp > 1 and placement.sync == "collective":
-        t += collective_time("all_gather", nbytes, actor_set.dp, prof,
-                             topo.nodes(a0, actor_set.dp, actor_set.tp))
+        group, nodes = actor_set.shard_size, topo.nodes(a0, actor_set.shard_size, actor_set.tp)
+        t += collective_time("all_gather", nbytes, group, prof, nodes)
+        if per_tensor:   # one gather per tensor (FSDP's full_tensor, parameter by parameter): its latency each
+            t += (tensors - 1) * collective_time("all_gather", 0.0, group, prof, nodes)
     return t
 
 
@@ -627,7 +730,13 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_EP, any(s.ep > 1 for s in placement.sets)),
         (ASSUMED_ENGINE, wl.engine == "continuous"),
         (ASSUMED_SLEEP, wl.engine == "continuous" and placement.reshard),
-        (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
+        (ASSUMED_BUCKET, sync_bytes > 0 and placement.sync_path == "bucketed"),
+        (ASSUMED_PER_TENSOR, sync_bytes > 0 and placement.sync_path == "per_tensor"),
+        (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
+        (ASSUMED_PP, any(s.pp > 1 for s in placement.sets)),
+        (ASSUMED_SP, any(s.sp > 1 for s in placement.sets)),
+        (ASSUMED_HSDP, any(0 < s.shard < s.dp for s in placement.sets)),
+        (ASSUMED_DRAWN, any(s.balance == "drawn" for s in placement.sets)),
         (offload_note(wl.offload), bool(wl.offload)))
         if used)
     roll = placement.set_of("rollout")

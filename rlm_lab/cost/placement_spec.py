@@ -33,6 +33,8 @@ from ..stages import MODELS_HELD
 ROLES = ("actor", "rollout", "reference", "critic", "reward")
 KINDS = ("cpu", "gpu")
 SYNCS = ("none", "collective", "object_store")
+SYNC_PATHS = ("bucketed", "per_tensor")
+BALANCES = ("tokens", "drawn")
 
 
 class PlacementError(RlmLabError, ValueError):
@@ -86,7 +88,18 @@ class ResourceSet:
     ``ep`` (MoE models): expert parallelism, the experts split over ``ep`` of the data-parallel ranks (each rank
     holds E / ep experts; tokens travel to their experts by all-to-all: Megatron-Core's expert parallel group
     inside the data-parallel group, https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/
-    moe.html); it must divide ``dp``.
+    moe.html); it must divide ``dp``. ``pp``: pipeline-parallel stages (Megatron-LM's 1F1B schedule, arXiv
+    2104.04473 Sec. 2.2): each device holds L / pp layers; dp x tp x pp = devices. A set that generates with pp > 1
+    must reshard into a generation layout (``gen_tp``; pipeline-parallel generation is not priced). ``shard``
+    (hybrid sharding: PyTorch FSDP's HYBRID_SHARD, verl's ``fsdp_config.fsdp_size``): ZeRO shards the training
+    state over groups of ``shard`` data-parallel ranks, replicated across the groups (0: over all ``dp``); it must
+    divide ``dp``. ``sp``: Ulysses sequence parallelism (DeepSpeed-Ulysses, arXiv 2309.14509; verl's
+    ``ulysses_sequence_parallel_size``): groups of ``sp`` of the data-parallel ranks split every sequence's tokens
+    and exchange them by all-to-all around attention; ZeRO still shards over all ``dp`` ranks (verl's FSDP mesh);
+    it must divide ``dp``. ``balance`` (:data:`BALANCES`): how the framework deals a mini-batch's sequences to the
+    data-parallel groups: ``tokens`` (balanced by tokens per step: every rank's share equal, the mean) or
+    ``drawn`` (as they come: each optimizer step waits for the group with the most tokens;
+    :mod:`rlm_lab.cost.straggler`; verl's ``balance_batch`` balances the whole batch, not each mini-batch).
     """
 
     name: str
@@ -97,11 +110,15 @@ class ResourceSet:
     zero: int = 0
     gen_tp: int = 0
     ep: int = 1
+    pp: int = 1
+    shard: int = 0
+    sp: int = 1
+    balance: str = "tokens"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise PlacementError(f"a resource set needs a non-empty name, got {self.name!r}")
-        for f in ("devices", "dp", "tp"):
+        for f in ("devices", "dp", "tp", "pp"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise PlacementError(f"set {self.name!r}: {f} must be an integer > 0, got {v!r}")
@@ -109,11 +126,22 @@ class ResourceSet:
             raise PlacementError(f"set {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.zero not in (0, 1, 2, 3):
             raise PlacementError(f"set {self.name!r}: zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if self.dp * self.tp != self.devices:
-            raise PlacementError(f"set {self.name!r}: layout dp={self.dp} x tp={self.tp} = {self.dp * self.tp} "
-                                 f"does not match its {self.devices} devices")
+        if self.dp * self.tp * self.pp != self.devices:
+            pp = f" x pp={self.pp}" if self.pp > 1 else ""
+            raise PlacementError(f"set {self.name!r}: layout dp={self.dp} x tp={self.tp}{pp} = "
+                                 f"{self.dp * self.tp * self.pp} does not match its {self.devices} devices")
         if not isinstance(self.gen_tp, int) or self.gen_tp < 0 or (self.gen_tp and self.devices % self.gen_tp):
             raise PlacementError(f"set {self.name!r}: gen_tp={self.gen_tp!r} must divide its {self.devices} devices")
+        if self.balance not in BALANCES:
+            raise PlacementError(f"set {self.name!r}: balance must be one of {', '.join(BALANCES)}, "
+                                 f"got {self.balance!r}")
+        if not isinstance(self.sp, int) or isinstance(self.sp, bool) or self.sp < 1 or self.dp % self.sp:
+            raise PlacementError(f"set {self.name!r}: sp={self.sp!r} must be an integer >= 1 dividing its "
+                                 f"data-parallel size {self.dp}")
+        if (not isinstance(self.shard, int) or isinstance(self.shard, bool) or self.shard < 0
+                or (self.shard and self.dp % self.shard)):
+            raise PlacementError(f"set {self.name!r}: shard={self.shard!r} must be 0 (all data-parallel ranks) or an "
+                                 f"integer dividing its data-parallel size {self.dp}")
         if not isinstance(self.ep, int) or isinstance(self.ep, bool) or self.ep < 1 or self.dp % self.ep:
             raise PlacementError(f"set {self.name!r}: ep={self.ep!r} must be an integer >= 1 dividing its "
                                  f"data-parallel size {self.dp}")
@@ -122,13 +150,20 @@ class ResourceSet:
     def generation_tp(self) -> int:
         return self.gen_tp or self.tp
 
+    @property
+    def shard_size(self) -> int:
+        """The data-parallel ranks ZeRO shards over: ``shard``, or all ``dp``."""
+        return self.shard or self.dp
 
-def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0) -> ResourceSet:
-    """A set of ``devices`` with tensor-parallel size ``tp`` and the rest data-parallel."""
-    ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (devices, tp))
-    if ok and devices % tp:
-        raise PlacementError(f"set {name!r}: tp={tp} does not divide its {devices} devices")
-    return ResourceSet(name, devices, kind, dp=devices // tp if ok else 1, tp=tp, zero=zero, gen_tp=gen_tp)
+
+def layout(name: str, devices: int, kind: str = "cpu", tp: int = 1, zero: int = 0, gen_tp: int = 0,
+           pp: int = 1) -> ResourceSet:
+    """A set of ``devices`` with tensor-parallel size ``tp``, ``pp`` pipeline stages and the rest data-parallel."""
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (devices, tp, pp))
+    if ok and devices % (tp * pp):
+        raise PlacementError(f"set {name!r}: tp={tp} x pp={pp} does not divide its {devices} devices")
+    return ResourceSet(name, devices, kind, dp=devices // (tp * pp) if ok else 1, tp=tp, zero=zero, gen_tp=gen_tp,
+                       pp=pp)
 
 
 # ---- roles per algorithm ------------------------------------------------------------------------
@@ -157,7 +192,11 @@ class Placement:
     """Resource sets plus role -> set name. ``sync``: how the actor's weights reach the rollout role
     ("none": same weights in the same process; "collective": a torch.distributed broadcast between the sets;
     "object_store": through Ray's object store). ``reshard``: hybrid engine (one actor copy, resharded
-    between training and generation layout). ``lora``: the actor trains LoRA adapters only."""
+    between training and generation layout). ``lora``: the actor trains LoRA adapters only. ``sync_path``
+    (:data:`SYNC_PATHS`): how a collective sync moves the weights: ``bucketed`` (tensors packed into fixed-size
+    buckets, one broadcast per bucket: OpenRLHF, NeMo-RL, slime) or ``per_tensor`` (each parameter gathered from
+    the trainer's shards and broadcast on its own: verl's NCCL weight sender), so a per-tensor sync pays one
+    gather and one broadcast latency per tensor."""
 
     name: str
     sets: tuple[ResourceSet, ...]
@@ -166,6 +205,7 @@ class Placement:
     reshard: bool = False
     lora: bool = False
     meta: Mapping[str, object] = field(default_factory=dict, compare=False)
+    sync_path: str = "bucketed"
 
     def __post_init__(self):
         object.__setattr__(self, "sets", tuple(self.sets))
@@ -239,14 +279,22 @@ class Placement:
             raise PlacementError(f"{where}: sets mix device kinds {', '.join(sorted(kinds))}")
         if self.sync not in SYNCS:
             raise PlacementError(f"{where}: sync must be one of {', '.join(SYNCS)}, got {self.sync!r}")
+        if self.sync_path not in SYNC_PATHS:
+            raise PlacementError(f"{where}: sync_path must be one of {', '.join(SYNC_PATHS)}, got {self.sync_path!r}")
         if self.rollout_separate and self.sync == "none":
             raise PlacementError(f"{where}: rollout is on another set than the actor, so sync must be "
                                  f"'collective' or 'object_store', not 'none'")
         if self.reshard:
             if self.rollout_separate:
                 raise PlacementError(f"{where}: reshard (hybrid engine) needs actor and rollout on the same set")
-            if self.set_of("actor").zero != 3:
-                raise PlacementError(f"{where}: reshard needs the actor's set trained with zero=3 (FSDP)")
+            if self.set_of("actor").zero != 3 and self.set_of("actor").pp == 1:
+                raise PlacementError(f"{where}: reshard needs the actor's set trained with zero=3 (FSDP) or "
+                                     f"pipeline-parallel (Megatron, pp > 1)")
+        for st in self.sets:
+            if st.pp > 1 and "rollout" in self.roles_on(st.name) and not self.reshard:
+                raise PlacementError(f"{where}: set {st.name!r} generates with pp={st.pp}: pipeline-parallel "
+                                     f"generation is not priced; reshard into a generation layout (gen_tp) as "
+                                     f"NeMo-RL and verl do")
         if self.lora and "reference" in self.roles and self.roles["reference"] != self.roles["actor"]:
             raise PlacementError(f"{where}: with LoRA the reference is the actor with its adapter disabled; "
                                  f"place it on the actor's set")
@@ -262,19 +310,26 @@ class Placement:
     # ---- serialisation
     def to_dict(self) -> dict:
         return {"name": self.name, "sync": self.sync, "reshard": self.reshard, "lora": self.lora,
+                **({"sync_path": self.sync_path} if self.sync_path != "bucketed" else {}),
                 "sets": [dict(name=s.name, devices=s.devices, kind=s.kind, dp=s.dp, tp=s.tp, zero=s.zero,
-                              gen_tp=s.gen_tp, ep=s.ep) for s in self.sets],
+                              gen_tp=s.gen_tp, ep=s.ep, pp=s.pp, shard=s.shard, sp=s.sp,
+                              **({"balance": s.balance} if s.balance != "tokens" else {})) for s in self.sets],
                 "roles": dict(self.roles)}
 
     def describe(self) -> str:
         """One line: ``rollout[4 gpu tp2] | actor+reference[4 gpu zero3] sync=collective``."""
         parts = []
         for s in self.sets:
-            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" ep{s.ep}" if s.ep > 1 else "")
+            lay = f"{s.devices} {s.kind}" + (f" tp{s.tp}" if s.tp > 1 else "") + (f" pp{s.pp}" if s.pp > 1 else "") \
+                + (f" ep{s.ep}" if s.ep > 1 else "")
             lay += f" zero{s.zero}" if s.zero else ""
+            lay += f" shard{s.shard}" if s.shard and s.shard < s.dp else ""
+            lay += f" sp{s.sp}" if s.sp > 1 else ""
+            lay += " drawn" if s.balance == "drawn" else ""
             lay += f" gen_tp{s.gen_tp}" if s.gen_tp else ""
             parts.append(f"{'+'.join(self.roles_on(s.name))}[{lay}]")
         extra = "".join([f" sync={self.sync}" if self.sync != "none" else "",
+                         f" {self.sync_path}" if self.sync_path != "bucketed" else "",
                          " reshard" if self.reshard else "", " lora" if self.lora else ""])
         return " | ".join(parts) + extra
 
@@ -283,14 +338,14 @@ def placement_from_dict(d: Mapping) -> Placement:
     """A Placement from a config mapping (as written by ``to_dict``); malformed fields are named."""
     if not isinstance(d, Mapping):
         raise PlacementError("placement must be a mapping with sets and roles")
-    known = {"name", "sets", "roles", "sync", "reshard", "lora"}
+    known = {"name", "sets", "roles", "sync", "reshard", "lora", "sync_path"}
     extra = sorted(set(d) - known)
     if extra:
         raise PlacementError(f"unknown placement field(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
     sets = d.get("sets")
     if not isinstance(sets, (list, tuple)) or not sets:
         raise PlacementError("placement.sets must be a non-empty list of {name, devices, ...}")
-    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep"}
+    set_fields = {"name", "devices", "kind", "dp", "tp", "zero", "gen_tp", "ep", "pp", "shard", "sp", "balance"}
     built = []
     for s in sets:
         if not isinstance(s, Mapping):
@@ -301,14 +356,16 @@ def placement_from_dict(d: Mapping) -> Placement:
         if "name" not in s or "devices" not in s:
             raise PlacementError("each placement set needs a name and devices")
         s = dict(s)
-        if "dp" not in s and isinstance(s["devices"], int) and isinstance(s.get("tp", 1), int) and s.get("tp", 1) > 0:
-            s["dp"] = max(1, s["devices"] // s.get("tp", 1))
+        tp, pp = s.get("tp", 1), s.get("pp", 1)
+        if "dp" not in s and isinstance(s["devices"], int) and all(isinstance(v, int) and v > 0 for v in (tp, pp)):
+            s["dp"] = max(1, s["devices"] // (tp * pp))
         built.append(ResourceSet(**s))
     roles = d.get("roles")
     if not isinstance(roles, Mapping) or not all(isinstance(v, str) for v in roles.values()):
         raise PlacementError("placement.roles must map role names to set names")
     return Placement(name=str(d.get("name", "custom")), sets=tuple(built), roles=dict(roles),
-                     sync=d.get("sync", "none"), reshard=bool(d.get("reshard", False)), lora=bool(d.get("lora", False)))
+                     sync=d.get("sync", "none"), reshard=bool(d.get("reshard", False)), lora=bool(d.get("lora", False)),
+                     sync_path=d.get("sync_path", "bucketed"))
 
 
 # ---- named placements --------------------------------------------------------------------------
@@ -320,15 +377,20 @@ def _cluster(cluster) -> Cluster:
     raise PlacementError(f"a cluster or a device count is needed, got {cluster!r}")
 
 
-def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = False) -> Placement:
-    """Every role on one set of all devices; generate, then train (TRL's default)."""
+def colocated(cluster, algo="grpo", tp: int = 1, zero: int = 0, lora: bool = False, pp: int = 1,
+              gen_tp: int = 0) -> Placement:
+    """Every role on one set of all devices; generate, then train (TRL's default). With ``pp`` > 1 the training
+    layout is resharded into the generation layout ``gen_tp`` (default ``tp``) each step (NeMo-RL's and verl's
+    Megatron path)."""
     c = _cluster(cluster)
-    s = layout("all", c.devices, c.kind, tp=tp, zero=zero)
-    return Placement("colocated", (s,), {r: "all" for r in roles_for(algo)}, lora=lora).validate(algo, c)
+    s = layout("all", c.devices, c.kind, tp=tp, zero=zero, pp=pp, gen_tp=gen_tp if pp > 1 else 0)
+    return Placement("colocated", (s,), {r: "all" for r in roles_for(algo)}, lora=lora,
+                     reshard=pp > 1).validate(algo, c)
 
 
 def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, rollout_tp: int = 1, tp: int = 1,
-                  zero: int = 0, sync: str = "collective", lora: bool = False) -> Placement:
+                  zero: int = 0, sync: str = "collective", lora: bool = False, pp: int = 1,
+                  sync_path: str = "bucketed") -> Placement:
     """Rollout workers on one set, the trainer (and every other model) on the other; synchronous:
     generation waits for the new weights, so the weight sync is exposed."""
     c = _cluster(cluster)
@@ -337,9 +399,10 @@ def disaggregated(cluster, algo="grpo", rollout_devices: int | None = None, roll
     g = rollout_devices if rollout_devices is not None else c.devices // 2
     if not isinstance(g, int) or not 0 < g < c.devices:
         raise PlacementError(f"rollout_devices must be in 1..{c.devices - 1}, got {g!r}")
-    sets = (layout("rollout", g, c.kind, tp=rollout_tp), layout("train", c.devices - g, c.kind, tp=tp, zero=zero))
+    sets = (layout("rollout", g, c.kind, tp=rollout_tp),
+            layout("train", c.devices - g, c.kind, tp=tp, zero=zero, pp=pp))
     roles = {r: ("rollout" if r == "rollout" else "train") for r in roles_for(algo)}
-    return Placement("disaggregated", sets, roles, sync=sync, lora=lora).validate(algo, c)
+    return Placement("disaggregated", sets, roles, sync=sync, lora=lora, sync_path=sync_path).validate(algo, c)
 
 
 def split(cluster, algo="ppo", value_devices: int | None = None, tp: int = 1, zero: int = 0,

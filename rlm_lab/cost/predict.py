@@ -208,6 +208,9 @@ class _Assembler:
         self.dt, self.db = wl.dtype, wl.dtype_bytes
         self.lengths = wl.lengths()
         self.dev = wl.devices
+        # ZeRO's sharding group: all data-parallel ranks, or an HSDP group of layout.shard of them (comm.Layout)
+        self.shard = self.layout.shard if 0 < self.layout.shard < self.dev else self.dev
+        self.shard_nodes = self.layout.shard_nodes if self.shard < self.dev else self.layout.dp_nodes
         self.n_dev = math.ceil(wl.n / self.dev)          # sequences per device
         self.g = min(wl.gen, self.n_dev)                 # rows per generate call
         self.m = min(wl.micro, self.n_dev)               # rows per forward/backward call
@@ -241,19 +244,19 @@ class _Assembler:
         """Devices a frozen model (reference, reward) is sharded over: ZeRO-3 / FSDP wraps it like the trained ones
         (DeepSpeed's eval engine at the same stage: OpenRLHF ``get_eval_ds_config``, TRL ``prepare_deepspeed``; verl's
         FSDP reference), each forward gathering it layer by layer; otherwise a whole copy per device."""
-        return self.dev if self.wl.zero_stage == 3 else 1
+        return self.shard if self.wl.zero_stage == 3 else 1
 
     def _train_state(self, spec) -> M.MemoryBreakdown:
         """Weights + optimizer state of one trainable model on one device under ZeRO-``zero_stage`` over
         ``devices`` ranks (gradients are added only while training runs)."""
-        train = M.train_state_bytes(spec, self.wl.precision, self.wl.zero_stage, self.dev)
-        w = spec.params * self.db / (self.dev if self.wl.zero_stage == 3 else 1)
+        train = M.train_state_bytes(spec, self.wl.precision, self.wl.zero_stage, self.shard)
+        w = spec.params * self.db / (self.shard if self.wl.zero_stage == 3 else 1)
         return M.MemoryBreakdown(weights=int(w), optimizer=int(train - w - self._grad_share(spec)))
 
     def _lora_state(self) -> M.MemoryBreakdown:
         """LoRA actor: frozen base weights (sharded under ZeRO-3) + the adapters' weights and AdamW state."""
         w, g, o = M.PRECISIONS[self.wl.precision]
-        zero, d = self.wl.zero_stage, self.dev
+        zero, d = self.wl.zero_stage, self.shard
         base = self.spec.params * self.db / (d if zero == 3 else 1)
         a = self.adapter
         return M.MemoryBreakdown(weights=int(base + a * w / (d if zero == 3 else 1)),
@@ -263,12 +266,12 @@ class _Assembler:
     def opt_shards(self) -> int:
         """Devices one optimizer step is split over: ZeRO >= 1 partitions the optimizer state, so each rank
         updates only its 1/d of the parameters (Rajbhandari et al. arXiv 1910.02054 Sec. 5.1)."""
-        return self.dev if self.wl.zero_stage >= 1 else 1
+        return self.shard if self.wl.zero_stage >= 1 else 1
 
     def _grad_share(self, spec) -> float:
         trainable = self.adapter if (self.lora and spec is self.spec) else spec.params
         g = M.PRECISIONS[self.wl.precision][1] * trainable
-        return g / self.dev if self.wl.zero_stage >= 2 else g
+        return g / self.shard if self.wl.zero_stage >= 2 else g
 
     def _add(self, stage, model, flops, nbytes, transient: M.MemoryBreakdown, seconds, calls, depth):
         mem = self.persistent + transient
@@ -371,8 +374,8 @@ class _Assembler:
         if wl.zero_stage == 3 and self.dev > 1:
             # ZeRO-3: TRL's unwrap_model_for_generation gathers the whole model (gather_deepspeed3_params=True)
             # once per generate call: the full weights are resident while generating, and the all-gather is paid
-            gathered = int(w_bytes - w_bytes / self.dev)
-            t_gather = collective_time("all_gather", w_bytes, self.dev, prof, self.layout.dp_nodes)
+            gathered = int(w_bytes - w_bytes / self.shard)
+            t_gather = collective_time("all_gather", w_bytes, self.shard, prof, self.shard_nodes)
             t_pre += batches * t_gather
         tr = M.MemoryBreakdown(weights=gathered, kv_cache=kv, activations=M.logits_bytes(spec, self.g))
         self._track(tr)
@@ -433,7 +436,7 @@ class _Assembler:
         self._track(tr)
         t_pre, depth_pre = run.prefill_s, forward_time(spec, prof, 1, P, 1, self.dt, self.db)
         if wl.zero_stage == 3 and self.dev > 1:
-            t_gather = collective_time("all_gather", spec.params * self.db, self.dev, prof, lay.dp_nodes)
+            t_gather = collective_time("all_gather", spec.params * self.db, self.shard, prof, self.shard_nodes)
             t_pre, depth_pre = t_pre + t_gather, depth_pre + t_gather
         prompts = len(lengths) / wl.group_size if wl.prefix_sharing else len(lengths)
         f_pre = self.dev * prompts * F.prefill_flops(spec, P)
@@ -478,7 +481,7 @@ class _Assembler:
             if self.wl.zero_stage == 3 and self.dev > 1:
                 # a ZeRO-3 model (trained or frozen: frozen_shards) all-gathers its parameters for every forward call
                 # (layer by layer: N bytes)
-                gather = collective_time("all_gather", spec.params * self.db, self.dev, self.prof, self.layout.dp_nodes)
+                gather = collective_time("all_gather", spec.params * self.db, self.shard, self.prof, self.shard_nodes)
                 t, depth = t + calls * gather, depth + gather
             self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
         self._verifier()
@@ -568,8 +571,11 @@ class _Assembler:
         nodes = self.layout.dp_nodes
         if self.wl.zero_stage == 3:
             p_bytes = spec.params * self.db
-            return (2 * collective_time("all_gather", p_bytes, self.dev, self.prof, nodes)
-                    + collective_time("reduce_scatter", grad_bytes, self.dev, self.prof, nodes))
+            t = (2 * collective_time("all_gather", p_bytes, self.shard, self.prof, self.shard_nodes)
+                 + collective_time("reduce_scatter", grad_bytes, self.shard, self.prof, self.shard_nodes))
+            if self.shard < self.dev:   # HSDP: each shard's gradients all-reduced across the replicas
+                t += collective_time("all_reduce", grad_bytes / self.shard, self.dev // self.shard, self.prof, nodes)
+            return t
         return collective_time("all_reduce", grad_bytes, self.dev, self.prof, nodes)
 
     def sync(self):

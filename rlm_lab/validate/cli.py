@@ -113,11 +113,27 @@ def _run_published(args) -> int:
         from ..records.files import json_text
 
         print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
-                                             "summary")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
+                                             "summary", "bars")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
                                                                      for r in rep["rows"]]}, indent=1))
     else:
         print(format_report(rep))
+        print(_blind_lines())
     return 0
+
+
+def _blind_lines() -> str:
+    """Which fresh rounds are blind evidence: as first priced, and for the current record (issue 39 deliverable 4,
+    :mod:`.published_blind`)."""
+    from .published_blind import record_blind, rounds_blind
+
+    first, now = rounds_blind(), record_blind()
+    word = {True: "blind", False: "post-hoc", None: "undecided"}
+    lines = ["", "blind rounds (calibration cases, fitted parameters and fit rule predate the round's cases; git):"]
+    for a, b in zip(first, now):
+        why = f" ({'; '.join(b['changed'])})" if b["changed"] else f" ({b['why']})" if b.get("why") else ""
+        lines.append(f"  round {a['round']} ({a['cases']} cases): as first priced {word[a['blind']]}; "
+                     f"the current record {word[b['blind']]}{why}")
+    return "\n".join(lines)
 
 
 def _run(args) -> int:

@@ -28,6 +28,8 @@ A case (every key required unless marked optional)::
     hardware: {gpu: <as the source names it>, count: <GPUs>, nodes: <nodes>, profile: <data/hardware name>,
                link_gbps: <optional, per direction, GB/s>}
     model: {name: <the checkpoint>, config: <a file in configs/models/>}
+    critic: <optional: {name, config} of a critic of another size than the actor (default: the actor's shape)>
+    reward_model: <optional: {name, config} of a reward model of another size (default: the actor's shape)>
     algorithm: {name: grpo | ppo | dapo | rloo | reinforce_pp, beta: <KL weight>}
     workload: <the cost model's Workload fields; response may be {kind: reasoning_tail, max: M[, mean: m[,
                mean_from: <URL and place of another public source that states the mean, when the case's own does not>]]}>
@@ -74,7 +76,7 @@ TRANSPORTS = ("nccl_broadcast", "cuda_ipc", "host_broadcast")
 
 CASE_KEYS = {"id", "source", "where", "split", "quantity", "published", "hardware", "model", "algorithm", "workload",
              "placement", "mode", "assumed"}
-OPTIONAL_KEYS = {"stage", "variant", "transport", "eta"}
+OPTIONAL_KEYS = {"stage", "variant", "transport", "eta", "critic", "reward_model"}
 PUBLISHED_KEYS = {"value", "interval", "derived"}
 HARDWARE_KEYS = {"gpu", "count", "nodes", "profile"}
 SOURCE_KEYS = {"title", "project", "bib", "kind", "url", "permalink", "read"}
@@ -122,6 +124,8 @@ class Case:
     variant: dict = field(default_factory=dict)
     transport: str | None = None
     eta: int | None = None
+    critic: dict | None = None
+    reward_model: dict | None = None
 
     @property
     def unit(self) -> str:
@@ -339,7 +343,8 @@ def load_case(path: Path, sources: dict, split: dict) -> Case:
         raise RlmLabError(f"{name}: {e}") from None
     return Case(data["id"], data["source"], _text(data["where"], f"{name} where"), data["split"], q, published,
                 hw, _model(data["model"], f"{name} model"), algo, workload, data["placement"], data["mode"],
-                tuple(data["assumed"]), stage, variant, data.get("transport"), data.get("eta"))
+                tuple(data["assumed"]), stage, variant, data.get("transport"), data.get("eta"),
+                *(None if data.get(k) is None else _model(data[k], f"{name} {k}") for k in ("critic", "reward_model")))
 
 
 def load_published(folder: Path | str = PUBLISHED) -> Registry:

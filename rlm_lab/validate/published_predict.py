@@ -52,7 +52,7 @@ from pathlib import Path
 from ..cost.assumed import ASSUMPTIONS
 from ..cost.assumed import FRACTIONS as FIT_PARAMETERS   # the named assumed efficiencies the fit adjusts
 from ..errors import RlmLabError
-from .published import PUBLISHED, REPO, Case, Registry, expand_response
+from .published import MODELS, PUBLISHED, REPO, Case, Registry, expand_response
 
 FIT_FILE = PUBLISHED / "fit.json"
 SPLIT_FILE = PUBLISHED / "split.yaml"
@@ -86,9 +86,14 @@ def predict_config(case: Case, part: dict, values: dict | None = None) -> dict:
     cluster = {"devices": case.hardware["count"], "kind": "gpu"}
     if "link_gbps" in case.hardware:
         cluster["link_gbps"] = case.hardware["link_gbps"]
-    return {"model": str(case.model_config), "algorithm": case.algorithm["name"], "beta": case.algorithm["beta"],
-            "hardware": case.hardware["profile"], "assume": dict(values or {}), "workload": wl,
-            "placement": part.get("placement", case.placement), "cluster": cluster}
+    cfg = {"model": str(case.model_config), "algorithm": case.algorithm["name"], "beta": case.algorithm["beta"],
+           "hardware": case.hardware["profile"], "assume": dict(values or {}), "workload": wl,
+           "placement": part.get("placement", case.placement), "cluster": cluster}
+    for role in ("critic", "reward_model"):   # another size than the actor's, when the case names one
+        m = getattr(case, role, None)
+        if m:
+            cfg[role] = str(MODELS / m["config"])
+    return cfg
 
 
 def phases(pp) -> dict:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 from .published import DIRECTION_REFERENCE, PUBLISHED, QUANTITIES, Registry, load_published
+from .published_bars import format_bars, judge
 from .published_predict import FIT_FILE, Outcome, fitted_values, load_fit, predict_all
 
 BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
@@ -173,7 +174,8 @@ def _assemble(registry: Registry, fit: dict | None, assumed: list[Outcome], fitt
             "split": {k: list(v) for k, v in registry.split.items()}, "fit": fit,
             "efficiencies": "fitted on the calibration cases" if values else "assumed (no fit used)",
             "rows": rows(assumed, fitted),
-            "summary": {side: summary(judged, side) for side in ("calibration", "validation")}}
+            "summary": {side: summary(judged, side) for side in ("calibration", "validation")},
+            "bars": judge([o for o in judged if o.case.split == "validation"])}
 
 
 COLUMNS = {"case": ("case", 44), "hardware": ("hardware", 27), "mode": ("mode", 20), "published": ("published", 10),
@@ -220,6 +222,8 @@ def format_report(rep: dict) -> str:
             lines.append(f"  {label}: {s['priced']} of {s['cases']} priced, median |error| {med}{extra}")
             if side == "validation":
                 lines += [f"    bar {k}: {v}" for k, v in s["verdicts"].items()]
+    if "bars" in rep:
+        lines += ["", *format_bars(rep["bars"])]
     unpriced = [r for r in rep["rows"] if r["why"]]
     if unpriced:
         lines += ["", "not priced by the cost model (left out of the numbers above):"]
@@ -388,6 +392,16 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _bars_numbers(b: dict) -> dict:
+    """The numbers of issue 39's bars a record and its history keep (published_bars.judge)."""
+    g, d, st = b["gain"], b["direction"], b["step"]
+    return {"gain_median": g["value"], "gain_interval": g["interval"], "gain_sources": g["sources"],
+            "direction_right": d["right"], "direction_decisive": d["decisive"], "constant_right": d["constant_right"],
+            "direction_p_beats_constant": d["p_beats_constant"], "step_median": st["value"],
+            "step_interval": st["interval"], "step_sources": st["sources"],
+            "verdicts": {"gain_median": g["verdict"], "direction": d["verdict"], "step_median": st["verdict"]}}
+
+
 def history_entry(rec: dict) -> dict:
     """One earlier validation as the record's ``history`` keeps it: when, from what, its three bar numbers, and
     each case's prediction (fitted where the record has one, else assumed; None where it was not priced), so that
@@ -404,6 +418,7 @@ def history_entry(rec: dict) -> dict:
             "ratio_priced": ratio.get("priced"), "step_median_abs_error": step.get("median_abs_error"),
             "step_priced": step.get("priced"), "note": rec.get("note"),
             "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})},
+            "bars": rec.get("bars"),
             "predicted": predicted}
 
 
@@ -454,6 +469,7 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
     rep = _assemble(registry, fit, assumed, fitted)
     # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
     record["summary"] = rep["summary"]["validation"]
+    record["bars"] = _bars_numbers(rep["bars"])        # issue 39's bars (published_bars), as this record judges them
     if note:
         record["note"] = note
     record["history"] = history
