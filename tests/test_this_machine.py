@@ -118,3 +118,19 @@ def test_validate_says_whose_records_and_whose_profile(monkeypatch):
     assert line == (f"rlm-lab: the records were made on another machine (AMD EPYC, 2 cores); profile {INSITU_PROFILE} "
                     "is another machine's (AMD EPYC, 2 cores) (in-situ)")
     assert "this machine" not in line
+
+
+def test_your_numbers_calibration_is_this_machines_in_situ_profile_or_its_own_quick_one(unknown_machine, monkeypatch,
+                                                                                         tmp_path, capsys):
+    from rlm_lab.chapters.your_machine.calibration import insitu_calibration
+
+    quick = []
+    out = insitu_calibration(tmp_path / "cal.json", "your-machine-x", fallback=lambda **kw: quick.append(kw))
+    prof = load_profile(out)
+    assert prof.name == "your-machine-x" and prof.insitu and quick == [] and len(unknown_machine) == 1
+    assert prof.load["note"] == "the in-situ calibration's load gate" and prof.load["before"]["per_core"] == 0.0
+    assert "calibrating it in situ" in capsys.readouterr().out
+    monkeypatch.setenv(TM.NO_CALIBRATE_ENV, "1")               # refused, with no profile cached for this key:
+    monkeypatch.setenv(TM.CACHE_ENV, str(tmp_path / "empty"))   # the quick calibration of this machine, never
+    insitu_calibration(tmp_path / "c2.json", "y", fallback=lambda **kw: quick.append(kw) or tmp_path / "q.json")
+    assert quick == [{"out": tmp_path / "c2.json", "name": "y"}]   # another machine's profile

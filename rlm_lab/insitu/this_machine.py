@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..records.portable import portable
 
 CACHE_ENV = "RLM_CACHE_DIR"
 NO_CALIBRATE_ENV = "RLM_NO_CALIBRATE"
@@ -156,7 +157,8 @@ def default_profile(no_calibrate: bool = False, say=print) -> tuple[str, dict]:
         return mine.name, origin(mine)
     folder = _folder(key)
     say(f"rlm-lab: this machine ({key['cpu_model']}, {key['cores']} cores) has no profile of its own: calibrating "
-        f"it in situ now (about 2 minutes, behind the load gate), cached in {folder} for next time "
+        f"it in situ now (about 2 minutes, behind the load gate), cached by machine key in {portable(str(cache_root()))} "
+        "for next time "
         "(--no-calibrate: use another machine's profile instead)")
     from ..record import atomic_write_json
 
