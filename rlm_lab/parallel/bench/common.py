@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 
 
-
 def cores() -> int:
     import os
 
