@@ -6,6 +6,8 @@ Any :class:`RlmLabError` is printed as one line and exits with status 2.
 After ``predict`` the entry point says, in one ``rlm-lab: WARNING:`` line, when the calibrated profile the
 prediction used was measured on another machine, with how far a quick check of this one differs
 (:mod:`rlm_lab.calibrate.quick`; the cost model itself imports no torch, so the check lives up here).
+Before ``predict`` and ``validate`` it hands them this machine's default profile, measured in situ
+(:mod:`rlm_lab.insitu.this_machine`, which the cost model and the validation suite cannot import).
 """
 
 from __future__ import annotations
@@ -122,9 +124,25 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout = stdout
 
 
+def _this_machine(args) -> None:
+    """The default profile of ``predict`` and ``validate --run`` is this machine's, measured in situ
+    (:mod:`rlm_lab.insitu.this_machine`; the cost model and the validation suite cannot import it, so the entry
+    point hands it to them). Its one line goes to standard error (``--json`` keeps standard output JSON)."""
+    if args.command not in ("predict", "validate") or getattr(args, "from_", None) is not None:
+        return
+    from .insitu import this_machine as TM
+
+    def say(msg):
+        print(msg, file=sys.stderr)
+
+    args.origin_of = TM.origin
+    args.default_profile = lambda: TM.default_profile(args.no_calibrate, say=say)  # called after the input checks
+
+
 def _main(argv, only) -> int:
     try:
         args = build_parser(only).parse_args(argv)
+        _this_machine(args)
         result = _command(args)(args)
         sys.stdout.flush()
         if getattr(args, "profile_used", None):  # predict: is the profile's machine this one?

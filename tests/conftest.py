@@ -2,6 +2,23 @@
 
 import pytest
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_calibration_of_this_machine(tmp_path_factory):
+    """No test calibrates this machine for real (rlm_lab.insitu.this_machine: ``predict`` and ``validate --run``
+    would on a machine with no profile of its own) or reads the user's cache of profiles (issue 35)."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("RLM_NO_CALIBRATE", "RLM_CACHE_DIR")}
+    os.environ.update(RLM_NO_CALIBRATE="1", RLM_CACHE_DIR=str(tmp_path_factory.mktemp("rlm-lab-cache")))
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 PLACE_STEPS = 2  # GRPO steps of the smoke-size Ray runs (placement and asynchrony tests)
 BUSY_LOOPS = 4  # busy-loop processes beside the suite's Ray start (issue 18: Ray must start on a busy machine)
 

@@ -408,8 +408,8 @@ def register(subparsers) -> None:
     p.add_argument("config", nargs="?", help="predict config YAML (model, algorithm, hardware, workload, cluster)")
     p.add_argument("--model", help="zoo name or path to a config.json")
     p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
-    p.add_argument("--hardware", help="hardware profile name or JSON path (default: the same as predict's, this "
-                                      "machine's calibrated CPU profile)")
+    p.add_argument("--hardware", help="hardware profile name or JSON path (default: the committed profile of the "
+                                      "machine the chapters' runs were made on)")
     p.add_argument("--devices", type=int, help="devices in the cluster (default 8)")
     p.add_argument("--kind", choices=("cpu", "gpu"), help="device kind (default: gpu for GPU profiles)")
     p.add_argument("--memory-gib", type=number_arg("--memory-gib"), help="memory per device, GiB (default: the profile's)")

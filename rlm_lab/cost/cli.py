@@ -17,8 +17,10 @@ Config (YAML), every key optional; flags override it::
     assume: {eta_F: 0.5, engine_step_s: 0.001}   # override named assumptions (assumed.ASSUMPTIONS)
 
 Every ``assumed:`` line names a constant of the hardware profile that is not a measurement, and the step
-time without it. The default hardware, for ``predict`` and ``advise`` alike, is this machine's calibrated CPU
-profile (``DEFAULTS``); a report names the profile it used and says when it is the default.
+time without it. The default hardware of ``predict`` is this machine's profile, measured in situ (the entry point resolves it:
+:mod:`rlm_lab.insitu.this_machine`, which calibrates a machine that has none; ``--no-calibrate`` refuses that);
+called without the entry point, and for ``advise``, it is the committed profile of the chapters' machine
+(``DEFAULTS``). A report names the profile it used, says when it is the default and whose machine it is.
 """
 
 from __future__ import annotations
@@ -36,14 +38,21 @@ CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model
 DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": CPU_PROFILE}
 
 
-def hardware_line(cfg: dict, given: bool) -> str:
-    """One line naming the hardware profile a report used, and whether it is the default (issue 21 item 5)."""
+def hardware_line(cfg: dict, given: bool, origin: dict | None = None) -> str:
+    """One line naming the hardware profile a report used, whether it is the default (issue 21 item 5) and,
+    with ``origin`` (``rlm_lab.insitu.this_machine.origin``, given by the entry point), whose machine it is."""
     from .hardware import load_profile
 
     prof = load_profile(cfg["hardware"])
+    if origin is not None:
+        k = origin.get("machine_key") or {}
+        whose = ("no machine's measurement" if origin["method"] in ("datasheet", "fitted") else "this machine's"
+                 if origin["this_machine"] else f"another machine's ({k.get('cpu_model')}, {k.get('cores')} cores)")
+        return (f"hardware: {prof.name} [{prof.kind}] ({'given' if given else 'the default'}: {whose}, "
+                f"{origin['method']}; --hardware NAME for another, e.g. h100-sxm, h200, b200)")
     return (f"hardware: {prof.name} [{prof.kind}] " + ("(given)" if given else
-            "(the default: this machine's calibrated CPU profile; --hardware NAME for another, e.g. h100-sxm, h200, "
-            "b200)"))
+            "(the default: the committed profile of the machine the chapters' runs were made on; --hardware NAME "
+            "for another, e.g. h100-sxm, h200, b200)"))
 
 
 def load_config(path) -> dict:
@@ -184,6 +193,9 @@ def register(subparsers) -> None:
                    help="use the efficiencies fitted on the published calibration cases (data/published/fit.json) "
                         "instead of the datasheet profile's assumed ones; --assume still overrides one")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="without --hardware, never calibrate this machine in situ: use its cached or the chapters' "
+                        "committed profile (said in one line)")
     p.add_argument("--check-machine", action="store_true",
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
@@ -233,13 +245,20 @@ def run(args) -> int:
         wl.update(autocast=True, gradient_checkpointing=True)
     cfg["workload"] = wl
     check_inputs(cfg)
-    # the entry point checks this profile's machine against this one after the prediction (rlm_lab.cli)
-    args.profile_used = cfg.get("hardware") or DEFAULTS["hardware"]
-    if cfg.get("placement") is not None:
-        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw)
-    if cfg.get("mode") not in (None, "sync"):
+    if cfg.get("placement") is None and cfg.get("mode") not in (None, "sync"):
         raise RlmLabError(f"--mode {cfg['mode']} prices a placement: give one (--placement disaggregated, or "
                           f"placement: in the config); without one the step is a single synchronous set")
+    origin = None
+    if not given_hw and getattr(args, "default_profile", None):  # the entry point's: this machine, in situ
+        _dry_run(cfg)  # bad input is one line before a calibration starts
+        cfg["hardware"], origin = args.default_profile()
+    # the entry point checks this profile's machine against this one after the prediction (rlm_lab.cli)
+    args.profile_used = cfg.get("hardware") or DEFAULTS["hardware"]
+    if origin is None and getattr(args, "origin_of", None):
+        origin = args.origin_of(args.profile_used, fitted=bool(getattr(args, "fitted", False)))
+    args.profile_origin = origin
+    if cfg.get("placement") is not None:
+        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw, origin)
     pred = predict_from_config(cfg)
     from .assumed import assumption_lines
     from .predict import predict
@@ -253,15 +272,25 @@ def run(args) -> int:
     if args.json:
         from ..records.files import json_text
 
-        print(json_text(pred.to_dict() | {"assumed": assumed}))
+        print(json_text(pred.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})))
     else:
         head, _, rest = format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))).partition("\n")
-        hw = [] if given_hw else [hardware_line(DEFAULTS | cfg, False)]
+        hw = [] if given_hw and origin is None else [hardware_line(DEFAULTS | cfg, given_hw, origin)]
         print("\n".join([head] + hw + [rest] + assumed))
     return 0 if pred.fits else 1
 
 
-def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
+def _dry_run(cfg: dict) -> None:
+    """The prediction with the default profile, thrown away: every input the predictor checks is checked."""
+    if cfg.get("placement") is None:
+        predict_from_config(cfg)
+    else:
+        from .placement_config import predict_placement_from_config
+
+        predict_placement_from_config(DEFAULTS | {k: v for k, v in cfg.items() if v is not None})
+
+
+def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict | None = None) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
     from .assumed import assumption_lines
     from .placement import predict_placement
@@ -283,9 +312,9 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
     if as_json:
         from ..records.files import json_text
 
-        print(json_text(pp.to_dict() | {"assumed": assumed}))
+        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})))
     else:
         head, _, rest = format_placement(pp).partition("\n")
-        hw = [] if given_hw else [hardware_line(cfg, False)]
+        hw = [] if given_hw and origin is None else [hardware_line(cfg, given_hw, origin)]
         print("\n".join([head] + hw + [rest] + assumed))
     return 0 if pp.fits else 1

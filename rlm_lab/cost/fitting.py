@@ -33,6 +33,22 @@ def nnls(a, b, max_iter: int | None = None) -> np.ndarray:
     return x / norms
 
 
+def bounded_lsq(a, b, lower, upper) -> np.ndarray:
+    """argmin_x ||a x - b||_2 subject to lower <= x <= upper (per column): ``scipy.optimize.lsq_linear`` with
+    the bounded-variable least-squares method (Stark & Parker 1995; https://docs.scipy.org/doc/scipy/reference/
+    generated/scipy.optimize.lsq_linear.html). Columns scaled to unit norm first, as :func:`nnls` does."""
+    from scipy.optimize import lsq_linear
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    if np.any(lo > hi) or np.any(lo < 0):
+        raise ValueError("bounded_lsq: every lower bound must be >= 0 and <= its upper bound")
+    norms = np.linalg.norm(a, axis=0)
+    norms[norms == 0] = 1.0
+    res = lsq_linear(a / norms, b, bounds=(lo * norms, hi * norms), method="bvls")
+    return np.clip(res.x / norms, lo, hi)
+
+
 def fit_nonneg(rows, ys, relative: bool = True) -> list[float]:
     """Coefficients c >= 0 of t = sum_j c_j x_j over measured rows ``[[x_1, ..., x_k], ...]`` and times ``ys``.
 

@@ -375,7 +375,8 @@ def profile_of_machine(hardware: dict, check=None, folder: Path = HARDWARE_DIR) 
 
 def save_profile(profile: HardwareProfile | dict, path) -> Path:
     from ..record import atomic_write_json
+    from ..records.portable import portable
 
-    d = profile.to_dict() if isinstance(profile, HardwareProfile) else profile
+    d = portable(profile.to_dict() if isinstance(profile, HardwareProfile) else profile)  # no machine paths
     profile_from_dict(d, where=str(path))  # never write a profile we could not read back
     return atomic_write_json(path, d)

@@ -84,7 +84,17 @@ def _run(args) -> int:
     if ret:
         print(f"  resident-set floor of every stage: {ret['base_bytes'] / 2**20:.1f} MiB + {ret['factor']:.3f} x the "
               f"largest predicted stage ({len(ret['points'])} runs)")
+    for g, b in fit.get("at_bound", {}).items():
+        print(f"  {g}: held at its {b['side']} bound {b['bound']:.4g} (the unbounded fit gave {b['unbounded']:.4g}): "
+              f"{b['reason']}")
     if fit["unexercised"]:
-        print(f"  not exercised by any calibration run (left at 0): {', '.join(fit['unexercised'])}")
+        print(f"  not exercised by any calibration run (the base profile's value kept; a free term 0): "
+              f"{', '.join(fit['unexercised'])}")
+    ho = fit.get("held_out")
+    if ho:
+        w = ho["worst_stage"]
+        print(f"  held out (each of {len(ho['runs'])} runs predicted by the fit on the others): step median |error| "
+              f"{ho['median_abs_step_error']:.1%}, bias {ho['bias']:+.1%}; worst stage {w['stage']} of {w['run']} "
+              f"{w['error']:+.1%}" if w["error"] is not None else "")
     print(f"wrote {out}")
     return 0

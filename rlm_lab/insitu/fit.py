@@ -19,6 +19,18 @@ least-squares solution (:func:`rlm_lab.cost.fitting.nnls`) over every (run, stag
 suite that takes >= 5 % of its measured step, plus each run's "other" row (TRL's bookkeeping), with weights
 1 / measured (relative errors, as every other fit of this package).
 
+Bounds (issue 35): a fit can never hand a profile a useless factor. Every factor is fitted within
+:func:`bounds` (bounded-variable least squares, :func:`rlm_lab.cost.fitting.bounded_lsq`): the kernel rates
+within 4x of their microbenchmarks (a factor of 0 would make every kernel free, and every rate infinite), a
+microbenchmarked per-call cost between 0.1x and 200x its loop's value, a FREE term between 1 us and 100 ms.
+A factor held at a bound is recorded with the unbounded fit's value and the bound's reason (``insitu.at_bound``);
+a group no calibration run exercises keeps the base profile's value (factor 1; a FREE term 0, which no
+microbenchmark measures). :func:`check_fit` is the one-line refusal of a fit that breaks any of it.
+
+Held-out error: every calibration run is predicted by the fit made without it (leave one run out), so the profile
+carries the error it makes on runs it did not use (``insitu.held_out``: per run, the step's and the worst
+stage's relative error; their median absolute value, bias and worst).
+
 The spread: the fit repeated on bootstrap resamples of each run's traced steps (Efron & Tibshirani, *An
 Introduction to the Bootstrap*, 1993, ch. 6), the quartiles of each fitted term stored where
 :mod:`rlm_lab.cost.spread` reads a calibration's spread, so ``predict_interval`` gives the interval it implies.
@@ -54,6 +66,16 @@ FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", 
 KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor)
 KERNELS_BF16 = "kernels_bf16"  # bf16 autocast's products and attention (insitu.kernel_factor_bf16)
 GROUPS = (KERNELS, KERNELS_BF16) + tuple(SCALED) + FREE
+KERNEL_BOUNDS = (0.25, 4.0)    # kernels in a real step vs their microbenchmarks
+SCALED_BOUNDS = (0.1, 200.0)   # a per-call cost vs its microbenchmark loop's value
+FREE_BOUNDS = (0.01, 1000.0)   # x UNIT: 1 us to 100 ms
+WHY = {
+    KERNELS: "the same kernels on the same machine run within 4x of their microbenchmarks' rates; 0 would make "
+             "every kernel free (and every rate infinite)",
+    "scaled": "a per-call cost is within 0.1x to 200x of the value its microbenchmark loop measured on this "
+              "machine; 0 would price the calls as free",
+    "free": "a cost per call of Python between 1 us and 100 ms",
+}
 SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
 BOOTSTRAP = 200        # resamples for the spread
 SEED = 0
@@ -63,6 +85,24 @@ def _keys(group: str) -> tuple[str, ...]:
     if group in (KERNELS, KERNELS_BF16):
         return ()
     return SCALED.get(group, (group,))
+
+
+def bounds(group: str) -> tuple[float, float]:
+    """(lower, upper) of ``group``'s factor."""
+    if group in (KERNELS, KERNELS_BF16):
+        return KERNEL_BOUNDS
+    return SCALED_BOUNDS if group in SCALED else FREE_BOUNDS
+
+
+def why(group: str) -> str:
+    """The reason for ``group``'s bounds, in words."""
+    return WHY[KERNELS] if group in (KERNELS, KERNELS_BF16) else WHY["scaled" if group in SCALED else "free"]
+
+
+def unexercised_factor(group: str) -> float:
+    """The factor of a group no calibration run exercises: the base profile's own value (1), 0 for a FREE term
+    (no microbenchmark measures it)."""
+    return 0.0 if group in FREE else 1.0
 
 
 def _reference(base: dict, group: str) -> dict:
@@ -149,16 +189,80 @@ def _system(prepared: list, meas: list[dict]):
 
 
 def solve(prepared: list, meas: list[dict]) -> dict:
-    """{group: factor >= 0} minimising the relative squared error of the fitted rows (:func:`_system`)."""
-    from ..cost.fitting import nnls
+    """{group: factor within :func:`bounds`} minimising the relative squared error of the fitted rows
+    (:func:`_system`), plus ``_unexercised`` (groups no row touches: :func:`unexercised_factor`) and
+    ``_at_bound`` ({group: {"side", "bound", "unbounded"}}: factors the bounds held, with the non-negative
+    unbounded fit's value)."""
+    from ..cost.fitting import bounded_lsq, nnls
 
     a, y = _system(prepared, meas)
     if not len(y):
         raise RlmLabError("in-situ fit: no stage of the calibration runs to fit")
-    cols = np.abs(a).sum(axis=0) > 0  # a group no calibration run exercises keeps factor 0 (and says so)
-    x = np.zeros(len(GROUPS))
-    x[cols] = nnls(a[:, cols], y)
-    return {g: float(v) for g, v in zip(GROUPS, x)} | {"_unexercised": [g for g, c in zip(GROUPS, cols) if not c]}
+    cols = np.abs(a).sum(axis=0) > 0
+    x = np.array([unexercised_factor(g) for g in GROUPS])
+    lo, hi = np.array([bounds(g) for g in GROUPS]).T
+    x[cols] = bounded_lsq(a[:, cols], y, lo[cols], hi[cols])
+    free = np.zeros(len(GROUPS))
+    free[cols] = nnls(a[:, cols], y)
+    at_bound = {}
+    for i, g in enumerate(GROUPS):
+        if cols[i] and (x[i] <= lo[i] * (1 + 1e-9) or x[i] >= hi[i] * (1 - 1e-9)):
+            side = "lower" if x[i] <= lo[i] * (1 + 1e-9) else "upper"
+            if (free[i] < lo[i]) if side == "lower" else (free[i] > hi[i]):
+                at_bound[g] = {"side": side, "bound": float(x[i]), "unbounded": float(free[i])}
+    return ({g: float(v) for g, v in zip(GROUPS, x)} | {"_unexercised": [g for g, c in zip(GROUPS, cols) if not c]}
+            | {"_at_bound": at_bound})
+
+
+def predict_rows(prep: tuple, factors: dict) -> dict:
+    """{stage: predicted seconds} of one prepared run (:func:`features`) under ``factors``: fixed + sum f x g."""
+    fixed, feats = prep
+    return {s: fixed[s] + sum(factors[g] * feats[g][s] for g in GROUPS) for s in fixed}
+
+
+def held_out(prepared: list, meas: list[dict], names: list[str]) -> dict:
+    """Leave one run out: each calibration run predicted by the fit made on the others. Per run, the relative
+    error of the step and of its worst stage (stages >= SHARE_MIN of the step, as fitted); then the median
+    absolute step error, the median signed one (bias) and the worst stage over all runs. Empty with < 2 runs."""
+    from ..compare import OTHER, STEP
+
+    if len(names) < 2:
+        return {}
+    runs = {}
+    for i, name in enumerate(names):
+        rest = [j for j in range(len(names)) if j != i]
+        f = solve([prepared[j] for j in rest], [meas[j] for j in rest])
+        pred, m = predict_rows(prepared[i], f), meas[i]
+        step = (pred[STEP] - m[STEP]) / m[STEP]
+        stages = {s: (pred[s] - t) / t for s, t in m.items()
+                  if s in pred and s not in (STEP, OTHER) and t > 0 and t >= SHARE_MIN * m[STEP]}
+        worst = max(stages, key=lambda s: abs(stages[s])) if stages else None
+        runs[name] = {"step": step, "worst_stage": worst, "worst_stage_error": stages.get(worst)}
+    steps = [r["step"] for r in runs.values()]
+    worst_run = max(runs, key=lambda n: abs(runs[n]["worst_stage_error"] or 0.0))
+    return {"method": "leave one calibration run out: each run predicted by the fit on the others",
+            "runs": runs, "median_abs_step_error": statistics.median(abs(e) for e in steps),
+            "bias": statistics.median(steps),
+            "worst_stage": {"run": worst_run, "stage": runs[worst_run]["worst_stage"],
+                            "error": runs[worst_run]["worst_stage_error"]}}
+
+
+def check_fit(name: str, factors: dict, unexercised=()) -> None:
+    """One line, naming the profile and the field, for a factor that is not finite or outside its bounds (an
+    unexercised group: not 1, or 0 for a FREE term); nothing when all hold. Run on every fit before its profile
+    is written, so that no later prediction meets a factor of 0 (a ZeroDivisionError) or an absurd one."""
+    for g in GROUPS:
+        v = factors.get(g)
+        lo, hi = bounds(g)
+        if not isinstance(v, (int, float)) or not np.isfinite(v):
+            raise RlmLabError(f"in-situ profile {name!r}: insitu.factors.{g} is {v!r}, not a finite number")
+        if g in unexercised:
+            if v != unexercised_factor(g):
+                raise RlmLabError(f"in-situ profile {name!r}: insitu.factors.{g} = {v:.4g} but no calibration run "
+                                  f"exercises it (it must keep {unexercised_factor(g):g})")
+        elif not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+            raise RlmLabError(f"in-situ profile {name!r}: insitu.factors.{g} = {v:.4g} is outside [{lo:g}, {hi:g}] "
+                              f"({why(g)})")
 
 
 def fitted_values(base: dict, factors: dict) -> dict:
@@ -197,7 +301,8 @@ def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = 
     prepared = [features(recs[n], base) for n in names]
     meas = [measured(recs[n]) for n in names]
     factors = solve(prepared, meas)
-    unexercised = factors.pop("_unexercised")
+    unexercised, at_bound = factors.pop("_unexercised"), factors.pop("_at_bound")
+    check_fit("(being fitted)", factors, unexercised)
     a, y = _system(prepared, meas)
     x = np.array([factors[g] for g in GROUPS])
     rms = float(np.sqrt(np.mean((a @ x - y) ** 2)))
@@ -207,13 +312,15 @@ def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = 
     for _ in range(bootstrap):
         resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
         f = solve(prepared, resampled)
-        f.pop("_unexercised")
+        f.pop("_unexercised"), f.pop("_at_bound")
         draws.append({**fitted_values(base, f), KERNELS: f[KERNELS], KERNELS_BF16: f[KERNELS_BF16]})
     values = fitted_values(base, factors)
     quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])]
                  for k in [*values, KERNELS, KERNELS_BF16]} if draws else {}
     return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
-            "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed}
+            "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed,
+            "at_bound": {g: v | {"reason": why(g)} for g, v in at_bound.items()},
+            "held_out": held_out(prepared, meas, names)}
 
 
 def fit_retention(recs: dict, baselines: dict, base_profile) -> dict:
@@ -267,7 +374,10 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
                    "base_source": str(base_profile), "records": records, "factors": result["factors"],
                    "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],
                    "rms_relative": result["rms"], "unexercised": result["unexercised"],
+                   "bounds": {g: list(bounds(g)) for g in GROUPS}, "at_bound": result.get("at_bound", {}),
+                   "held_out": result.get("held_out", {}),
                    "share_min": SHARE_MIN, "bootstrap": result["bootstrap"], "seed": result["seed"]}
     if retention:
         d["insitu"]["rss_retained"] = retention
+    check_fit(name, d["insitu"]["factors"], d["insitu"]["unexercised"])
     return d

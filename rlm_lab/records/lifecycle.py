@@ -38,6 +38,7 @@ import threading
 from pathlib import Path
 
 from .files import RecordError, append_jsonl, atomic_write_json, read_jsonl
+from .portable import portable
 from .lock import LOCK_NAME, FolderLock, lock_holder
 from .provenance import REPO_ROOT, provenance, utc_now
 from .read import RECORD_NAME, check_completed, effective_status, read_record_file
@@ -157,7 +158,7 @@ class RunRecord:
         self.save()
 
     def save(self) -> None:
-        atomic_write_json(self.path, self.data)
+        atomic_write_json(self.path, portable(self.data))  # no absolute path of this machine on disk
 
     def scratch(self, prefix: str = "") -> Path:
         """A temporary folder inside the run folder: removed when the run ends or, after a SIGKILL, when

@@ -92,11 +92,12 @@ def provenance(command: str | list[str] | None = None, seed: int | None = None) 
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
     from ..host import host_name, key_of_provenance
+    from .portable import portable
 
     out = {
         "date": utc_now(),
         "host": host_name(),
-        "command": command,
+        "command": portable(command),
         "seed": seed,
         "hardware": hardware(),
         "versions": versions(),

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from ..cost.hardware import same_machine
 from ..errors import RlmLabError
+from ..record import hardware
+from ..records.read import read_record_file
 from .compare import STATISTICS, report, table
 from .suite import SHARE_MIN, SUITE, run_dir, run_suite, workloads
 
@@ -36,6 +40,21 @@ def _print(rep: dict) -> None:
               "(about 1x on a quiet machine)")
 
 
+def whose_line(rep: dict, origin_of) -> str:
+    """One line: which machine made the records and whose the profile that priced them is (a committed
+    profile of another machine is never called this machine's). ``origin_of``:
+    ``rlm_lab.insitu.this_machine.origin``."""
+    name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name", "?")
+    o = origin_of(rep["profile"])
+    made = (read_record_file(Path(rep["root"]) / SUITE).get("provenance") or {}).get("hardware") or {}
+    here = "this machine" if same_machine(made, hardware()) else \
+        f"another machine ({made.get('cpu_model')}, {made.get('cpu_count')} cores)"
+    k = o.get("machine_key") or {}
+    whose = ("no machine's measurement" if o["method"] in ("datasheet", "fitted") else "this machine's"
+             if o["this_machine"] else f"another machine's ({k.get('cpu_model')}, {k.get('cores')} cores)")
+    return f"rlm-lab: the records were made on {here}; profile {name} is {whose} ({o['method']})"
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("validate", help="the cost model against the validation suite (never fitted on)",
                               description=__doc__.split("\n\n")[0])
@@ -44,8 +63,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="records folder: where --run writes (default _build/runs/<size>) and what is "
                                  "read (default: the committed data/runs/<size>, else _build/runs/<size>)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="with --run: only these workloads")
-    p.add_argument("--profile", help="hardware profile name or path (default: the in-situ profile of the chapters' "
-                                      "machine, cpu-2core-epyc-insitu; the chapters' own: cpu-2core-epyc)")
+    p.add_argument("--profile", help="hardware profile name or path (default: with --run, this machine's, measured "
+                                      "in situ, calibrating it first when it has none; else the in-situ profile of "
+                                      "the chapters' machine, cpu-2core-epyc-insitu, which made the committed records)")
     p.add_argument("--statistic", default="median", choices=STATISTICS,
                    help="per stage and step over the traced steps: median (default) or min (least disturbed)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -64,6 +84,9 @@ def register(subparsers) -> None:
                         "and in every later record's history)")
     p.add_argument("--assumed", action="store_true",
                    help="with --published: the profiles' assumed efficiencies, ignoring the committed fit")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="with --run and no --profile: never calibrate this machine in situ; use its cached or the "
+                        "chapters' committed profile (said in one line)")
     p.add_argument("--check-machine", action="store_true",
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
@@ -156,10 +179,14 @@ def _run(args) -> int:
         for d in [root / SUITE] + [run_dir(root, c) for c in cases]:
             if d.is_dir() and any(d.iterdir()) and not str(d.resolve()).startswith(str(runs_root(args.size).resolve())):
                 raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
+        if not args.profile and getattr(args, "default_profile", None):  # this machine's, in situ (rlm_lab.cli)
+            args.profile, _ = args.default_profile()
         run_suite(args.size, root, args.only)
         if args.only:
             return 0
     rep = report(args.size, root, args.profile, args.statistic)
+    if getattr(args, "origin_of", None):  # whose profile priced whose records (rlm_lab.cli gives origin_of)
+        print(whose_line(rep, args.origin_of), file=sys.stderr)
     if args.json:
         from ..records.files import json_text
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from ...errors import RlmLabError
 from ...host import load_average
 from ...record import RunRecord, atomic_write_json, finished, load_record, runs_root
+from ...records.portable import portable
 from ...sizes import check_size
 from . import cases
 
@@ -185,7 +186,7 @@ def grpo_arm(size: str, arm: str, seed: int, root: Path, sft_path: Path, force: 
     if rollout is not None:
         extra.update(rollout_work=[statistics.mean(w) for w in rollout.work],
                      rollout_depth=[statistics.mean(d) for d in rollout.depth])
-    atomic_write_json(rec.dir / EXTRA, extra)
+    atomic_write_json(rec.dir / EXTRA, portable(extra))
     return rec
 
 
@@ -328,8 +329,8 @@ def md_run(size: str, domain: str | None, seed: int, root: Path, sft_path: Path 
     rec = run(cfg, callbacks=[clock], peft_config=lora_config(), force=force,
               command=f"ch10 md_run({size!r}, {domain!r}, {seed})")
     rec.trainer.model.save_pretrained(str(cache_dir(cfg.run_name, "adapter")))
-    atomic_write_json(rec.dir / EXTRA, {"steps": clock.rows, "loadavg_before": load_before, "loadavg": load_average(),
-                                        "sft_model": str(_sft_of(rec))})
+    atomic_write_json(rec.dir / EXTRA, portable({"steps": clock.rows, "loadavg_before": load_before,
+                                                 "loadavg": load_average(), "sft_model": str(_sft_of(rec))}))
     return rec
 
 

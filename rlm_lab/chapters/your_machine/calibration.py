@@ -1,4 +1,5 @@
-"""The reader's calibration, made once per machine and cached (``_build/your_machine/<key>/``).
+"""The reader's calibration, made once per machine and cached (``_build/your_machine/<key>/``): this machine's
+in-situ profile (:func:`insitu_calibration`), the quick micro-benchmark calibration where that is refused.
 
 :func:`machine_key` says what a calibration is valid for (host, CPU model, cores, torch version, torch's
 thread count); the cache folder is named from it, and its ``meta.json`` holds the key again with the
@@ -16,6 +17,7 @@ import json
 import os
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -89,7 +91,7 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
         waited = settle(MAX_LOAD_PER_CORE, loadavg, sleep=sleep)
         # its warnings are kept in the meta (the book shows busy and spread itself); the models' progress bars go
         with contextlib.redirect_stderr(err):
-            path = Path((calibrate_fn or calibrate)(
+            path = Path((calibrate_fn or partial(insitu_calibration, fallback=calibrate))(
                 out=folder / "calibration.json", quick=True, device="cpu", collectives=False,
                 name=f"your-machine-{key_slug(key)}", repeats=repeats, allow_busy=True, force=True))
         prof = json.loads(path.read_text())
@@ -100,6 +102,30 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
                              if w.startswith("rlm-lab: WARNING: ")]}
         atomic_write_json(folder / "meta.json", meta)
         return meta | {"profile": str(path), "reused": False}
+
+
+def insitu_calibration(out, name: str, fallback: Callable, no_calibrate: bool = False, **kw) -> Path:
+    """The reader's calibration by default (issue 35, item 2): this machine's in-situ profile
+    (:func:`rlm_lab.insitu.this_machine.default_profile`: says in one line that it calibrates in situ, about 2
+    minutes behind the load gate, and caches it by machine key in the user's cache folder), written to ``out``
+    under ``name`` with the load it was made under. Where that refuses (``--no-calibrate``,
+    ``$RLM_NO_CALIBRATE``) and would give another machine's profile, ``fallback`` (the quick micro-benchmark
+    calibration, ``rlm-lab calibrate --quick``) measures this machine instead: never another machine's numbers
+    under "your calibration"."""
+    from ...cost.hardware import load_profile, save_profile
+    from ...insitu import this_machine as TM
+
+    path, origin = TM.default_profile(no_calibrate, say=print)
+    if not origin["this_machine"]:
+        return Path(fallback(out=out, name=name, **kw))
+    d = load_profile(path).to_dict()
+    folder = Path(path).parent
+    meta = json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").is_file() else {}
+    before = meta.get("load_before")
+    d["name"] = name
+    d["load"] = {"before": before, "busy": bool(before and before.get("per_core", 0) > TM.MAX_LOAD),
+                 "max_load_per_core": TM.MAX_LOAD, "note": "the in-situ calibration's load gate"}
+    return save_profile(d, out)
 
 
 def calibration_facts(meta: dict) -> dict:

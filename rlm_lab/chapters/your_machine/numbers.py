@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -13,7 +14,7 @@ from ...errors import unknown
 from ...record import RecordError, RunRecord
 from ...sizes import check_size
 from ...compare import relative_error
-from .calibration import calibration_facts, ensure_calibration, now
+from .calibration import calibration_facts, ensure_calibration, insitu_calibration, now
 from .headlines import READER_SIZE, Headline, headlines
 from ...host import load_average
 
@@ -85,8 +86,9 @@ def your_numbers(chapter: str, size: str, root: Path | None = None, calibrate_fn
     out = {"chapter": chapter, "size": size, "reader": False, "calibration": None, "record": None, "rows": rows}
     if size != READER_SIZE:
         out["note"] = (f"This build is at `{size}` size, so only the committed reference is shown. Built at `cpu` "
-                       "size (`make book SIZE=cpu`), this table gets a column measured on your machine: a short "
-                       "calibration of it (made once and cached), then these workloads, predicted first and then run.")
+                       "size (`make book SIZE=cpu`), this table gets a column measured on your machine: an in-situ "
+                       "calibration of it (about 2 minutes, made once and cached), then these workloads, predicted "
+                       "first and then run.")
         return out
     if _gpu_here():
         out["note"] = ("torch sees a CUDA GPU here; this column measures a CPU against a CPU calibration, so "
@@ -205,15 +207,19 @@ def headline_values(yours: dict) -> dict:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "your-numbers", help="this machine's calibration and chapters 2-3's headline workloads beside ours",
-        description=("Calibrate this machine (once, cached under _build/your_machine/), predict the headline "
-                     "workloads of chapters 2 and 3 from that calibration, then run them, and print both beside "
-                     "the committed reference. At any size but cpu only the reference is printed."))
+        description=("Calibrate this machine in situ (once, about 2 minutes behind the load gate, cached by machine "
+                     "key in the user's cache folder), predict the headline workloads of chapters 2 and 3 from that "
+                     "calibration, then run them, and print both beside the committed reference. At any size but "
+                     "cpu only the reference is printed."))
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="no in-situ calibration: this machine's quick micro-benchmark calibration instead")
     p.add_argument("--chapter", default="all", help="ch02, ch03 or all (default)")
     p.add_argument("--size", default=READER_SIZE, help="cpu (default: measures) or smoke/gpu (reference only)")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
+    from ...calibrate.profile import calibrate
     from ...tables import print_table
 
     heads = headlines()
@@ -223,7 +229,8 @@ def _run(args) -> int:
         if c not in heads:
             raise unknown("chapter", c, [*heads, "all"])
     for c in chapters:
-        out = your_numbers(c, args.size, heads=heads)
+        out = your_numbers(c, args.size, heads=heads, calibrate_fn=partial(
+            insitu_calibration, fallback=calibrate, no_calibrate=args.no_calibrate))
         print(f"== {c}")
         print_table(table(out))
         print(out["note"])

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 
-from ...errors import RlmLabError
-
 
 def cores() -> int:
     import os
