@@ -39,9 +39,9 @@ from pathlib import Path
 
 from ..errors import RlmLabError, number_arg
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
-from .placement import GIB, PlacementPrediction, _Predictor, cluster_profile, cluster_topology, predict_placement, \
-    set_cost
-from .workload import workload_from_dict
+from .placement import GIB, PlacementPrediction, _Predictor, check_offline_mode, cluster_profile, cluster_topology, \
+    predict_placement, set_cost
+from .workload import offline_group_size, workload_from_dict
 
 TIE_RULE = ("ties (equal step time to 3 significant digits) are ordered by lower staleness, then less memory per "
             "device, then fewer sets, then the placement's description")
@@ -200,6 +200,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     from .hardware import load_profile
 
     pr = _Predictor(model, algo, wl, cluster_profile(load_profile(profile), cluster), critic, reward_model, beta)
+    for mm, _ in mode_etas:
+        check_offline_mode(pr.alg, mm)
     from .lora import lora_from
 
     lora = lora_from(lora)
@@ -373,7 +375,7 @@ def register(subparsers) -> None:
                                           "the --prompts/--group-size/--prompt-len/--response-len flags).")
     p.add_argument("config", nargs="?", help="predict config YAML (model, algorithm, hardware, workload, cluster)")
     p.add_argument("--model", help="zoo name or path to a config.json")
-    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
+    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo | dpo")
     p.add_argument("--hardware", help="hardware profile name or JSON path (default: the same as predict's, this "
                                       "machine's calibrated CPU profile)")
     p.add_argument("--devices", type=int, help="devices in the cluster (default 8)")
@@ -447,6 +449,7 @@ def run(args) -> int:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
+    wl = offline_group_size(cfg.get("algorithm"), wl) if wl else wl
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
     if args.fitted:
         cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})

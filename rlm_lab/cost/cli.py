@@ -161,7 +161,7 @@ def register(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("config", nargs="?", help="YAML config (see configs/predict/)")
     p.add_argument("--model", help="zoo name or path to a transformers config.json (e.g. configs/models/qwen2.5-7b.config.json)")
-    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
+    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo | dpo")
     p.add_argument("--hardware", help="hardware profile name or JSON path")
     p.add_argument("--beta", type=float, help="KL coefficient; 0 drops the reference model")
     p.add_argument("--prompts", type=int)
@@ -231,7 +231,9 @@ def run(args) -> int:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     if args.trl_defaults:
         wl.update(autocast=True, gradient_checkpointing=True)
-    cfg["workload"] = wl
+    from .workload import offline_group_size
+
+    cfg["workload"] = offline_group_size(cfg.get("algorithm"), wl)
     check_inputs(cfg)
     # the entry point checks this profile's machine against this one after the prediction (rlm_lab.cli)
     args.profile_used = cfg.get("hardware") or DEFAULTS["hardware"]

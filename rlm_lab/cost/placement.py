@@ -567,6 +567,13 @@ def sync_time(pr: _Predictor, placement: Placement, cluster: Cluster | None, top
     return t
 
 
+def check_offline_mode(alg: Algorithm, mode: str) -> None:
+    """An offline algorithm (DPO) has no generation to overlap with its training: only the synchronous mode."""
+    if alg.offline and mode != "sync":
+        raise RlmLabError(f"mode {mode}: {alg.name} generates nothing, so there is no generation to overlap with "
+                          f"training; only mode sync prices it")
+
+
 def predict_placement(placement: Placement, model, algo="grpo", workload=None, profile="cpu-2core-epyc",
                       cluster: Cluster | None = None, critic=None, reward_model=None, beta=None, lora=None,
                       _predictor: _Predictor | None = None, _cache: dict | None = None, mode: str = "sync",
@@ -584,6 +591,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     if lora is not None and not placement.lora:
         placement = replace(placement, lora=True)   # validated as a LoRA placement (reference on the actor's set)
     placement.validate(pr.alg, cluster)
+    check_offline_mode(pr.alg, mode)
     prof, wl, spec = pr.prof, pr.wl, pr.spec
     capacity = (cluster.memory_per_device_gib * GIB if cluster is not None and cluster.memory_per_device_gib
                 else float(prof.memory_bytes))
@@ -630,7 +638,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_BUCKET, sync_bytes > 0), (ASSUMED_OBJECT_STORE, sync_bytes > 0 and placement.sync == "object_store"),
         (offload_note(wl.offload), bool(wl.offload)))
         if used)
-    roll = placement.set_of("rollout")
-    host_s = host_update_time(pr, roll, topo, placement.start(roll.name))
+    roll = placement.set_of("rollout") if "rollout" in placement.roles else None   # DPO: nothing generates
+    host_s = host_update_time(pr, roll, topo, placement.start(roll.name)) if roll else 0.0
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
                                cluster, assumed, mode, eta, host_update_s=host_s)
