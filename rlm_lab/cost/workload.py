@@ -351,8 +351,7 @@ def check_offline(alg: Algorithm, wl: Workload) -> None:
     if wl.group_size != DPO_PAIR:
         raise RlmLabError(f"workload.group_size={wl.group_size}: {alg.name} scores a chosen and a rejected completion "
                           f"of each prompt, so group_size must be {DPO_PAIR} (prompts = preference pairs)")
-    for name, off in (("weight_sync", "none"), ("dynamic_sampling_p", None), ("engine", "static"),
-                      ("prefix_sharing", False)):
+    for name, off in (("weight_sync", "none"), ("dynamic_sampling_p", None), ("prefix_sharing", False)):
         if getattr(wl, name) != off:
             raise RlmLabError(f"workload.{name}={getattr(wl, name)!r}: {alg.name} generates nothing (stored preference "
                               f"pairs), so {name} must be {off!r}")
