@@ -401,6 +401,7 @@ def register(subparsers) -> None:
                    help="use the efficiencies fitted on the published calibration cases (data/published/fit.json), "
                         "the ones the printed validated error belongs to; --assume still overrides one")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
+    p.add_argument("--critic", help="PPO's critic: a zoo name or config.json, or 'shared' (a value head on the actor)")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
@@ -426,8 +427,8 @@ def run(args) -> int:
     from .placement_config import cluster_from
 
     cfg = load_config(args.config) if args.config else {}
-    for key in ("model", "algorithm", "hardware", "lora"):
-        if getattr(args, key) is not None:
+    for key in ("model", "algorithm", "hardware", "lora", "critic"):
+        if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
     given_hw = cfg.get("hardware") is not None
     if cfg.get("placement") is not None:

@@ -164,6 +164,8 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo | dpo")
     p.add_argument("--hardware", help="hardware profile name or JSON path")
     p.add_argument("--beta", type=float, help="KL coefficient; 0 drops the reference model")
+    p.add_argument("--critic", help="PPO's critic: a zoo name or config.json, or 'shared' (a value head on the actor's "
+                                    "backbone: shared actor-critic)")
     p.add_argument("--prompts", type=int)
     p.add_argument("--group-size", type=int)
     p.add_argument("--prompt-len", type=int)
@@ -215,7 +217,7 @@ def mode_inputs(cfg: dict, args) -> None:
 
 def run(args) -> int:
     cfg = load_config(args.config) if args.config else {}
-    for key in ("model", "algorithm", "hardware", "beta", "lora", "placement"):
+    for key in ("model", "algorithm", "hardware", "beta", "lora", "placement", "critic"):
         if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
     given_hw = cfg.get("hardware") is not None

@@ -83,7 +83,7 @@ from .offload import resident, transfer_seconds
 from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
-from .workload import Algorithm, Workload, algorithm, workload_from_dict
+from .workload import Algorithm, Workload, algorithm, with_critic, workload_from_dict
 
 S = Stage
 GIB = 2 ** 30
@@ -321,6 +321,7 @@ class _Predictor:
     def __init__(self, model, algo, workload, profile, critic=None, reward_model=None, beta=None):
         self.spec = model_spec(model)
         self.alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
+        self.alg, critic = with_critic(self.alg, critic)     # "shared": a value head on the actor (predict.py)
         self.wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
         self.prof = load_profile(profile)
         self.critic_base = model_spec(critic) if critic is not None else self.spec
@@ -494,6 +495,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
             owner = ROLE_OF.get(row.stage)
             if row.stage == S.REWARD:
                 owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
+            if row.stage == S.VALUES and row.model == "actor":
+                owner = "actor"    # shared actor-critic: the value head on the actor's backbone
             if owner != role:
                 continue
             t = row.seconds + _layout_comm(row.stage, row, base.shape, shard, wl, lay, prof)  # one rank's share

@@ -38,6 +38,7 @@ class Algorithm:
     name: str
     models: tuple
     advantage: str
+    shared_critic: bool = False   # values from a head on the actor's backbone (with_critic), no critic model
 
     @property
     def critic(self) -> bool:
@@ -331,6 +332,24 @@ class Workload:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+SHARED = "shared"   # the ``critic`` value that puts a value head on the actor's backbone
+
+
+def with_critic(alg: Algorithm, critic):
+    """(algorithm, critic model) for a ``critic`` argument: ``"shared"`` is the survey's shared actor-critic
+    (arXiv 2608.27046 Sec. 4.1, App. B.4.3: one backbone with a policy head and a value head, trained by one backward):
+    the critic model leaves the algorithm's models and its values come from the actor. Anything else is a critic
+    model (None: the actor's backbone, a separate copy)."""
+    if critic != SHARED:
+        return alg, critic
+    if alg.shared_critic:
+        return alg, None
+    if not alg.critic:
+        raise RlmLabError(f"critic: {SHARED}: {alg.name} has no critic to share the actor's backbone with "
+                          f"(only ppo learns values)")
+    return Algorithm(alg.name, tuple(m for m in alg.models if m != "critic"), alg.advantage, True), None
 
 
 def offline_group_size(algo, wl: dict) -> dict:
