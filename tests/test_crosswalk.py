@@ -81,3 +81,18 @@ def test_too_big(tmp_path, monkeypatch):
     monkeypatch.setattr(C, "MAX_BYTES", 10)
     with pytest.raises(RlmLabError, match="larger than 10 bytes"):
         C.load(_write(tmp_path, "source: {}\nitems: []\n"))
+
+
+def test_every_insight_has_guideline_files_citing_the_survey(reg):
+    """Each of the survey's 24 insight and rule items names guideline files (data/guidelines/gNN-*.yaml) that exist
+    and cite the survey among their sources."""
+    from rlm_lab.chapters.ch09_guidelines.cases import load_guidelines
+
+    by_num = {g.id[:3]: g for g in load_guidelines()}
+    _, items = reg
+    for it in (i for i in items if i.kind == "insight"):
+        named = re.findall(r"\bg(\d\d)\b", it.book)
+        assert named, f"{it.id} names no guideline"
+        for n in named:
+            g = by_num[f"g{n}"]
+            assert any("2608.27046" in s["url"] for s in g.sources), f"{g.id} does not cite the survey"
