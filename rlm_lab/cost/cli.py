@@ -186,6 +186,9 @@ def register(subparsers) -> None:
                    help="use the efficiencies fitted on the published calibration cases (data/published/fit.json) "
                         "instead of the datasheet profile's assumed ones; --assume still overrides one")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.add_argument("--table9", action="store_true",
+                   help="with --placement: also the survey's Table 9 rows (stage fusion, asynchronous, combined) on "
+                        "the placement's stage times (table9.py)")
     p.add_argument("--check-machine", action="store_true",
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
@@ -240,7 +243,10 @@ def run(args) -> int:
     # the entry point checks this profile's machine against this one after the prediction (rlm_lab.cli)
     args.profile_used = cfg.get("hardware") or DEFAULTS["hardware"]
     if cfg.get("placement") is not None:
-        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw)
+        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw,
+                              getattr(args, "table9", False))
+    if getattr(args, "table9", False):
+        raise RlmLabError("--table9 evaluates the survey's Table 9 on a placement's stage times: give --placement")
     if cfg.get("mode") not in (None, "sync"):
         raise RlmLabError(f"--mode {cfg['mode']} prices a placement: give one (--placement disaggregated, or "
                           f"placement: in the config); without one the step is a single synchronous set")
@@ -265,7 +271,7 @@ def run(args) -> int:
     return 0 if pred.fits else 1
 
 
-def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
+def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, table9: bool = False) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
     from .assumed import assumption_lines
     from .placement import predict_placement
@@ -284,12 +290,19 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True) -> int:
     assumed = [f"assumed: {a}" for a in pp.assumptions]
     assumed += assumption_lines(apply_assumptions(cfg["hardware"], cfg.get("assume")), step,
                                 engine=pp.workload.engine == "continuous")
+    rows = {}
+    if table9 and pp.fits:
+        from .table9 import table9_rows
+
+        rows = table9_rows(pp)
     if as_json:
         from ..records.files import json_text
 
-        print(json_text(pp.to_dict() | {"assumed": assumed}))
+        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"table9_s": rows} if rows else {})))
     else:
         head, _, rest = format_placement(pp).partition("\n")
         hw = [] if given_hw else [hardware_line(cfg, False)]
-        print("\n".join([head] + hw + [rest] + assumed))
+        t9 = ["the survey's Table 9 on these stage times (each model on its own devices; table9.py): " +
+              ", ".join(f"{k} {_seconds(v)}" for k, v in rows.items())] if rows else []
+        print("\n".join([head] + hw + [rest] + t9 + assumed))
     return 0 if pp.fits else 1
