@@ -290,6 +290,10 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, table9: bool
     assumed = [f"assumed: {a}" for a in pp.assumptions]
     assumed += assumption_lines(apply_assumptions(cfg["hardware"], cfg.get("assume")), step,
                                 engine=pp.workload.engine == "continuous")
+    from .mode_memory import mode_memory, mode_memory_line
+
+    extra = mode_memory(pp, pp.mode, cfg["model"])
+    mem = [mode_memory_line(extra, pp.mode)] if any(m.shadow or m.reshard for m in extra.values()) else []
     rows = {}
     if table9 and pp.fits:
         from .table9 import table9_rows
@@ -298,11 +302,13 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, table9: bool
     if as_json:
         from ..records.files import json_text
 
-        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"table9_s": rows} if rows else {})))
+        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"table9_s": rows} if rows else {})
+                        | {"mode_memory_bytes": {k: {"shadow": m.shadow, "reshard": m.reshard, "total": m.total,
+                                                     "fits": m.fits} for k, m in extra.items()}}))
     else:
         head, _, rest = format_placement(pp).partition("\n")
         hw = [] if given_hw else [hardware_line(cfg, False)]
         t9 = ["the survey's Table 9 on these stage times (each model on its own devices; table9.py): " +
               ", ".join(f"{k} {_seconds(v)}" for k, v in rows.items())] if rows else []
-        print("\n".join([head] + hw + [rest] + t9 + assumed))
-    return 0 if pp.fits else 1
+        print("\n".join([head] + hw + [rest] + t9 + mem + assumed))
+    return 0 if pp.fits and all(m.fits for m in extra.values()) else 1
