@@ -14,7 +14,7 @@ a function counts), and no two subpackages import each other, directly or round 
    ``evidence`` (the median of paired repeats, its bootstrap interval, and the verdict words that follow it),
    ``tables`` (plain text tables, the text of a glued value), ``protocol`` (paired repeats interleaved ABBA,
    each in a fresh process behind a load gate, in one window), ``reference_report`` (a committed window of
-   ``rlm-lab reference`` on a chapter's page);
+   ``rlm-lab reference`` on a chapter's page), ``crosswalk`` (the survey item by item against the book);
 2. ``models``, ``tasks``: the model zoo, the task data and rewards;
 3. ``cost``: the cost model, formulas only (it imports no torch, not even inside a function);
 4. mechanisms, each free to use the ones before it: ``train`` (SFT, GRPO, PPO through TRL; its tracer and
@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
     ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence",
-              "tables", "protocol", "reference_report")),
+              "tables", "protocol", "reference_report", "crosswalk")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),

@@ -53,6 +53,7 @@ CHAPTERS: list[tuple[str | None, str | None]] = [
     ("ch09_guidelines", "ch09_guidelines"),
     ("results", "ch09_results"),  # every taxonomy item, predicted against measured (generated from the records)
     ("ch10_open_directions", "ch10_open_directions"),
+    ("paper_crosswalk", None),  # the survey item by item: generated from data/paper/crosswalk.yaml
     ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
     ("references", None),  # the bibliography (book/references.bib); keep it last
 ]

@@ -40,4 +40,11 @@ MODELS_HELD = {
     "rloo": ("actor", "reference", "verifier"),
     "reinforce_pp": ("actor", "reference", "verifier"),
     "dapo": ("actor", "verifier"),
+    # DPO (Rafailov et al. arXiv 2305.18290; the survey arXiv 2608.27046 Sec. 2.4 and Algorithm 4): a trainable
+    # policy and a frozen reference over stored preference pairs; no rollout, no reward model, no critic.
+    "dpo": ("actor", "reference"),
 }
+
+# Algorithms that train on stored data (preference pairs) instead of generating their own samples: no rollout,
+# no reward, no advantage, no weight sync (the survey arXiv 2608.27046 Table 4: DPO has no generation column).
+OFFLINE = frozenset({"dpo"})

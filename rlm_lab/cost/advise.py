@@ -39,9 +39,9 @@ from pathlib import Path
 
 from ..errors import RlmLabError, number_arg
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
-from .placement import GIB, PlacementPrediction, _Predictor, cluster_profile, cluster_topology, predict_placement, \
-    set_cost
-from .workload import workload_from_dict
+from .placement import GIB, PlacementPrediction, _Predictor, check_offline_mode, cluster_profile, cluster_topology, \
+    predict_placement, set_cost
+from .workload import offline_group_size, workload_from_dict
 
 TIE_RULE = ("ties (equal step time to 3 significant digits) are ordered by lower staleness, then less memory per "
             "device, then fewer sets, then the placement's description")
@@ -233,6 +233,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     from .hardware import load_profile
 
     pr = _Predictor(model, algo, wl, cluster_profile(load_profile(profile), cluster), critic, reward_model, beta)
+    for mm, _ in mode_etas:
+        check_offline_mode(pr.alg, mm)
     from .lora import lora_from
 
     lora = lora_from(lora)
@@ -407,7 +409,7 @@ def register(subparsers) -> None:
                                           "the --prompts/--group-size/--prompt-len/--response-len flags).")
     p.add_argument("config", nargs="?", help="predict config YAML (model, algorithm, hardware, workload, cluster)")
     p.add_argument("--model", help="zoo name or path to a config.json")
-    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
+    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo | dpo")
     p.add_argument("--hardware", help="hardware profile name or JSON path (default: the committed profile of the "
                                       "machine the chapters' runs were made on)")
     p.add_argument("--devices", type=int, help="devices in the cluster (default 8)")
@@ -436,6 +438,7 @@ def register(subparsers) -> None:
                    help="use the efficiencies fitted on the published calibration cases (data/published/fit.json), "
                         "the ones the printed validated error belongs to; --assume still overrides one")
     p.add_argument("--lora", type=int, metavar="RANK", help="train LoRA adapters of this rank")
+    p.add_argument("--critic", help="PPO's critic: a zoo name or config.json, or 'shared' (a value head on the actor)")
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
@@ -461,8 +464,8 @@ def run(args) -> int:
     from .placement_config import cluster_from
 
     cfg = load_config(args.config) if args.config else {}
-    for key in ("model", "algorithm", "hardware", "lora"):
-        if getattr(args, key) is not None:
+    for key in ("model", "algorithm", "hardware", "lora", "critic"):
+        if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
     given_hw = cfg.get("hardware") is not None
     if cfg.get("placement") is not None:
@@ -484,6 +487,7 @@ def run(args) -> int:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
+    wl = offline_group_size(cfg.get("algorithm"), wl) if wl else wl
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
     if args.fitted:
         cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})

@@ -170,9 +170,11 @@ def register(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("config", nargs="?", help="YAML config (see configs/predict/)")
     p.add_argument("--model", help="zoo name or path to a transformers config.json (e.g. configs/models/qwen2.5-7b.config.json)")
-    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo")
+    p.add_argument("--algorithm", "--algo", dest="algorithm", help="ppo | grpo | rloo | reinforce_pp | dapo | dpo")
     p.add_argument("--hardware", help="hardware profile name or JSON path")
     p.add_argument("--beta", type=float, help="KL coefficient; 0 drops the reference model")
+    p.add_argument("--critic", help="PPO's critic: a zoo name or config.json, or 'shared' (a value head on the actor's "
+                                    "backbone: shared actor-critic)")
     p.add_argument("--prompts", type=int)
     p.add_argument("--group-size", type=int)
     p.add_argument("--prompt-len", type=int)
@@ -196,6 +198,9 @@ def register(subparsers) -> None:
     p.add_argument("--no-calibrate", action="store_true",
                    help="without --hardware, never calibrate this machine in situ: use its cached or the chapters' "
                         "committed profile (said in one line)")
+    p.add_argument("--table9", action="store_true",
+                   help="with --placement: also the survey's Table 9 rows (stage fusion, asynchronous, combined) on "
+                        "the placement's stage times (table9.py)")
     p.add_argument("--check-machine", action="store_true",
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
@@ -227,7 +232,7 @@ def mode_inputs(cfg: dict, args) -> None:
 
 def run(args) -> int:
     cfg = load_config(args.config) if args.config else {}
-    for key in ("model", "algorithm", "hardware", "beta", "lora", "placement"):
+    for key in ("model", "algorithm", "hardware", "beta", "lora", "placement", "critic"):
         if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
     given_hw = cfg.get("hardware") is not None
@@ -243,8 +248,12 @@ def run(args) -> int:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     if args.trl_defaults:
         wl.update(autocast=True, gradient_checkpointing=True)
-    cfg["workload"] = wl
+    from .workload import offline_group_size
+
+    cfg["workload"] = offline_group_size(cfg.get("algorithm"), wl)
     check_inputs(cfg)
+    if getattr(args, "table9", False) and cfg.get("placement") is None:
+        raise RlmLabError("--table9 evaluates the survey's Table 9 on a placement's stage times: give --placement")
     if cfg.get("placement") is None and cfg.get("mode") not in (None, "sync"):
         raise RlmLabError(f"--mode {cfg['mode']} prices a placement: give one (--placement disaggregated, or "
                           f"placement: in the config); without one the step is a single synchronous set")
@@ -258,7 +267,8 @@ def run(args) -> int:
         origin = args.origin_of(args.profile_used, fitted=bool(getattr(args, "fitted", False)))
     args.profile_origin = origin
     if cfg.get("placement") is not None:
-        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw, origin)
+        return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw, origin,
+                              getattr(args, "table9", False))
     pred = predict_from_config(cfg)
     from .assumed import assumption_lines
     from .predict import predict
@@ -290,7 +300,8 @@ def _dry_run(cfg: dict) -> None:
         predict_placement_from_config(DEFAULTS | {k: v for k, v in cfg.items() if v is not None})
 
 
-def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict | None = None) -> int:
+def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict | None = None,
+                   table9: bool = False) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
     from .assumed import assumption_lines
     from .placement import predict_placement
@@ -309,12 +320,26 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict
     assumed = [f"assumed: {a}" for a in pp.assumptions]
     assumed += assumption_lines(apply_assumptions(cfg["hardware"], cfg.get("assume")), step,
                                 engine=pp.workload.engine == "continuous")
+    from .mode_memory import mode_memory, mode_memory_line
+
+    extra = mode_memory(pp, pp.mode, cfg["model"])
+    mem = [mode_memory_line(extra, pp.mode)] if any(m.shadow or m.reshard for m in extra.values()) else []
+    rows = {}
+    if table9 and pp.fits:
+        from .table9 import table9_rows
+
+        rows = table9_rows(pp)
     if as_json:
         from ..records.files import json_text
 
-        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})))
+        print(json_text(pp.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})
+                        | ({"table9_s": rows} if rows else {})
+                        | {"mode_memory_bytes": {k: {"shadow": m.shadow, "reshard": m.reshard, "total": m.total,
+                                                     "fits": m.fits} for k, m in extra.items()}}))
     else:
         head, _, rest = format_placement(pp).partition("\n")
         hw = [] if given_hw and origin is None else [hardware_line(cfg, given_hw, origin)]
-        print("\n".join([head] + hw + [rest] + assumed))
-    return 0 if pp.fits else 1
+        t9 = ["the survey's Table 9 on these stage times (each model on its own devices; table9.py): " +
+              ", ".join(f"{k} {_seconds(v)}" for k, v in rows.items())] if rows else []
+        print("\n".join([head] + hw + [rest] + t9 + mem + assumed))
+    return 0 if pp.fits and all(m.fits for m in extra.values()) else 1

@@ -84,7 +84,7 @@ from .lora import lora_from, lora_params, lora_tensors
 from .predict import predict
 from .spec import model_spec, scalar_head
 from .straggler import straggler_factor
-from .workload import Algorithm, Workload, algorithm, workload_from_dict
+from .workload import Algorithm, Workload, algorithm, with_critic, workload_from_dict
 
 S = Stage
 GIB = 2 ** 30
@@ -383,6 +383,7 @@ class _Predictor:
     def __init__(self, model, algo, workload, profile, critic=None, reward_model=None, beta=None):
         self.spec = model_spec(model)
         self.alg = algo if isinstance(algo, Algorithm) else algorithm(algo, beta)
+        self.alg, critic = with_critic(self.alg, critic)     # "shared": a value head on the actor (predict.py)
         self.wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
         self.prof = load_profile(profile)
         self.critic_base = model_spec(critic) if critic is not None else self.spec
@@ -585,6 +586,8 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
             owner = ROLE_OF.get(row.stage)
             if row.stage == S.REWARD:
                 owner = "reward" if row.model == "reward" else "actor"   # a verifier runs in the trainer
+            if row.stage == S.VALUES and row.model == "actor":
+                owner = "actor"    # shared actor-critic: the value head on the actor's backbone
             if owner != role:
                 continue
             t = row.seconds + _layout_comm(row.stage, row, base.shape, pp_shard(shard, pp), wl, lay, prof)
@@ -670,6 +673,13 @@ def sync_time(pr: _Predictor, placement: Placement, cluster: Cluster | None, top
     return t
 
 
+def check_offline_mode(alg: Algorithm, mode: str) -> None:
+    """An offline algorithm (DPO) has no generation to overlap with its training: only the synchronous mode."""
+    if alg.offline and mode != "sync":
+        raise RlmLabError(f"mode {mode}: {alg.name} generates nothing, so there is no generation to overlap with "
+                          f"training; only mode sync prices it")
+
+
 def predict_placement(placement: Placement, model, algo="grpo", workload=None, profile="cpu-2core-epyc",
                       cluster: Cluster | None = None, critic=None, reward_model=None, beta=None, lora=None,
                       _predictor: _Predictor | None = None, _cache: dict | None = None, mode: str = "sync",
@@ -687,6 +697,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
     if lora is not None and not placement.lora:
         placement = replace(placement, lora=True)   # validated as a LoRA placement (reference on the actor's set)
     placement.validate(pr.alg, cluster)
+    check_offline_mode(pr.alg, mode)
     prof, wl, spec = pr.prof, pr.wl, pr.spec
     capacity = (cluster.memory_per_device_gib * GIB if cluster is not None and cluster.memory_per_device_gib
                 else float(prof.memory_bytes))
@@ -739,7 +750,7 @@ def predict_placement(placement: Placement, model, algo="grpo", workload=None, p
         (ASSUMED_DRAWN, any(s.balance == "drawn" for s in placement.sets)),
         (offload_note(wl.offload), bool(wl.offload)))
         if used)
-    roll = placement.set_of("rollout")
-    host_s = host_update_time(pr, roll, topo, placement.start(roll.name))
+    roll = placement.set_of("rollout") if "rollout" in placement.roles else None   # DPO: nothing generates
+    host_s = host_update_time(pr, roll, topo, placement.start(roll.name)) if roll else 0.0
     return PlacementPrediction(placement, pr.alg, wl, prof.name, sets, phases, sync_bytes, reshard_bytes, lora,
                                cluster, assumed, mode, eta, host_update_s=host_s)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from ..errors import RlmLabError
-from ..stages import MODELS_HELD
+from ..stages import MODELS_HELD, OFFLINE
 
 ROLES = ("actor", "rollout", "reference", "critic", "reward")
 KINDS = ("cpu", "gpu")
@@ -183,7 +183,14 @@ def roles_for(algo) -> tuple[str, ...]:
         if models is None:
             raise PlacementError(f"cannot read the models of algorithm {algo!r}")
     held = set(models) | {"actor", "rollout"}
+    if _offline(algo):
+        held.discard("rollout")      # DPO: stored preference pairs, nothing generates (stages.OFFLINE)
     return tuple(r for r in ROLES if r in held)
+
+
+def _offline(algo) -> bool:
+    name = algo if isinstance(algo, str) else getattr(algo, "name", "")
+    return str(name).lower().replace("-", "_") in OFFLINE
 
 
 # ---- the placement --------------------------------------------------------------------------------
@@ -244,7 +251,7 @@ class Placement:
     @property
     def rollout_separate(self) -> bool:
         """True when generation runs on another set than training (weights must be shipped)."""
-        return self.roles.get("rollout") != self.roles.get("actor")
+        return "rollout" in self.roles and self.roles.get("rollout") != self.roles.get("actor")
 
     # ---- validation
     def validate(self, algo="grpo", cluster: Cluster | None = None) -> "Placement":

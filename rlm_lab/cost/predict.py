@@ -54,7 +54,7 @@ from .lora import Lora, lora_forward_flops, lora_from, lora_params, lora_tensors
 from .spec import ModelSpec, model_spec, scalar_head
 from .timing import backward_time, decode_step_time, forward_time, optimizer_time
 from .workdepth import WorkDepth, dynamic_sampling_inflation, iteration_edges
-from .workload import Algorithm, Workload, algorithm, expected_max, workload_from_dict
+from .workload import Algorithm, Workload, algorithm, check_offline, expected_max, with_critic, workload_from_dict
 
 S = Stage
 GIB = 2 ** 30
@@ -176,7 +176,8 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
             lora=None, layout: Layout | None = None) -> Prediction:
     """Predict one iteration of ``algo`` on ``model`` with ``workload`` on hardware ``profile``.
 
-    ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head;
+    ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head; ``critic="shared"``: a
+    value head on the actor's own backbone (shared actor-critic; values from the actor's forward, one backward);
     ``beta=0`` drops the reference model; ``lora`` (a :class:`Lora`, a rank, a mapping or True) trains
     LoRA adapters on the frozen actor (lora.py). ``layout`` (comm.Layout; placement.py passes one per set): the
     tensor-/expert-parallel sizes the model shards were cut for, the nodes each group spans, the device memory
@@ -188,6 +189,8 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
     wl = workload if isinstance(workload, Workload) else workload_from_dict(workload or {})
     prof = load_profile(profile)
     prof.peak_flops(wl.dtype)  # fail early, naming the dtype, if the profile lacks it
+    check_offline(alg, wl)
+    alg, critic = with_critic(alg, critic)
     critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
     rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
     if layout is None:
@@ -205,6 +208,7 @@ class _Assembler:
         self.lora = lora
         self.adapter = lora_params(spec, lora) if lora else 0   # trainable parameters of the actor's adapters
         self.critic_spec, self.rm_spec = critic_spec, rm_spec
+        self.head = spec.hidden + 1 if alg.shared_critic else 0   # shared actor-critic: the value head h -> 1
         self.dt, self.db = wl.dtype, wl.dtype_bytes
         self.lengths = wl.lengths()
         self.dev = wl.devices
@@ -233,7 +237,11 @@ class _Assembler:
         total = self._lora_state() if self.lora else self._train_state(self.spec)
         if self.alg.critic:  # the critic is trained like the actor: same ZeRO sharding (issue 12 item 4)
             total += self._train_state(self.critic_spec)
-        if self.alg.reference and not self.lora:  # LoRA: the reference is the actor with its adapter disabled
+        if self.head:  # shared actor-critic: the value head's weights and AdamW state (d + 1 parameters, unsharded)
+            w, _, o = M.PRECISIONS[self.wl.precision]
+            total += M.MemoryBreakdown(weights=self.head * w, optimizer=self.head * o)
+        if self.alg.reference and not self.lora and not self.wl.precompute_ref_log_probs:
+            # LoRA: the reference is the actor with its adapter disabled; precomputed: log-probs stored, no weights
             total += M.MemoryBreakdown(weights=int(self.spec.params * self.db / self.frozen_shards))
         if self.alg.reward_model:
             total += M.MemoryBreakdown(weights=int(self.rm_spec.params * self.db / self.frozen_shards))
@@ -317,14 +325,34 @@ class _Assembler:
 
     # -- stages --
     def run(self) -> Prediction:
+        if self.alg.offline:
+            return self._finish(self.offline_preparation, self.training)
+        return self._finish(self._online_generation, self.preparation, self._online_rewards, self.training, self.sync)
+
+    def _online_generation(self):
         self.generation()
         if self.wl.dynamic_sampling_p is not None:
             self._inflate((S.PREFILL, S.DECODE))
-        self.preparation()
+
+    def _online_rewards(self):
         if self.wl.dynamic_sampling_p is not None:
             self._inflate((S.REWARD,))
-        self.training()
-        self.sync()
+
+    def offline_preparation(self):
+        """DPO (the survey arXiv 2608.27046 Algorithm 4): the frozen reference scores both completions of every
+        pair, teacher-forced, in micro-batches (TRL's DPOTrainer concatenates chosen and rejected into one batch);
+        with ``precompute_ref_log_probs`` that pass runs once over the data set before training and is no part of
+        the iteration. No generation, reward, advantage or weight sync."""
+        if not self.alg.reference or self.wl.precompute_ref_log_probs:
+            return
+        self._scoring_pass(S.REF_LOGPROB, "reference", self.spec)
+
+    def _finish(self, *phases) -> Prediction:
+        for phase in phases:
+            phase()
+        return self._assemble()
+
+    def _assemble(self) -> Prediction:
         stages = {r.stage for r in self.rows}
         adv_in = (S.REWARD, S.REF_LOGPROB, S.VALUES) if self.alg.advantage == "gae" else (S.REWARD,)
         dag = WorkDepth({r.stage: r.work_s for r in self.rows}, {r.stage: r.depth_s for r in self.rows},
@@ -460,7 +488,7 @@ class _Assembler:
         return total
 
     def preparation(self):
-        n_dev, seq = self.n_dev, self.seq
+        seq = self.seq
         passes = []
         if self.recompute_old:
             passes.append((S.OLD_LOGPROB, "actor", self.spec))
@@ -473,17 +501,9 @@ class _Assembler:
         for stage, name, spec in passes:
             if stage == S.VALUES and not self.alg.reward_model:
                 self._verifier()
-            t, f_seq, calls, lt = self._forward_pass(spec, n_dev, seq)
-            tr = self._transient_forward(spec, lt, grad=False)
-            self._track(tr)
-            depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
-                                 self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
-            if self.wl.zero_stage == 3 and self.dev > 1:
-                # a ZeRO-3 model (trained or frozen: frozen_shards) all-gathers its parameters for every forward call
-                # (layer by layer: N bytes)
-                gather = collective_time("all_gather", spec.params * self.db, self.shard, self.prof, self.shard_nodes)
-                t, depth = t + calls * gather, depth + gather
-            self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
+            self._scoring_pass(stage, name, spec)
+        if self.head:
+            self._shared_values()
         self._verifier()
         # advantage: elementwise; GAE is a backward-in-time loop over the padded completion
         op = self.prof.call_overhead("op_s")
@@ -492,6 +512,32 @@ class _Assembler:
         self._add(S.ADVANTAGE, "-", 10.0 * self.wl.n * (seq - self.wl.prompt_len), 0.0, M.MemoryBreakdown(),
                   t_adv, steps, t_adv)
 
+    def _shared_values(self):
+        """Shared actor-critic (the survey's App. B.4.3): the values come from the value head on the actor's hidden
+        states. When the old-log-prob pass runs, the head rides on it: 2 d FLOPs per token, one small product per
+        micro-batch (time: the op overhead per call; the head is 2d of the backbone's 2N FLOPs per token); without
+        that pass the actor's backbone runs a forward for them (the actor with a scalar head)."""
+        if not self.recompute_old:
+            return self._scoring_pass(S.VALUES, "actor", scalar_head(self.spec))
+        calls = math.ceil(self.n_dev / self.m)
+        t = calls * self.prof.call_overhead("op_s")
+        self._add(S.VALUES, "actor", self.wl.n * 2 * self.spec.hidden * self.seq, 0.0, M.MemoryBreakdown(), t, calls,
+                  self.prof.call_overhead("op_s"))
+
+    def _scoring_pass(self, stage, name, spec):
+        """One teacher-forced forward without gradients over every sequence of this device, in micro-batches."""
+        t, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq)
+        tr = self._transient_forward(spec, lt, grad=False)
+        self._track(tr)
+        depth = forward_time(spec, self.prof, 1, self.seq_max, self._logit_tokens(self.seq_max, spec.head_width),
+                             self.dt, self.db, logprob_rows=self._logprob_rows(spec, self.seq_max))
+        if self.wl.zero_stage == 3 and self.dev > 1:
+            # a ZeRO-3 model (trained or frozen: frozen_shards) all-gathers its parameters for every forward call
+            # (layer by layer: N bytes)
+            gather = collective_time("all_gather", spec.params * self.db, self.shard, self.prof, self.shard_nodes)
+            t, depth = t + calls * gather, depth + gather
+        self._add(stage, name, self.wl.n * f_seq, self.dev * calls * spec.params * self.db, tr, t, calls, depth)
+
     @property
     def recompute_old(self) -> bool:
         """Whether the run scores the behaviour policy's log-probs in a separate pass. ``workload.recompute_old``
@@ -499,6 +545,8 @@ class _Assembler:
         policy moves before a sample is trained (num_iterations > 1, or more optimizer steps per generation
         than one: epochs > 1 or minibatches > 1), and our PPO always does when it has a reference (its
         per-token KL reward needs log pi_old; rlm_lab.train.ppo)."""
+        if self.alg.offline:   # DPO's loss compares with the reference only: no behaviour policy
+            return False
         if self.wl.recompute_old is not None:
             return bool(self.wl.recompute_old)
         ppo_kl = self.alg.name == "ppo" and self.alg.reference
@@ -518,7 +566,7 @@ class _Assembler:
         for name, spec in models:
             lora = self.lora if name == "actor" else None
             wg = lora is None   # LoRA: the frozen products need only the input gradient (lora.py)
-            trainable = self.adapter if lora else spec.params
+            trainable = (self.adapter if lora else spec.params) + (self.head if name == "actor" else 0)
             t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
             lr = self._logprob_rows(spec, self.seq)
@@ -542,6 +590,8 @@ class _Assembler:
             d_b = steps * (backward_time(spec, prof, 1, self.seq_max, lt_max, self.dt, self.db, lr_max,
                                          weight_grads=wg, recompute=rc) + comm)
             w_bytes = spec.params * self.db
+            if name == "actor" and self.head:   # the value head's product on every position (shared actor-critic)
+                f_seq += 2 * spec.hidden * self.seq
             f_fwd, f_bwd = wl.epochs * wl.n * f_seq, 2 * wl.epochs * wl.n * f_seq
             if lora:  # adapters' forward; backward = input gradient of every product + 2x attention + 2x adapters
                 f_ad = lora_forward_flops(spec, lora, self.seq)

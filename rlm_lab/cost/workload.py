@@ -14,7 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import RlmLabError, unknown
-from ..stages import MODELS_HELD
+from ..stages import MODELS_HELD, OFFLINE
 from .memory import PRECISIONS
 
 # Bounds that keep a prediction from materializing more than it can hold (the model builds per-token and
@@ -23,7 +23,12 @@ from .memory import PRECISIONS
 MAX_TOKENS = 2**20
 MAX_SEQUENCES = 2**20
 
-ADVANTAGE = {"ppo": "gae", "grpo": "group", "rloo": "leave_one_out", "reinforce_pp": "global", "dapo": "group"}
+ADVANTAGE = {"ppo": "gae", "grpo": "group", "rloo": "leave_one_out", "reinforce_pp": "global", "dapo": "group",
+             "dpo": "none"}
+
+# DPO scores a chosen and a rejected completion of each prompt (arXiv 2305.18290 eq. 7; the survey's Algorithm 4):
+# a DPO workload's ``group_size`` is the two sequences of one preference pair, and ``prompts`` counts pairs.
+DPO_PAIR = 2
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Algorithm:
     name: str
     models: tuple
     advantage: str
+    shared_critic: bool = False   # values from a head on the actor's backbone (with_critic), no critic model
 
     @property
     def critic(self) -> bool:
@@ -46,6 +52,11 @@ class Algorithm:
     def reward_model(self) -> bool:
         return "reward" in self.models
 
+    @property
+    def offline(self) -> bool:
+        """Trains on stored data (DPO's preference pairs): no rollout, reward, advantage or weight sync."""
+        return self.name in OFFLINE
+
 
 def algorithm(name: str, beta: float | None = None) -> Algorithm:
     """``algorithm("grpo")``; ``beta=0`` drops the reference model (no KL term), as DAPO does."""
@@ -53,6 +64,9 @@ def algorithm(name: str, beta: float | None = None) -> Algorithm:
     if key not in MODELS_HELD:
         raise unknown("algorithm", name, MODELS_HELD)
     models = MODELS_HELD[key]
+    if beta == 0 and key in OFFLINE:
+        raise RlmLabError(f"beta = 0 with {key}: DPO's beta scales its log-ratio inside the loss (arXiv 2305.18290 "
+                          f"eq. 7), it is no KL coefficient, and the loss needs the reference; give beta > 0 or omit it")
     if beta == 0:
         models = tuple(m for m in models if m != "reference")
     return Algorithm(key, models, ADVANTAGE[key])
@@ -243,6 +257,7 @@ class Workload:
     gradient_checkpointing: bool = False  # every decoder layer recomputed in backward (TRL's default True)
     logprob_chunk: int | None = None   # fp32 log-softmax positions at once (None: the whole micro-batch)
     offload: tuple = ()                # offload.OFFLOADS kinds
+    precompute_ref_log_probs: bool = False  # DPO: reference log-probs computed once before training (TRL DPOConfig)
 
     def __post_init__(self):
         object.__setattr__(self, "response", response_lengths(self.response))
@@ -275,7 +290,7 @@ class Workload:
         p = self.dynamic_sampling_p
         if p is not None and not 0 <= p < 1:
             raise RlmLabError(f"workload.dynamic_sampling_p must be in [0, 1), got {p!r}")
-        for name in ("autocast", "gradient_checkpointing"):
+        for name in ("autocast", "gradient_checkpointing", "precompute_ref_log_probs"):
             if not isinstance(getattr(self, name), bool):
                 raise RlmLabError(f"workload.{name} must be true or false, got {getattr(self, name)!r}")
         f = self.engine_memory_fraction
@@ -317,6 +332,48 @@ class Workload:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+SHARED = "shared"   # the ``critic`` value that puts a value head on the actor's backbone
+
+
+def with_critic(alg: Algorithm, critic):
+    """(algorithm, critic model) for a ``critic`` argument: ``"shared"`` is the survey's shared actor-critic
+    (arXiv 2608.27046 Sec. 4.1, App. B.4.3: one backbone with a policy head and a value head, trained by one backward):
+    the critic model leaves the algorithm's models and its values come from the actor. Anything else is a critic
+    model (None: the actor's backbone, a separate copy)."""
+    if critic != SHARED:
+        return alg, critic
+    if alg.shared_critic:
+        return alg, None
+    if not alg.critic:
+        raise RlmLabError(f"critic: {SHARED}: {alg.name} has no critic to share the actor's backbone with "
+                          f"(only ppo learns values)")
+    return Algorithm(alg.name, tuple(m for m in alg.models if m != "critic"), alg.advantage, True), None
+
+
+def offline_group_size(algo, wl: dict) -> dict:
+    """A DPO config's workload with ``group_size`` 2 (the pair) when it gives none (the CLIs' default; the
+    Workload's own default, 4 samples per prompt, is an online algorithm's)."""
+    name = str(algo or "").lower().replace("-", "_")
+    return wl if name not in OFFLINE or "group_size" in wl else dict(wl, group_size=DPO_PAIR)
+
+
+def check_offline(alg: Algorithm, wl: Workload) -> None:
+    """What an offline algorithm's workload must be (one line naming the field), and that only it may precompute
+    its reference log-probs."""
+    if not alg.offline:
+        if wl.precompute_ref_log_probs:
+            raise RlmLabError(f"workload.precompute_ref_log_probs: only an offline algorithm (dpo) can score its "
+                              f"reference once before training; {alg.name} generates new samples every step")
+        return
+    if wl.group_size != DPO_PAIR:
+        raise RlmLabError(f"workload.group_size={wl.group_size}: {alg.name} scores a chosen and a rejected completion "
+                          f"of each prompt, so group_size must be {DPO_PAIR} (prompts = preference pairs)")
+    for name, off in (("weight_sync", "none"), ("dynamic_sampling_p", None), ("prefix_sharing", False)):
+        if getattr(wl, name) != off:
+            raise RlmLabError(f"workload.{name}={getattr(wl, name)!r}: {alg.name} generates nothing (stored preference "
+                              f"pairs), so {name} must be {off!r}")
 
 
 def workload_from_dict(d: dict) -> Workload:

@@ -33,6 +33,17 @@ from ..errors import RlmLabError
 REPO = Path(__file__).resolve().parent.parent.parent
 REGISTRY = REPO / "data" / "frameworks"
 NOT_FOUND = "not found"
+SURVEY_ONLY = REGISTRY / "survey_only"
+
+# The survey's classes of frameworks (arXiv 2608.27046 Sec. 6.2); "none": not among its 18 systems.
+SURVEY_CLASSES = ("library-centric", "orchestrator-centric", "scheduling-centric")
+# Table 11's columns (its caption): the intra-model ones (FSDP2 counted under zero3) and the inter-model ones, and its
+# symbols (documented; partial = indirect, partial, backend-specific or train-vs-rollout-specific; none; unclear).
+# A column a file does not give is "not read".
+TABLE11 = ("dp", "zero1", "zero2", "zero3", "tp", "cp", "ep", "pp", "ac_share", "disagg", "stage_fusion", "hybrid",
+           "async")
+TABLE11_VALUES = ("documented", "partial", "none", "unclear")
+NOT_READ = "not read"
 
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}/\S*$")
 _READ = re.compile(r"^[0-9a-f]{12} \((\d{4}-\d{2}-\d{2}|code index copy; commit date not recorded\), read \d{4}-\d{2}-\d{2})")
@@ -185,6 +196,12 @@ class Framework:
     bib: str
     cells: dict[str, Cell] = field(default_factory=dict)
     published: tuple[Published, ...] = ()
+    survey_class: str = "none"
+    table11: dict = field(default_factory=dict)
+
+    def column(self, key: str) -> str:
+        """Table 11's value of column ``key`` for this framework (``not read`` when the file does not give it)."""
+        return self.table11.get(key, NOT_READ)
 
     def found(self) -> int:
         return sum(c.found for c in self.cells.values())
@@ -247,7 +264,7 @@ def load_framework(path: Path) -> Framework:
     for u in (raw["repo"], raw["docs"]):
         if not _URL.match(str(u)):
             _fail(path, f"{u!r} is not an https URL")
-    extra = set(raw) - set(need) - {"published"}
+    extra = set(raw) - set(need) - {"published", "survey_class", "table11"}
     if extra:
         _fail(path, f"unknown fields {sorted(extra)}")
     published = []
@@ -258,8 +275,88 @@ def load_framework(path: Path) -> Framework:
         if not _URL.match(p["url"]) or not _READ.match(p["read"]):
             _fail(path, f"published[{i}]: url must be https and read '<12-hex commit> (<YYYY-MM-DD>)'")
         published.append(Published(p["what"], p["value"], p["url"], p["read"]))
+    if "survey_class" not in raw:
+        _fail(path, f"missing survey_class (one of {', '.join(SURVEY_CLASSES)}, or none)")
     return Framework(raw["id"], raw["name"], int(raw["order"]), raw["repo"], raw["docs"], snap["commit"],
-                     str(snap["date"]), raw["bib"], {k: _cell(path, k, cells[k]) for k in KNOBS}, tuple(published))
+                     str(snap["date"]), raw["bib"], {k: _cell(path, k, cells[k]) for k in KNOBS}, tuple(published),
+                     _survey_class(path, raw["survey_class"], allow_none=True), _table11(path, raw.get("table11")))
+
+
+def _survey_class(path: Path, value, allow_none: bool) -> str:
+    allowed = SURVEY_CLASSES + (("none",) if allow_none else ())
+    if value not in allowed:
+        _fail(path, f"survey_class must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _table11(path: Path, raw) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        _fail(path, "table11 must be a mapping of Table 11's columns")
+    bad = sorted(set(map(str, raw)) - set(TABLE11))
+    if bad:
+        _fail(path, f"table11: unknown column(s) {bad}; columns: {', '.join(TABLE11)}")
+    for k, v in raw.items():
+        if v not in TABLE11_VALUES:
+            _fail(path, f"table11.{k} must be one of {', '.join(TABLE11_VALUES)} (omit it when not read), got {v!r}")
+    return dict(raw)
+
+
+@dataclass(frozen=True)
+class SurveySystem:
+    """One of the survey's 18 systems (Sec. 6.2): its class, and either the registry's full row (``framework``) or a
+    survey-only row (data/frameworks/survey_only: primary source, code, status, Table 11 where documented)."""
+
+    id: str
+    name: str
+    survey_class: str
+    source: str                    # primary source URL (paper, or the post the survey cites); the repo for full rows
+    code: str                      # code URL, or "not checked"
+    status: str
+    table11: dict
+    framework: Framework | None = None
+
+    def column(self, key: str) -> str:
+        return self.table11.get(key, NOT_READ)
+
+
+def load_survey_only(path: Path) -> SurveySystem:
+    """One survey-only row; one error line naming the file and the field."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise RlmLabError(f"framework registry {path.name}: cannot read: {str(e).splitlines()[0]}") from None
+    need = ("id", "name", "survey_class", "survey_ref", "source", "code", "status", "table11")
+    if not isinstance(raw, dict) or sorted(raw) != sorted(need):
+        got = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+        _fail(path, f"a survey-only row needs exactly {', '.join(need)}; got {got}")
+    if raw["id"] != path.stem:
+        _fail(path, f"id {raw['id']!r} differs from the file name")
+    for k in ("name", "survey_ref", "status"):
+        if not isinstance(raw[k], str) or not raw[k].strip():
+            _fail(path, f"{k} must be a non-empty string")
+    if not _URL.match(str(raw["source"])):
+        _fail(path, f"source {raw['source']!r} is not an https URL")
+    if raw["code"] != "not checked" and not _URL.match(str(raw["code"])):
+        _fail(path, f"code must be an https URL or 'not checked', got {raw['code']!r}")
+    return SurveySystem(raw["id"], raw["name"], _survey_class(path, raw["survey_class"], allow_none=False),
+                        raw["source"], raw["code"], raw["status"], _table11(path, raw["table11"]))
+
+
+def load_survey_systems(folder: str | Path = REGISTRY) -> list[SurveySystem]:
+    """The survey's 18 systems: the registry's rows with a survey class, then the survey-only rows, by class."""
+    folder = Path(folder)
+    full = [SurveySystem(f.id, f.name, f.survey_class, f.repo, f.repo, "code read into every knob cell", f.table11, f)
+            for f in load_registry(folder).values() if f.survey_class != "none"]
+    only = [load_survey_only(p) for p in sorted((folder / "survey_only").glob("*.yaml"))]
+    ids = [s.id for s in full + only]
+    if len(set(ids)) != len(ids):
+        raise RlmLabError(f"framework registry {folder}: a system is both a full row and a survey-only row")
+    return sorted(full + only, key=lambda s: SURVEY_CLASSES.index(s.survey_class))
 
 
 def load_registry(folder: str | Path = REGISTRY) -> dict[str, Framework]:

@@ -1,5 +1,7 @@
 """Training: SFT warm start (TRL SFTTrainer), then RL with verifiable rewards — GRPO and RLOO through
-TRL, PPO through ``rlm_lab.train.ppo`` — one ``RunConfig`` per run, one ``RunRecord`` per run.
+TRL, PPO through ``rlm_lab.train.ppo`` — one ``RunConfig`` per run, one ``RunRecord`` per run; DPO through TRL's
+``DPOTrainer`` on preference pairs built from the verifiable tasks (``rlm_lab.train.dpo``; not yet a ``RunConfig``
+algorithm).
 
 Nothing here imports torch at package import time; ``run`` and the trainers load it when called.
 """

@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...frameworks.registry import KNOBS, REPO, Framework, load_registry
+from ...frameworks.registry import KNOBS, NOT_READ, REPO, TABLE11, Framework, load_registry, load_survey_systems
 
 # The registry's knobs in four groups, one table each (a 17 x 13 table does not fit a page).
 GROUPS = (
@@ -404,3 +404,10 @@ def example_values(examples: list[dict]) -> dict:
     """How many example configs were predicted, of how many frameworks, and how many fit."""
     return {"ch08_examples": str(len(examples)), "ch08_example_frameworks": str(len({r["framework"] for r in examples})),
             "ch08_examples_fit": str(sum(bool(r["fits"]) for r in examples))}
+
+
+def survey_rows() -> list[dict]:
+    """The survey's 18 systems (arXiv 2608.27046 Sec. 6.2) by class: status and the Table 11 columns each row gives."""
+    return [{"class": s.survey_class, "system": s.name, "status": s.status,
+             "table11": ", ".join(f"{k} {s.column(k)}" for k in TABLE11 if s.column(k) != NOT_READ) or "-"}
+            for s in load_survey_systems()]

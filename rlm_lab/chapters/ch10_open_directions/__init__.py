@@ -7,7 +7,7 @@ from the cost model, then measured.
 tables, texts, plots and glued numbers); :mod:`.cli`: ``rlm-lab open-directions``.
 
 Sources: ThreadWeaver (Lian et al., arXiv 2512.07843), Parason (Zhang et al., code release
-https://github.com/ZhengyangZhang06/Parason-release; no paper found), "To Mix or To Merge" (Wang et al.,
+https://github.com/ZhengyangZhang06/Parason-release; paper arXiv 2608.24658), "To Mix or To Merge" (Wang et al.,
 arXiv 2602.12566).
 """
 
