@@ -21,7 +21,10 @@ def write(name, data: bytes):
     base = str(REPO / "configs" / "frameworks" / "nemo-rl" / "grpo_math_1B.yaml").encode()
 
     def setup(tmp: Path):
-        (tmp / name).write_bytes(data.replace(b"{base}", base))
+        (tmp / name).write_bytes(data.replace(b"{base}", base).replace(b"{tmpdir}", str(tmp).encode()))
+        for folder, text in (("m", "[1, 2]"), ("n", '{"hidden_size": NaN, "model_type": "llama"}')):
+            (tmp / folder).mkdir(exist_ok=True)
+            (tmp / folder / "config.json").write_text(text)
     return setup
 
 
@@ -64,6 +67,21 @@ for id, fw, data, msg in [
      r"prompt \+ response = 100000512 tokens exceeds the model's max_position_embeddings"),
     ("verl-memory-fraction", "verl", VERL_MODEL + b"  rollout: {gpu_memory_utilization: 2}\n",
      r"verl vllm engine: its memory fraction .* must be in \(0, 1\], got 2"),
+    # bounded, typed input: every value checked, nothing substituted, caps named in the message
+    ("verl-alias-bomb", "verl", b"a: &a [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
+        b"%s: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n" % ((bytes([98 + i]),) * 2 + (bytes([97 + i]),) * 10)
+        for i in range(9)), r"expands to more than 200000 values \(YAML aliases"),
+    ("verl-deep", "verl", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", r"nests deeper than 64 levels"),
+    ("verl-estimator-list", "verl", VERL_MODEL + b"algorithm: {adv_estimator: [grpo]}\n",
+     r"verl algorithm.adv_estimator must be a string, got \['grpo'\]"),
+    ("verl-estimator-mapping", "verl", VERL_MODEL + b"algorithm: {adv_estimator: {name: grpo}}\n",
+     r"verl algorithm.adv_estimator must be a value, got a mapping \(algorithm.adv_estimator.name = 'grpo'\); "
+     r"nothing is substituted"),
+    ("verl-engine-number", "verl", VERL_MODEL + b"  rollout: {name: 7}\n", r"rollout.name must be a string, got 7"),
+    ("verl-model-json-list", "verl", b"actor_rollout_ref: {model: {path: {tmpdir}/m/config.json}}\n",
+     r"model config .*config.json must be a JSON object \(a Hugging Face config.json\), got list"),
+    ("verl-model-json-nan", "verl", b"actor_rollout_ref: {model: {path: {tmpdir}/n/config.json}}\n",
+     r"model config .*config.json: field 'hidden_size' must be a finite number, got nan"),
     ("trl-fp16-bf16", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\nbf16: true\n",
      r"trl fp16 and bf16 are both true"),
     ("trl-batch", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nper_device_train_batch_size: 3\n",

@@ -28,7 +28,7 @@ import math
 import re
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, resolve_model, resolve_refs,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, resolve_model, resolve_refs,
                      mean_response, roles_of, set_dict)
 
 NAME = "areal"
@@ -102,7 +102,7 @@ def import_config(path: str, **_):
     mb = need_int(k.get("actor.ppo_n_minibatches", 4, "workload.minibatches"), "actor.ppo_n_minibatches")
     if (prompts * group) % mb:
         raise RlmLabError(f"areal actor.ppo_n_minibatches={mb} must divide the {prompts * group} samples of a step")
-    dtype = k.get("actor.dtype", "bfloat16", "workload.precision")
+    dtype = need_str(k.get("actor.dtype", "bfloat16", "workload.precision"), "areal actor.dtype")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"areal actor.dtype={dtype!r}: bfloat16, float16 or float32")
     wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response, "minibatches": mb,

@@ -21,14 +21,17 @@ synchronous step (said in the report).
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import fnmatch
+import json
 import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...errors import RlmLabError
+from .bounded import read_text, safe_load
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "configs" / "frameworks"
@@ -55,26 +58,73 @@ MODEL_MAP = {
     # Qwen3-4B (hidden 2560, 36 layers, 32/8 heads of 128, MLP 9728, vocabulary 151936, tied)
     "qwen/qwen3-4b": "qwen3-4b", "qwen/qwen3-4b-base": "qwen3-4b", "qwen/qwen3-4b-instruct-2507": "qwen3-4b",
     "qwen/qwen3-4b-thinking-2507": "qwen3-4b",
+    # the other shipped model configs, by their hub ids (configs/models/*.config.json hold the Hub's config.json)
+    "deepseek-ai/deepseek-r1-distill-qwen-1.5b": "r1-distill-qwen-1.5b",
+    # R1-Distill-Qwen-7B is distilled into Qwen2.5-Math-7B: Qwen2.5-7B's shape
+    "deepseek-ai/deepseek-r1-distill-qwen-7b": "qwen2.5-7b",
+    "qwen/qwen3-0.6b": "qwen3-0.6b", "qwen/qwen3-0.6b-base": "qwen3-0.6b",
+    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-base": "qwen3-30b-a3b",
+    "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-thinking-2507": "qwen3-30b-a3b",
+    "qwen/qwen3-32b": "qwen3-32b",
+    "qwen/qwen3-235b-a22b": "qwen3-235b-a22b", "qwen/qwen3-235b-a22b-instruct-2507": "qwen3-235b-a22b",
+    "meta-llama/llama-2-7b-hf": "llama2-7b", "meta-llama/llama-2-7b-chat-hf": "llama2-7b",
+    "meta-llama/llama-2-13b-hf": "llama2-13b", "meta-llama/llama-2-13b-chat-hf": "llama2-13b",
+    "meta-llama/llama-2-70b-hf": "llama2-70b", "meta-llama/llama-2-70b-chat-hf": "llama2-70b",
+    "meta-llama/llama-3.1-70b": "llama3.1-70b", "meta-llama/llama-3.1-70b-instruct": "llama3.1-70b",
+    "meta-llama/meta-llama-3.1-70b": "llama3.1-70b", "meta-llama/meta-llama-3.1-70b-instruct": "llama3.1-70b",
+    "meta-llama/meta-llama-3.1-8b": "llama3-8b", "meta-llama/meta-llama-3.1-8b-instruct": "llama3-8b",
 }
+# a model a --model flag names: it replaces the config's model before the config's model is looked up
+POLICY_KEYS = {"actor_rollout_ref.model.path", "--actor.model_name_or_path", "model_name_or_path", "policy.model_name",
+               "actor.path"}
+MODEL_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("MODEL_OVERRIDE", default=None)
 
 
 def resolve_model(name, key: str) -> str:
     """The model config for a framework's model path: a local folder or file with a config.json, a name the
     model map knows (its last path parts, so ``~/models/Qwen2.5-Math-7B`` works), or a refusal naming the map."""
+    override = MODEL_OVERRIDE.get()
+    if override is not None and key in POLICY_KEYS:
+        return resolve_model(override, "--model") if _resolvable(override) else override
     if not isinstance(name, str) or not name.strip():
         raise RlmLabError(f"{key} must name a model (a Hugging Face id or a local path), got {name!r}")
     p = Path(name).expanduser()
     if p.is_dir() and (p / "config.json").is_file():
-        return str(p / "config.json")
+        return model_json(p / "config.json", key)
     if p.is_file() and p.suffix == ".json":
-        return str(p)
+        return model_json(p, key)
     parts = name.strip().rstrip("/").lower().split("/")
-    for cand in ("/".join(parts[-2:]), "qwen/" + parts[-1]):
-        if cand in MODEL_MAP:
-            return _short(MODELS / f"{MODEL_MAP[cand]}.config.json")
+    if "/".join(parts[-2:]) in MODEL_MAP:
+        return _short(MODELS / f"{MODEL_MAP['/'.join(parts[-2:])]}.config.json")
+    by_last = {k.split("/")[1]: v for k, v in MODEL_MAP.items()}
+    if parts[-1] in by_last:      # a local folder named after the hub id (~/models/Qwen2.5-Math-7B)
+        return _short(MODELS / f"{by_last[parts[-1]]}.config.json")
     known = ", ".join(sorted({k.split("/")[1] for k in MODEL_MAP}))
     raise RlmLabError(f"{key}={name!r}: no model config ships for it (known: {known}); pass --model with the "
                       f"path of its config.json (nothing is downloaded)")
+
+
+def _resolvable(name) -> bool:
+    """Whether --model names something :func:`resolve_model` reads (a hub id or a config path), not a zoo name."""
+    from ...models.zoo import ZOO
+
+    return isinstance(name, str) and name not in ZOO
+
+
+def model_json(path: Path, key: str) -> str:
+    """A local model config.json, checked before use: a JSON object (bounded size) whose numbers are finite;
+    anything else is one line naming the file and the field."""
+    where = f"{key}: model config {path}"
+    try:
+        cfg = json.loads(read_text(path, f"{key}: model config"))
+    except ValueError as e:
+        raise RlmLabError(f"{where} is not valid JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(cfg, dict):
+        raise RlmLabError(f"{where} must be a JSON object (a Hugging Face config.json), got {type(cfg).__name__}")
+    for field_name, v in cfg.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise RlmLabError(f"{where}: field {field_name!r} must be a finite number, got {v!r}")
+    return str(path)
 
 
 def _short(path: Path) -> str:
@@ -134,6 +184,10 @@ class Keys:
         if key in self.flat:
             self.used[key] = to or "read"
             return self.flat[key]
+        below = next((k for k in self.flat if k.startswith(key + ".")), None)
+        if below is not None:
+            raise RlmLabError(f"{self.framework} {key} must be a value, got a mapping ({below} = {self.flat[below]!r}); "
+                              f"nothing is substituted for it")
         return default
 
     def use(self, key: str, to: str) -> None:
@@ -160,6 +214,16 @@ class Keys:
 def need_int(value, key: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise RlmLabError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def need_str(value, key: str, choices=None) -> str:
+    """A string option (one of ``choices`` when given): a list, mapping or number is one line, never a default."""
+    if not isinstance(value, str):
+        raise RlmLabError(f"{key} must be a string{' (one of ' + ', '.join(choices) + ')' if choices else ''}, "
+                          f"got {value!r}")
+    if choices is not None and value not in choices:
+        raise RlmLabError(f"{key}={value!r}: one of {', '.join(choices)}")
     return value
 
 
@@ -196,20 +260,12 @@ def resolve_refs(flat: dict, where: str) -> dict:
 
 
 def load_yaml(path, framework: str) -> dict:
-    """A framework's YAML config as a mapping; a missing file, binary or malformed YAML is named in one line."""
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise RlmLabError(f"{framework} config {path} not found" + (" (it is a folder)" if p.is_dir() else ""))
-    try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise RlmLabError(f"{framework} config {path} is not a text file (byte {e.start} is not UTF-8)") from None
-    except yaml.YAMLError as e:
-        raise RlmLabError(f"{framework} config {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    """A framework's YAML config as a mapping, read in bounded time and memory (:mod:`.bounded`); a missing file,
+    binary or malformed YAML is named in one line."""
+    where = f"{framework} config {path}"
+    data = safe_load(read_text(path, f"{framework} config"), where)
     if not isinstance(data, dict) or not data:
-        raise RlmLabError(f"{framework} config {path} must be a non-empty YAML mapping of {framework} options")
+        raise RlmLabError(f"{where} must be a non-empty YAML mapping of {framework} options")
     return data
 
 
@@ -426,8 +482,6 @@ MAX_TOKENS = 2 ** 20   # no shipped model reads more than a million positions; b
 def check_shape(imp: Imported) -> None:
     """Refuse, before pricing, what no run can do: a sequence longer than the model's ``max_position_embeddings``
     (or a million tokens), and more data-parallel ranks on a set than the step has sequences."""
-    import json
-
     wl = imp.config.get("workload") or {}
     resp = wl.get("response", 16)
     resp = resp if isinstance(resp, int) else max(resp.get("max", 0), resp.get("length", 0), resp.get("high", 0))
@@ -437,7 +491,7 @@ def check_shape(imp: Imported) -> None:
     if isinstance(model, str) and model.endswith(".json") and Path(model).is_file():
         try:
             mpe = json.loads(Path(model).read_text()).get("max_position_embeddings")
-        except (ValueError, OSError):
+        except (ValueError, OSError, AttributeError):
             mpe = None
         if isinstance(mpe, int) and mpe > 0:
             limit, where = mpe, f"the model's max_position_embeddings ({Path(model).name})"

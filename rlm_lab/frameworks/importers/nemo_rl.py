@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model,
                      resolve_refs, roles_of, two_sets)
 
 NAME = "nemo-rl"
@@ -97,7 +97,7 @@ def import_config(path: str, **_):
         resp = max(1, total - prompt_len)
     assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}")
     response = capped_response(resp, "policy.generation.max_new_tokens", assumed)
-    precision = k.get("policy.precision", "bfloat16", "workload.precision")
+    precision = need_str(k.get("policy.precision", "bfloat16", "workload.precision"), "nemo-rl policy.precision")
     if precision not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"nemo-rl policy.precision={precision!r}: bfloat16, float16 or float32")
     wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
@@ -135,7 +135,7 @@ def import_config(path: str, **_):
     off = "policy.dtensor_cfg.*" if megatron else "policy.megatron_cfg.*"
     k.notes = {off: f"unused: policy.megatron_cfg.enabled is {str(megatron).lower()}"} | k.notes
     g = "policy.generation."
-    backend = k.get(g + "backend", "vllm", "workload.engine")
+    backend = need_str(k.get(g + "backend", "vllm", "workload.engine"), f"nemo-rl {g}backend")
     if backend not in ("vllm", "sglang", "megatron"):
         raise RlmLabError(f"nemo-rl {g}backend={backend!r}: vllm, sglang or megatron")
     wl["engine"] = "continuous"

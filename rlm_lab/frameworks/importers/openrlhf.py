@@ -41,7 +41,7 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num,
+from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num, need_str,
                      resolve_model, roles_of, set_dict)
 
 NAME = "openrlhf"
@@ -137,7 +137,7 @@ def import_config(arg: str, **_):
     assumed = []
     flag = lambda key, to: need_bool(k.get(key, False, to), f"--{key}")  # noqa: E731
 
-    est = k.get("algo.advantage.estimator", "gae")
+    est = need_str(k.get("algo.advantage.estimator", "gae"), "openrlhf --algo.advantage.estimator")
     if est not in ESTIMATORS:
         raise RlmLabError(f"openrlhf --algo.advantage.estimator {est!r}: one of {', '.join(ESTIMATORS)}")
     algo = ESTIMATORS[est]
@@ -201,7 +201,7 @@ def import_config(arg: str, **_):
         wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
     else:
         wl["micro_batch"] = _int(k, "train.micro_batch_size", 1, "workload.micro_batch")
-    dtype = k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed")
+    dtype = need_str(k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed"), "openrlhf --ds.param_dtype")
     if dtype not in ("bf16", "fp16"):
         raise RlmLabError(f"openrlhf --ds.param_dtype {dtype!r}: bf16 or fp16")
     if flag("ds.packing_samples", "workload.padding none") or k.flat.get("train.dynamic_batch_enable") is True:

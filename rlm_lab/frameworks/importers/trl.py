@@ -32,7 +32,7 @@ a model without a shipped config. Not expressible in GRPOConfig, so not imported
 from __future__ import annotations
 
 from ...errors import RlmLabError
-from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model, roles_of
+from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model, roles_of
 from .common import capped_response, two_sets
 
 NAME = "trl"
@@ -108,7 +108,7 @@ def import_config(path: str, **_):
         assumed.append("generation by transformers' generate on the trainer's devices (use_vllm false)")
     else:
         wl["engine"] = "continuous"
-        mode = k.get("vllm_mode", "colocate", "placement")
+        mode = need_str(k.get("vllm_mode", "colocate", "placement"), "trl vllm_mode")
         if mode == "colocate":
             vtp = need_int(k.get("vllm_tensor_parallel_size", 1, "generation tp"), "vllm_tensor_parallel_size")
             placement = one_set(roles, procs, 0)

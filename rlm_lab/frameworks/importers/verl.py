@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, mean_response, need_bool, need_int, need_num,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, mean_response, need_bool, need_int, need_num, need_str,
                      one_set, resolve_model, resolve_refs, roles_of, two_sets)
 
 NAME = "verl"
@@ -71,7 +71,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     k = Keys(NAME, {key.lstrip("+"): v for key, v in flat.items()}, NOTES)
     assumed = []
 
-    est = k.get("algorithm.adv_estimator", "gae")
+    est = need_str(k.get("algorithm.adv_estimator", "gae"), "verl algorithm.adv_estimator")
     if est not in ESTIMATORS:
         raise RlmLabError(f"verl algorithm.adv_estimator={est!r} has no predictor algorithm; known: "
                           f"{', '.join(ESTIMATORS)}")
@@ -141,7 +141,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     elif k.has(A + "actor.ppo_micro_batch_size_per_gpu"):
         wl["micro_batch"] = need_int(k.get(A + "actor.ppo_micro_batch_size_per_gpu", to="workload.micro_batch"),
                                      A + "actor.ppo_micro_batch_size_per_gpu")
-    name = k.get(A + "rollout.name", "vllm", "workload.engine")
+    name = need_str(k.get(A + "rollout.name", "vllm", "workload.engine"), f"verl {A}rollout.name")
     if name not in ("vllm", "sglang", "hf", "trtllm"):
         raise RlmLabError(f"verl {A}rollout.name={name!r}: one of vllm, sglang, trtllm, hf")
     wl["engine"] = "static" if name == "hf" else "continuous"
@@ -174,7 +174,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         for key in (A + "actor.kl_loss_coef", "algorithm.kl_ctrl.kl_coef"):
             k.use(key, "unused: no KL term")
 
-    strategy = k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout")
+    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout"), f"verl {A}actor.strategy")
     if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
     k.use("critic.strategy", "as the actor's")
