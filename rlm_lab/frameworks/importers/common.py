@@ -66,6 +66,8 @@ MODEL_MAP = {
     "qwen/qwen3-30b-a3b": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-base": "qwen3-30b-a3b",
     "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-thinking-2507": "qwen3-30b-a3b",
     "qwen/qwen3-32b": "qwen3-32b",
+    # Qwen3-8B (hidden 4096, 36 layers, 32/8 heads of 128, MLP 12288, vocabulary 151936, untied; the Hub's config.json)
+    "qwen/qwen3-8b": "qwen3-8b", "qwen/qwen3-8b-base": "qwen3-8b",
     "qwen/qwen3-235b-a22b": "qwen3-235b-a22b", "qwen/qwen3-235b-a22b-instruct-2507": "qwen3-235b-a22b",
     "meta-llama/llama-2-7b-hf": "llama2-7b", "meta-llama/llama-2-7b-chat-hf": "llama2-7b",
     "meta-llama/llama-2-13b-hf": "llama2-13b", "meta-llama/llama-2-13b-chat-hf": "llama2-13b",
@@ -170,8 +172,10 @@ class Keys:
     """A framework config's flat keys: :meth:`get` marks a key used (with what it set); :meth:`finish` sorts
     the rest into ignored (the framework knows it) and unknown (it does not)."""
 
-    def __init__(self, framework: str, flat: dict, notes: dict | None = None):
+    def __init__(self, framework: str, flat: dict, notes: dict | None = None, written=None):
         self.framework, self.flat = framework, dict(flat)
+        # a composed config holds every option; only what the user wrote is sorted into ignored / unknown
+        self.written = None if written is None else list(written)
         self.used: dict[str, str] = {}
         self.notes = notes or {}
         self._names, self._open = load_options(framework)
@@ -200,7 +204,7 @@ class Keys:
 
     def finish(self) -> tuple[dict, list]:
         ignored, unknown = {}, []
-        for key in self.flat:
+        for key in (self.flat if self.written is None else self.written):
             if key in self.used:
                 continue
             if self.known(key):
