@@ -274,30 +274,41 @@ def load_yaml(path, framework: str) -> dict:
 
 
 # ---- placements -------------------------------------------------------------------------------------
-def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "") -> dict:
+def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "", ep: int = 1) -> dict:
     if devices % tp:
         raise RlmLabError(f"{key or name}: tensor-parallel size {tp} does not divide the set's {devices} GPUs")
     if gen_tp and devices % gen_tp:
         raise RlmLabError(f"{key or name}: generation tensor-parallel size {gen_tp} does not divide {devices} GPUs")
-    return {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
-            "gen_tp": gen_tp}
+    if ep > 1 and (devices // tp) % ep:
+        raise RlmLabError(f"{key or name}: expert-parallel size {ep} does not divide the set's {devices // tp} "
+                          f"data-parallel ranks ({devices} GPUs / tp {tp})")
+    d = {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
+         "gen_tp": gen_tp}
+    return d | ({"ep": ep} if ep > 1 else {})
 
 
-def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1) -> dict:
-    """Every role on one set: the hybrid engine (ZeRO-3/FSDP resharded into generation TP ``gen_tp``) when the
-    training is ZeRO-3, else colocated with tensor-parallel size ``tp``."""
+def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1) -> dict:
+    """Every role on one set: the hybrid engine (the trainer's layout resharded into generation TP ``gen_tp``:
+    FSDP/ZeRO-3 gathered, or a Megatron layout of tensor-parallel size ``tp`` regrouped) when the generation layout
+    differs from the training one, else colocated with tensor-parallel size ``tp``. (The generation TP is kept for
+    any training layout: dropping it whenever training was not ZeRO-3 priced NeMo-RL's Megatron recipes at TP 1.)"""
+    gen = gen_tp if gen_tp and gen_tp > 1 else 0
     if zero == 3 and tp == 1:
-        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen_tp if gen_tp > 1 else 0)],
+        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen, ep=ep)],
                 "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
-    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero)],
+    if gen and gen != tp:
+        return {"name": "hybrid", "sets": [set_dict("all", devices, tp=tp, zero=zero, gen_tp=gen, ep=ep)],
+                "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
+    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, ep=ep)],
             "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
 
 
-def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1) -> dict:
+def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1,
+             ep: int = 1) -> dict:
     """Rollout on its own set, every other role on the trainer's; weights broadcast (NCCL) after each update."""
     return {"name": "disaggregated",
             "sets": [set_dict("rollout", rollout_devices, tp=rollout_tp), set_dict("train", train_devices, tp=tp,
-                                                                                   zero=zero)],
+                                                                                   zero=zero, ep=ep)],
             "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
             "reshard": False}
 

@@ -27,7 +27,7 @@ _ASSIGN = re.compile(r"^(?:export\s+|local\s+|declare\s+(?:-\w+\s+)?|readonly\s+
                      re.S)
 _KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function",
              "}", "{", "set", "unset", "echo", "cd", "mkdir", "source", ".", "trap", "wait", "exit", "return", "shift",
-             "ulimit", "pip", "pip3", "wget", "git", "ray", "sleep", "printf", "nvidia-smi", "rm", "cp", "ln", "cat",
+             "ulimit", "pip", "pip3", "wget", "git", "sleep", "printf", "nvidia-smi", "rm", "cp", "ln", "cat",
              "huggingface-cli", "hf", "shopt", "true", "false", "[", "[[", "test", "conda", "pkill", "kill", "ps"}
 _NOWORD = "\x01"                # "${EMPTY[@]}" and "$@" expand to no word at all (bash), not to an empty one
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

@@ -108,6 +108,7 @@ def _from_script(text: str, path: str) -> tuple[dict, list, set, list]:
                 overrides.append(a)
             else:
                 raise RlmLabError(f"verl script {path}: {a!r} after {main} is not a Hydra override (key=value)")
+        name = name.removesuffix(".yaml")
         if not (VERL_TREE / f"{name}.yaml").is_file():
             raise RlmLabError(f"verl script {path}: config {name!r} is a recipe's own config, not verl's trainer "
                               f"configs shipped in configs/frameworks/verl/hydra/")
@@ -166,7 +167,28 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     mini = need_int(k.get(A + "actor.ppo_mini_batch_size", 256), A + "actor.ppo_mini_batch_size")
     mode, eta = "sync", 0
     hybrid = need_bool(k.get(A + "hybrid_engine", True, "placement (true: one set, resharded)"), A + "hybrid_engine")
-    if k.has("async_training.staleness_threshold") or any(key.startswith("async_training.") for key in k.flat):
+    recipe = any(key.startswith("async_training.") for key in k.flat)
+    v1_mode = None
+    if not recipe and need_bool(k.get("trainer.use_v1", False, "verl's V1 trainer (trainer.v1.*)"), "trainer.use_v1"):
+        v1_mode = need_str(k.get("trainer.v1.trainer_mode", "sync", "mode"), "verl trainer.v1.trainer_mode",
+                           ("sync", "colocate_async", "separate_async"))
+        if v1_mode != "sync":
+            th = "trainer.v1.sampler.max_off_policy_threshold"
+            if th in nulls:
+                eta = None
+                k.use(th, "eta unbounded (null: no version control)")
+                assumed.append(f"{th} null: no version control, staleness unbounded (verl V1)")
+            else:
+                eta = need_int(k.get(th, 8, "eta (model versions a sample may lag)"), th, minimum=0)
+            mode = "async" if eta != 0 else "sync"
+        if v1_mode == "separate_async":
+            k.use("trainer.v1.separate_async.parameter_sync_step", "a step = one parameter sync = the global batch's "
+                                                                   "mini-batches (verl V1's invariant)")
+        if need_bool(k.get("trainer.v1.separate_async.hybrid_rollout.enable_switch", False),
+                     "trainer.v1.separate_async.hybrid_rollout.enable_switch"):
+            k.use("trainer.v1.separate_async.hybrid_rollout.enable_switch", "not priced: lending trainer GPUs to "
+                                                                            "generation")
+    if recipe:
         if hybrid:
             raise RlmLabError("verl async_training (the fully-async recipe) needs actor_rollout_ref.hybrid_engine="
                               "false and a rollout pool (rollout.nnodes, rollout.n_gpus_per_node)")
@@ -188,19 +210,28 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             raise RlmLabError(f"verl ppo_mini_batch_size={mini} must divide data.train_batch_size={prompts}")
         minibatches = prompts // mini
         k.use(A + "actor.ppo_mini_batch_size", f"workload.minibatches = {minibatches}")
-        if not hybrid:
+        if not hybrid and v1_mode is None:
             mode, eta = "one_step_off", 1
             assumed.append("hybrid_engine=false without async_training: the one-step-off recipe (eta 1)")
 
     epochs = need_int(k.get(A + "actor.ppo_epochs", 1, "workload.epochs"), A + "actor.ppo_epochs")
+    rollout_lp = [key for key in (A + "actor.use_rollout_log_probs", "async_training.use_rollout_log_probs")
+                  if need_bool(k.get(key, False, "workload.recompute_old = false (the engine's log-probs as "
+                                                 "the old policy's)"), key)]
     wl = {"prompts": prompts, "group_size": n_resp, "prompt_len": prompt_len, "response": response,
           "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
     offload = [kind for key, kind in ((A + "actor.fsdp_config.param_offload", "params"),
                                       (A + "actor.fsdp_config.optimizer_offload", "optimizer"),
                                       (A + "ref.fsdp_config.param_offload", "frozen"))
                if _switch(k, key, f"workload.offload {kind}")]
+    if rollout_lp:
+        wl["recompute_old"] = False
     if offload:
         wl["offload"] = offload
+    for key in ("critic.fsdp_config.param_offload", "critic.fsdp_config.optimizer_offload",
+                "critic.fsdp.param_offload", "critic.fsdp.optimizer_offload"):
+        if k.has(key) and algo != "ppo":
+            k.use(key, "unused: no critic (group estimator)")
     assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
     if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
         tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
@@ -247,10 +278,24 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
     k.use("critic.strategy", "as the actor's")
-    tp_train = 1
+    tp_train, ep = 1, 1
+    if k.has("model_engine"):
+        k.use("model_engine", f"the trainer's engine config group ({k.flat['model_engine']}): actor.strategy "
+                              f"{strategy}")
     if strategy == "megatron":
         tp_train = need_int(k.get(A + "actor.megatron.tensor_model_parallel_size", 1, "training tp"),
                             A + "actor.megatron.tensor_model_parallel_size")
+        ep = need_int(k.get(A + "actor.megatron.expert_model_parallel_size", 1, "training ep (MoE experts split)"),
+                      A + "actor.megatron.expert_model_parallel_size")
+        if need_int(k.get(A + "actor.megatron.context_parallel_size", 1, "checked: 1"),
+                    A + "actor.megatron.context_parallel_size") > 1:
+            raise RlmLabError(f"verl {A}actor.megatron.context_parallel_size > 1: context parallelism is not "
+                              f"modelled by the predictor")
+    if need_int(k.get(A + "rollout.expert_parallel_size", 1), A + "rollout.expert_parallel_size") > 1:
+        k.use(A + "rollout.expert_parallel_size", "not priced: generation priced with tensor parallelism only")
+        assumed.append(f"rollout expert_parallel_size {k.flat[A + 'rollout.expert_parallel_size']}: generation "
+                       f"priced as tensor parallelism of size {k.flat.get(A + 'rollout.tensor_model_parallel_size', 2)}"
+                       f" (expert parallelism in the engine is not modelled)")
     gen_tp = need_int(k.get(A + "rollout.tensor_model_parallel_size", 2, "generation tp"),
                       A + "rollout.tensor_model_parallel_size")
     devices = (need_int(k.get("trainer.nnodes", 1, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.nnodes")
@@ -262,14 +307,34 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
                            "here, so the prediction is an overestimate")
         assumed.append("the critic and the reward model have the actor's backbone (their model paths are not read)")
-    zero = 3 if strategy != "megatron" else 0
-    if hybrid:
-        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
+    zero = 3
+    if strategy == "megatron":
+        key = A + "actor.megatron.use_distributed_optimizer"
+        zero = 1 if need_bool(k.get(key, False, "ZeRO-1 when true (Megatron's distributed optimizer)"), key) else 0
+    if v1_mode == "separate_async":
+        rkey = A + "rollout."
+        rdev = (need_int(k.get(rkey + "nnodes", 0, "standalone rollout GPUs = nnodes x n_gpus_per_node"),
+                         rkey + "nnodes", minimum=0)
+                * need_int(k.get(rkey + "n_gpus_per_node", 8, "standalone rollout GPUs = nnodes x n_gpus_per_node"),
+                           rkey + "n_gpus_per_node"))
+        if rdev == 0:
+            raise RlmLabError(f"verl trainer.v1.trainer_mode=separate_async needs a standalone rollout pool "
+                              f"({rkey}nnodes > 0), as verl's V1 docs require")
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
+        total = rdev + devices
+        assumed.append("separate_async: generation on the standalone rollout pool only (trainer GPUs lent to "
+                       "generation, hybrid_rollout.enable_switch, not priced); weights broadcast after each step")
+    elif hybrid:
+        if v1_mode and need_int(k.get(A + "rollout.nnodes", 0), A + "rollout.nnodes", minimum=0) > 0:
+            raise RlmLabError(f"verl {A}rollout.nnodes={k.flat[A + 'rollout.nnodes']} with trainer.v1.trainer_mode="
+                              f"{v1_mode}: a standalone rollout pool is used by separate_async only; set the mode "
+                              f"or drop the pool")
+        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep)
         total = devices
     else:
         rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.nnodes")
                 * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.n_gpus_per_node"))
-        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train)
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
         total = rdev + devices
         assumed.append("weights broadcast to the rollout pool over the profile's link after each parameter sync")
     cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
