@@ -88,7 +88,7 @@ def args_from_script(text: str, path) -> str | None:
     nothing run); None when the file is a bare arguments file; another OpenRLHF entry point is one line."""
     from .shell import commands
 
-    if "openrlhf.cli." not in text:
+    if not any("openrlhf.cli." in line for line in text.splitlines() if not line.lstrip().startswith("#")):
         return None
     for words, _ in commands(text, f"openrlhf script {path}"):
         mods = [w for w in words if w.startswith("openrlhf.cli.")]

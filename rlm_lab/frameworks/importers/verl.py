@@ -54,7 +54,7 @@ LOGPROB_CHUNK = 2048   # verl/utils/torch_functional.py entropy_from_logits_with
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce_pp",
               "reinforce_plus_plus_baseline": "reinforce_pp"}
 NOTES = {
-    "critic.*fsdp_config.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
+    "critic.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
     "*optim.*": "optimizer hyper-parameters do not change the step's cost",
     "trainer.logger": "logging", "trainer.project_name": "logging", "trainer.experiment_name": "logging",
     "data.train_files": "data location", "data.val_files": "data location",
@@ -137,6 +137,9 @@ def _load(path: str) -> tuple[dict, list | None, set, list]:
 
 def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     flat, written, nulls, notes = _load(path)
+    for key in (A + "rollout.name", A + "model.path"):
+        if flat.get(key) == "???":
+            raise RlmLabError(f"verl {key} is mandatory in verl (??? in its config): {path} must set it")
     flat = {key.lstrip("+"): v for key, v in flat.items() if key not in nulls}
     k = Keys(NAME, flat, NOTES, written)
     assumed = list(notes)
@@ -222,8 +225,12 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
           "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
     offload = [kind for key, kind in ((A + "actor.fsdp_config.param_offload", "params"),
                                       (A + "actor.fsdp_config.optimizer_offload", "optimizer"),
-                                      (A + "ref.fsdp_config.param_offload", "frozen"))
+                                      (A + "ref.fsdp_config.param_offload", "frozen"),
+                                      (A + "actor.megatron.param_offload", "params"),
+                                      (A + "actor.megatron.optimizer_offload", "optimizer"),
+                                      (A + "ref.megatron.param_offload", "frozen"))
                if _switch(k, key, f"workload.offload {kind}")]
+    offload = sorted(set(offload), key=offload.index)
     if rollout_lp:
         wl["recompute_old"] = False
     if offload:
