@@ -150,8 +150,9 @@ def test_verl_megatron_engine_group_keeps_generation_tp_and_ep(tmp_path):
     imp = _v1(tmp_path, "model_engine=megatron actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 "
                         "actor_rollout_ref.rollout.tensor_model_parallel_size=4")
     (s,) = imp.config["placement"]["sets"]
-    # Megatron tp 2 resharded into generation tp 4 (the generation TP was dropped before), distributed optimizer
-    assert (s["tp"], s["gen_tp"], s["zero"], imp.config["placement"]["reshard"]) == (2, 4, 1, True)
+    # Megatron tp 2 kept (dropped before), distributed optimizer; the engine's tp 4 priced at tp 2, and said
+    assert (s["tp"], s["zero"], imp.config["placement"]["reshard"]) == (2, 1, False)
+    assert any("not the engine's tp 4" in a for a in imp.assumed)
     assert "model_engine" in imp.used
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 
 from ...errors import RlmLabError
-from .common import MODEL_OVERRIDE, CONFIGS, Imported, ImportPrediction, format_import_prediction, predict_imported  # noqa: F401
+from .common import CONFIGS, MODEL_OVERRIDE, Imported, ImportPrediction, format_import_prediction, predict_imported  # noqa: F401
 
 # registry id (as in rlm_lab.frameworks.registry) -> module; what follows "framework:" is a file, except OpenRLHF's
 # command-line arguments

@@ -26,7 +26,6 @@ import copy
 import fnmatch
 import json
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -245,21 +244,44 @@ def need_bool(value, key: str) -> bool:
     return value
 
 
-_REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
+# NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
+NEMO_RESOLVERS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+                  "max": lambda a, b: max(a, b)}
 
 
 def resolve_refs(flat: dict, where: str) -> dict:
-    """Resolve plain ``${a.b}`` references (OmegaConf-style, as verl, NeMo-RL and AReaL configs write them) to the
-    referenced key's value; other interpolations (resolvers such as ``${mul:...}``) stay as strings."""
+    """Resolve the interpolations of a framework's YAML (verl, NeMo-RL and AReaL write OmegaConf's ``${a.b}``,
+    ``${oc.select:...}``, NeMo-RL's ``${mul:...}``) with OmegaConf itself; a value whose interpolation does not
+    resolve stays as written (the importer's type check then names its key if it is read)."""
+    from omegaconf import OmegaConf
+
+    if not any(isinstance(v, str) and "${" in v for v in flat.values()):
+        return dict(flat)
+    for name, fn in NEMO_RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
+    nested: dict = {}
+    for key, v in flat.items():
+        node, parts = nested, str(key).split(".")
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                break
+            node = nxt
+        else:
+            node[parts[-1]] = v
+    try:
+        cfg = OmegaConf.create(nested)
+    except Exception:       # noqa: BLE001 - keys OmegaConf cannot hold: leave every value as written
+        return dict(flat)
     out = dict(flat)
-    for _ in range(8):
-        changed = False
-        for k, v in out.items():
-            m = _REF.match(v) if isinstance(v, str) else None
-            if m and m.group(1) in out and out[m.group(1)] != v:
-                out[k], changed = out[m.group(1)], True
-        if not changed:
-            break
+    for key, v in flat.items():
+        if isinstance(v, str) and "${" in v:
+            try:
+                r = OmegaConf.select(cfg, str(key), throw_on_resolution_failure=True)
+            except Exception:   # noqa: BLE001 - OmegaConf's resolution errors have no common base it exports
+                continue
+            out[key] = OmegaConf.to_container(r, resolve=True) if OmegaConf.is_config(r) else r
     return out
 
 
@@ -287,18 +309,19 @@ def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 
     return d | ({"ep": ep} if ep > 1 else {})
 
 
-def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1) -> dict:
-    """Every role on one set: the hybrid engine (the trainer's layout resharded into generation TP ``gen_tp``:
-    FSDP/ZeRO-3 gathered, or a Megatron layout of tensor-parallel size ``tp`` regrouped) when the generation layout
-    differs from the training one, else colocated with tensor-parallel size ``tp``. (The generation TP is kept for
-    any training layout: dropping it whenever training was not ZeRO-3 priced NeMo-RL's Megatron recipes at TP 1.)"""
+def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1, assumed=None) -> dict:
+    """Every role on one set: the hybrid engine (FSDP/ZeRO-3 resharded into generation TP ``gen_tp``) when the
+    training is ZeRO-3, else colocated with the training layout (tensor-parallel size ``tp``, expert-parallel ``ep``).
+    The predictor reshards only a ZeRO-3 trainer, so a colocated engine whose TP differs from the training TP is
+    priced at the training TP and ``assumed`` says so (before, the training TP and EP were dropped too: NeMo-RL's
+    Megatron recipes were priced at TP 1)."""
     gen = gen_tp if gen_tp and gen_tp > 1 else 0
     if zero == 3 and tp == 1:
         return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen, ep=ep)],
                 "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
-    if gen and gen != tp:
-        return {"name": "hybrid", "sets": [set_dict("all", devices, tp=tp, zero=zero, gen_tp=gen, ep=ep)],
-                "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
+    if gen and gen != tp and assumed is not None:
+        assumed.append(f"generation priced at the training layout (tp {tp}{f', ep {ep}' if ep > 1 else ''}), not "
+                       f"the engine's tp {gen}: the predictor reshards only a ZeRO-3 (FSDP) trainer")
     return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, ep=ep)],
             "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
 

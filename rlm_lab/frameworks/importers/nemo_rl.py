@@ -35,6 +35,8 @@ from .common import (Keys, capped_response, finish, flatten, load_yaml, need_boo
 
 NAME = "nemo-rl"
 NOTES = {"checkpointing.*": "checkpoints", "logger.*": "logging",
+         "async_rl.max_inflight_prompts": "in-flight limit: the engine's batch is priced from max_num_seqs",
+         "async_rl.min_groups_for_streaming_train": "streaming granularity not priced (one step = one batch)",
          "policy.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
          "policy.megatron_cfg.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
          "policy.scheduler*": "learning-rate schedule", "policy.megatron_cfg.scheduler.*": "learning-rate schedule",
@@ -72,7 +74,8 @@ def import_config(path: str, **_):
     top = load_yaml(path, NAME)
     if "defaults" in top:
         flat["defaults"] = top["defaults"]
-    k = Keys(NAME, flat, NOTES)
+    # only what this file writes is sorted into ignored / unknown (its bases' keys are NeMo-RL's own)
+    k = Keys(NAME, flat, NOTES, written=list(flatten(top)))
     k.use("defaults", "the base config merged under this one")
     assumed = []
     model = resolve_model(k.get("policy.model_name", to="model"), "policy.model_name")
@@ -119,6 +122,8 @@ def import_config(path: str, **_):
                 raise RlmLabError(f"nemo-rl {m}{key}={k.flat[m + key]}: not modelled by the predictor (pipeline and "
                                   f"context parallelism)")
         tp = need_int(k.get(m + "tensor_model_parallel_size", 1, "training tp"), m + "tensor_model_parallel_size")
+        ep = need_int(k.get(m + "expert_model_parallel_size", 1, "training ep (MoE experts split)"),
+                      m + "expert_model_parallel_size")
         zero = 1 if need_bool(k.get(m + "optimizer.use_distributed_optimizer", True, "ZeRO-1"),
                               m + "optimizer.use_distributed_optimizer") else 0
         wl["gradient_checkpointing"] = need_bool(k.get(m + "activation_checkpointing", False,
@@ -129,6 +134,7 @@ def import_config(path: str, **_):
             raise RlmLabError(f"nemo-rl {d}context_parallel_size={k.flat[d + 'context_parallel_size']}: context "
                               f"parallelism is not modelled by the predictor")
         tp = need_int(k.get(d + "tensor_parallel_size", 1, "training tp"), d + "tensor_parallel_size")
+        ep = 1
         zero = 3
         wl["gradient_checkpointing"] = need_bool(k.get(d + "activation_checkpointing", False,
                                                        "workload.gradient_checkpointing"), d + "activation_checkpointing")
@@ -152,7 +158,7 @@ def import_config(path: str, **_):
     colocated = need_bool(k.get(g + "colocated.enabled", True, "placement"), g + "colocated.enabled")
     r = g + "colocated.resources."
     if colocated:
-        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp)
+        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp, ep=ep, assumed=assumed)
         for key in ("gpus_per_node", "num_nodes"):
             k.use(r + key, "unused: generation colocated")
     else:
@@ -171,12 +177,19 @@ def import_config(path: str, **_):
             if rn >= nodes:
                 raise RlmLabError(f"nemo-rl {r}num_nodes={rn} leaves no node of {nodes} for training")
             rollout, train = rn * per_node, (nodes - rn) * per_node
-        placement = two_sets(roles, rollout, train, gen_tp, zero, tp)
+        placement = two_sets(roles, rollout, train, gen_tp, zero, tp, ep)
         assumed.append("weights sent to the generation GPUs (NCCL) after each step")
     mode, eta = "sync", 0
     if need_bool(k.get("grpo.async_grpo.enabled", False, "mode async"), "grpo.async_grpo.enabled"):
         mode, eta = "async", need_int(k.get("grpo.async_grpo.max_trajectory_age_steps", 1, "eta"),
                                       "grpo.async_grpo.max_trajectory_age_steps")
+    if any(key.startswith("async_rl.") for key in k.flat):
+        # the single-controller path (async_rl.*): a windowed sampler admits samples at most max_staleness_versions
+        # policy versions old
+        sk = "async_rl.sampler.max_staleness_versions"
+        eta = need_int(k.get(sk, 1, "eta (policy versions a sample may lag)"), sk, minimum=0)
+        mode = "async" if eta > 0 else "sync"
+        assumed.append(f"NeMo-RL single-controller async_rl: async with eta {eta} ({sk})")
     cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": per_node * nodes, "kind": "gpu"}}
     lc = "policy.dtensor_cfg.lora_cfg."

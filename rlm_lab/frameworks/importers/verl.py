@@ -336,7 +336,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             raise RlmLabError(f"verl {A}rollout.nnodes={k.flat[A + 'rollout.nnodes']} with trainer.v1.trainer_mode="
                               f"{v1_mode}: a standalone rollout pool is used by separate_async only; set the mode "
                               f"or drop the pool")
-        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep)
+        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep, assumed=assumed)
         total = devices
     else:
         rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.nnodes")
