@@ -60,6 +60,9 @@ def import_config(path: str, **_):
     raw = load_yaml(path, NAME)
     k = Keys(NAME, resolve_refs(flatten(raw), path), NOTES)
     assumed = []
+    if not any(key.startswith(("rollout.", "gconfig.")) for key in k.flat) and not k.has("allocation_mode"):
+        raise RlmLabError(f"areal config {path} has no rollout or gconfig block: an SFT (or other non-RL) "
+                          f"experiment, nothing to price as an RL step")
     if any(key.startswith("critic.") for key in k.flat):
         raise RlmLabError("areal config has a critic: AReaL's PPO scores with a rule, while the predictor's PPO places "
                           "a reward model; drop the critic to predict GRPO")

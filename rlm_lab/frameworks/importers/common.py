@@ -67,6 +67,12 @@ MODEL_MAP = {
     "qwen/qwen3-32b": "qwen3-32b",
     # Qwen3-8B (hidden 4096, 36 layers, 32/8 heads of 128, MLP 12288, vocabulary 151936, untied; the Hub's config.json)
     "qwen/qwen3-8b": "qwen3-8b", "qwen/qwen3-8b-base": "qwen3-8b",
+    # Qwen3-1.7B (hidden 2048, 28 layers, 16/8 heads of 128, MLP 6144, vocabulary 151936, tied)
+    "qwen/qwen3-1.7b": "qwen3-1.7b", "qwen/qwen3-1.7b-base": "qwen3-1.7b",
+    # Llama-3.2-1B (hidden 2048, 16 layers, 32/8 heads of 64, MLP 8192, vocabulary 128256, tied)
+    "meta-llama/llama-3.2-1b": "llama3.2-1b", "meta-llama/llama-3.2-1b-instruct": "llama3.2-1b",
+    # Llama-3.3-70B keeps Llama-3.1-70B's shape (hidden 8192, 80 layers, 64/8 heads, MLP 28672, vocabulary 128256)
+    "meta-llama/llama-3.3-70b-instruct": "llama3.1-70b",
     "qwen/qwen3-235b-a22b": "qwen3-235b-a22b", "qwen/qwen3-235b-a22b-instruct-2507": "qwen3-235b-a22b",
     "meta-llama/llama-2-7b-hf": "llama2-7b", "meta-llama/llama-2-7b-chat-hf": "llama2-7b",
     "meta-llama/llama-2-13b-hf": "llama2-13b", "meta-llama/llama-2-13b-chat-hf": "llama2-13b",
@@ -303,7 +309,8 @@ def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 
         raise RlmLabError(f"{key or name}: generation tensor-parallel size {gen_tp} does not divide {devices} GPUs")
     if ep > 1 and (devices // tp) % ep:
         raise RlmLabError(f"{key or name}: expert-parallel size {ep} does not divide the set's {devices // tp} "
-                          f"data-parallel ranks ({devices} GPUs / tp {tp})")
+                          f"data-parallel ranks ({devices} GPUs / tp {tp}); Megatron may spread experts over tensor-"
+                          f"parallel ranks too, the predictor places them over data-parallel ranks only")
     d = {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
          "gen_tp": gen_tp}
     return d | ({"ep": ep} if ep > 1 else {})

@@ -70,6 +70,10 @@ def load_with_defaults(path, depth: int = 0) -> dict:
 
 def import_config(path: str, **_):
     raw = load_with_defaults(path)
+    for other in ("sft", "dpo", "rm", "distillation", "eval"):
+        if isinstance(raw.get(other), dict) and not isinstance(raw.get("grpo"), dict):
+            raise RlmLabError(f"nemo-rl config {path} is {'an' if other in ('sft', 'rm') else 'a'} {other.upper()} config "
+                              f"(its {other}: block, no grpo: block): not a GRPO step")
     flat = resolve_refs(flatten(raw), path)
     top = load_yaml(path, NAME)
     if "defaults" in top:

@@ -137,6 +137,9 @@ def _load(path: str) -> tuple[dict, list | None, set, list]:
 
 def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     flat, written, nulls, notes = _load(path)
+    if need_bool(flat.get("distillation.enabled", False), "verl distillation.enabled"):
+        raise RlmLabError(f"verl {path}: distillation.enabled=true is on-policy distillation (a teacher model scores "
+                          f"every token), not an RL step the predictor prices")
     for key in (A + "rollout.name", A + "model.path"):
         if flat.get(key) == "???":
             raise RlmLabError(f"verl {key} is mandatory in verl (??? in its config): {path} must set it")
