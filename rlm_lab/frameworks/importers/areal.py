@@ -100,7 +100,6 @@ def import_config(path: str, **_):
                     "gconfig.max_new_tokens")
     prompt_len = need_int(k.get("train_dataset.max_length", 1024, "workload.prompt_len (the cap)"),
                           "train_dataset.max_length")
-    assumed.append(f"every prompt at train_dataset.max_length={prompt_len} (an upper bound)")
     response = capped_response(resp, "gconfig.max_new_tokens", assumed)
     mb = need_int(k.get("actor.ppo_n_minibatches", 4, "workload.minibatches"), "actor.ppo_n_minibatches")
     if (prompts * group) % mb:
@@ -156,4 +155,4 @@ def import_config(path: str, **_):
     if need_bool(k.get("actor.use_lora", False, "LoRA"), "actor.use_lora"):
         cfg["lora"] = {"rank": need_int(k.get("actor.lora_rank", 32, "lora.rank"), "actor.lora_rank"),
                        "targets": k.get("actor.target_modules", None, "lora.targets") or "all-linear"}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine, prompt_cap="train_dataset.max_length")

@@ -36,7 +36,9 @@ def _import(args):
     for name, key in WORKLOAD_FLAGS.items():
         if getattr(args, name, None) is not None:
             wl[key] = getattr(args, name)
-            imp.assumed = [a for a in imp.assumed if not (key == "prompt_len" and a.startswith("prompts of"))]
+            if key == "prompt_len":
+                imp.assumed = [a for a in imp.assumed if not a.startswith(("prompts of", "every prompt"))]
+                imp.prompt_cap = None
     if getattr(args, "response_len", None) is not None:
         wl["response"] = args.response_len
         imp.assumed = [a for a in imp.assumed if "runs to" not in a and "at its cap" not in a]

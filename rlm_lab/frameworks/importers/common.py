@@ -383,6 +383,7 @@ class Imported:
     unknown: list = field(default_factory=list)
     assumed: list = field(default_factory=list)
     engine: dict | None = None   # {memory_fraction, max_num_seqs, what}: a vLLM/SGLang engine's batch limit
+    prompt_cap: str | None = None  # the key whose cap was priced as every prompt's length (said, with its sensitivity)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -410,7 +411,7 @@ class Imported:
 
 
 def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "sync", eta=0,
-           assumed=None, hardware=None, engine=None) -> Imported:
+           assumed=None, hardware=None, engine=None, prompt_cap: str | None = None) -> Imported:
     """Close an import: hardware (the framework's config names none), the key lists."""
     cfg = dict(config)
     assumed = list(assumed or [])
@@ -423,7 +424,10 @@ def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "s
         raise RlmLabError(f"{framework} {engine['what']}: its memory fraction (gpu_memory_utilization or "
                           f"mem_fraction_static) must be in (0, 1], got {engine['memory_fraction']:g}")
     ignored, unknown = keys.finish()
-    return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine)
+    if prompt_cap is not None:
+        assumed.append(f"every prompt {cfg['workload']['prompt_len']} tokens long: {prompt_cap} is a cap, priced as "
+                       f"every prompt's length (no config states the prompts' real length; pass --prompt-len)")
+    return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine, prompt_cap)
 
 
 def engine_batch(imp: Imported, spec, capacity_bytes: float) -> tuple[int, str] | None:
@@ -593,6 +597,19 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
     return ImportPrediction(imp, pp, note, extra)
 
 
+def prompt_sensitivity(ip: ImportPrediction) -> str:
+    """How much the step moves when the prompts are half the cap the import priced them at (one more prediction)."""
+    from ...cost.units import _seconds
+
+    imp = ip.imported
+    p = imp.config["workload"]["prompt_len"]
+    half = predict_imported(imp.with_changes(workload={"prompt_len": p // 2}))
+    if not half.fits:
+        return f"prompt length sensitivity: at half the cap ({p // 2} tokens) the run does not fit"
+    return (f"prompt length sensitivity: at half the cap ({p // 2} tokens) the step is {_seconds(half.step_s)}, "
+            f"{100 * (1 - half.step_s / ip.step_s):.0f} % less than at the cap ({_seconds(ip.step_s)})")
+
+
 def format_import_prediction(ip: ImportPrediction) -> str:
     from ...cost.placement_config import format_placement
     from ...cost.units import _bytes, _seconds
@@ -612,4 +629,6 @@ def format_import_prediction(ip: ImportPrediction) -> str:
     if ip.mode_note:
         lines.append(f"note: {ip.mode_note}")
     lines += [f"assumed: {a}" for a in imp.assumed + ip.derived]
+    if imp.prompt_cap and ip.fits and imp.config["workload"]["prompt_len"] >= 2:
+        lines.append(f"assumed: {prompt_sensitivity(ip)}")
     return "\n".join(lines)

@@ -201,4 +201,5 @@ def import_config(path: str, **_):
         targets = "all-linear" if need_bool(k.get(lc + "match_all_linear", True, "lora.targets"),
                                             lc + "match_all_linear") else k.get(lc + "target_modules", to="lora.targets")
         cfg["lora"] = {"rank": need_int(k.get(lc + "dim", 8, "lora.rank"), lc + "dim"), "targets": targets}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine,
+                  prompt_cap="policy.max_total_sequence_length less the response cap")

@@ -353,4 +353,5 @@ def import_config(arg: str, **_):
     if rank:
         targets = k.get("ds.lora.target_modules", "all-linear", "lora.targets")
         cfg["lora"] = {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}
-    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine)
+    cap = "--data.max_len - --rollout.max_new_tokens" if k.has("rollout.max_new_tokens") else None
+    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine, prompt_cap=cap)

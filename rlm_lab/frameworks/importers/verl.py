@@ -353,4 +353,4 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     if rank:
         targets = k.get(A + "model.target_modules", "all-linear", "lora.targets")
         cfg["lora"] = {"rank": rank, "targets": targets}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine, prompt_cap="data.max_prompt_length")
