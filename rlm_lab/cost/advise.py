@@ -403,6 +403,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl or areal config")
+    p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
+    from .cli import add_run_flags
+
+    add_run_flags(p, tp=False)
     p.set_defaults(func=run)
 
 
@@ -442,12 +446,16 @@ def run(args) -> int:
     if not isinstance(cfg.get("workload") or {}, dict):
         raise RlmLabError(f"workload must be a mapping of workload fields, got {cfg['workload']!r}")
     wl = dict(cfg.get("workload") or {})
-    for key in ("prompts", "group_size", "prompt_len"):
-        if getattr(args, key) is not None:
+    for key in ("prompts", "group_size", "prompt_len", "precision"):
+        if getattr(args, key, None) is not None:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
+    from .cli import run_workload, shipped_model
+
+    wl = run_workload(args, wl)
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
+    cfg["model"] = shipped_model(cfg["model"])
     if args.fitted:
         cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})
     check_inputs(cfg)
