@@ -233,8 +233,8 @@ def require_workload(cfg: dict, command: str) -> None:
 def validated_line(cfg: dict) -> str:
     """The validated error band that applies to a prediction's regime: the published GPU-cluster validation for a
     GPU profile, none for a CPU one (chapters 2-3 compare CPU predictions with measurements case by case)."""
-    from .advise import validated_error
     from .hardware import load_profile
+    from .validated import validated_error
 
     if not load_profile(cfg.get("hardware") or DEFAULTS["hardware"]).overlap_overhead:   # placement_config's GPU test
         return ("validated error: none applies to a CPU profile's prediction (the published validation is of GPU "

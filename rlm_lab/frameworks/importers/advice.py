@@ -153,7 +153,7 @@ def error_band() -> tuple[float | None, str]:
     validation split's ratio cases, data/published/validation.json), or None when none is recorded."""
     import json
 
-    from ...cost.advise import VALIDATION_FILE
+    from ...cost.validated import VALIDATION_FILE
 
     try:
         g = json.loads(VALIDATION_FILE.read_text())["summary"]["ratio"]
