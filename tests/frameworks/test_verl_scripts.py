@@ -192,3 +192,90 @@ def test_openrlhf_pre_2026_names_are_mapped_and_said(tmp_path):
     assert imp.config["placement"]["name"] == "hybrid"
     assert "--colocate_all_models read as --train.colocate_all (OpenRLHF's pre-2026 name)" in imp.assumed
     assert any("--prompt_max_len 512 (pre-2026) read as --data.max_len 1536" in a for a in imp.assumed)
+
+
+# ---- TRL, NeMo-RL, the model map, advise --from and the prompt cap ---------------------------------------------
+TRL_QS = CONFIGS / "trl" / "grpo-qwen2.5-0.5b-quickstart.yaml"
+
+
+def test_trl_field_lists_match_trls_dataclasses():
+    trl = pytest.importorskip("trl")
+    import dataclasses
+
+    from rlm_lab.frameworks.importers.trl import ASYNC_ONLY, SFT_ONLY
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    grpo = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+    sft = {f.name for f in dataclasses.fields(trl.SFTConfig)}
+    asy = {f.name for f in dataclasses.fields(AsyncGRPOConfig)}
+    assert set(SFT_ONLY) <= sft - grpo
+    assert set(ASYNC_ONLY) - {"vllm_server_base_url"} <= asy - grpo and "vllm_server_base_url" in asy
+    listed = {ln.split()[0] for ln in (CONFIGS / "trl" / "options.txt").read_text().splitlines()
+              if ln and not ln.startswith("#")}
+    assert grpo <= listed and (asy - grpo) <= listed
+
+
+def test_trl_accelerate_config_sets_processes_zero_and_offload(tmp_path):
+    a = tmp_path / "a.yaml"
+    a.write_text("distributed_type: FSDP\nnum_processes: 4\nfsdp_config: {fsdp_sharding_strategy: SHARD_GRAD_OP, "
+                 "fsdp_offload_params: true}\n")
+    imp = import_from(f"trl:{TRL_QS}+{a}")
+    (s,) = imp.config["placement"]["sets"]
+    assert (s["devices"], s["zero"]) == (4, 2) and imp.config["workload"]["offload"] == ["params", "optimizer"]
+    assert "accelerate config a.yaml: 4 processes, FSDP (ZeRO-2), offload params, optimizer" in imp.assumed
+
+
+def test_trl_async_grpo_config_is_async_on_a_vllm_server(tmp_path):
+    c = tmp_path / "c.yaml"
+    c.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B\nmax_staleness: 3\nvllm_serve: {tensor_parallel_size: 2}\n")
+    imp = import_from(f"trl:{c}")
+    sets = {s["name"]: s for s in imp.config["placement"]["sets"]}
+    assert (imp.mode, imp.eta) == ("async", 3) and sets["rollout"]["tp"] == 2 and set(sets) == {"rollout", "train"}
+
+
+def test_nemo_megatron_moe_recipe_keeps_tp_and_ep():
+    from rlm_lab.frameworks.importers.corpus import spec
+
+    imp = import_from(spec({"file": "nemo-rl/examples/configs/grpo_math_qwen30ba3b_megatron.yaml"}))
+    (s,) = imp.config["placement"]["sets"]
+    # megatron_cfg: tensor_model_parallel_size 2, expert_model_parallel_size 8, distributed optimizer (ZeRO-1)
+    assert (s["tp"], s.get("ep"), s["zero"]) == (2, 8, 1)
+    assert predict_imported(imp).fits
+
+
+def test_every_shipped_model_config_is_reachable_by_a_hub_id():
+    from rlm_lab.frameworks.importers.common import MODEL_MAP, MODELS
+
+    shipped = {p.name.removesuffix(".config.json") for p in MODELS.glob("*.config.json")}
+    assert shipped <= set(MODEL_MAP.values())
+    for hub in ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B"):
+        imp = import_from(f"trl:{TRL_QS}", model=hub)
+        assert imp.config["model"].endswith(f"{MODEL_MAP[hub.lower()]}.config.json")
+
+
+def test_advise_marks_changes_inside_the_validated_band():
+    from rlm_lab.frameworks.importers.advice import advise_imported, error_band, format_advice, indistinguishable
+
+    imp = import_from(f"verl:{CONFIGS / 'verl' / 'grpo-qwen2-7b-gsm8k.yaml'}")
+    adv = advise_imported(imp)
+    kinds = {c.kind for c in adv.ranked}
+    assert {"micro_batch", "offload", "memory_fraction", "max_num_seqs"} <= kinds
+    band, _ = error_band()
+    assert band is not None
+    for c in adv.ranked:
+        ratio = c.prediction.step_s / adv.baseline.step_s if c.fits else None
+        assert indistinguishable(adv, c) == (ratio is not None and abs(ratio - 1) < band)
+    text = format_advice(adv, 20)
+    assert text.count("[not distinguishable]") == sum(indistinguishable(adv, c) for c in adv.ranked[:20])
+
+
+def test_prompt_cap_is_said_with_the_steps_sensitivity():
+    from rlm_lab.frameworks.importers.common import format_import_prediction
+
+    imp = import_from(f"verl:{CONFIGS / 'verl' / 'grpo-qwen2-7b-gsm8k.yaml'}")
+    assert imp.prompt_cap == "data.max_prompt_length"
+    assert any(a.startswith("every prompt 512 tokens long: data.max_prompt_length is a cap") for a in imp.assumed)
+    ip = predict_imported(imp)
+    half = predict_imported(imp.with_changes(workload={"prompt_len": 256}))
+    pct = f"{100 * (1 - half.step_s / ip.step_s):.0f} % less"
+    assert pct in format_import_prediction(ip) and half.step_s < ip.step_s
