@@ -124,7 +124,8 @@ def _load(path: str) -> tuple[dict, list | None, set, list]:
     ``defaults:`` (composed) or a partial YAML of verl keys (read as it is, verl's defaults below)."""
     text = read_text(path, "verl config")
     p = Path(path)
-    if p.suffix in (".sh", ".bash") or text.startswith("#!") or "-m verl." in text:
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    if p.suffix in (".sh", ".bash") or text.startswith("#!") or any("-m verl." in ln for ln in code):
         return _from_script(text, path)
     raw = load_yaml(path, NAME)
     if "defaults" in raw:
