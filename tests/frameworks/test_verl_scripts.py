@@ -279,3 +279,13 @@ def test_prompt_cap_is_said_with_the_steps_sensitivity():
     half = predict_imported(imp.with_changes(workload={"prompt_len": 256}))
     pct = f"{100 * (1 - half.step_s / ip.step_s):.0f} % less"
     assert pct in format_import_prediction(ip) and half.step_s < ip.step_s
+
+
+def test_areal_colocated_rollout_is_one_set(tmp_path):
+    text = (CONFIGS / "areal" / "gsm8k_grpo.yaml").read_text()
+    c = tmp_path / "c.yaml"
+    c.write_text(text.replace("\nrollout:\n", "\nrollout:\n  scheduling_strategy: {type: colocation, target: actor}\n", 1))
+    imp = import_from(f"areal:{c}")
+    (s,) = imp.config["placement"]["sets"]
+    assert imp.config["placement"]["reshard"] and s["zero"] == 3 and "rollout" in imp.config["placement"]["roles"]
+    assert "nothing overlaps" in predict_imported(imp).mode_note    # AReaL's async on shared GPUs overlaps nothing

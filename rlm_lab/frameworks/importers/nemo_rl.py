@@ -35,6 +35,8 @@ from .common import (Keys, capped_response, finish, flatten, load_yaml, need_boo
 
 NAME = "nemo-rl"
 NOTES = {"checkpointing.*": "checkpoints", "logger.*": "logging",
+         "grpo.async_grpo.in_flight_weight_updates": "in-flight weight updates (generation continues across a "
+                                                    "weight update) not priced: the step is priced as if it waits",
          "async_rl.max_inflight_prompts": "in-flight limit: the engine's batch is priced from max_num_seqs",
          "async_rl.min_groups_for_streaming_train": "streaming granularity not priced (one step = one batch)",
          "policy.optimizer.*": "optimizer hyper-parameters do not change the step's cost",

@@ -56,6 +56,8 @@ ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus
 NOTES = {
     "critic.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
     "*optim.*": "optimizer hyper-parameters do not change the step's cost",
+    "async_training.partial_rollout": "partial rollout (generations interrupted at a parameter sync and resumed) "
+                                      "not priced",
     "trainer.logger": "logging", "trainer.project_name": "logging", "trainer.experiment_name": "logging",
     "data.train_files": "data location", "data.val_files": "data location",
 }
