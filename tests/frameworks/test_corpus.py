@@ -66,3 +66,31 @@ def test_corpus_mappings_by_hand():
                                     "deepspeed_zero3.yaml"}))
     (s,) = imp.config["placement"]["sets"]
     assert (s["devices"], s["zero"]) == (8, 3)
+
+
+def test_more_corpus_mappings_by_hand():
+    # OpenRLHF's 2026 PPO script: --rollout.batch_size 1024 x --rollout.n_samples_per_prompt 1, --train.batch_size
+    # 128 -> 8 mini-batches, --data.max_len 2048 without --rollout.max_new_tokens: split evenly (said),
+    # --train.colocate_all with 4 engines x tp 2 on the actor's 8 GPUs at ZeRO-3: the hybrid engine, KL 0.01
+    imp = import_from(spec({"file": "openrlhf/examples/scripts/train_ppo_ray_hybrid_engine.sh"}))
+    wl, (s,) = imp.config["workload"], imp.config["placement"]["sets"]
+    assert (wl["prompts"], wl["group_size"], wl["minibatches"], wl["prompt_len"]) == (1024, 1, 8, 1024)
+    assert (s["devices"], s["zero"], s["gen_tp"], imp.config["beta"]) == (8, 3, 2, 0.01)
+    assert imp.config["algorithm"] == "ppo" and imp.config["reward_model"].endswith("llama3-8b.config.json")
+    assert any("split --data.max_len 2048 evenly" in a for a in imp.assumed)
+    # verl's LoRA script: lora_rank 64 on NGPUS_PER_NODE 2 (its default), 64 prompts x 5, mini-batch 32 -> 2
+    imp = import_from(spec({"file": "verl/examples/tuning/lora/run_qwen3_8b_fsdp.sh"}))
+    wl, (s,) = imp.config["workload"], imp.config["placement"]["sets"]
+    assert imp.config["lora"]["rank"] == 64 and s["devices"] == 2
+    assert (wl["prompts"], wl["group_size"], wl["minibatches"]) == (64, 5, 2)
+    # NeMo-RL's non-colocated 2 x 8 recipe: generation on 1 node of 8 GPUs, training on the other 8; 64 prompts x 32;
+    # max_new_tokens 4096 = max_total_sequence_length 4096: the sequence split evenly, 2048 + 2048 (said)
+    imp = import_from(spec({"file": "nemo-rl/examples/configs/recipes/llm/grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-"
+                                    "noncolocated.yaml"}))
+    sets = {s["name"]: s["devices"] for s in imp.config["placement"]["sets"]}
+    assert sets == {"rollout": 8, "train": 8} and imp.config["workload"]["prompts"] == 64
+    assert imp.config["workload"]["group_size"] == 32 and imp.config["workload"]["prompt_len"] == 2048
+    # AReaL's GSM8K GRPO: rollout sglang:d4p1t1 and actor fsdp:d4p1t1 apart (separation) on one 8-GPU node
+    imp = import_from(spec({"file": "areal/examples/math/gsm8k_grpo.yaml"}))
+    sets = {s["name"]: (s["devices"], s["tp"]) for s in imp.config["placement"]["sets"]}
+    assert sets["rollout"] == (4, 1) and sets["train"] == (4, 1)
