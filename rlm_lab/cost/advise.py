@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..errors import RlmLabError, number_arg
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
 from .placement import GIB, PlacementPrediction, _Predictor, check_offline_mode, cluster_profile, cluster_topology, \
     predict_placement, set_cost
+from .validated import VALIDATION_FILE, validated_error  # noqa: F401 - re-exported (predict prints it too)
 from .workload import offline_group_size, workload_from_dict
 
 TIE_RULE = ("ties (equal step time to 3 significant digits) are ordered by lower staleness, then less memory per "
@@ -331,41 +331,6 @@ def describe_workload(wl) -> str:
             f"tokens, responses {resp}; " + ", ".join(extra))
 
 
-VALIDATION_FILE = Path(__file__).resolve().parents[2] / "data" / "published" / "validation.json"
-
-
-def validated_error(path: Path = VALIDATION_FILE, fitted: bool | None = None) -> str:
-    """The predictor's error against published cluster measurements, from ``rlm-lab validate --published``'s result
-    file (``data/published/validation.json``: its ``summary`` of the validation split, ``ratio`` and ``step``
-    groups with ``median_abs_error``, ``priced``, ``direction_right``), or "not validated" when there is none."""
-    import json
-
-    try:
-        doc = json.loads(Path(path).read_text())
-        summary = doc["summary"]
-        parts = []
-        for group, what in (("ratio", "ratios (speed-ups, shares)"), ("step", "absolute step times")):
-            g = summary.get(group) or {}
-            if g.get("median_abs_error") is not None:
-                ci = lambda key: (f" [{100 * g[key][0]:.0f}, {100 * g[key][1]:.0f} %]"
-                                  if isinstance(g.get(key), list) and len(g[key]) == 2 else "")
-                extra = (f", direction right in {g['direction_right']} of {g['priced']}{ci('direction_interval')}"
-                         if group == "ratio" and "direction_right" in g else "")
-                parts.append(f"{what} median |error| {100 * g['median_abs_error']:.0f} %{ci('median_abs_error_interval')} "
-                             f"over {g.get('priced', '?')} cases{extra}")
-        if parts:
-            which = ("" if fitted is None else
-                     "; this ranking uses those efficiencies (--fitted)" if fitted else
-                     "; this ranking uses the profile's assumed efficiencies instead (--fitted applies the fitted ones)")
-            return ("validated error of the predictor against published cluster measurements (validation split, "
-                    f"{Path(path).name}, with the efficiencies fitted on its calibration cases; 95 % intervals over "
-                    "the cases): " + "; ".join(parts) + which)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return ("validated error of the predictor at cluster scale: not validated (no result of `rlm-lab validate "
-            "--published` in data/published/validation.json): read the ranking as a relative guide")
-
-
 def format_advice(advice: Advice, k: int = 5) -> str:
     from .units import _bytes, _seconds
 
@@ -443,6 +408,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl or areal config")
+    p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
+    from .cli import add_run_flags
+
+    add_run_flags(p, tp=False)
     p.set_defaults(func=run)
 
 
@@ -482,13 +451,17 @@ def run(args) -> int:
     if not isinstance(cfg.get("workload") or {}, dict):
         raise RlmLabError(f"workload must be a mapping of workload fields, got {cfg['workload']!r}")
     wl = dict(cfg.get("workload") or {})
-    for key in ("prompts", "group_size", "prompt_len"):
-        if getattr(args, key) is not None:
+    for key in ("prompts", "group_size", "prompt_len", "precision"):
+        if getattr(args, key, None) is not None:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
+    from .cli import run_workload, shipped_model
+
+    wl = run_workload(args, wl)
     wl = offline_group_size(cfg.get("algorithm"), wl) if wl else wl
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
+    cfg["model"] = shipped_model(cfg["model"])
     if args.fitted:
         cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})
     check_inputs(cfg)

@@ -165,6 +165,92 @@ def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
     return "\n".join(lines)
 
 
+def add_run_flags(p, tp: bool = True) -> None:
+    """The flags that describe how a real run trains (predict and advise, with or without --from)."""
+    p.add_argument("--micro-batch", type=int, help="sequences per GPU per forward/backward (default: a whole "
+                                                   "mini-batch)")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage of the trained models (3 = FSDP)")
+    if tp:
+        p.add_argument("--tp", type=int, help="training tensor-parallel size (a colocated set of --devices)")
+        p.add_argument("--gen-tp", type=int, help="generation tensor-parallel size (the hybrid engine: ZeRO-3 "
+                                                  "resharded into it)")
+    p.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                   help="recompute every decoder layer in the backward")
+    p.add_argument("--offload", metavar="KINDS", help="comma-separated: params, optimizer, frozen, host_optimizer, sleep "
+                                                      "(rlm_lab/cost/offload.py)")
+
+
+def run_workload(args, wl: dict) -> dict:
+    """--micro-batch, --zero, --gradient-checkpointing, --offload into a workload mapping."""
+    for attr, key in (("micro_batch", "micro_batch"), ("zero", "zero_stage"),
+                      ("gradient_checkpointing", "gradient_checkpointing")):
+        if getattr(args, attr, None) is not None:
+            wl[key] = getattr(args, attr)
+    if getattr(args, "offload", None):
+        wl["offload"] = [x.strip() for x in args.offload.split(",") if x.strip()]
+    return wl
+
+
+def shipped_model(name):
+    """``--model qwen2.5-7b``: a model config shipped in configs/models/ by its short name (a zoo name or a path
+    is left as it is)."""
+    from ..models.zoo import ZOO
+
+    if not isinstance(name, str) or name in ZOO or Path(name).exists():
+        return name
+    p = Path(__file__).resolve().parents[2] / "configs" / "models" / f"{name}.config.json"
+    return str(p) if p.is_file() else name
+
+
+def layout_placement(args, cfg: dict) -> None:
+    """--tp / --gen-tp: a one-set placement of --devices (colocated at tp, or the hybrid engine at gen-tp)."""
+    tp, gen_tp = getattr(args, "tp", None), getattr(args, "gen_tp", None)
+    if tp is None and gen_tp is None:
+        return
+    if cfg.get("placement") is not None and not isinstance(cfg["placement"], str):
+        raise RlmLabError("--tp / --gen-tp describe a one-set layout; the config's placement mapping already sets it")
+    if gen_tp is not None:
+        if (tp or 1) != 1:
+            raise RlmLabError(f"--gen-tp {gen_tp} reshards a ZeRO-3 (FSDP) trainer; training --tp {tp} cannot "
+                              f"be resharded by the predictor: give one of them")
+        cfg["placement"] = {"name": "hybrid", "gen_tp": gen_tp}
+    else:
+        cfg["placement"] = {"name": cfg.get("placement") or "colocated", "tp": tp} | (
+            {"zero": args.zero} if getattr(args, "zero", None) is not None else {})
+    wl = cfg.get("workload") or {}
+    cfg.setdefault("cluster", {"devices": wl.get("devices", 1), "kind": "gpu"})
+
+
+WORKLOAD_GIVEN = ("prompts", "group_size", "prompt_len", "response")
+
+
+def require_workload(cfg: dict, command: str) -> None:
+    """One rule, predict and advise alike: a real model needs a workload (a config's workload: or the flags); only a
+    zoo toy model keeps the toy default (8 prompts x 4, 8-token prompts), the one chapters 1-3 run."""
+    from ..models.zoo import ZOO
+
+    from .spec import model_spec
+
+    wl = cfg.get("workload") or {}
+    model_spec(cfg.get("resolved_model") or cfg.get("model") or DEFAULTS["model"])   # a bad model file is named first
+    if isinstance(wl, dict) and not any(k in wl for k in WORKLOAD_GIVEN) and str(cfg.get("model", "micro")) not in ZOO:
+        raise RlmLabError(f"{command} needs a workload for {cfg.get('model')}: give a config with workload: or "
+                          f"--prompts, --group-size, --prompt-len and --response-len; it prices no default (the toy "
+                          f"one, 8 prompts x 4 with 8-token prompts, is no real run's)")
+
+
+def validated_line(cfg: dict) -> str:
+    """The validated error band that applies to a prediction's regime: the published GPU-cluster validation for a
+    GPU profile, none for a CPU one (chapters 2-3 compare CPU predictions with measurements case by case)."""
+    from .hardware import load_profile
+    from .validated import validated_error
+
+    if not load_profile(cfg.get("hardware") or DEFAULTS["hardware"]).overlap_overhead:   # placement_config's GPU test
+        return ("validated error: none applies to a CPU profile's prediction (the published validation is of GPU "
+                "clusters; chapters 2-3 compare CPU predictions with their measurements)")
+    return validated_error()
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="predict the per-stage cost of one RL iteration",
                               description=__doc__.split("\n\n")[0])
@@ -207,6 +293,7 @@ def register(subparsers) -> None:
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
                         "verl:run.yaml or openrlhf:\"--actor.num_gpus_per_node 8 ...\"")
+    add_run_flags(p)
     p.set_defaults(func=run)
 
 
@@ -250,8 +337,13 @@ def run(args) -> int:
         wl.update(autocast=True, gradient_checkpointing=True)
     from .workload import offline_group_size
 
-    cfg["workload"] = offline_group_size(cfg.get("algorithm"), wl)
+    cfg["workload"] = offline_group_size(cfg.get("algorithm"), run_workload(args, wl))
+    given_model = cfg.get("model")
+    if cfg.get("model") is not None:
+        cfg["model"] = shipped_model(cfg["model"])
+    layout_placement(args, cfg)
     check_inputs(cfg)
+    require_workload(cfg | {"model": given_model or DEFAULTS["model"], "resolved_model": cfg.get("model")}, "predict")
     if getattr(args, "table9", False) and cfg.get("placement") is None:
         raise RlmLabError("--table9 evaluates the survey's Table 9 on a placement's stage times: give --placement")
     if cfg.get("placement") is None and cfg.get("mode") not in (None, "sync"):
@@ -286,7 +378,7 @@ def run(args) -> int:
     else:
         head, _, rest = format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))).partition("\n")
         hw = [] if given_hw and origin is None else [hardware_line(DEFAULTS | cfg, given_hw, origin)]
-        print("\n".join([head] + hw + [rest] + assumed))
+        print("\n".join([head] + hw + [rest] + assumed + [validated_line(cfg)]))
     return 0 if pred.fits else 1
 
 
@@ -341,5 +433,5 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict
         hw = [] if given_hw and origin is None else [hardware_line(cfg, given_hw, origin)]
         t9 = ["the survey's Table 9 on these stage times (each model on its own devices; table9.py): " +
               ", ".join(f"{k} {_seconds(v)}" for k, v in rows.items())] if rows else []
-        print("\n".join([head] + hw + [rest] + t9 + mem + assumed))
+        print("\n".join([head] + hw + [rest] + t9 + mem + assumed + [validated_line(cfg)]))
     return 0 if pp.fits and all(m.fits for m in extra.values()) else 1

@@ -223,3 +223,17 @@ def test_same_workload_rows_say_why_when_the_importers_are_absent(monkeypatch):
     monkeypatch.setitem(sys.modules, "rlm_lab.frameworks.importers.same_workload", None)
     rows, note = P.same_workload_rows()
     assert rows == [] and "not in this checkout" in note
+
+
+def test_corpus_values_count_per_framework():
+    from rlm_lab.chapters.ch08_frameworks import report as F
+
+    rows = [{"framework": "verl", "outcome": "priced"}, {"framework": "verl", "outcome": "refused"},
+            {"framework": "trl", "outcome": "priced"}]
+    v = F.corpus_values(rows)
+    assert (v["ch08_corpus"], v["ch08_corpus_priced"], v["ch08_corpus_share"]) == ("3", "2", "67 %")
+    assert v["ch08_corpus_counts"] == "trl 1 of 1; verl 1 of 2" and v["ch08_corpus_frameworks"] == "2"
+    html = F.corpus_html([{"framework": "verl", "file": "verl/examples/run.sh", "commit": "1dda039b9c63",
+                           "outcome": "refused", "why": "verl ... a <reason>", "step_s": None, "critical": None,
+                           "memory_per_device_bytes": None}])
+    assert "&lt;reason&gt;" in html and "<code>examples/run.sh</code>" in html

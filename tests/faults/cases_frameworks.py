@@ -21,7 +21,10 @@ def write(name, data: bytes):
     base = str(REPO / "configs" / "frameworks" / "nemo-rl" / "grpo_math_1B.yaml").encode()
 
     def setup(tmp: Path):
-        (tmp / name).write_bytes(data.replace(b"{base}", base))
+        (tmp / name).write_bytes(data.replace(b"{base}", base).replace(b"{tmpdir}", str(tmp).encode()))
+        for folder, text in (("m", "[1, 2]"), ("n", '{"hidden_size": NaN, "model_type": "llama"}')):
+            (tmp / folder).mkdir(exist_ok=True)
+            (tmp / folder / "config.json").write_text(text)
     return setup
 
 
@@ -64,6 +67,21 @@ for id, fw, data, msg in [
      r"prompt \+ response = 100000512 tokens exceeds the model's max_position_embeddings"),
     ("verl-memory-fraction", "verl", VERL_MODEL + b"  rollout: {gpu_memory_utilization: 2}\n",
      r"verl vllm engine: its memory fraction .* must be in \(0, 1\], got 2"),
+    # bounded, typed input: every value checked, nothing substituted, caps named in the message
+    ("verl-alias-bomb", "verl", b"a: &a [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
+        b"%s: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n" % ((bytes([98 + i]),) * 2 + (bytes([97 + i]),) * 10)
+        for i in range(9)), r"expands to more than 200000 values \(YAML aliases"),
+    ("verl-deep", "verl", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", r"nests deeper than 64 levels"),
+    ("verl-estimator-list", "verl", VERL_MODEL + b"algorithm: {adv_estimator: [grpo]}\n",
+     r"verl algorithm.adv_estimator must be a string, got \['grpo'\]"),
+    ("verl-estimator-mapping", "verl", VERL_MODEL + b"algorithm: {adv_estimator: {name: grpo}}\n",
+     r"verl algorithm.adv_estimator must be a value, got a mapping \(algorithm.adv_estimator.name = 'grpo'\); "
+     r"nothing is substituted"),
+    ("verl-engine-number", "verl", VERL_MODEL + b"  rollout: {name: 7}\n", r"rollout.name must be a string, got 7"),
+    ("verl-model-json-list", "verl", b"actor_rollout_ref: {model: {path: {tmpdir}/m/config.json}}\n",
+     r"model config .*config.json must be a JSON object \(a Hugging Face config.json\), got list"),
+    ("verl-model-json-nan", "verl", b"actor_rollout_ref: {model: {path: {tmpdir}/n/config.json}}\n",
+     r"model config .*config.json: field 'hidden_size' must be a finite number, got nan"),
     ("trl-fp16-bf16", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nfp16: true\nbf16: true\n",
      r"trl fp16 and bf16 are both true"),
     ("trl-batch", "trl", b"model_name_or_path: Qwen/Qwen2.5-0.5B\nper_device_train_batch_size: 3\n",
@@ -91,6 +109,46 @@ for id, fw, data, msg in [
 ]:
     add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/c.yaml"], msg,
         setup=write("c.yaml", data))
+
+# ---- run scripts and Hydra composition (nothing run; shell variables expanded as bash would)
+M = b"actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct actor_rollout_ref.rollout.name=vllm"
+for id, fw, name, data, msg in [
+    ("verl-script-sft", "verl", "run.sh", b"torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer data.x=1\n",
+     r"launches verl.trainer.sft_trainer: an SFT run \(not RL\); nothing to price as an RL step"),
+    ("verl-script-no-trainer", "verl", "run.sh", b"#!/bin/bash\necho hello\n", r"runs no verl trainer"),
+    ("verl-script-unknown-key", "verl", "run.sh", b"python3 -m verl.trainer.main_ppo " + M + b" no.such=1\n",
+     r"Hydra cannot compose it as verl would: Could not override 'no.such'"),
+    ("verl-script-quote", "verl", "run.sh", b"python3 -m verl.trainer.main_ppo 'unclosed\n",
+     r"does not split as a shell line"),
+    ("verl-script-subst-int", "verl", "run.sh", b"N=$(nproc)\npython3 -m verl.trainer.main_ppo " + M +
+     b" trainer.n_gpus_per_node=$N\n", r"n_gpus_per_node must be an integer >= 1, got '__not_run_command__'"),
+    ("verl-v1-separate-no-pool", "verl", "run.sh", b"python3 -m verl.trainer.main_ppo " + M +
+     b" trainer.v1.trainer_mode=separate_async\n", r"separate_async needs a standalone rollout pool"),
+    ("verl-v1-mode-word", "verl", "run.sh", b"python3 -m verl.trainer.main_ppo " + M +
+     b" trainer.v1.trainer_mode=fast\n", r"trainer.v1.trainer_mode='fast': one of sync, colocate_async, separate_async"),
+    ("verl-rollout-name-missing", "verl", "run.sh",
+     b"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct\n",
+     r"actor_rollout_ref.rollout.name is mandatory in verl \(\?\?\? in its config\)"),
+    ("verl-defaults-missing-group", "verl", "c.yaml", b"defaults:\n  - nosuch_base\n  - _self_\n",
+     r"Hydra cannot compose it as verl would"),
+    ("openrlhf-script-sft", "openrlhf", "run.sh", b"deepspeed --module openrlhf.cli.train_sft --max_len 2048\n",
+     r"launches openrlhf.cli.train_sft: an SFT run"),
+    ("nemo-sft", "nemo-rl", "c.yaml", b"sft: {max_num_epochs: 1}\npolicy: {model_name: Qwen/Qwen2.5-1.5B}\n",
+     r"is an SFT config \(its sft: block, no grpo: block\)"),
+    ("trl-sft", "trl", "c.yaml", b"model_name_or_path: Qwen/Qwen2.5-0.5B\npacking: true\nmax_length: 1024\n",
+     r"is an SFT config \(SFTConfig's packing, max_length; no GRPO field\)"),
+    ("areal-sft", "areal", "c.yaml", b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n",
+     r"has no rollout or gconfig block: an SFT \(or other non-RL\) experiment"),
+]:
+    add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/{name}"], msg,
+        setup=write(name, data))
+add("trl-accelerate-zero-word", "predict --from trl:GRPO.yaml+ACCEL.yaml with zero_stage: three",
+    ["predict", "--from", f"trl:{TRL}+{{tmp}}/a.yaml"], r"deepspeed_config.zero_stage must be an integer >= 0, got 'three'",
+    setup=write("a.yaml", b"distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config: {zero_stage: three}\n"))
+add("model-override-before-check", "predict --from verl with an unknown model and --model naming a shipped one: the "
+    "override applies before the config's model is looked up", ["predict", "--from", "verl:{tmp}/c.yaml", "--model",
+                                                               "Qwen/Qwen3-0.6B"], r"mode sync \(eta 0\): step",
+    cls="correct-result", setup=write("c.yaml", b"actor_rollout_ref: {model: {path: org/unknown-70b}}\n"))
 
 # ---- OpenRLHF argument strings
 for id, args, msg in [

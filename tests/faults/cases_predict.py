@@ -46,6 +46,13 @@ for id, argv, msg in [
     ("config-missing", ["{tmp}/none.yaml"], r"config file .*none.yaml not found"),
     ("config-folder", ["{tmp}"], r"is a folder; pass a predict config YAML"),
     ("prompts-word", ["--prompts", "many"], r"argument --prompts: invalid int value"),
+    # one rule with advise: a real model needs a workload (only a zoo toy keeps the toy default)
+    ("real-model-no-workload", ["--model", "qwen2.5-7b", "--hardware", "h100-sxm"],
+     r"predict needs a workload for qwen2.5-7b: give a config with workload: or --prompts"),
+    ("zero-word", ["--zero", "4"], r"argument --zero: invalid choice: 4"),
+    ("offload-flag-unknown", ["--offload", "disk", "--prompts", "8"], r"unknown workload.offload kind\(s\) disk"),
+    ("gen-tp-with-tp", ["--tp", "2", "--gen-tp", "4", "--devices", "8", "--prompts", "8"],
+     r"--gen-tp 4 reshards a ZeRO-3 \(FSDP\) trainer; training --tp 2 cannot be resharded"),
 ]:
     add(id, "predict " + " ".join(argv), argv, msg)
 
@@ -93,7 +100,9 @@ for cfg in sorted((REPO / "configs" / "predict").glob("*")):  # every file there
         exit=1 if oom else 0, check=_no_decimal_gb)
 add("params-format", "the micro model's parameter count is printed as 342k, not 0.342M", [],
     r"micro \(342k params\)", cls="correct-result", check=_no_decimal_gb)
-add("params-billions", "a 1.5B model's parameter count reads 1.54B", ["--model", "configs/models/qwen2.5-1.5b.config.json"],
+add("params-billions", "a 1.5B model's parameter count reads 1.54B", ["--model", "configs/models/qwen2.5-1.5b.config.json",
+                                                                      "--prompts", "8", "--group-size", "4",
+                                                                      "--prompt-len", "8", "--response-len", "16"],
     r"\(1.54B params\)", cls="correct-result", exit=1)
 
 
@@ -187,3 +196,13 @@ def _modes_printed(tmp, out):
 
 add("mode-async-placement", "the shipped disaggregated CPU example in the fully asynchronous mode",
     [DIS, "--mode", "async"], r"step time: .* \(mode async\)", cls="correct-result", check=_modes_printed)
+
+
+# the README's flag example: a 7B GRPO step on 8 H100 described by the flags of a real run gives a time
+add("readme-7b-8xh100", "7B GRPO on 8 H100 from flags (micro-batch 4, ZeRO-3, gradient checkpointing): a time, and the "
+    "validated error band of its regime", ["--model", "qwen2.5-7b", "--hardware", "h100-sxm", "--devices", "8",
+                                          "--prompts", "64", "--group-size", "8", "--prompt-len", "256",
+                                          "--response-len", "1024", "--precision", "bf16-mixed", "--micro-batch", "4",
+                                          "--zero", "3", "--gradient-checkpointing"],
+    r"iteration time: [\d.]+ s[\s\S]*validated error of the predictor against published cluster measurements",
+    cls="correct-result")

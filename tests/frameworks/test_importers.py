@@ -126,20 +126,20 @@ def test_openrlhf_arguments_split_by_the_parsers_kinds():
                      "--colocate_all_models --vllm.num_engines 4")
     assert got == {"train.colocate_all": True, "actor.eps_clip_low_high": ["0.2", "0.27"],
                    "ds.lora.target_modules": ["q_proj", "v_proj"], "ds.zero_stage": "3",
-                   "colocate_all_models": True, "vllm.num_engines": "4"}
+                   "vllm.num_engines": "4"}          # --colocate_all_models: the pre-2026 name of --train.colocate_all
 
 
 def test_openrlhf_separate_sets_and_async_queue_become_sets_and_eta():
     imp = import_from("openrlhf:--actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct --algo.advantage.estimator "
                       "group_norm --actor.num_gpus_per_node 4 --ref.num_gpus_per_node 2 --vllm.num_engines 2 "
                       "--vllm.tensor_parallel_size 1 --rollout.batch_size 64 --rollout.n_samples_per_prompt 4 "
-                      "--train.batch_size 64 --train.async_enable --train.async_queue_size 3 --colocate_all_models")
+                      "--train.batch_size 64 --train.async_enable --train.async_queue_size 3 --no_such_flag")
     p = imp.config["placement"]
     assert {s["name"]: s["devices"] for s in p["sets"]} == {"rollout": 2, "actor": 4, "ref": 2}
     assert p["roles"] == {"rollout": "rollout", "actor": "actor", "reference": "ref"}
     assert (imp.mode, imp.eta) == ("async", 3)
     assert imp.config["workload"]["minibatches"] == 4                       # 256 samples / 64
-    assert imp.unknown == ["colocate_all_models"]                             # the pre-0.9 flag name
+    assert imp.unknown == ["no_such_flag"]
 
 
 def test_trl_vllm_server_example_by_hand():

@@ -340,6 +340,43 @@ def same_workload_rows() -> tuple[list[dict], str]:
                                      micro_batch=wl.micro_batch), ""
 
 
+def corpus_rows() -> tuple[list[dict], str]:
+    """Every entry of the corpus of upstream configs and run scripts (data/configs/corpus, pinned commits),
+    imported and predicted or refused in one line (``rlm_lab.frameworks.importers.corpus``); ``([], why)``
+    without the importers."""
+    try:
+        from ...frameworks.importers.corpus import corpus_predictions
+    except ImportError as e:
+        return [], f"the config importers are not in this checkout ({e})"
+    return corpus_predictions(), ""
+
+
+def corpus_html(rows: list[dict]) -> str:
+    """The corpus table: framework, file, commit, priced or why not, step, critical stage, memory per device."""
+    head = ("<tr><th>framework</th><th>file</th><th>commit</th><th>priced or why not</th><th>predicted step</th>"
+            "<th>critical stage</th><th>memory / device (GiB)</th></tr>")
+    body = "".join(
+        f"<tr><td>{escape(r['framework'])}</td><td><code>{escape(r['file'].split('/', 1)[1])}</code></td>"
+        f"<td><code>{escape(r['commit'])}</code></td>"
+        f"<td>{'priced' if r['outcome'] == 'priced' else escape(r['why'])}</td><td>{_num(r.get('step_s'), 's')}</td>"
+        f"<td>{escape(str(r.get('critical') or '-'))}</td><td>{_gib(None if r.get('memory_per_device_bytes') is None else r['memory_per_device_bytes'] / 2**30)}</td></tr>"
+        for r in rows)
+    return f"<table>{head}{body}</table>"
+
+
+def corpus_values(rows: list[dict]) -> dict:
+    """How many corpus entries, how many priced (and the share), and the counts per framework."""
+    from collections import Counter
+
+    n, priced = len(rows), sum(r["outcome"] == "priced" for r in rows)
+    per = Counter(r["framework"] for r in rows)
+    ok = Counter(r["framework"] for r in rows if r["outcome"] == "priced")
+    return {"ch08_corpus": str(n), "ch08_corpus_priced": str(priced),
+            "ch08_corpus_share": f"{100 * priced / n:.0f} %" if n else "-",
+            "ch08_corpus_frameworks": str(len(per)),
+            "ch08_corpus_counts": "; ".join(f"{fw} {ok[fw]} of {per[fw]}" for fw in sorted(per))}
+
+
 def example_html(rows: list[dict]) -> str:
     """The framework x example-config table: placement, mode, step (and the synchronous step of the same
     placement when the mode overlaps), critical stage, memory per device against capacity, fits."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 
 from ...errors import RlmLabError
-from .common import CONFIGS, Imported, ImportPrediction, format_import_prediction, predict_imported  # noqa: F401
+from .common import CONFIGS, MODEL_OVERRIDE, Imported, ImportPrediction, format_import_prediction, predict_imported  # noqa: F401
 
 # registry id (as in rlm_lab.frameworks.registry) -> module; what follows "framework:" is a file, except OpenRLHF's
 # command-line arguments
@@ -43,10 +43,15 @@ def import_from(value: str, **overrides) -> Imported:
     """Import ``FRAMEWORK:CONFIG``; ``overrides`` (model, hardware) replace what the import chose."""
     fw, arg = parse_from(value)
     mod = importlib.import_module(f"{__name__}.{IMPORTERS[fw]}")
-    imp = mod.import_config(arg)
+    token = MODEL_OVERRIDE.set(overrides.get("model"))
+    try:                       # --model replaces the config's model before the config's model is checked
+        imp = mod.import_config(arg)
+    finally:
+        MODEL_OVERRIDE.reset(token)
     for key in ("model", "hardware"):
         if overrides.get(key) is not None:
-            imp.config[key] = overrides[key]
+            if key == "hardware":
+                imp.config[key] = overrides[key]
             imp.assumed = [a for a in imp.assumed if not a.startswith(f"{key} ")]
     return imp
 

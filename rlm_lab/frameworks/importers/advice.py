@@ -9,7 +9,13 @@ Candidates, each one change of the imported placement or mode (priced by :func:`
 - **mode / eta**: with a separate rollout set, synchronous, one-step-off and asynchronous with eta 2, 4, 8
   (:mod:`rlm_lab.cost.asynchrony`);
 - **TP**: the generation tensor-parallel size (the hybrid engine's t_g or the rollout set's tp) in 1, 2, 4, 8;
-- memory: a trainer set below ZeRO-3 moved to ZeRO-3, the training micro-batch halved or quartered.
+- memory: a trainer set below ZeRO-3 moved to ZeRO-3, the training micro-batch (or its token budget) doubled,
+  halved or quartered, offload removed or added (params and optimizer; the frozen models);
+- engine: its memory fraction (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static) +-0.2 and its
+  ``max_num_seqs`` doubled or halved.
+
+A change whose predicted step is within the validated error on ratios (``data/published/validation.json``) of the
+imported one is marked "not distinguishable".
 
 The pick is the fastest candidate that fits; when the imported run does not fit, the fastest that does. Every
 number is a prediction of the cost model, with the assumptions the report lists.
@@ -49,11 +55,29 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
     p, rname, aname = _sets(imp)
     sets = {s["name"]: s for s in p["sets"]}
     out = []
-    micro = (imp.config.get("workload") or {}).get("micro_batch")
+    wl = imp.config.get("workload") or {}
+    micro = wl.get("micro_batch")
     if isinstance(micro, int):
-        for m in sorted({micro // 2, micro // 4, 1} - {0, micro}, reverse=True):
-            out.append((f"micro-batch: {micro} -> {m} sequences per GPU per forward/backward", "micro_batch",
-                        imp.with_changes(workload={"micro_batch": m})))
+        for m in sorted({micro * 2, micro // 2, micro // 4, 1} - {0, micro}, reverse=True):
+            out.append((f"micro-batch (or its token budget): {micro} -> {m} sequences per GPU per forward/backward",
+                        "micro_batch", imp.with_changes(workload={"micro_batch": m})))
+    offload = list(wl.get("offload") or ())
+    if offload:
+        out.append((f"offload: {', '.join(offload)} -> none (everything stays on the GPU)", "offload",
+                    imp.with_changes(workload={"offload": []})))
+    for kinds in (["params", "optimizer"], ["frozen"]):
+        if not set(kinds) <= set(offload):
+            new = sorted(set(offload) | set(kinds))
+            out.append((f"offload: {', '.join(offload) or 'none'} -> {', '.join(new)}", "offload",
+                        imp.with_changes(workload={"offload": new})))
+    if imp.engine:
+        e, frac = imp.engine, imp.engine["memory_fraction"]
+        for f in sorted({round(min(0.95, frac + 0.2), 2), round(max(0.1, frac - 0.2), 2)} - {frac}):
+            out.append((f"engine memory fraction (gpu_memory_utilization / mem_fraction_static): {frac:g} -> {f:g}",
+                        "memory_fraction", _with_engine(imp, memory_fraction=f)))
+        for m in sorted({e["max_num_seqs"] * 2, max(1, e["max_num_seqs"] // 2)} - {e["max_num_seqs"]}):
+            out.append((f"max_num_seqs: {e['max_num_seqs']} -> {m} sequences per engine replica", "max_num_seqs",
+                        _with_engine(imp, max_num_seqs=m, in_flight=None)))
     tps = [t for t in (1, 2, 4, 8, 16) if t <= max_tp]
     roles = list(p["roles"])
     if rname == aname:                       # one set for generation and training
@@ -117,6 +141,28 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
     return out
 
 
+def _with_engine(imp: Imported, **change) -> Imported:
+    out = imp.with_changes()
+    eng = {k: v for k, v in (imp.engine | change).items() if v is not None}
+    out.engine = eng
+    return out
+
+
+def error_band() -> tuple[float | None, str]:
+    """The predictor's validated error on ratios between two configurations (the median |error| of the published
+    validation split's ratio cases, data/published/validation.json), or None when none is recorded."""
+    import json
+
+    from ...cost.validated import VALIDATION_FILE
+
+    try:
+        g = json.loads(VALIDATION_FILE.read_text())["summary"]["ratio"]
+        return float(g["median_abs_error"]), (f"the validated error on ratios, median |error| "
+                                              f"{100 * g['median_abs_error']:.0f} % over {g['priced']} published cases")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, "no validated error band recorded (data/published/validation.json)"
+
+
 def set_sizes(devices: int) -> list[int]:
     if devices <= 16:
         return list(range(1, devices + 1))
@@ -162,6 +208,13 @@ def advise_imported(imp: Imported, max_tp: int = 8) -> ImportAdvice:
     return ImportAdvice(base, out, len(out))
 
 
+def indistinguishable(adv: ImportAdvice, c: Candidate) -> bool:
+    """Whether a fitting change's predicted step lies within the validated error band of the imported one."""
+    band, _ = error_band()
+    b = adv.baseline
+    return bool(band is not None and b.fits and c.fits and abs(c.prediction.step_s / b.step_s - 1) < band)
+
+
 def format_advice(adv: ImportAdvice, top: int = 5) -> str:
     from ...cost.units import _bytes, _seconds
 
@@ -172,14 +225,18 @@ def format_advice(adv: ImportAdvice, top: int = 5) -> str:
     else:
         lines = [f"imported: {b.placement.placement.describe()}: DOES NOT FIT ({_bytes(b.memory_per_device())} of "
                  f"{_bytes(b.capacity())} per device)"]
-    lines.append(f"{adv.considered} single changes priced; the fastest {min(top, len(adv.ranked))}:")
+    band, band_what = error_band()
+    lines.append(f"{adv.considered} single changes priced; the fastest {min(top, len(adv.ranked))}"
+                 + (f" (a change within +-{100 * band:.0f} % of the imported step, {band_what}, is marked "
+                    f"not distinguishable)" if band is not None and b.fits else f" ({band_what})") + ":")
     for i, c in enumerate(adv.ranked[:top], 1):
         ip = c.prediction
         if not c.fits:
             lines.append(f"{i}. does not fit ({_bytes(ip.memory_per_device())} per device)  {c.change}")
             continue
         gain = f" ({100 * (ip.step_s / b.step_s - 1):+.0f} % step time)" if b.fits else ""
-        lines.append(f"{i}. {_seconds(ip.step_s)}{gain}  {c.change}; critical stage {ip.critical()}")
+        nd = "  [not distinguishable]" if indistinguishable(adv, c) else ""
+        lines.append(f"{i}. {_seconds(ip.step_s)}{gain}{nd}  {c.change}; critical stage {ip.critical()}")
     best = adv.best
     if best is None:
         lines.append("advice: keep the imported configuration (no single change is predicted faster)"
@@ -187,7 +244,9 @@ def format_advice(adv: ImportAdvice, top: int = 5) -> str:
     elif b.fits:
         ip = best.prediction
         lines.append(f"advice ({best.kind}): {best.change}: predicted step {_seconds(b.step_s)} -> "
-                     f"{_seconds(ip.step_s)} ({b.step_s / ip.step_s:.2f}x); {ip.placement.placement.describe()}")
+                     f"{_seconds(ip.step_s)} ({b.step_s / ip.step_s:.2f}x); {ip.placement.placement.describe()}"
+                     + ("; not distinguishable from the imported run within the validated error: measure before "
+                        "trusting it" if indistinguishable(adv, best) else ""))
     else:
         ip = best.prediction
         lines.append(f"advice ({best.kind}): {best.change}: makes it fit ({_bytes(ip.memory_per_device())} of "

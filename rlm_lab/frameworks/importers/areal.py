@@ -5,7 +5,8 @@ Mapping (key names from AReaL's example configs, ``configs/frameworks/areal/opti
 - devices: ``rollout.backend`` and ``actor.backend`` strings ``ENGINE:dims`` (``sglang:d4p1t1``, ``fsdp:d4``;
   d data, t tensor, p pipeline parallel sizes; AReaL's ``areal/api/alloc_mode.py``), or the older
   ``allocation_mode: sglang:d4p1t1+d4p1t1``; the two run on separate GPUs (AReaL's default ``separation``) on
-  ``cluster.n_nodes x n_gpus_per_node``;
+  ``cluster.n_nodes x n_gpus_per_node``, or share the actor's GPUs (``rollout.scheduling_strategy.type:
+  colocation``, or ``GEN|TRAIN`` in ``allocation_mode``: one set, the FSDP actor resharded into the engine's tp);
 - batch: ``train_dataset.batch_size`` prompts x ``gconfig.n_samples``; ``gconfig.max_new_tokens`` (response cap),
   ``train_dataset.max_length`` (prompt cap); ``actor.ppo_n_minibatches``; ``actor.mb_spec.max_tokens_per_mb``
   (packed micro-batches: that many tokens, no padding); ``actor.gradient_checkpointing``; ``actor.dtype``;
@@ -28,7 +29,7 @@ import math
 import re
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, resolve_model, resolve_refs,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model, resolve_refs,
                      mean_response, roles_of, set_dict)
 
 NAME = "areal"
@@ -60,18 +61,24 @@ def import_config(path: str, **_):
     raw = load_yaml(path, NAME)
     k = Keys(NAME, resolve_refs(flatten(raw), path), NOTES)
     assumed = []
+    if not any(key.startswith(("rollout.", "gconfig.")) for key in k.flat) and not k.has("allocation_mode"):
+        raise RlmLabError(f"areal config {path} has no rollout or gconfig block: an SFT (or other non-RL) "
+                          f"experiment, nothing to price as an RL step")
     if any(key.startswith("critic.") for key in k.flat):
         raise RlmLabError("areal config has a critic: AReaL's PPO scores with a rule, while the predictor's PPO places "
                           "a reward model; drop the critic to predict GRPO")
     model = resolve_model(k.get("actor.path", to="model"), "actor.path")
     if k.has("allocation_mode"):
-        parts = str(k.get("allocation_mode", to="rollout + actor GPUs")).split("+")
+        alloc = need_str(k.get("allocation_mode", to="rollout + actor GPUs"), "areal allocation_mode")
+        colocated_alloc = "+" not in alloc and alloc.count("|") == 1   # GEN|TRAIN: shared GPUs (alloc_mode.py)
+        parts = alloc.replace("|", "+").split("+")
         if len(parts) != 2:
             raise RlmLabError(f"areal allocation_mode={k.flat['allocation_mode']!r}: expected GEN+TRAIN")
         gen = parts[0] if ":" in parts[0] else parts[0].replace(".", ":", 1)
         train = parts[1] if ":" in parts[1] else "fsdp:" + parts[1]
         (ge, gd), (te, td) = parse_backend(gen, "allocation_mode"), parse_backend(train, "allocation_mode")
     else:
+        colocated_alloc = False
         if not k.has("rollout.backend") or not k.has("actor.backend"):
             raise RlmLabError("areal config needs rollout.backend and actor.backend (e.g. sglang:d4, fsdp:d4) or "
                               "allocation_mode")
@@ -86,7 +93,8 @@ def import_config(path: str, **_):
     rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"]
     nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_nodes")
     per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_gpus_per_node")
-    if rdev + tdev > nodes * per_node:
+    shared = colocated_alloc or k.flat.get("rollout.scheduling_strategy.type") == "colocation"
+    if (max(rdev, tdev) if shared else rdev + tdev) > nodes * per_node:
         raise RlmLabError(f"areal rollout ({rdev}) + actor ({tdev}) GPUs exceed the cluster's {nodes} x {per_node}")
 
     if not k.has("train_dataset.batch_size"):
@@ -97,12 +105,11 @@ def import_config(path: str, **_):
                     "gconfig.max_new_tokens")
     prompt_len = need_int(k.get("train_dataset.max_length", 1024, "workload.prompt_len (the cap)"),
                           "train_dataset.max_length")
-    assumed.append(f"every prompt at train_dataset.max_length={prompt_len} (an upper bound)")
     response = capped_response(resp, "gconfig.max_new_tokens", assumed)
     mb = need_int(k.get("actor.ppo_n_minibatches", 4, "workload.minibatches"), "actor.ppo_n_minibatches")
     if (prompts * group) % mb:
         raise RlmLabError(f"areal actor.ppo_n_minibatches={mb} must divide the {prompts * group} samples of a step")
-    dtype = k.get("actor.dtype", "bfloat16", "workload.precision")
+    dtype = need_str(k.get("actor.dtype", "bfloat16", "workload.precision"), "areal actor.dtype")
     if dtype not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"areal actor.dtype={dtype!r}: bfloat16, float16 or float32")
     wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response, "minibatches": mb,
@@ -135,12 +142,20 @@ def import_config(path: str, **_):
         for key in [key for key in k.flat if key.startswith("ref.")]:
             k.use(key, "unused: actor.kl_ctl is 0, no reference model")
     zero = 3 if te in ("fsdp", "archon") else 1
-    sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend"))
-    where = {"rollout": "rollout"} | {r: "train" for r in train_roles}
-    if "reference" in roles and "reference" not in train_roles:
-        where["reference"] = "ref"
-    placement = {"name": "areal", "sets": sets, "roles": where, "sync": "collective", "reshard": False}
-    assumed.append("weights sent to the rollout servers (NCCL, AReaL's xccl) after each update")
+    rstrat = k.get("rollout.scheduling_strategy.type", "separation", "rollout placement (colocation: the actor's GPUs)")
+    if colocated_alloc or rstrat == "colocation":
+        # the rollout engine on the actor's GPUs (AReaL's colocation: GEN|TRAIN, or scheduling_strategy colocation)
+        if rdev != tdev:
+            raise RlmLabError(f"areal colocated rollout ({rdev} GPUs) and actor ({tdev} GPUs) must have the same GPUs")
+        k.use("rollout.scheduling_strategy.target", "the actor's GPUs")
+        placement = one_set(roles, tdev, zero, gen_tp=gd["t"], tp=td["t"], assumed=assumed)
+    else:
+        sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend"))
+        where = {"rollout": "rollout"} | {r: "train" for r in train_roles}
+        if "reference" in roles and "reference" not in train_roles:
+            where["reference"] = "ref"
+        placement = {"name": "areal", "sets": sets, "roles": where, "sync": "collective", "reshard": False}
+        assumed.append("weights sent to the rollout servers (NCCL, AReaL's xccl) after each update")
     off = need_int(k.get("rollout.max_head_offpolicyness", 0, "eta"), "rollout.max_head_offpolicyness", minimum=0)
     mode, eta = ("async", off) if off > 0 else ("sync", 0)
     conc = need_int(k.get("rollout.max_concurrent_rollouts", 256, "sequences in flight (all replicas)"),
@@ -153,4 +168,4 @@ def import_config(path: str, **_):
     if need_bool(k.get("actor.use_lora", False, "LoRA"), "actor.use_lora"):
         cfg["lora"] = {"rank": need_int(k.get("actor.lora_rank", 32, "lora.rank"), "actor.lora_rank"),
                        "targets": k.get("actor.target_modules", None, "lora.targets") or "all-linear"}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine, prompt_cap="train_dataset.max_length")

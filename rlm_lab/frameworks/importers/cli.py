@@ -16,7 +16,7 @@ from . import import_from
 from .common import format_import_prediction, predict_imported
 
 WORKLOAD_FLAGS = {"prompts": "prompts", "group_size": "group_size", "prompt_len": "prompt_len",
-                  "precision": "precision"}
+                  "precision": "precision"}   # and run_flags: --micro-batch, --zero, --tp, --gen-tp, ...
 
 
 def _refuse(args, allowed: set, command: str) -> None:
@@ -36,16 +36,58 @@ def _import(args):
     for name, key in WORKLOAD_FLAGS.items():
         if getattr(args, name, None) is not None:
             wl[key] = getattr(args, name)
-            imp.assumed = [a for a in imp.assumed if not (key == "prompt_len" and a.startswith("prompts of"))]
+            if key == "prompt_len":
+                imp.assumed = [a for a in imp.assumed if not a.startswith(("prompts of", "every prompt"))]
+                imp.prompt_cap = None
     if getattr(args, "response_len", None) is not None:
         wl["response"] = args.response_len
         imp.assumed = [a for a in imp.assumed if "runs to" not in a and "at its cap" not in a]
         imp.assumed.append(f"every response {args.response_len} tokens (--response-len)")
+    run_flags(args, imp)
     cl = imp.config.setdefault("cluster", {})
     for name, key in (("memory_gib", "memory_per_device_gib"), ("link_gbps", "link_gbps")):
         if getattr(args, name, None) is not None:
             cl[key] = getattr(args, name)
     return imp
+
+
+def run_flags(args, imp) -> None:
+    """--micro-batch, --zero, --gradient-checkpointing, --offload, --tp, --gen-tp replace what the config set, each
+    said in one assumed line."""
+    from ...cost.cli import run_workload
+
+    wl = imp.config["workload"]
+    before = dict(wl)
+    run_workload(args, wl)
+    wl.pop("zero_stage", None)                 # the placement's sets carry the ZeRO stage of an import
+    for key in ("micro_batch", "gradient_checkpointing", "offload"):
+        if wl.get(key) != before.get(key):
+            imp.assumed.append(f"{key} {wl[key]} (flag) instead of the config's {before.get(key)}")
+    p = imp.config["placement"]
+    trainer = [s for s in p["sets"] if any(where == s["name"] and r != "rollout" for r, where in p["roles"].items())]
+    rollout = next(s for s in p["sets"] if s["name"] == p["roles"]["rollout"])
+    zero, tp, gen_tp = (getattr(args, a, None) for a in ("zero", "tp", "gen_tp"))
+    for s in trainer:
+        if zero is not None:
+            s["zero"] = zero
+        if tp is not None:
+            if s["devices"] % tp:
+                raise RlmLabError(f"--tp {tp} does not divide set {s['name']!r}'s {s['devices']} GPUs")
+            s.update(tp=tp, dp=s["devices"] // tp)
+    if gen_tp is not None:
+        if rollout["devices"] % gen_tp:
+            raise RlmLabError(f"--gen-tp {gen_tp} does not divide set {rollout['name']!r}'s {rollout['devices']} GPUs")
+        if rollout in trainer:
+            rollout["gen_tp"] = gen_tp if gen_tp > 1 else 0
+        else:
+            rollout.update(tp=gen_tp, dp=rollout["devices"] // gen_tp)
+    if p.get("reshard") and any(s["zero"] != 3 or s.get("tp", 1) != 1 for s in trainer if s is rollout):
+        p.update(reshard=False, name="colocated")
+        rollout["gen_tp"] = 0
+        imp.assumed.append("the flags leave no ZeRO-3 trainer to reshard: generation priced at the training layout")
+    for flag, v in (("--zero", zero), ("--tp", tp), ("--gen-tp", gen_tp)):
+        if v is not None:
+            imp.assumed.append(f"{flag} {v} (flag) replaces the config's layout")
 
 
 def _imported_dict(imp) -> dict:
@@ -61,7 +103,9 @@ def run_predict(args) -> int:
         print(json.dumps({"imported": _imported_dict(imp), "prediction": ip.row(),
                           "placement": ip.placement.to_dict(), "derived": ip.derived}, indent=2, default=str))
     else:
-        print("\n".join(imp.keys_report() + [format_import_prediction(ip)]))
+        from ...cost.cli import validated_line
+
+        print("\n".join(imp.keys_report() + [format_import_prediction(ip), validated_line(imp.config)]))
     return 0 if ip.fits else 1
 
 

@@ -21,14 +21,16 @@ synchronous step (said in the report).
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import fnmatch
+import json
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...errors import RlmLabError
+from .bounded import read_text, safe_load
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "configs" / "frameworks"
@@ -55,26 +57,81 @@ MODEL_MAP = {
     # Qwen3-4B (hidden 2560, 36 layers, 32/8 heads of 128, MLP 9728, vocabulary 151936, tied)
     "qwen/qwen3-4b": "qwen3-4b", "qwen/qwen3-4b-base": "qwen3-4b", "qwen/qwen3-4b-instruct-2507": "qwen3-4b",
     "qwen/qwen3-4b-thinking-2507": "qwen3-4b",
+    # the other shipped model configs, by their hub ids (configs/models/*.config.json hold the Hub's config.json)
+    "deepseek-ai/deepseek-r1-distill-qwen-1.5b": "r1-distill-qwen-1.5b",
+    # R1-Distill-Qwen-7B is distilled into Qwen2.5-Math-7B: Qwen2.5-7B's shape
+    "deepseek-ai/deepseek-r1-distill-qwen-7b": "qwen2.5-7b",
+    "qwen/qwen3-0.6b": "qwen3-0.6b", "qwen/qwen3-0.6b-base": "qwen3-0.6b",
+    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-base": "qwen3-30b-a3b",
+    "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b", "qwen/qwen3-30b-a3b-thinking-2507": "qwen3-30b-a3b",
+    "qwen/qwen3-32b": "qwen3-32b",
+    # Qwen3-8B (hidden 4096, 36 layers, 32/8 heads of 128, MLP 12288, vocabulary 151936, untied; the Hub's config.json)
+    "qwen/qwen3-8b": "qwen3-8b", "qwen/qwen3-8b-base": "qwen3-8b",
+    # Qwen3-1.7B (hidden 2048, 28 layers, 16/8 heads of 128, MLP 6144, vocabulary 151936, tied)
+    "qwen/qwen3-1.7b": "qwen3-1.7b", "qwen/qwen3-1.7b-base": "qwen3-1.7b",
+    # Llama-3.2-1B (hidden 2048, 16 layers, 32/8 heads of 64, MLP 8192, vocabulary 128256, tied)
+    "meta-llama/llama-3.2-1b": "llama3.2-1b", "meta-llama/llama-3.2-1b-instruct": "llama3.2-1b",
+    # Llama-3.3-70B keeps Llama-3.1-70B's shape (hidden 8192, 80 layers, 64/8 heads, MLP 28672, vocabulary 128256)
+    "meta-llama/llama-3.3-70b-instruct": "llama3.1-70b",
+    "qwen/qwen3-235b-a22b": "qwen3-235b-a22b", "qwen/qwen3-235b-a22b-instruct-2507": "qwen3-235b-a22b",
+    "meta-llama/llama-2-7b-hf": "llama2-7b", "meta-llama/llama-2-7b-chat-hf": "llama2-7b",
+    "meta-llama/llama-2-13b-hf": "llama2-13b", "meta-llama/llama-2-13b-chat-hf": "llama2-13b",
+    "meta-llama/llama-2-70b-hf": "llama2-70b", "meta-llama/llama-2-70b-chat-hf": "llama2-70b",
+    "meta-llama/llama-3.1-70b": "llama3.1-70b", "meta-llama/llama-3.1-70b-instruct": "llama3.1-70b",
+    "meta-llama/meta-llama-3.1-70b": "llama3.1-70b", "meta-llama/meta-llama-3.1-70b-instruct": "llama3.1-70b",
+    "meta-llama/meta-llama-3.1-8b": "llama3-8b", "meta-llama/meta-llama-3.1-8b-instruct": "llama3-8b",
 }
+# a model a --model flag names: it replaces the config's model before the config's model is looked up
+POLICY_KEYS = {"actor_rollout_ref.model.path", "--actor.model_name_or_path", "model_name_or_path", "policy.model_name",
+               "actor.path"}
+MODEL_OVERRIDE: contextvars.ContextVar = contextvars.ContextVar("MODEL_OVERRIDE", default=None)
 
 
 def resolve_model(name, key: str) -> str:
     """The model config for a framework's model path: a local folder or file with a config.json, a name the
     model map knows (its last path parts, so ``~/models/Qwen2.5-Math-7B`` works), or a refusal naming the map."""
+    override = MODEL_OVERRIDE.get()
+    if override is not None and key in POLICY_KEYS:
+        return resolve_model(override, "--model") if _resolvable(override) else override
     if not isinstance(name, str) or not name.strip():
         raise RlmLabError(f"{key} must name a model (a Hugging Face id or a local path), got {name!r}")
     p = Path(name).expanduser()
     if p.is_dir() and (p / "config.json").is_file():
-        return str(p / "config.json")
+        return model_json(p / "config.json", key)
     if p.is_file() and p.suffix == ".json":
-        return str(p)
+        return model_json(p, key)
     parts = name.strip().rstrip("/").lower().split("/")
-    for cand in ("/".join(parts[-2:]), "qwen/" + parts[-1]):
-        if cand in MODEL_MAP:
-            return _short(MODELS / f"{MODEL_MAP[cand]}.config.json")
+    if "/".join(parts[-2:]) in MODEL_MAP:
+        return _short(MODELS / f"{MODEL_MAP['/'.join(parts[-2:])]}.config.json")
+    by_last = {k.split("/")[1]: v for k, v in MODEL_MAP.items()}
+    if parts[-1] in by_last:      # a local folder named after the hub id (~/models/Qwen2.5-Math-7B)
+        return _short(MODELS / f"{by_last[parts[-1]]}.config.json")
     known = ", ".join(sorted({k.split("/")[1] for k in MODEL_MAP}))
     raise RlmLabError(f"{key}={name!r}: no model config ships for it (known: {known}); pass --model with the "
                       f"path of its config.json (nothing is downloaded)")
+
+
+def _resolvable(name) -> bool:
+    """Whether --model names something :func:`resolve_model` reads (a hub id or a config path), not a zoo name."""
+    from ...models.zoo import ZOO
+
+    return isinstance(name, str) and name not in ZOO
+
+
+def model_json(path: Path, key: str) -> str:
+    """A local model config.json, checked before use: a JSON object (bounded size) whose numbers are finite;
+    anything else is one line naming the file and the field."""
+    where = f"{key}: model config {path}"
+    try:
+        cfg = json.loads(read_text(path, f"{key}: model config"))
+    except ValueError as e:
+        raise RlmLabError(f"{where} is not valid JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(cfg, dict):
+        raise RlmLabError(f"{where} must be a JSON object (a Hugging Face config.json), got {type(cfg).__name__}")
+    for field_name, v in cfg.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise RlmLabError(f"{where}: field {field_name!r} must be a finite number, got {v!r}")
+    return str(path)
 
 
 def _short(path: Path) -> str:
@@ -120,8 +177,10 @@ class Keys:
     """A framework config's flat keys: :meth:`get` marks a key used (with what it set); :meth:`finish` sorts
     the rest into ignored (the framework knows it) and unknown (it does not)."""
 
-    def __init__(self, framework: str, flat: dict, notes: dict | None = None):
+    def __init__(self, framework: str, flat: dict, notes: dict | None = None, written=None):
         self.framework, self.flat = framework, dict(flat)
+        # a composed config holds every option; only what the user wrote is sorted into ignored / unknown
+        self.written = None if written is None else list(written)
         self.used: dict[str, str] = {}
         self.notes = notes or {}
         self._names, self._open = load_options(framework)
@@ -134,6 +193,10 @@ class Keys:
         if key in self.flat:
             self.used[key] = to or "read"
             return self.flat[key]
+        below = next((k for k in self.flat if k.startswith(key + ".")), None)
+        if below is not None:
+            raise RlmLabError(f"{self.framework} {key} must be a value, got a mapping ({below} = {self.flat[below]!r}); "
+                              f"nothing is substituted for it")
         return default
 
     def use(self, key: str, to: str) -> None:
@@ -146,7 +209,7 @@ class Keys:
 
     def finish(self) -> tuple[dict, list]:
         ignored, unknown = {}, []
-        for key in self.flat:
+        for key in (self.flat if self.written is None else self.written):
             if key in self.used:
                 continue
             if self.known(key):
@@ -160,6 +223,16 @@ class Keys:
 def need_int(value, key: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise RlmLabError(f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def need_str(value, key: str, choices=None) -> str:
+    """A string option (one of ``choices`` when given): a list, mapping or number is one line, never a default."""
+    if not isinstance(value, str):
+        raise RlmLabError(f"{key} must be a string{' (one of ' + ', '.join(choices) + ')' if choices else ''}, "
+                          f"got {value!r}")
+    if choices is not None and value not in choices:
+        raise RlmLabError(f"{key}={value!r}: one of {', '.join(choices)}")
     return value
 
 
@@ -177,67 +250,95 @@ def need_bool(value, key: str) -> bool:
     return value
 
 
-_REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
+# NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
+NEMO_RESOLVERS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+                  "max": lambda a, b: max(a, b)}
 
 
 def resolve_refs(flat: dict, where: str) -> dict:
-    """Resolve plain ``${a.b}`` references (OmegaConf-style, as verl, NeMo-RL and AReaL configs write them) to the
-    referenced key's value; other interpolations (resolvers such as ``${mul:...}``) stay as strings."""
+    """Resolve the interpolations of a framework's YAML (verl, NeMo-RL and AReaL write OmegaConf's ``${a.b}``,
+    ``${oc.select:...}``, NeMo-RL's ``${mul:...}``) with OmegaConf itself; a value whose interpolation does not
+    resolve stays as written (the importer's type check then names its key if it is read)."""
+    from omegaconf import OmegaConf
+
+    if not any(isinstance(v, str) and "${" in v for v in flat.values()):
+        return dict(flat)
+    for name, fn in NEMO_RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
+    nested: dict = {}
+    for key, v in flat.items():
+        node, parts = nested, str(key).split(".")
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                break
+            node = nxt
+        else:
+            node[parts[-1]] = v
+    try:
+        cfg = OmegaConf.create(nested)
+    except Exception:       # noqa: BLE001 - keys OmegaConf cannot hold: leave every value as written
+        return dict(flat)
     out = dict(flat)
-    for _ in range(8):
-        changed = False
-        for k, v in out.items():
-            m = _REF.match(v) if isinstance(v, str) else None
-            if m and m.group(1) in out and out[m.group(1)] != v:
-                out[k], changed = out[m.group(1)], True
-        if not changed:
-            break
+    for key, v in flat.items():
+        if isinstance(v, str) and "${" in v:
+            try:
+                r = OmegaConf.select(cfg, str(key), throw_on_resolution_failure=True)
+            except Exception:   # noqa: BLE001 - OmegaConf's resolution errors have no common base it exports
+                continue
+            out[key] = OmegaConf.to_container(r, resolve=True) if OmegaConf.is_config(r) else r
     return out
 
 
 def load_yaml(path, framework: str) -> dict:
-    """A framework's YAML config as a mapping; a missing file, binary or malformed YAML is named in one line."""
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise RlmLabError(f"{framework} config {path} not found" + (" (it is a folder)" if p.is_dir() else ""))
-    try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise RlmLabError(f"{framework} config {path} is not a text file (byte {e.start} is not UTF-8)") from None
-    except yaml.YAMLError as e:
-        raise RlmLabError(f"{framework} config {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    """A framework's YAML config as a mapping, read in bounded time and memory (:mod:`.bounded`); a missing file,
+    binary or malformed YAML is named in one line."""
+    where = f"{framework} config {path}"
+    data = safe_load(read_text(path, f"{framework} config"), where)
     if not isinstance(data, dict) or not data:
-        raise RlmLabError(f"{framework} config {path} must be a non-empty YAML mapping of {framework} options")
+        raise RlmLabError(f"{where} must be a non-empty YAML mapping of {framework} options")
     return data
 
 
 # ---- placements -------------------------------------------------------------------------------------
-def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "") -> dict:
+def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "", ep: int = 1) -> dict:
     if devices % tp:
         raise RlmLabError(f"{key or name}: tensor-parallel size {tp} does not divide the set's {devices} GPUs")
     if gen_tp and devices % gen_tp:
         raise RlmLabError(f"{key or name}: generation tensor-parallel size {gen_tp} does not divide {devices} GPUs")
-    return {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
-            "gen_tp": gen_tp}
+    if ep > 1 and (devices // tp) % ep:
+        raise RlmLabError(f"{key or name}: expert-parallel size {ep} does not divide the set's {devices // tp} "
+                          f"data-parallel ranks ({devices} GPUs / tp {tp}); Megatron may spread experts over tensor-"
+                          f"parallel ranks too, the predictor places them over data-parallel ranks only")
+    d = {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
+         "gen_tp": gen_tp}
+    return d | ({"ep": ep} if ep > 1 else {})
 
 
-def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1) -> dict:
-    """Every role on one set: the hybrid engine (ZeRO-3/FSDP resharded into generation TP ``gen_tp``) when the
-    training is ZeRO-3, else colocated with tensor-parallel size ``tp``."""
+def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1, assumed=None) -> dict:
+    """Every role on one set: the hybrid engine (FSDP/ZeRO-3 resharded into generation TP ``gen_tp``) when the
+    training is ZeRO-3, else colocated with the training layout (tensor-parallel size ``tp``, expert-parallel ``ep``).
+    The predictor reshards only a ZeRO-3 trainer, so a colocated engine whose TP differs from the training TP is
+    priced at the training TP and ``assumed`` says so (before, the training TP and EP were dropped too: NeMo-RL's
+    Megatron recipes were priced at TP 1)."""
+    gen = gen_tp if gen_tp and gen_tp > 1 else 0
     if zero == 3 and tp == 1:
-        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen_tp if gen_tp > 1 else 0)],
+        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen, ep=ep)],
                 "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
-    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero)],
+    if gen and gen != tp and assumed is not None:
+        assumed.append(f"generation priced at the training layout (tp {tp}{f', ep {ep}' if ep > 1 else ''}), not "
+                       f"the engine's tp {gen}: the predictor reshards only a ZeRO-3 (FSDP) trainer")
+    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, ep=ep)],
             "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
 
 
-def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1) -> dict:
+def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1,
+             ep: int = 1) -> dict:
     """Rollout on its own set, every other role on the trainer's; weights broadcast (NCCL) after each update."""
     return {"name": "disaggregated",
             "sets": [set_dict("rollout", rollout_devices, tp=rollout_tp), set_dict("train", train_devices, tp=tp,
-                                                                                   zero=zero)],
+                                                                                   zero=zero, ep=ep)],
             "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
             "reshard": False}
 
@@ -282,6 +383,7 @@ class Imported:
     unknown: list = field(default_factory=list)
     assumed: list = field(default_factory=list)
     engine: dict | None = None   # {memory_fraction, max_num_seqs, what}: a vLLM/SGLang engine's batch limit
+    prompt_cap: str | None = None  # the key whose cap was priced as every prompt's length (said, with its sensitivity)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -309,7 +411,7 @@ class Imported:
 
 
 def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "sync", eta=0,
-           assumed=None, hardware=None, engine=None) -> Imported:
+           assumed=None, hardware=None, engine=None, prompt_cap: str | None = None) -> Imported:
     """Close an import: hardware (the framework's config names none), the key lists."""
     cfg = dict(config)
     assumed = list(assumed or [])
@@ -322,7 +424,10 @@ def finish(framework: str, source: str, keys: Keys, config: dict, mode: str = "s
         raise RlmLabError(f"{framework} {engine['what']}: its memory fraction (gpu_memory_utilization or "
                           f"mem_fraction_static) must be in (0, 1], got {engine['memory_fraction']:g}")
     ignored, unknown = keys.finish()
-    return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine)
+    if prompt_cap is not None:
+        assumed.append(f"every prompt {cfg['workload']['prompt_len']} tokens long: {prompt_cap} is a cap, priced as "
+                       f"every prompt's length (no config states the prompts' real length; pass --prompt-len)")
+    return Imported(framework, source, cfg, mode, eta, dict(keys.used), ignored, unknown, assumed, engine, prompt_cap)
 
 
 def engine_batch(imp: Imported, spec, capacity_bytes: float) -> tuple[int, str] | None:
@@ -426,8 +531,6 @@ MAX_TOKENS = 2 ** 20   # no shipped model reads more than a million positions; b
 def check_shape(imp: Imported) -> None:
     """Refuse, before pricing, what no run can do: a sequence longer than the model's ``max_position_embeddings``
     (or a million tokens), and more data-parallel ranks on a set than the step has sequences."""
-    import json
-
     wl = imp.config.get("workload") or {}
     resp = wl.get("response", 16)
     resp = resp if isinstance(resp, int) else max(resp.get("max", 0), resp.get("length", 0), resp.get("high", 0))
@@ -437,7 +540,7 @@ def check_shape(imp: Imported) -> None:
     if isinstance(model, str) and model.endswith(".json") and Path(model).is_file():
         try:
             mpe = json.loads(Path(model).read_text()).get("max_position_embeddings")
-        except (ValueError, OSError):
+        except (ValueError, OSError, AttributeError):
             mpe = None
         if isinstance(mpe, int) and mpe > 0:
             limit, where = mpe, f"the model's max_position_embeddings ({Path(model).name})"
@@ -494,6 +597,19 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
     return ImportPrediction(imp, pp, note, extra)
 
 
+def prompt_sensitivity(ip: ImportPrediction) -> str:
+    """How much the step moves when the prompts are half the cap the import priced them at (one more prediction)."""
+    from ...cost.units import _seconds
+
+    imp = ip.imported
+    p = imp.config["workload"]["prompt_len"]
+    half = predict_imported(imp.with_changes(workload={"prompt_len": p // 2}))
+    if not half.fits:
+        return f"prompt length sensitivity: at half the cap ({p // 2} tokens) the run does not fit"
+    return (f"prompt length sensitivity: at half the cap ({p // 2} tokens) the step is {_seconds(half.step_s)}, "
+            f"{100 * (1 - half.step_s / ip.step_s):.0f} % less than at the cap ({_seconds(ip.step_s)})")
+
+
 def format_import_prediction(ip: ImportPrediction) -> str:
     from ...cost.placement_config import format_placement
     from ...cost.units import _bytes, _seconds
@@ -513,4 +629,6 @@ def format_import_prediction(ip: ImportPrediction) -> str:
     if ip.mode_note:
         lines.append(f"note: {ip.mode_note}")
     lines += [f"assumed: {a}" for a in imp.assumed + ip.derived]
+    if imp.prompt_cap and ip.fits and imp.config["workload"]["prompt_len"] >= 2:
+        lines.append(f"assumed: {prompt_sensitivity(ip)}")
     return "\n".join(lines)

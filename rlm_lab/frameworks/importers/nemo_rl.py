@@ -30,11 +30,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model,
                      resolve_refs, roles_of, two_sets)
 
 NAME = "nemo-rl"
 NOTES = {"checkpointing.*": "checkpoints", "logger.*": "logging",
+         "grpo.async_grpo.in_flight_weight_updates": "in-flight weight updates (generation continues across a "
+                                                    "weight update) not priced: the step is priced as if it waits",
+         "async_rl.max_inflight_prompts": "in-flight limit: the engine's batch is priced from max_num_seqs",
+         "async_rl.min_groups_for_streaming_train": "streaming granularity not priced (one step = one batch)",
          "policy.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
          "policy.megatron_cfg.optimizer.*": "optimizer hyper-parameters do not change the step's cost",
          "policy.scheduler*": "learning-rate schedule", "policy.megatron_cfg.scheduler.*": "learning-rate schedule",
@@ -68,11 +72,16 @@ def load_with_defaults(path, depth: int = 0) -> dict:
 
 def import_config(path: str, **_):
     raw = load_with_defaults(path)
+    for other in ("sft", "dpo", "rm", "distillation", "eval"):
+        if isinstance(raw.get(other), dict) and not isinstance(raw.get("grpo"), dict):
+            raise RlmLabError(f"nemo-rl config {path} is {'an' if other in ('sft', 'rm') else 'a'} {other.upper()} config "
+                              f"(its {other}: block, no grpo: block): not a GRPO step")
     flat = resolve_refs(flatten(raw), path)
     top = load_yaml(path, NAME)
     if "defaults" in top:
         flat["defaults"] = top["defaults"]
-    k = Keys(NAME, flat, NOTES)
+    # only what this file writes is sorted into ignored / unknown (its bases' keys are NeMo-RL's own)
+    k = Keys(NAME, flat, NOTES, written=list(flatten(top)))
     k.use("defaults", "the base config merged under this one")
     assumed = []
     model = resolve_model(k.get("policy.model_name", to="model"), "policy.model_name")
@@ -97,7 +106,7 @@ def import_config(path: str, **_):
         resp = max(1, total - prompt_len)
     assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}")
     response = capped_response(resp, "policy.generation.max_new_tokens", assumed)
-    precision = k.get("policy.precision", "bfloat16", "workload.precision")
+    precision = need_str(k.get("policy.precision", "bfloat16", "workload.precision"), "nemo-rl policy.precision")
     if precision not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"nemo-rl policy.precision={precision!r}: bfloat16, float16 or float32")
     wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
@@ -119,6 +128,8 @@ def import_config(path: str, **_):
                 raise RlmLabError(f"nemo-rl {m}{key}={k.flat[m + key]}: not modelled by the predictor (pipeline and "
                                   f"context parallelism)")
         tp = need_int(k.get(m + "tensor_model_parallel_size", 1, "training tp"), m + "tensor_model_parallel_size")
+        ep = need_int(k.get(m + "expert_model_parallel_size", 1, "training ep (MoE experts split)"),
+                      m + "expert_model_parallel_size")
         zero = 1 if need_bool(k.get(m + "optimizer.use_distributed_optimizer", True, "ZeRO-1"),
                               m + "optimizer.use_distributed_optimizer") else 0
         wl["gradient_checkpointing"] = need_bool(k.get(m + "activation_checkpointing", False,
@@ -129,13 +140,14 @@ def import_config(path: str, **_):
             raise RlmLabError(f"nemo-rl {d}context_parallel_size={k.flat[d + 'context_parallel_size']}: context "
                               f"parallelism is not modelled by the predictor")
         tp = need_int(k.get(d + "tensor_parallel_size", 1, "training tp"), d + "tensor_parallel_size")
+        ep = 1
         zero = 3
         wl["gradient_checkpointing"] = need_bool(k.get(d + "activation_checkpointing", False,
                                                        "workload.gradient_checkpointing"), d + "activation_checkpointing")
     off = "policy.dtensor_cfg.*" if megatron else "policy.megatron_cfg.*"
     k.notes = {off: f"unused: policy.megatron_cfg.enabled is {str(megatron).lower()}"} | k.notes
     g = "policy.generation."
-    backend = k.get(g + "backend", "vllm", "workload.engine")
+    backend = need_str(k.get(g + "backend", "vllm", "workload.engine"), f"nemo-rl {g}backend")
     if backend not in ("vllm", "sglang", "megatron"):
         raise RlmLabError(f"nemo-rl {g}backend={backend!r}: vllm, sglang or megatron")
     wl["engine"] = "continuous"
@@ -152,7 +164,7 @@ def import_config(path: str, **_):
     colocated = need_bool(k.get(g + "colocated.enabled", True, "placement"), g + "colocated.enabled")
     r = g + "colocated.resources."
     if colocated:
-        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp)
+        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp, ep=ep, assumed=assumed)
         for key in ("gpus_per_node", "num_nodes"):
             k.use(r + key, "unused: generation colocated")
     else:
@@ -171,12 +183,19 @@ def import_config(path: str, **_):
             if rn >= nodes:
                 raise RlmLabError(f"nemo-rl {r}num_nodes={rn} leaves no node of {nodes} for training")
             rollout, train = rn * per_node, (nodes - rn) * per_node
-        placement = two_sets(roles, rollout, train, gen_tp, zero, tp)
+        placement = two_sets(roles, rollout, train, gen_tp, zero, tp, ep)
         assumed.append("weights sent to the generation GPUs (NCCL) after each step")
     mode, eta = "sync", 0
     if need_bool(k.get("grpo.async_grpo.enabled", False, "mode async"), "grpo.async_grpo.enabled"):
         mode, eta = "async", need_int(k.get("grpo.async_grpo.max_trajectory_age_steps", 1, "eta"),
                                       "grpo.async_grpo.max_trajectory_age_steps")
+    if any(key.startswith("async_rl.") for key in k.flat):
+        # the single-controller path (async_rl.*): a windowed sampler admits samples at most max_staleness_versions
+        # policy versions old
+        sk = "async_rl.sampler.max_staleness_versions"
+        eta = need_int(k.get(sk, 1, "eta (policy versions a sample may lag)"), sk, minimum=0)
+        mode = "async" if eta > 0 else "sync"
+        assumed.append(f"NeMo-RL single-controller async_rl: async with eta {eta} ({sk})")
     cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": per_node * nodes, "kind": "gpu"}}
     lc = "policy.dtensor_cfg.lora_cfg."
@@ -184,4 +203,5 @@ def import_config(path: str, **_):
         targets = "all-linear" if need_bool(k.get(lc + "match_all_linear", True, "lora.targets"),
                                             lc + "match_all_linear") else k.get(lc + "target_modules", to="lora.targets")
         cfg["lora"] = {"rank": need_int(k.get(lc + "dim", 8, "lora.rank"), lc + "dim"), "targets": targets}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine,
+                  prompt_cap="policy.max_total_sequence_length less the response cap")

@@ -41,7 +41,7 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num,
+from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num, need_str,
                      resolve_model, roles_of, set_dict)
 
 NAME = "openrlhf"
@@ -58,6 +58,51 @@ LOGPROB_CHUNK = 1024   # openrlhf/models/utils.py _logsumexp_by_chunk(chunk_size
 VLLM_MAX_NUM_SEQS = 256
 
 
+# OpenRLHF's flag names before its 2026 dotted options (e.g. its examples/scripts at ac3689e, 2025-09-22) -> today's;
+# each use is said in one line of the import's assumptions
+RENAMES = {"pretrain": "actor.model_name_or_path", "reward_pretrain": "reward.model_name_or_path",
+           "critic_pretrain": "critic.model_name_or_path", "vllm_num_engines": "vllm.num_engines",
+           "vllm_tensor_parallel_size": "vllm.tensor_parallel_size",
+           "vllm_gpu_memory_utilization": "vllm.gpu_memory_utilization", "colocate_all_models": "train.colocate_all",
+           "colocate_actor_ref": "train.colocate_actor_ref", "colocate_critic_reward": "train.colocate_critic_reward",
+           "micro_train_batch_size": "train.micro_batch_size", "train_batch_size": "train.batch_size",
+           "rollout_batch_size": "rollout.batch_size", "n_samples_per_prompt": "rollout.n_samples_per_prompt",
+           "max_epochs": "train.max_epochs", "generate_max_len": "rollout.max_new_tokens", "max_len": "data.max_len",
+           "zero_stage": "ds.zero_stage", "init_kl_coef": "algo.kl.init_coef",
+           "advantage_estimator": "algo.advantage.estimator", "gradient_checkpointing":
+           "actor.gradient_checkpointing_enable", "packing_samples": "ds.packing_samples", "adam_offload":
+           "ds.adam_offload", "vllm_enable_sleep": "vllm.enable_sleep", "deepspeed_enable_sleep": "ds.enable_sleep",
+           "async_train": "train.async_enable", "use_dynamic_batch": "train.dynamic_batch_enable",
+           "ring_attn_size": "ds.ring_attn_size", "lora_rank": "ds.lora.rank", "remote_rm_url": "reward.remote_url",
+           "vllm_sync_backend": "vllm.sync_backend", "ref_reward_offload": "ref.offload",
+           "max_tokens_per_gpu": "train.max_tokens_per_gpu"}
+for _r in ("actor", "ref", "critic", "reward"):
+    RENAMES |= {f"{_r}_num_nodes": f"{_r}.num_nodes", f"{_r}_num_gpus_per_node": f"{_r}.num_gpus_per_node"}
+OTHER_MAINS = {"train_sft": "an SFT run", "train_rm": "a reward-model training run", "train_dpo": "a DPO run",
+               "train_kto": "a KTO run", "train_prm": "a process-reward-model training run", "batch_inference":
+               "a batch inference run", "serve_rm": "a reward-model server", "train_kd": "a distillation run"}
+
+
+def args_from_script(text: str, path) -> str | None:
+    """The arguments of the script's ``openrlhf.cli.train_ppo_ray`` command (shell variables and arrays expanded,
+    nothing run); None when the file is a bare arguments file; another OpenRLHF entry point is one line."""
+    from .shell import commands
+
+    if not any("openrlhf.cli." in line for line in text.splitlines() if not line.lstrip().startswith("#")):
+        return None
+    for words, _ in commands(text, f"openrlhf script {path}"):
+        mods = [w for w in words if w.startswith("openrlhf.cli.")]
+        if not mods:
+            continue
+        main = mods[0].split(".")[-1]
+        if main == "train_ppo_ray":
+            return shlex.join(words[words.index(mods[0]) + 1:])
+        raise RlmLabError(f"openrlhf script {path} launches openrlhf.cli.{main}: "
+                          f"{OTHER_MAINS.get(main, 'not the PPO/GRPO trainer (train_ppo_ray)')}; nothing to price "
+                          f"as an RL step")
+    raise RlmLabError(f"openrlhf script {path} runs no openrlhf.cli.train_ppo_ray command")
+
+
 def args_from_file(path) -> str:
     p = Path(path)
     if not p.is_file():
@@ -66,7 +111,13 @@ def args_from_file(path) -> str:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise RlmLabError(f"openrlhf arguments file {path} is not a text file (byte {e.start} is not UTF-8)") from None
+    script = args_from_script(text, path)
+    if script is not None:
+        return script
     return " ".join(line.split("#")[0].rstrip().rstrip("\\") for line in text.splitlines())
+
+
+RENAMED: list = []
 
 
 def parse_args(text: str) -> dict:
@@ -89,7 +140,12 @@ def parse_args(text: str) -> dict:
         if not tok.startswith("--") or tok == "--":
             raise RlmLabError(f"openrlhf arguments: {tok!r} follows no option that takes a value")
         name, eq, val = tok[2:].partition("=")
-        kind = kinds.get(name)
+        if name not in kinds and name in RENAMES and RENAMES[name] in kinds:
+            RENAMED.append(f"--{name} read as --{RENAMES[name]} (OpenRLHF's pre-2026 name)")
+            name = RENAMES[name]
+        elif name == "prompt_max_len":      # the pre-2026 prompt cap: data.max_len is prompt + response today
+            name = "prompt_max_len"
+        kind = kinds.get(name, "value" if name == "prompt_max_len" else None)
         i += 1
         if eq:
             out[name] = val
@@ -133,11 +189,22 @@ def import_config(arg: str, **_):
         source, arg = arg.strip(), args_from_file(arg.strip())
     elif not arg.lstrip().startswith("-") and arg.strip().endswith((".args", ".sh", ".txt")):
         raise RlmLabError(f"openrlhf arguments file {arg.strip()} not found")
-    k = Keys(NAME, parse_args(arg), NOTES)
-    assumed = []
+    RENAMED.clear()
+    parsed = parse_args(arg)
+    assumed = list(RENAMED)
+    if "prompt_max_len" in parsed:
+        cap = parsed.pop("prompt_max_len")
+        if "data.max_len" not in parsed and "rollout.max_new_tokens" in parsed:
+            try:
+                parsed["data.max_len"] = str(int(cap) + int(parsed["rollout.max_new_tokens"]))
+            except (TypeError, ValueError):
+                raise RlmLabError(f"openrlhf --prompt_max_len must be an integer, got {cap!r}") from None
+            assumed.append(f"--prompt_max_len {cap} (pre-2026) read as --data.max_len {parsed['data.max_len']} = "
+                           f"prompt cap + --rollout.max_new_tokens")
+    k = Keys(NAME, parsed, NOTES)
     flag = lambda key, to: need_bool(k.get(key, False, to), f"--{key}")  # noqa: E731
 
-    est = k.get("algo.advantage.estimator", "gae")
+    est = need_str(k.get("algo.advantage.estimator", "gae"), "openrlhf --algo.advantage.estimator")
     if est not in ESTIMATORS:
         raise RlmLabError(f"openrlhf --algo.advantage.estimator {est!r}: one of {', '.join(ESTIMATORS)}")
     algo = ESTIMATORS[est]
@@ -201,7 +268,7 @@ def import_config(arg: str, **_):
         wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
     else:
         wl["micro_batch"] = _int(k, "train.micro_batch_size", 1, "workload.micro_batch")
-    dtype = k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed")
+    dtype = need_str(k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed"), "openrlhf --ds.param_dtype")
     if dtype not in ("bf16", "fp16"):
         raise RlmLabError(f"openrlhf --ds.param_dtype {dtype!r}: bf16 or fp16")
     if flag("ds.packing_samples", "workload.padding none") or k.flat.get("train.dynamic_batch_enable") is True:
@@ -286,4 +353,5 @@ def import_config(arg: str, **_):
     if rank:
         targets = k.get("ds.lora.target_modules", "all-linear", "lora.targets")
         cfg["lora"] = {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}
-    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine)
+    cap = "--data.max_len - --rollout.max_new_tokens" if k.has("rollout.max_new_tokens") else None
+    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine, prompt_cap=cap)

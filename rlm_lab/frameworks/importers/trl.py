@@ -24,15 +24,21 @@ Mapping (field names and defaults of trl 1.16's ``trl/trainer/grpo_config.py``):
   ``vllm_gpu_memory_utilization`` (default 0.3); server: the vLLM server's ``tensor_parallel_size x
   data_parallel_size`` GPUs on their own set, weights sent after each optimizer step (synchronous).
 
+- the launch: ``trl:GRPO.yaml+ACCELERATE.yaml`` reads the accelerate config too (processes, ZeRO stage or FSDP,
+  offload; :func:`accelerate_layout`); without it, DDP over ``env.CUDA_VISIBLE_DEVICES``;
+- ``AsyncGRPOConfig``'s own fields (``max_staleness``, ``weight_sync_steps``, ...): the asynchronous trainer, its
+  generation on a vLLM server, mode async with eta = ``max_staleness`` (default 4).
+
 Refused: ``fp16`` with ``bf16`` (contradictory), a batch that does not hold whole prompt groups (as TRL refuses),
-a model without a shipped config. Not expressible in GRPOConfig, so not imported: the asynchronous trainer
-(``trl.experimental.async_grpo.AsyncGRPOConfig``).
+an SFT config (SFTConfig's fields and no GRPO field), a model without a shipped config.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ...errors import RlmLabError
-from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, one_set, resolve_model, roles_of
+from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model, roles_of
 from .common import capped_response, two_sets
 
 NAME = "trl"
@@ -42,13 +48,74 @@ NOTES = {"learning_rate": "optimizer hyper-parameters do not change the step's c
          "vllm_serve.model": "the served model (the trainer's model_name_or_path is priced)"}
 
 
+# SFTConfig's fields that GRPOConfig lacks (trl 1.16; tests/frameworks/test_verl_scripts.py checks them against
+# dataclasses.fields): a config holding one and no GRPO-only field is an SFT config, refused in one line
+SFT_ONLY = ("packing", "packing_strategy", "padding_free", "dataset_text_field", "completion_only_loss",
+            "assistant_only_loss", "eval_packing", "max_length")
+GRPO_ONLY = ("num_generations", "max_completion_length", "beta", "use_vllm", "vllm_mode", "reward_funcs",
+             "num_iterations", "steps_per_generation", "generation_batch_size", "loss_type", "max_staleness")
+# AsyncGRPOConfig's fields that GRPOConfig lacks (trl.experimental.async_grpo in the pinned trl 1.16)
+ASYNC_ONLY = ("max_staleness", "max_inflight_tasks", "weight_sync_steps", "queue_maxsize", "vllm_server_base_url",
+              "token_budget", "fork_threshold_tokens")
+
+
+def accelerate_layout(path: str) -> tuple[dict, list]:
+    """An ``accelerate launch --config_file`` YAML (TRL ships them in examples/accelerate_configs/): the trainer's
+    processes (``num_processes``, x ``num_machines`` is not needed: accelerate counts all), ZeRO stage
+    (``deepspeed_config.zero_stage``; FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2; MULTI_GPU = DDP, 0) and offload
+    (``offload_optimizer_device`` / ``offload_param_device`` cpu; ``fsdp_offload_params``)."""
+    raw = load_yaml(path, "accelerate")
+    a = Keys(NAME, flatten(raw))
+    dist = need_str(a.get("distributed_type", "NO"), f"accelerate config {path}: distributed_type",
+                    ("NO", "MULTI_GPU", "DEEPSPEED", "FSDP"))
+    procs = need_int(a.get("num_processes", 1), f"accelerate config {path}: num_processes")
+    zero, offload = 0, []
+    if dist == "DEEPSPEED":
+        zero = need_int(a.get("deepspeed_config.zero_stage", 0), f"accelerate config {path}: "
+                        f"deepspeed_config.zero_stage", minimum=0)
+        if zero > 3:
+            raise RlmLabError(f"accelerate config {path}: deepspeed_config.zero_stage must be 0..3, got {zero}")
+        if a.get("deepspeed_config.offload_optimizer_device", "none") == "cpu":
+            offload.append("host_optimizer")
+        if a.get("deepspeed_config.offload_param_device", "none") == "cpu":
+            offload.append("params")
+    elif dist == "FSDP":
+        strat = str(a.get("fsdp_config.fsdp_sharding_strategy", "FULL_SHARD"))
+        reshard = a.get("fsdp_config.fsdp_reshard_after_forward", True)
+        zero = 2 if strat in ("SHARD_GRAD_OP", "2") or reshard is False else 3
+        if need_bool(a.get("fsdp_config.fsdp_offload_params", False), f"accelerate config {path}: "
+                     f"fsdp_config.fsdp_offload_params"):
+            offload += ["params", "optimizer"]
+    what = {"NO": "one process", "MULTI_GPU": "DDP", "DEEPSPEED": f"DeepSpeed ZeRO-{zero}", "FSDP": f"FSDP (ZeRO-{zero})"}
+    return {"processes": procs, "zero": zero, "offload": offload}, [
+        f"accelerate config {Path(path).name}: {procs} processes, {what[dist]}"
+        + (f", offload {', '.join(offload)}" if offload else "")]
+
+
 def import_config(path: str, **_):
+    accel = None
+    if "+" in path and not Path(path).is_file():   # trl:GRPO.yaml+ACCELERATE.yaml: the launch's accelerate config
+        path, accel = path.split("+", 1)
     raw = load_yaml(path, NAME)
     k = Keys(NAME, flatten(raw), NOTES)
     assumed = []
+    sft = [f for f in SFT_ONLY if f in k.flat]
+    if sft and not any(f in k.flat for f in GRPO_ONLY):
+        raise RlmLabError(f"trl config {path} is an SFT config (SFTConfig's {', '.join(sft)}; no GRPO field): "
+                          f"supervised fine-tuning, not an RL step")
+    if not any(f in k.flat for f in GRPO_ONLY):
+        assumed.append("no GRPO field in the config (a TRL CLI config serves any trainer): priced as `trl grpo "
+                       "--config` reads it, with GRPOConfig's defaults")
+    async_keys = [f for f in ASYNC_ONLY if f in k.flat]
+    layout = None
+    if accel:
+        layout, lines = accelerate_layout(accel)
+        assumed += lines
     model = resolve_model(k.get("model_name_or_path", to="model"), "model_name_or_path")
     devices_env = k.get("env.CUDA_VISIBLE_DEVICES", None, "the trainer's processes (one per visible GPU)")
-    if devices_env is None:
+    if layout is not None:
+        procs = layout["processes"]
+    elif devices_env is None:
         procs = 1
         assumed.append("one training process (no env.CUDA_VISIBLE_DEVICES)")
     else:
@@ -98,21 +165,28 @@ def import_config(path: str, **_):
                                               "gradient_checkpointing")}
     beta = need_num(k.get("beta", 0.0, "beta (0: no reference model)"), "beta")
     roles = roles_of("grpo", beta)
-    assumed.append("DDP over the trainer's processes (accelerate's default; a DeepSpeed or FSDP accelerate config is "
-                   "not part of the GRPO config)")
-    use_vllm = need_bool(k.get("use_vllm", False, "generation engine"), "use_vllm")
+    zero = layout["zero"] if layout else 0
+    if layout is None:
+        assumed.append("DDP over the trainer's processes (accelerate's default; pass the accelerate config as "
+                       "trl:GRPO.yaml+ACCELERATE.yaml for ZeRO or FSDP)")
+    if layout and layout["offload"]:
+        wl["offload"] = layout["offload"]
+    use_vllm = need_bool(k.get("use_vllm", bool(async_keys), "generation engine"), "use_vllm")
+    if async_keys:
+        k.use("vllm_mode", "server (AsyncGRPOTrainer generates on a vLLM server)")
+        k.flat["vllm_mode"] = "server"
     engine = None
     cluster = procs
     if not use_vllm:
-        placement = one_set(roles, procs, 0)
+        placement = one_set(roles, procs, zero)
         assumed.append("generation by transformers' generate on the trainer's devices (use_vllm false)")
     else:
         wl["engine"] = "continuous"
-        mode = k.get("vllm_mode", "colocate", "placement")
+        mode = need_str(k.get("vllm_mode", "colocate", "placement"), "trl vllm_mode")
         if mode == "colocate":
             vtp = need_int(k.get("vllm_tensor_parallel_size", 1, "generation tp"), "vllm_tensor_parallel_size")
-            placement = one_set(roles, procs, 0)
-            if vtp > 1:
+            placement = one_set(roles, procs, zero, gen_tp=vtp, assumed=assumed)
+            if vtp > 1 and zero != 3:
                 assumed.append(f"vLLM tp {vtp} colocated: generation priced at the trainer's layout (tp 1)")
             engine = {"what": "vLLM (colocated)", "max_num_seqs": 256, "memory_fraction": need_num(
                 k.get("vllm_gpu_memory_utilization", 0.3, "the engine's memory share (KV cache)"),
@@ -123,7 +197,7 @@ def import_config(path: str, **_):
             vdp = need_int(k.get("vllm_serve.data_parallel_size", 1, "rollout replicas"), "vllm_serve.data_parallel_size")
             if not any(key.startswith("vllm_serve.") for key in k.flat):
                 assumed.append("a vLLM server on 1 GPU (trl vllm-serve's defaults; describe it with vllm_serve)")
-            placement = two_sets(roles, vtp * vdp, procs, vtp, 0)
+            placement = two_sets(roles, vtp * vdp, procs, vtp, zero)
             cluster = vtp * vdp + procs
             engine = {"what": "vLLM server", "max_num_seqs": 256, "memory_fraction": need_num(
                 k.get("vllm_serve.gpu_memory_utilization", 0.9, "the engine's memory share (KV cache)"),
@@ -137,4 +211,11 @@ def import_config(path: str, **_):
     if need_bool(k.get("use_peft", False, "LoRA (peft)"), "use_peft"):
         cfg["lora"] = {"rank": need_int(k.get("lora_r", 16, "lora.rank"), "lora_r"),
                        "targets": k.get("lora_target_modules", None, "lora.targets") or ["q_proj", "v_proj"]}
-    return finish(NAME, str(path), k, cfg, "sync", 0, assumed, engine=engine)
+    mode, eta = "sync", 0
+    if async_keys:
+        eta = need_int(k.get("max_staleness", 4, "eta (weight updates a sample may lag)"), "max_staleness", minimum=0)
+        mode = "async" if eta else "sync"
+        k.use("weight_sync_steps", "read: weights sent every this many optimizer steps (priced every step)")
+        assumed.append(f"AsyncGRPOTrainer (AsyncGRPOConfig's {', '.join(async_keys)}; trl.experimental.async_grpo in "
+                       f"the pinned trl 1.16): generation on the vLLM server, eta = max_staleness {eta}")
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)

@@ -39,10 +39,14 @@ reward model with a group estimator, a model without a shipped config.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, mean_response, need_bool, need_int, need_num,
+from .common import (Keys, capped_response, finish, flatten, load_yaml, mean_response, need_bool, need_int, need_num, need_str,
                      one_set, resolve_model, resolve_refs, roles_of, two_sets)
+from .bounded import read_text
+from .hydra_compose import VERL_TREE, compose
+from .shell import commands
 
 NAME = "verl"
 A = "actor_rollout_ref."
@@ -50,8 +54,10 @@ LOGPROB_CHUNK = 2048   # verl/utils/torch_functional.py entropy_from_logits_with
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce_pp",
               "reinforce_plus_plus_baseline": "reinforce_pp"}
 NOTES = {
-    "critic.*fsdp_config.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
+    "critic.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
     "*optim.*": "optimizer hyper-parameters do not change the step's cost",
+    "async_training.partial_rollout": "partial rollout (generations interrupted at a parameter sync and resumed) "
+                                      "not priced",
     "trainer.logger": "logging", "trainer.project_name": "logging", "trainer.experiment_name": "logging",
     "data.train_files": "data location", "data.val_files": "data location",
 }
@@ -65,13 +71,86 @@ def _switch(k: Keys, key: str, to: str) -> bool:
     return on
 
 
-def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
-    raw = load_yaml(path, NAME)
-    flat = resolve_refs(flatten(raw), path)
-    k = Keys(NAME, {key.lstrip("+"): v for key, v in flat.items()}, NOTES)
-    assumed = []
+# the trainer mains a run script may launch -> the Hydra config they compose (their @hydra.main config_name)
+MAINS = {"verl.trainer.main_ppo": "ppo_trainer", "verl.trainer.main_ppo_sync": "ppo_trainer",
+         "verl.experimental.fully_async_policy.fully_async_main": "fully_async_ppo_trainer",
+         "verl.experimental.one_step_off_policy.main_ppo": "one_step_off_ppo_trainer"}
+# what other verl entry points run: refused in one line naming it
+NOT_TRAINING = {"verl.trainer.main_generation": "a generation (inference) run", "verl.trainer.main_generation_server":
+                "a generation (inference) run", "verl.trainer.sft_trainer": "an SFT run (not RL)",
+                "verl.trainer.fsdp_sft_trainer": "an SFT run (not RL)", "verl.trainer.sft_trainer_ray": "an SFT run (not RL)",
+                "verl.trainer.main_eval": "an evaluation run", "verl.model_merger": "a checkpoint merge",
+                "verl.trainer.main_distill": "a distillation run"}
 
-    est = k.get("algorithm.adv_estimator", "gae")
+
+def _from_script(text: str, path: str) -> tuple[dict, list, set, list]:
+    """A run script's training command: the Hydra overrides after ``-m MAIN`` (shell variables expanded, nothing
+    run), composed onto MAIN's config; returns (flat config, keys the script wrote, null keys, notes)."""
+    for words, _env in commands(text, f"verl script {path}"):
+        mods = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-m"]
+        mods += [w[:-3].replace("/", ".").lstrip(".") for w in words if w.endswith(".py")]
+        main = next((m for m in mods if m in MAINS or m in NOT_TRAINING or m.startswith("verl.")), None)
+        if main is None:
+            continue
+        if main in NOT_TRAINING or main not in MAINS:
+            what = NOT_TRAINING.get(main, "not one of verl's RL trainer mains (" + ", ".join(MAINS) + ")")
+            raise RlmLabError(f"verl script {path} launches {main}: {what}; nothing to price as an RL step")
+        args = words[words.index(main) + 1:] if main in words else words[[w.endswith(".py") for w in words].index(True) + 1:]
+        name, overrides = MAINS[main], []
+        it = iter(args)
+        for a in it:
+            if a in ("--config-name", "--config-path", "-cn", "-cp"):
+                val = next(it, "")
+                name = val if a in ("--config-name", "-cn") else name
+            elif a.startswith(("--config-name=", "-cn=")):
+                name = a.split("=", 1)[1]
+            elif a.startswith(("--config-path=", "-cp=")):
+                continue
+            elif "=" in a or a.startswith("~"):
+                overrides.append(a)
+            else:
+                raise RlmLabError(f"verl script {path}: {a!r} after {main} is not a Hydra override (key=value)")
+        name = name.removesuffix(".yaml")
+        if not (VERL_TREE / f"{name}.yaml").is_file():
+            raise RlmLabError(f"verl script {path}: config {name!r} is a recipe's own config, not verl's trainer "
+                              f"configs shipped in configs/frameworks/verl/hydra/")
+        data, nulls = compose(name, overrides, f"script {path}")
+        written = [o.lstrip("+~").split("=", 1)[0] for o in overrides]
+        notes = [f"composed by Hydra: {name} with the script's {len(overrides)} overrides ({main})"]
+        return flatten(data), written, nulls, notes
+    raise RlmLabError(f"verl script {path} runs no verl trainer (python3 -m verl.trainer.main_ppo key=value ...)")
+
+
+def _load(path: str) -> tuple[dict, list | None, set, list]:
+    """(flat config, keys the user wrote or None, null keys, notes) of a run script, a YAML with Hydra
+    ``defaults:`` (composed) or a partial YAML of verl keys (read as it is, verl's defaults below)."""
+    text = read_text(path, "verl config")
+    p = Path(path)
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    if p.suffix in (".sh", ".bash") or text.startswith("#!") or any("-m verl." in ln for ln in code):
+        return _from_script(text, path)
+    raw = load_yaml(path, NAME)
+    if "defaults" in raw:
+        data, nulls = compose(p.stem, [], f"config {path}", user_dir=p.parent)
+        written = [k.lstrip("+") for k in flatten({k: v for k, v in raw.items() if k not in ("defaults", "hydra")})]
+        return flatten(data), written, nulls, [f"composed by Hydra with its defaults list (verl's tree at the "
+                                               f"pinned commit)"]
+    return resolve_refs(flatten(raw), path), None, set(), []
+
+
+def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
+    flat, written, nulls, notes = _load(path)
+    if need_bool(flat.get("distillation.enabled", False), "verl distillation.enabled"):
+        raise RlmLabError(f"verl {path}: distillation.enabled=true is on-policy distillation (a teacher model scores "
+                          f"every token), not an RL step the predictor prices")
+    for key in (A + "rollout.name", A + "model.path"):
+        if flat.get(key) == "???":
+            raise RlmLabError(f"verl {key} is mandatory in verl (??? in its config): {path} must set it")
+    flat = {key.lstrip("+"): v for key, v in flat.items() if key not in nulls}
+    k = Keys(NAME, flat, NOTES, written)
+    assumed = list(notes)
+
+    est = need_str(k.get("algorithm.adv_estimator", "gae"), "verl algorithm.adv_estimator")
     if est not in ESTIMATORS:
         raise RlmLabError(f"verl algorithm.adv_estimator={est!r} has no predictor algorithm; known: "
                           f"{', '.join(ESTIMATORS)}")
@@ -97,7 +176,28 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     mini = need_int(k.get(A + "actor.ppo_mini_batch_size", 256), A + "actor.ppo_mini_batch_size")
     mode, eta = "sync", 0
     hybrid = need_bool(k.get(A + "hybrid_engine", True, "placement (true: one set, resharded)"), A + "hybrid_engine")
-    if k.has("async_training.staleness_threshold") or any(key.startswith("async_training.") for key in k.flat):
+    recipe = any(key.startswith("async_training.") for key in k.flat)
+    v1_mode = None
+    if not recipe and need_bool(k.get("trainer.use_v1", False, "verl's V1 trainer (trainer.v1.*)"), "trainer.use_v1"):
+        v1_mode = need_str(k.get("trainer.v1.trainer_mode", "sync", "mode"), "verl trainer.v1.trainer_mode",
+                           ("sync", "colocate_async", "separate_async"))
+        if v1_mode != "sync":
+            th = "trainer.v1.sampler.max_off_policy_threshold"
+            if th in nulls:
+                eta = None
+                k.use(th, "eta unbounded (null: no version control)")
+                assumed.append(f"{th} null: no version control, staleness unbounded (verl V1)")
+            else:
+                eta = need_int(k.get(th, 8, "eta (model versions a sample may lag)"), th, minimum=0)
+            mode = "async" if eta != 0 else "sync"
+        if v1_mode == "separate_async":
+            k.use("trainer.v1.separate_async.parameter_sync_step", "a step = one parameter sync = the global batch's "
+                                                                   "mini-batches (verl V1's invariant)")
+        if need_bool(k.get("trainer.v1.separate_async.hybrid_rollout.enable_switch", False),
+                     "trainer.v1.separate_async.hybrid_rollout.enable_switch"):
+            k.use("trainer.v1.separate_async.hybrid_rollout.enable_switch", "not priced: lending trainer GPUs to "
+                                                                            "generation")
+    if recipe:
         if hybrid:
             raise RlmLabError("verl async_training (the fully-async recipe) needs actor_rollout_ref.hybrid_engine="
                               "false and a rollout pool (rollout.nnodes, rollout.n_gpus_per_node)")
@@ -119,19 +219,32 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             raise RlmLabError(f"verl ppo_mini_batch_size={mini} must divide data.train_batch_size={prompts}")
         minibatches = prompts // mini
         k.use(A + "actor.ppo_mini_batch_size", f"workload.minibatches = {minibatches}")
-        if not hybrid:
+        if not hybrid and v1_mode is None:
             mode, eta = "one_step_off", 1
             assumed.append("hybrid_engine=false without async_training: the one-step-off recipe (eta 1)")
 
     epochs = need_int(k.get(A + "actor.ppo_epochs", 1, "workload.epochs"), A + "actor.ppo_epochs")
+    rollout_lp = [key for key in (A + "actor.use_rollout_log_probs", "async_training.use_rollout_log_probs")
+                  if need_bool(k.get(key, False, "workload.recompute_old = false (the engine's log-probs as "
+                                                 "the old policy's)"), key)]
     wl = {"prompts": prompts, "group_size": n_resp, "prompt_len": prompt_len, "response": response,
           "epochs": epochs, "minibatches": minibatches, "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
     offload = [kind for key, kind in ((A + "actor.fsdp_config.param_offload", "params"),
                                       (A + "actor.fsdp_config.optimizer_offload", "optimizer"),
-                                      (A + "ref.fsdp_config.param_offload", "frozen"))
+                                      (A + "ref.fsdp_config.param_offload", "frozen"),
+                                      (A + "actor.megatron.param_offload", "params"),
+                                      (A + "actor.megatron.optimizer_offload", "optimizer"),
+                                      (A + "ref.megatron.param_offload", "frozen"))
                if _switch(k, key, f"workload.offload {kind}")]
+    offload = sorted(set(offload), key=offload.index)
+    if rollout_lp:
+        wl["recompute_old"] = False
     if offload:
         wl["offload"] = offload
+    for key in ("critic.fsdp_config.param_offload", "critic.fsdp_config.optimizer_offload",
+                "critic.fsdp.param_offload", "critic.fsdp.optimizer_offload"):
+        if k.has(key) and algo != "ppo":
+            k.use(key, "unused: no critic (group estimator)")
     assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
     if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
         tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
@@ -141,7 +254,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     elif k.has(A + "actor.ppo_micro_batch_size_per_gpu"):
         wl["micro_batch"] = need_int(k.get(A + "actor.ppo_micro_batch_size_per_gpu", to="workload.micro_batch"),
                                      A + "actor.ppo_micro_batch_size_per_gpu")
-    name = k.get(A + "rollout.name", "vllm", "workload.engine")
+    name = need_str(k.get(A + "rollout.name", "vllm", "workload.engine"), f"verl {A}rollout.name")
     if name not in ("vllm", "sglang", "hf", "trtllm"):
         raise RlmLabError(f"verl {A}rollout.name={name!r}: one of vllm, sglang, trtllm, hf")
     wl["engine"] = "static" if name == "hf" else "continuous"
@@ -174,14 +287,28 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         for key in (A + "actor.kl_loss_coef", "algorithm.kl_ctrl.kl_coef"):
             k.use(key, "unused: no KL term")
 
-    strategy = k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout")
+    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout"), f"verl {A}actor.strategy")
     if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
     k.use("critic.strategy", "as the actor's")
-    tp_train = 1
+    tp_train, ep = 1, 1
+    if k.has("model_engine"):
+        k.use("model_engine", f"the trainer's engine config group ({k.flat['model_engine']}): actor.strategy "
+                              f"{strategy}")
     if strategy == "megatron":
         tp_train = need_int(k.get(A + "actor.megatron.tensor_model_parallel_size", 1, "training tp"),
                             A + "actor.megatron.tensor_model_parallel_size")
+        ep = need_int(k.get(A + "actor.megatron.expert_model_parallel_size", 1, "training ep (MoE experts split)"),
+                      A + "actor.megatron.expert_model_parallel_size")
+        if need_int(k.get(A + "actor.megatron.context_parallel_size", 1, "checked: 1"),
+                    A + "actor.megatron.context_parallel_size") > 1:
+            raise RlmLabError(f"verl {A}actor.megatron.context_parallel_size > 1: context parallelism is not "
+                              f"modelled by the predictor")
+    if need_int(k.get(A + "rollout.expert_parallel_size", 1), A + "rollout.expert_parallel_size") > 1:
+        k.use(A + "rollout.expert_parallel_size", "not priced: generation priced with tensor parallelism only")
+        assumed.append(f"rollout expert_parallel_size {k.flat[A + 'rollout.expert_parallel_size']}: generation "
+                       f"priced as tensor parallelism of size {k.flat.get(A + 'rollout.tensor_model_parallel_size', 2)}"
+                       f" (expert parallelism in the engine is not modelled)")
     gen_tp = need_int(k.get(A + "rollout.tensor_model_parallel_size", 2, "generation tp"),
                       A + "rollout.tensor_model_parallel_size")
     devices = (need_int(k.get("trainer.nnodes", 1, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.nnodes")
@@ -193,14 +320,34 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
                            "here, so the prediction is an overestimate")
         assumed.append("the critic and the reward model have the actor's backbone (their model paths are not read)")
-    zero = 3 if strategy != "megatron" else 0
-    if hybrid:
-        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train)
+    zero = 3
+    if strategy == "megatron":
+        key = A + "actor.megatron.use_distributed_optimizer"
+        zero = 1 if need_bool(k.get(key, False, "ZeRO-1 when true (Megatron's distributed optimizer)"), key) else 0
+    if v1_mode == "separate_async":
+        rkey = A + "rollout."
+        rdev = (need_int(k.get(rkey + "nnodes", 0, "standalone rollout GPUs = nnodes x n_gpus_per_node"),
+                         rkey + "nnodes", minimum=0)
+                * need_int(k.get(rkey + "n_gpus_per_node", 8, "standalone rollout GPUs = nnodes x n_gpus_per_node"),
+                           rkey + "n_gpus_per_node"))
+        if rdev == 0:
+            raise RlmLabError(f"verl trainer.v1.trainer_mode=separate_async needs a standalone rollout pool "
+                              f"({rkey}nnodes > 0), as verl's V1 docs require")
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
+        total = rdev + devices
+        assumed.append("separate_async: generation on the standalone rollout pool only (trainer GPUs lent to "
+                       "generation, hybrid_rollout.enable_switch, not priced); weights broadcast after each step")
+    elif hybrid:
+        if v1_mode and need_int(k.get(A + "rollout.nnodes", 0), A + "rollout.nnodes", minimum=0) > 0:
+            raise RlmLabError(f"verl {A}rollout.nnodes={k.flat[A + 'rollout.nnodes']} with trainer.v1.trainer_mode="
+                              f"{v1_mode}: a standalone rollout pool is used by separate_async only; set the mode "
+                              f"or drop the pool")
+        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep, assumed=assumed)
         total = devices
     else:
         rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.nnodes")
                 * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.n_gpus_per_node"))
-        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train)
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
         total = rdev + devices
         assumed.append("weights broadcast to the rollout pool over the profile's link after each parameter sync")
     cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
@@ -209,4 +356,4 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
     if rank:
         targets = k.get(A + "model.target_modules", "all-linear", "lora.targets")
         cfg["lora"] = {"rank": rank, "targets": targets}
-    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
+    return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine, prompt_cap="data.max_prompt_length")
