@@ -24,6 +24,12 @@ Stage costs (FLOPs: Kaplan et al., arXiv 2001.08361; memory: ZeRO, arXiv 1910.02
   measured per-layer checkpoint overhead (timing.backward_time), activations as Korthikanti et al.'s full recompute.
 * LoRA (lora.py): frozen base, adapter gradients and optimizer state, input-gradient-only backward of the
   frozen products, the reference is the actor with the adapter disabled (no second copy).
+* DPO (``algorithm("dpo")``, an offline algorithm: stages.OFFLINE): no generation, reward, advantage or sync; the
+  reference scores both completions of every pair (``group_size`` 2, ``prompts`` = pairs), then the actor trains on
+  them; ``workload.precompute_ref_log_probs`` drops the reference pass and weights (scored once before training).
+* Shared actor-critic (``critic="shared"``): a value head (h + 1 parameters) on the actor's backbone; values ride on
+  the old-log-prob pass (else one actor forward), the head adds 2h FLOPs per token to the actor's passes, and no
+  critic model, state or update exists (the survey arXiv 2608.27046 App. B.4.3).
 
 Seconds are per device (wall clock) with ``workload.devices`` data-parallel replicas; FLOPs and
 bytes are totals over all devices. Work per stage = device-seconds; depth per stage = the part
