@@ -93,7 +93,7 @@ def _run(args) -> int:
     ho = fit.get("held_out")
     if ho:
         w = ho["worst_stage"]
-        print(f"  held out (each of {len(ho['runs'])} runs predicted by the fit on the others): step median |error| "
+        print(f"  held out (each of {len(ho['runs'])} runs predicted by the fit on the other workloads): step median |error| "
               f"{ho['median_abs_step_error']:.1%}, bias {ho['bias']:+.1%}; worst stage {w['stage']} of {w['run']} "
               f"{w['error']:+.1%}" if w["error"] is not None else "")
     print(f"wrote {out}")

@@ -27,8 +27,8 @@ A factor held at a bound is recorded with the unbounded fit's value and the boun
 a group no calibration run exercises keeps the base profile's value (factor 1; a FREE term 0, which no
 microbenchmark measures). :func:`check_fit` is the one-line refusal of a fit that breaks any of it.
 
-Held-out error: every calibration run is predicted by the fit made without it (leave one run out), so the profile
-carries the error it makes on runs it did not use (``insitu.held_out``: per run, the step's and the worst
+Held-out error: every calibration run is predicted by the fit made without its workload (leave one workload out:
+its repeats in pooled suites are held out with it), so the profile carries the error it makes on runs it did not use (``insitu.held_out``: per run, the step's and the worst
 stage's relative error; their median absolute value, bias and worst).
 
 The spread: the fit repeated on bootstrap resamples of each run's traced steps (Efron & Tibshirani, *An
@@ -220,27 +220,37 @@ def predict_rows(prep: tuple, factors: dict) -> dict:
     return {s: fixed[s] + sum(factors[g] * feats[g][s] for g in GROUPS) for s in fixed}
 
 
+def workload_of(name: str) -> str:
+    """The workload of a calibration run's name: pooled suites tag theirs ``<folder>:<workload>``."""
+    return name.rsplit(":", 1)[-1]
+
+
 def held_out(prepared: list, meas: list[dict], names: list[str]) -> dict:
-    """Leave one run out: each calibration run predicted by the fit made on the others. Per run, the relative
+    """Leave one workload out: every run of a workload (its repeats in pooled suites too, so that a repeat of
+    it cannot stand in for it) predicted by the fit made on the other workloads' runs. Per run, the relative
     error of the step and of its worst stage (stages >= SHARE_MIN of the step, as fitted); then the median
-    absolute step error, the median signed one (bias) and the worst stage over all runs. Empty with < 2 runs."""
+    absolute step error, the median signed one (bias) and the worst stage over all runs. Empty with fewer than
+    2 workloads."""
     from ..compare import OTHER, STEP
 
-    if len(names) < 2:
+    workloads = sorted({workload_of(n) for n in names})
+    if len(workloads) < 2:
         return {}
     runs = {}
-    for i, name in enumerate(names):
-        rest = [j for j in range(len(names)) if j != i]
+    for w in workloads:
+        rest = [j for j, n in enumerate(names) if workload_of(n) != w]
         f = solve([prepared[j] for j in rest], [meas[j] for j in rest])
-        pred, m = predict_rows(prepared[i], f), meas[i]
-        step = (pred[STEP] - m[STEP]) / m[STEP]
-        stages = {s: (pred[s] - t) / t for s, t in m.items()
-                  if s in pred and s not in (STEP, OTHER) and t > 0 and t >= SHARE_MIN * m[STEP]}
-        worst = max(stages, key=lambda s: abs(stages[s])) if stages else None
-        runs[name] = {"step": step, "worst_stage": worst, "worst_stage_error": stages.get(worst)}
+        for i in (i for i, n in enumerate(names) if workload_of(n) == w):
+            pred, m = predict_rows(prepared[i], f), meas[i]
+            step = (pred[STEP] - m[STEP]) / m[STEP]
+            stages = {s: (pred[s] - t) / t for s, t in m.items()
+                      if s in pred and s not in (STEP, OTHER) and t > 0 and t >= SHARE_MIN * m[STEP]}
+            worst = max(stages, key=lambda s: abs(stages[s])) if stages else None
+            runs[names[i]] = {"step": step, "worst_stage": worst, "worst_stage_error": stages.get(worst)}
     steps = [r["step"] for r in runs.values()]
     worst_run = max(runs, key=lambda n: abs(runs[n]["worst_stage_error"] or 0.0))
-    return {"method": "leave one calibration run out: each run predicted by the fit on the others",
+    return {"method": "leave one workload out: each calibration run predicted by the fit on the other workloads' "
+                      "runs", "workloads": len(workloads),
             "runs": runs, "median_abs_step_error": statistics.median(abs(e) for e in steps),
             "bias": statistics.median(steps),
             "worst_stage": {"run": worst_run, "stage": runs[worst_run]["worst_stage"],

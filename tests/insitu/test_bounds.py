@@ -106,7 +106,7 @@ def test_held_out_error_is_each_run_predicted_by_the_fit_without_it():
     predictor run on it (F._stage_seconds), not the linear composition held_out uses."""
     prepared, meas, names = _synthetic(FACTORS)
     ho = F.held_out(prepared, meas, names)
-    assert set(ho["runs"]) == set(names) and "leave one" in ho["method"]
+    assert set(ho["runs"]) == set(names) and "leave one workload out" in ho["method"]
     recs = _recs()
     i = names.index("validation_nano_grpo_B64_G8_R10_bf16")
     rest = [j for j in range(len(names)) if j != i]
@@ -128,3 +128,17 @@ def test_held_out_error_shows_a_run_the_others_cannot_price():
     ho = F.held_out([prepared[i] for i in keep], [meas[i] for i in keep], [names[i] for i in keep])
     assert abs(ho["runs"][moe[0]]["step"]) > 0.05
     assert max(abs(r["step"]) for n, r in ho["runs"].items() if "moe" not in n) < abs(ho["runs"][moe[0]]["step"])
+
+
+def test_a_repeat_of_the_held_out_workload_is_held_out_with_it():
+    """Pooled suites (A:w, B:w): holding out A:w alone would let B:w, the same workload, stand in for it. With
+    one MoE workload left, its repeat would price its per-expert terms exactly (error ~0); held out together,
+    nothing else prices them and the error shows."""
+    prepared, meas, names = _synthetic(FACTORS)
+    moe = [n for n in names if "moe" in n]
+    keep = [i for i, n in enumerate(names) if n not in moe[1:]]
+    p, m = [prepared[i] for i in keep], [meas[i] for i in keep]
+    pooled = [f"A:{names[i]}" for i in keep] + [f"B:{names[i]}" for i in keep]
+    ho = F.held_out(p + p, m + m, pooled)
+    assert ho["workloads"] == len(keep)
+    assert abs(ho["runs"][f"A:{moe[0]}"]["step"]) > 0.05 and abs(ho["runs"][f"B:{moe[0]}"]["step"]) > 0.05
