@@ -36,6 +36,10 @@ SOURCE_HOSTS = {
     "verl-sglang-one-step-off": ("https://github.com/verl-project/verl/", "https://github.com/volcengine/verl/"),
     "nemo-rl-v03-blog": ("https://nvidia-nemo.github.io/", "https://github.com/NVIDIA-NeMo/"),
     "miles-p2p-weight-transfer": ("https://miles.radixark.com/", "https://github.com/radixark/miles/"),
+    "nemo-rl-v06-perf": ("https://docs.nvidia.com/nemo/rl/", "https://github.com/NVIDIA-NeMo/"),
+    "nemo-rl-v04-perf": ("https://docs.nvidia.com/nemo/rl/", "https://github.com/NVIDIA-NeMo/"),
+    "skyrl-megatron-backend": ("https://github.com/NovaSky-AI/SkyRL/", "https://skyrl.readthedocs.io/"),
+    "nemo-rl-async-refit-blog": ("https://github.com/NVIDIA-NeMo/", "https://nvidia-nemo.github.io/"),
 }
 
 
