@@ -256,14 +256,16 @@ def html_table(table_rows: list[dict], split: str) -> str:
 
 
 # The validation sources whose cases were written from their sources without pricing them, committed, and priced
-# once, with no change to the model, the fit or any earlier case in between (2026-12-04, three rounds): the registry's
+# once, with no change to the model, the fit or any earlier case in between (2026-12-04, three rounds; 2026-12-05, two more): the registry's
 # cleanest test. data/published/fresh_rounds.json freezes each round's predictions as first priced, with each case
 # file's hash, and the book reports the rounds from that file (:func:`fresh_rows`), so a later change to the model
 # leaves their result as it was and says how many of them it moves (:func:`fresh_moved`). A case file edited after its
 # round fails the test of the frozen hashes unless the file's ``mended`` names it and says why: its round's result
 # stays as first priced (a fact about the case as then written), and the book's table marks it "mended since".
 FRESH_SOURCES = ("rlinf-vs-verl", "verl-checkpoint-engine-readme", "verl-delta-weight-sync", "verl-sglang-one-step-off",
-                 "nemo-rl-v03-blog", "miles-p2p-weight-transfer")
+                 "nemo-rl-v03-blog", "miles-p2p-weight-transfer",
+                 # rounds 4 and 5 (2026-12-05): written by a helper who priced none, priced once by another
+                 "nemo-rl-v06-perf", "nemo-rl-v04-perf", "skyrl-megatron-backend", "nemo-rl-async-refit-blog")
 FRESH_ROUNDS = PUBLISHED / "fresh_rounds.json"
 
 
