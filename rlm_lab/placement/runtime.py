@@ -175,7 +175,8 @@ def startup_timeout(base_s: float = STARTUP_BASE_S, cap_s: float = STARTUP_CAP_S
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  kill_critic_after_step: int | None = None, return_weights: bool = False, command=None,
+                  kill_critic_after_step: int | None = None, kill_rollout_in_sync: int | None = None,
+                  return_weights: bool = False, command=None,
                   startup_timeout_s: float | None = None,
                   evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
                   glue_kwargs: dict | None = None, role_threads: dict | None = None) -> dict:
@@ -183,7 +184,10 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
     ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
-    has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split).
+    has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split);
+    ``kill_rollout_in_sync``: the first rollout worker SIGKILLs itself inside that weight sync (1 = the first),
+    mid-broadcast (collective) or as the payload arrives (object store): the run fails within the sync's
+    timeout with one line naming the worker.
     ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
     :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
@@ -287,6 +291,9 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         except ray.exceptions.RayError as e:
             raise PlacementRunError(f"an actor of {placement.name!r} failed to start: "
                                     f"{str(e).strip().splitlines()[-1][:200]}") from None
+        if kill_rollout_in_sync is not None and rollouts:
+            ray.get(rollouts[0].die_in_sync.remote(kill_rollout_in_sync), timeout=timeout_s)
+            record.update(fault_injected=f"rollout worker 0 of {len(rollouts)} killed in weight sync {kill_rollout_in_sync}")
         t_ready = time.perf_counter()
         job = {"cfg": cfg.to_dict(), "model": model,
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,

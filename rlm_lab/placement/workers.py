@@ -44,6 +44,19 @@ class RolloutWorker:
             model = get_peft_model(model, LoraConfig(**lora))
         self.model, self.engine, self.group, self.threads = model, None, None, threads
         self._early_spans: list[dict] = []
+        self._syncs, self._die_in_sync = 0, None
+
+    def die_in_sync(self, sync: int) -> bool:
+        """Fault injection: in weight sync number ``sync`` (1 = the first), this process SIGKILLs itself, as a
+        crashed or OOM-killed worker: after the broadcast's first bucket, or on the object-store payload's arrival."""
+        self._die_in_sync = sync
+        return True
+
+    def _sync_fault(self, *_):
+        if self._syncs == self._die_in_sync:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def configure(self, gen: dict, pad_token_id: int, eos_token_ids, compile: bool = False) -> bool:
         """TRL's generation settings, sent by the trainer once its GRPOTrainer exists (``compile``: see
@@ -69,7 +82,8 @@ class RolloutWorker:
         from .weights import broadcast_weights
 
         t0 = time.perf_counter()
-        info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
+        self._syncs += 1
+        info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes, on_bucket=self._sync_fault)
         self._spans().append({"name": "receive_weights", "stage": "weight_sync", "start": t0,
                                   "end": time.perf_counter()})
         return info
@@ -78,6 +92,8 @@ class RolloutWorker:
         from .weights import load_synced
 
         t0 = time.perf_counter()
+        self._syncs += 1
+        self._sync_fault()
         n = load_synced(self.model, state)
         self._spans().append({"name": "load_state(object store)", "stage": "weight_sync", "start": t0,
                                   "end": time.perf_counter()})
