@@ -13,14 +13,14 @@ from rlm_lab.errors import RlmLabError
 @pytest.mark.slow
 @pytest.mark.extended  # CI's budget (about 5 min): make cluster-rehearsal runs it
 def test_the_recipe_on_three_machines_equals_one_node():
-    from rlm_lab.placement.rehearsal import check_job_server, check_unshare
+    from rlm_lab.cluster_rehearsal import check_job_server, check_unshare
 
     try:
         check_unshare()
         check_job_server()
     except RlmLabError as e:
         pytest.skip(str(e))
-    run = subprocess.run([sys.executable, "-m", "rlm_lab.placement.rehearsal"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "rlm_lab.cluster_rehearsal"], capture_output=True, text=True,
                          timeout=1500)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
@@ -33,7 +33,7 @@ def test_a_machine_sees_neither_the_drivers_checkout_nor_its_tmp(tmp_path):
     import os
     from pathlib import Path
 
-    from rlm_lab.placement.rehearsal import check_unshare, machine_prefix
+    from rlm_lab.cluster_rehearsal import check_unshare, machine_prefix
     from rlm_lab.record import REPO_ROOT
 
     try:

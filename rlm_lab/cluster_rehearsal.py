@@ -1,7 +1,7 @@
 """``make cluster-rehearsal``: the README's Ray-job recipe on 3 "machines" of this box that do not share the
 driver's files, and the job's result checked equal to the same run on one node (issue 40).
 
-    python -m rlm_lab.placement.rehearsal [--steps 2] [--keep DIR]
+    python -m rlm_lab.cluster_rehearsal [--steps 2] [--keep DIR]
 
 Each machine is a mount namespace of its own (``unshare --mount``, util-linux; https://man7.org/linux/man-pages/man1/unshare.1.html):
 
@@ -38,7 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import RlmLabError
+from .compat import installed
+from .errors import RlmLabError
+from .host import descendants, free_port, still_alive
+from .launches import _machine_lines, _ray_job
+from .placement.session import _die_with_driver
+from .record import REPO_ROOT
 
 MACHINES = 3
 STEPS = 2
@@ -59,8 +64,6 @@ def check_unshare() -> list[str]:
 
 def check_job_server() -> None:
     """Ray's job server (``ray[default]``: aiohttp and the dashboard's modules) is installed; one line if not."""
-    from ..compat import installed
-
     missing = [p for p in ("aiohttp", "aiohttp_cors", "opencensus", "grpcio", "smart_open", "virtualenv")
                if installed(p) == "not installed"]
     if missing:
@@ -103,8 +106,6 @@ def machine_prefix(unshare: list[str], machine: Path, checkout: Path, venv: Path
 
 def recipe_lines(n: int, ports: dict) -> list[list[str]]:
     """The README's Ray-job lines for ``n`` machines as each runs them here: ``(machine, argv)``."""
-    from ..launches import _machine_lines, _ray_job
-
     text = _ray_job(n, 1).replace("--num-gpus=1", "--num-cpus=1").replace("--size gpu", "--size smoke")
     text = text.replace("--port=6379", f"--port={ports['gcs']}").replace(":6379", f":{ports['gcs']}")
     text = text.replace("127.0.0.1:8265", f"127.0.0.1:{ports['dashboard']}")
@@ -113,8 +114,6 @@ def recipe_lines(n: int, ports: dict) -> list[list[str]]:
 
 def node_args(machine: int, ports: dict) -> list[str]:
     """What ``_start_node`` adds to a recipe's ``ray start``: loopback, fixed agent ports, a name, --block."""
-    from ..host import free_port
-
     extra = ["--dashboard-port", str(ports["dashboard"])] if machine == 0 else []
     return ["--block", "--node-ip-address", "127.0.0.1", "--node-name", f"machine-{machine}",
             "--dashboard-agent-grpc-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
@@ -126,9 +125,6 @@ class Rehearsal:
     """The 3 machines, their nodes and the job; :meth:`close` stops every process it started."""
 
     def __init__(self, steps: int = STEPS, root: Path | None = None, log=print):
-        from ..host import free_port
-        from ..record import REPO_ROOT
-
         self.unshare = check_unshare()
         check_job_server()
         self.steps, self.log = steps, log
@@ -170,8 +166,6 @@ class Rehearsal:
                               stdin=subprocess.DEVNULL)
 
     def start(self, i: int, argv: list[str]) -> subprocess.Popen:
-        from .session import _die_with_driver
-
         log = open(self.machines[i] / f"node-{i}.log", "wb")
         driver = os.getpid()
         proc = subprocess.Popen(self.on(i, argv), env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -269,8 +263,6 @@ class Rehearsal:
         return json.loads(found[-1].read_text())
 
     def close(self) -> None:
-        from ..host import descendants, still_alive
-
         pids = set()
         for p in self.procs:
             pids |= {p.pid, *descendants(p.pid)}
@@ -289,9 +281,9 @@ class Rehearsal:
 
 def one_node(steps: int, out: Path) -> dict:
     """The same placement, config and steps on one node (a local Ray in this process)."""
-    from ..chapters.ch05_placement.cases import configs
-    from ..chapters.ch05_placement.run import predict
-    from .runtime import run_placement
+    from .chapters.ch05_placement.cases import configs
+    from .chapters.ch05_placement.run import predict
+    from .placement.runtime import run_placement
 
     cfgs, chosen = configs("smoke", ("disaggregated",), rl_steps=steps)
     p, cfg = chosen["disaggregated"], cfgs["disaggregated"]
@@ -301,7 +293,7 @@ def one_node(steps: int, out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.placement.rehearsal", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.cluster_rehearsal", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--keep", default=None, help="the machines' folders go here (default: a temporary folder, removed)")
     args = ap.parse_args(argv)
