@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .compat import installed
 from .errors import RlmLabError
-from .host import descendants, free_port, still_alive
+from .host import bound_sockets, descendants, free_port, loopback, still_alive
 from .launches import _machine_lines, _ray_job
 from .placement.session import _die_with_driver
 from .record import REPO_ROOT
@@ -262,6 +262,14 @@ class Rehearsal:
             raise RlmLabError("the job wrote no record under the head's /tmp/out")
         return json.loads(found[-1].read_text())
 
+    def exposed(self) -> list[tuple]:
+        """Sockets of the machines' processes listening beyond loopback (``(pid, name, ip, port)``): should be none."""
+        pids = {pid for p in self.procs for pid in (p.pid, *descendants(p.pid))}
+        bound = bound_sockets(pids)
+        if not {self.ports["gcs"], self.ports["dashboard"]} <= {port for *_, port in bound}:
+            raise RlmLabError("the socket scan did not see the head's GCS and job server listening")
+        return [b for b in bound if not loopback(b[2])]
+
     def close(self) -> None:
         pids = set()
         for p in self.procs:
@@ -312,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cluster-rehearsal: FAILED: the job failed (exit {rc}):\n{tail}", file=sys.stderr)
             return 1
         rec = r.record()
+        exposed = r.exposed()  # the cluster is still up: every node's and agent's listening sockets
     except RlmLabError as e:
         print(f"cluster-rehearsal: FAILED: {e}", file=sys.stderr)
         return 1
@@ -323,10 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     same = res.get("weights_sha256") == one["weights_sha256"] and res.get("rewards") == one["rewards"]
     print(f"cluster-rehearsal: job {rec['status']} on {res['nodes']['sets']}; weights "
           f"{res.get('weights_sha256', '')[:16]} vs one node {one['weights_sha256'][:16]}; rewards {res.get('rewards')} "
-          f"vs {one['rewards']}; leftover processes {r.leftover}; {time.monotonic() - t0:.0f} s")
+          f"vs {one['rewards']}; listening beyond loopback {exposed}; leftover processes {r.leftover}; "
+          f"{time.monotonic() - t0:.0f} s")
     if not args.keep:
         shutil.rmtree(r.root, ignore_errors=True)
-    ok = same and rec["status"] == "completed" and not r.leftover
+    ok = same and rec["status"] == "completed" and not r.leftover and not exposed
     print(f"cluster-rehearsal: {'passed' if ok else 'FAILED'}: the job on 3 machines {'equals' if same else 'differs from'} one node")
     return 0 if ok else 1
 

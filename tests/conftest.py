@@ -2,6 +2,8 @@
 
 import pytest
 
+from rlm_lab.host import bound_sockets, loopback  # the listening-socket scan (the cluster rehearsal uses it too)
+
 PLACE_STEPS = 2  # GRPO steps of the smoke-size Ray runs (placement and asynchrony tests)
 BUSY_LOOPS = 4  # busy-loop processes beside the suite's Ray start (issue 18: Ray must start on a busy machine)
 
@@ -42,34 +44,6 @@ def _start_shared_ray():
         stop(loops)
     _RAY["session"] = session
     return session
-
-
-def loopback(ip: str) -> bool:
-    """Is ``ip`` (as psutil reports a socket's address) on the loopback network?"""
-    import ipaddress
-
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
-
-
-def bound_sockets(pids) -> list[tuple]:
-    """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
-    import psutil
-
-    bound = []
-    for pid in sorted(pids):
-        try:
-            proc = psutil.Process(pid)
-            conns = proc.net_connections(kind="inet")
-            name = proc.name()
-        except psutil.Error:  # a process that just exited
-            continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
-                bound.append((pid, name, c.laddr.ip, c.laddr.port))
-    return bound
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ def test_the_recipe_on_three_machines_equals_one_node():
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     assert "cluster-rehearsal: passed: the job on 3 machines equals one node" in out
-    assert "leftover processes []" in out
+    assert "leftover processes []" in out and "listening beyond loopback []" in out
 
 
 def test_a_machine_sees_neither_the_drivers_checkout_nor_its_tmp(tmp_path):
