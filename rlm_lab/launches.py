@@ -353,7 +353,8 @@ def _ray_job(n: int, g: int) -> str:
         f"# {'machine 1' if n == 2 else f'machines 1 to {n - 1}'}: copy ~/.ray/auth_token from the head (scp: it is the cluster's password), then join",
         auth,
         _shell(["ray", "start", f"--address=$HEAD_ADDR:{RAY_PORT}", f"--num-gpus={g}"]),
-        "# machine 0: submit chapter 5 (the job server answers on 127.0.0.1 only; the job is given the token)",
+        f"# machine 0, once `ray status` lists the {n} machines: submit chapter 5 (the job server answers on "
+        "127.0.0.1 only; the job is given the token)",
         _shell(["ray", "job", "submit", "--address=http://127.0.0.1:8265", "--working-dir=.", "--",
                 *_place_entrypoint(n)]),
     ])
