@@ -11,7 +11,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-fake-machine test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference
+.PHONY: book test test-unit test-fake-machine test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference cluster-rehearsal
 
 venv: $(VENV)/.installed
 
@@ -112,3 +112,11 @@ gpu-archive:
 	PYTHONUNBUFFERED=1 PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PY) -m rlm_lab.cli gpu-archive \
 		--budget-s $(GPU_BUDGET_S) --out $(GPU_ARCHIVE_DIR) $(GPU_ARGS); rc=$$?; \
 	if [ -n "$(GPU_OUT)" ]; then tar czf $(GPU_OUT)/gpu-archive.tgz -C $(dir $(abspath $(GPU_ARCHIVE_DIR))) $(notdir $(abspath $(GPU_ARCHIVE_DIR))); fi; exit $$rc
+
+# ---- a cluster on one box (issue 40; rlm_lab.cluster_rehearsal.py) -------------------------------------------
+# The README's Ray-job recipe on 3 "machines" of this box, each a mount namespace of its own (its own /tmp and HOME,
+# the driver's checkout hidden): the token step, the head, 2 workers joining, `ray job submit --working-dir=.` of
+# chapter 5's disaggregated placement; the job's weights and rewards must equal one node's. Needs Linux, unshare
+# (root or user namespaces) and the cluster extra (ray[default], in requirements-test.txt). Traffic stays on 127.0.0.1.
+cluster-rehearsal: venv
+	$(BIN)/python -m rlm_lab.cluster_rehearsal

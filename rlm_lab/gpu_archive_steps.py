@@ -190,18 +190,30 @@ SKIP_EXIT = 3  # the exit status a skipped step's process ends with
 
 def run_placement(step, out, size, device) -> dict:
     """Chapter 5 on one device: the colocated placement through ``rlm-lab place`` (Ray), which predicts the step
-    itself before it runs and keeps that prediction in its record."""
+    itself before it runs and keeps that prediction in its record; where Ray is not installed (a lent GPU's image
+    has none, and its wheel is larger than the device tool carries) the same placement in this process
+    (:mod:`rlm_lab.placement.inprocess`: one set, the same trainer code, no Ray), predicted first as well."""
     import importlib.util
 
-    if importlib.util.find_spec("ray") is None:
-        raise StepSkipped("ray is not installed here (a lent GPU's image has none, and its wheel is larger than "
-                          "the device tool carries)")
-    from .cli import main
     from .record import RunRecord
 
     root = _runs(out, size) / step["name"]
-    if main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
-        raise RlmLabError("rlm-lab place --placement colocated failed")
+    if importlib.util.find_spec("ray") is None:
+        from .chapters.ch05_placement.cases import configs
+        from .chapters.ch05_placement.run import _now, predict
+        from .placement.inprocess import run_inprocess
+
+        cfgs, chosen = configs(size, ("colocated",))
+        prediction = predict(chosen["colocated"], cfgs["colocated"])  # before the run
+        run_inprocess(chosen["colocated"], cfgs["colocated"], root / "ch05_colocated" / _now(), prediction=prediction,
+                      command=["gpu-archive", step["name"]])
+        label = "colocated GRPO step in-process, no Ray (median)"
+    else:
+        from .cli import main
+
+        if main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
+            raise RlmLabError("rlm-lab place --placement colocated failed")
+        label = "colocated GRPO step on Ray (median)"
     run_dir = sorted(root.glob("ch05_colocated/*/record.json"))[-1].parent
     res = RunRecord.load(run_dir).results
     made = datetime.strptime(res["prediction"]["made"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
@@ -210,7 +222,7 @@ def run_placement(step, out, size, device) -> dict:
             "calibrated_profile": None, "calibrated": None}
     atomic_write_text(out / "predictions" / f"{step['name']}.json", json.dumps(pred, indent=1) + "\n")
     return {"record": str(run_dir.relative_to(out)),
-            "compare": compare("colocated GRPO step on Ray (median)", "s", pred, res["step_seconds_median"])}
+            "compare": compare(label, "s", pred, res["step_seconds_median"])}
 
 
 RUNNERS = {"calibrate": run_calibrate, "train": run_train, "anatomy": run_anatomy, "decode_knee": run_decode_knee,

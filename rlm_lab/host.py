@@ -10,6 +10,7 @@ platform without it gives ``None`` in a record instead of an error after the run
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -142,3 +143,30 @@ def die_with_parent(sig=None, parent: int | None = None) -> None:
             return
         if parent is not None and os.getppid() != parent:  # the parent is already gone
             os.kill(os.getpid(), sig)
+
+
+def loopback(ip: str) -> bool:
+    """Is ``ip`` (as psutil reports a socket's address) on the loopback network?"""
+
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
+        addr = addr.ipv4_mapped
+    return addr.is_loopback
+
+
+def bound_sockets(pids) -> list[tuple]:
+    """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
+    import psutil  # accelerate's dependency; imported here so that host stays light
+
+    bound = []
+    for pid in sorted(pids):
+        try:
+            proc = psutil.Process(pid)
+            conns = proc.net_connections(kind="inet")
+            name = proc.name()
+        except psutil.Error:  # a process that just exited
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
+                bound.append((pid, name, c.laddr.ip, c.laddr.port))
+    return bound

@@ -181,10 +181,21 @@ def _shell(argv: list[str]) -> str:
     return " ".join(a if "$" in a else shlex.quote(a) for a in argv)
 
 
-def _torchrun_nodes(n: int, g: int, *layout: str, rank: str = "$NODE_RANK", head: str = "$HEAD_ADDR") -> str:
-    return _shell(["torchrun", f"--nnodes={n}", f"--node-rank={rank}", f"--nproc-per-node={g}",
-                       "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:{RDZV_PORT}", "--rdzv-id=rlm-lab",
-                       "-m", "rlm_lab.parallel.cli", *layout, "--size", "gpu", "--model", "small"])
+def _torchrun_nodes(n: int, g: int, *layout: str, rank: str = "$NODE_RANK", head: str = "$HEAD_ADDR",
+                    rdzv_id: str = "rlm-lab") -> str:
+    return _shell(_torchrun_argv(n, g, *layout, rank=rank, head=head, rdzv_id=rdzv_id))
+
+
+def _torchrun_argv(n: int, g: int, *layout: str, rank: str, head: str, rdzv_id: str) -> list[str]:
+    return ["torchrun", f"--nnodes={n}", f"--node-rank={rank}", f"--nproc-per-node={g}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:{RDZV_PORT}", f"--rdzv-id={rdzv_id}",
+            "-m", "rlm_lab.parallel.cli", *layout, "--size", "gpu", "--model", "small"]
+
+
+def _each_machine(n: int, g: int, line: str) -> str:
+    """``line`` with the comment that says where it runs: on each of the ``n`` machines."""
+    return (f"# {n} machines of {g} GPUs: run this on each of them ($NODE_RANK 0 to {n - 1}; machine 0 is "
+            f"$HEAD_ADDR); {n * g} processes in all\n{line}")
 
 
 def _machine_lines(text: str, rank: int, **more) -> list[list[str]]:
@@ -213,10 +224,10 @@ def _check_torchrun(launch: ClusterLaunch, n: int, g: int) -> None:
 
 
 def _accelerate_nodes(n: int, g: int) -> str:
-    return _shell(["accelerate", "launch", "--config_file", "configs/accelerate/fsdp2.yaml",
+    return _each_machine(n, g, _shell(["accelerate", "launch", "--config_file", "configs/accelerate/fsdp2.yaml",
                        "--num_machines", str(n), "--machine_rank", "$NODE_RANK", "--main_process_ip", "$HEAD_ADDR",
                        "--main_process_port", str(MAIN_PORT), "--num_processes", str(n * g),
-                       "-m", "rlm_lab.cli", "train", "--algo", "grpo", "--size", "gpu"])
+                       "-m", "rlm_lab.cli", "train", "--algo", "grpo", "--size", "gpu"]))
 
 
 def _check_accelerate(launch: ClusterLaunch, n: int, g: int) -> None:
@@ -233,17 +244,63 @@ def _check_accelerate(launch: ClusterLaunch, n: int, g: int) -> None:
         _script_args(module, rest, n * g)
 
 
+SLURM_JOB = "4242"  # what the check puts for $SLURM_JOB_ID
+
+
 def _slurm(n: int, g: int) -> str:
-    """A Slurm batch script: one task per machine, each a torchrun agent of G processes (c10d on the first)."""
+    """A Slurm batch script: one task per machine, each a torchrun agent of G processes (c10d on the first).
+
+    The torchrun line is quoted for ``bash -c`` so that each task expands ``$SLURM_PROCID`` itself (0 .. N-1;
+    the batch shell would expand it once, for all); the rendezvous id is the job's, so two jobs never share one."""
+    inner = shlex.join(_torchrun_argv(n, g, "--dp", str(n * g), "--zero", "3", rank="RANK_", head="HEAD_",
+                                      rdzv_id="JOB_")).replace("RANK_", "$SLURM_PROCID").replace(
+        "HEAD_", "$HEAD_ADDR").replace("JOB_", "$SLURM_JOB_ID")
     return "\n".join([
         "#!/bin/bash",
+        f"# {n} machines of {g} GPUs (sbatch this script): one task per machine, each a torchrun agent of {g} "
+        f"processes; {n * g} in all",
         "#SBATCH --job-name=rlm-lab-ch04",
         f"#SBATCH --nodes={n}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={g}",
-        'HEAD_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "srun " + _torchrun_nodes(n, g, "--dp", str(n * g), "--zero", "3", rank="$SLURM_NODEID"),
+        'export HEAD_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "srun bash -c " + shlex.quote("exec " + inner),
     ]) + "\n"
+
+
+def _slurm_tasks(text: str, n: int) -> list[list[str]]:
+    """What each of Slurm's ``n`` tasks would execute: the script run by bash with stand-ins for ``scontrol``
+    (the node list), ``srun`` (each task its own ``SLURM_PROCID``, as Slurm sets it,
+    https://slurm.schedmd.com/srun.html#OPT_SLURM_PROCID) and ``torchrun`` (prints its arguments, one per line)."""
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="rlm_slurm_") as d:
+        stand_ins = {
+            "scontrol": 'for i in $(seq 0 $((SLURM_NNODES - 1))); do echo node$i; done',
+            "srun": 'for i in $(seq 0 $((SLURM_NNODES - 1))); do SLURM_PROCID=$i SLURM_NODEID=$i "$@" || exit 1; '
+                    'echo "-- task end"; done',
+            "torchrun": 'printf "%s\\n" torchrun "$@"',
+        }
+        for name, body in stand_ins.items():
+            path = Path(d) / name
+            path.write_text(f"#!/bin/bash\n{body}\n")
+            path.chmod(0o755)
+        env = {"PATH": f"{d}:{os.environ.get('PATH', '/usr/bin:/bin')}", "SLURM_NNODES": str(n),
+               "SLURM_JOB_ID": SLURM_JOB, "SLURM_JOB_NODELIST": f"node[0-{n - 1}]",
+               "SLURM_NODEID": "0", "SLURM_PROCID": "0"}  # the batch shell is task 0 on the first node
+        run = subprocess.run(["bash", "-s"], input=text, text=True, capture_output=True, env=env, timeout=60)
+    if run.returncode != 0:
+        raise RlmLabError(f"the batch script failed under stand-in srun: {(run.stderr.strip().splitlines() or ['?'])[-1]}")
+    tasks, cur = [], []
+    for ln in run.stdout.splitlines():
+        if ln == "-- task end":
+            tasks.append(cur)
+            cur = []
+        else:
+            cur.append(ln)
+    return tasks
 
 
 def _check_slurm(launch: ClusterLaunch, n: int, g: int) -> None:
@@ -257,12 +314,21 @@ def _check_slurm(launch: ClusterLaunch, n: int, g: int) -> None:
     want = {"--nodes": str(n), "--ntasks-per-node": "1", "--gpus-per-node": str(g)}
     if any(directives.get(k) != v for k, v in want.items()):
         raise RlmLabError(f"{launch.name}: #SBATCH {directives} is not {want}")
-    srun = [ln for ln in text.splitlines() if ln.startswith("srun ")]
-    if len(srun) != 1:
+    if len([ln for ln in text.splitlines() if ln.startswith("srun ")]) != 1:
         raise RlmLabError(f"{launch.name}: no single srun line")
-    for rank in range(n):
-        (argv,) = _machine_lines(srun[0][len("srun "):], rank, SLURM_NODEID=str(rank))
+    try:
+        tasks = _slurm_tasks(text, n)
+    except RlmLabError as e:
+        raise RlmLabError(f"{launch.name}: {e}") from None
+    if len(tasks) != n:
+        raise RlmLabError(f"{launch.name}: {len(tasks)} task(s) ran torchrun, not {n}")
+    for rank, argv in enumerate(tasks):
+        argv = [a.replace("node0", EXAMPLE_HEAD) for a in argv]
         _check_torchrun_line(launch.name, argv, n, g, rank)
+        a, *_ = _parse_launcher(launch.name, argv)
+        if a.rdzv_id != SLURM_JOB:
+            raise RlmLabError(f"{launch.name}: rendezvous id {a.rdzv_id!r} is not the job's ($SLURM_JOB_ID): two "
+                              f"jobs on one head would share a rendezvous")
 
 
 def _place_entrypoint(n: int) -> list[str]:
@@ -270,13 +336,25 @@ def _place_entrypoint(n: int) -> list[str]:
 
 
 def _ray_job(n: int, g: int) -> str:
+    """A Ray cluster of ``n`` machines started by hand (machine 0 the head: it holds GPUs too and runs the job's
+    driver), token authentication on (https://docs.ray.io/en/latest/ray-security/token-auth.html), and chapter 5
+    submitted as a Ray job to the head's job server (``ray[default]``, the ``cluster`` extra)."""
+    auth = _shell(["export", "RAY_AUTH_MODE=token"])
     return "\n".join([
-        "# every machine: this repository's requirements installed (CUDA torch), Ray " + _ray_version(),
-        "# on the head (the driver's machine; it runs no task):",
-        _shell(["ray", "start", "--head", f"--port={RAY_PORT}", "--num-cpus=0"]),
-        f"# on each of the {n} GPU machines:",
+        f"# {n} machines of {g} GPUs; machine 0 is the head ($HEAD_ADDR): it holds {g} GPUs too and runs the job's driver",
+        "# every machine: a clone of this repository at one commit, and in it (CUDA torch, Ray " + _ray_version()
+        + " with its job server):",
+        "#   pip install -c constraints.txt -r requirements.txt '.[cluster]'",
+        "# every machine: Ray's ports (6379 and each node's) reachable from the other machines only (a firewall)",
+        "# machine 0: make the cluster's token (written to ~/.ray/auth_token, not printed) and start the head",
+        auth,
+        _shell(["ray", "get-auth-token", "--generate"]) + " >/dev/null",
+        _shell(["ray", "start", "--head", f"--port={RAY_PORT}", f"--num-gpus={g}"]),
+        f"# {'machine 1' if n == 2 else f'machines 1 to {n - 1}'}: copy ~/.ray/auth_token from the head (scp: it is the cluster's password), then join",
+        auth,
         _shell(["ray", "start", f"--address=$HEAD_ADDR:{RAY_PORT}", f"--num-gpus={g}"]),
-        "# then, on the head (its dashboard answers on 127.0.0.1):",
+        f"# machine 0, once `ray status` lists the {n} machines: submit chapter 5 (the job server answers on "
+        "127.0.0.1 only; the job is given the token)",
         _shell(["ray", "job", "submit", "--address=http://127.0.0.1:8265", "--working-dir=.", "--",
                 *_place_entrypoint(n)]),
     ])
@@ -306,20 +384,53 @@ def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
 
     ray_env()  # before Ray is imported: a local Ray started later in this process needs its settings at import
     from ray.dashboard.modules.job.cli import submit
-    from ray.scripts.scripts import start
+    from ray.scripts.scripts import get_auth_token, start
 
-    lines = _machine_lines(launch.text(n, g), 1)
+    text = launch.text(n, g)
+    if f"# {n} machines" not in text:
+        raise RlmLabError(f"{launch.name}: does not say how many machines it needs ({n})")
+    lines = [[a for a in argv if not a.startswith(">")] for argv in _machine_lines(text, 1)]
+    steps = []  # (kind, params) in order
     try:
-        starts = [start.make_context("start", argv[2:]).params for argv in lines if argv[:2] == ["ray", "start"]]
-        jobs = [submit.make_context("submit", argv[3:]).params for argv in lines if argv[:3] == ["ray", "job", "submit"]]
+        for argv in lines:
+            if argv[:2] == ["ray", "start"]:
+                steps.append(("start", start.make_context("start", argv[2:]).params))
+            elif argv[:3] == ["ray", "job", "submit"]:
+                steps.append(("submit", submit.make_context("submit", argv[3:]).params))
+            elif argv[:2] == ["ray", "get-auth-token"]:
+                steps.append(("token", get_auth_token.make_context("get-auth-token", argv[2:]).params))
+            elif argv[:1] == ["export"]:
+                steps.append(("export", dict(a.split("=", 1) for a in argv[1:])))
+            else:
+                raise RlmLabError(f"{launch.name}: an unknown line {shlex.join(argv)}")
     except click.ClickException as e:
         raise RlmLabError(f"{launch.name}: Ray's CLI refuses it: {e.format_message()}") from None
+    starts = [p for k, p in steps if k == "start"]
     heads = [p for p in starts if p["head"]]
     workers = [p for p in starts if not p["head"]]
-    if len(heads) != 1 or heads[0]["num_cpus"] != 0 or len(workers) != 1 or len(jobs) != 1:
-        raise RlmLabError(f"{launch.name}: needs one head (no CPUs), one worker line and one job submission")
+    jobs = [p for k, p in steps if k == "submit"]
+    if len(heads) != 1 or len(workers) != 1 or len(jobs) != 1:
+        raise RlmLabError(f"{launch.name}: needs one head line, one worker line and one job submission")
+    if heads[0]["num_gpus"] != g or heads[0]["num_cpus"] == 0:
+        raise RlmLabError(f"{launch.name}: the head is machine 0 of {n}: it must hold its {g} GPUs (and CPUs)")
     if workers[0]["num_gpus"] != g or workers[0]["address"] != f"{EXAMPLE_HEAD}:{heads[0]['port']}":
         raise RlmLabError(f"{launch.name}: a worker must join the head's port with {g} GPUs")
+    if not heads[0]["dashboard_host"].startswith("127."):
+        raise RlmLabError(f"{launch.name}: the head's job server listens on {heads[0]['dashboard_host']}")
+    # token authentication: exported before each machine's `ray start`, the head's token made before the head starts
+    mode = None
+    for kind, p in steps:
+        if kind == "export":
+            mode = p.get("RAY_AUTH_MODE", mode)
+        elif kind == "start":
+            if mode != "token":
+                raise RlmLabError(f"{launch.name}: a `ray start` without RAY_AUTH_MODE=token: anyone on the "
+                                  f"network could join or run code")
+            if p["head"] and not any(k == "token" and q["generate"] for k, q in steps[:steps.index((kind, p))]):
+                raise RlmLabError(f"{launch.name}: the head starts before its token exists (ray get-auth-token --generate)")
+            mode = None  # the next machine's lines export it again
+        elif kind == "submit":
+            mode = "token"  # on the head, where it was exported
     _check_entrypoint(launch.name, list(jobs[0]["entrypoint"]), n)
 
 
@@ -341,6 +452,7 @@ def _rayjob(n: int, g: int) -> str:
             "shutdownAfterJobFinishes": True,
             "rayClusterSpec": {
                 "rayVersion": installed("ray"),
+                "authOptions": {"mode": "token"},  # KubeRay >= 1.5.1 makes the token, a Secret, and sets it everywhere
                 "headGroupSpec": {"rayStartParams": {"num-cpus": "0"},
                                   "template": {"spec": {"containers": [{"name": "ray-head", "image": image}]}}},
                 "workerGroupSpecs": [{
@@ -349,7 +461,9 @@ def _rayjob(n: int, g: int) -> str:
                         "name": "ray-worker", "image": image,
                         "resources": {"limits": {"nvidia.com/gpu": g}, "requests": {"nvidia.com/gpu": g}}}]}}}],
             }}}
-    build = (f"# image {image}: FROM {RAY_IMAGE.format(version=installed('ray'))}, then COPY this repository "
+    build = (f"# {n} GPU machines in the Kubernetes cluster: {n} worker pods of {g} GPUs (one per machine) and a head pod "
+             "without GPUs or CPU tasks (it may share a machine); KubeRay >= 1.5.1 (authOptions: the token)\n"
+             f"# image {image}: FROM {RAY_IMAGE.format(version=installed('ray'))}, then COPY this repository "
              "and pip install -r requirements.txt -e . (CUDA torch)\n")
     return build + yaml.safe_dump(manifest, sort_keys=False)
 
@@ -368,10 +482,13 @@ def _check_rayjob(launch: ClusterLaunch, n: int, g: int) -> None:
         ok = (m["apiVersion"] == "ray.io/v1" and m["kind"] == "RayJob" and len(workers) == 1
               and workers[0]["replicas"] == workers[0]["minReplicas"] == workers[0]["maxReplicas"] == n
               and gpus == [g] and head["rayStartParams"].get("num-cpus") == "0" and head["template"]["spec"]["containers"])
+        auth = (cluster.get("authOptions") or {}).get("mode")
     except (KeyError, TypeError, IndexError) as e:
         raise RlmLabError(f"{launch.name}: the RayJob lacks {e}") from None
     if not ok:
         raise RlmLabError(f"{launch.name}: not a RayJob of a head without CPUs and {n} workers of {g} GPUs")
+    if auth != "token":
+        raise RlmLabError(f"{launch.name}: no token authentication (rayClusterSpec.authOptions.mode: token)")
     if cluster["rayVersion"] != installed("ray"):
         raise RlmLabError(f"{launch.name}: rayVersion {cluster['rayVersion']} is not the Ray this book pins ({installed('ray')})")
     _check_entrypoint(launch.name, shlex.split(spec["entrypoint"]), n)
@@ -379,16 +496,17 @@ def _check_rayjob(launch: ClusterLaunch, n: int, g: int) -> None:
 
 CLUSTER_LAUNCHES: tuple[ClusterLaunch, ...] = (
     ClusterLaunch("ch04-torchrun-dp-nodes", 4, "DDP over every GPU of every machine (run on each machine)",
-                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g)), _check_torchrun),
+                  lambda n, g: _each_machine(n, g, _torchrun_nodes(n, g, "--dp", str(n * g))), _check_torchrun),
     ClusterLaunch("ch04-torchrun-fsdp2-nodes", 4, "FSDP2 = ZeRO-3 over every GPU (run on each machine)",
-                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g), "--zero", "3"), _check_torchrun),
+                  lambda n, g: _each_machine(n, g, _torchrun_nodes(n, g, "--dp", str(n * g), "--zero", "3")), _check_torchrun),
     ClusterLaunch("ch04-torchrun-tp-nodes", 4, "tensor parallel over 2 GPUs x data parallel over the rest (each machine)",
-                  lambda n, g: _torchrun_nodes(n, g, "--dp", str(n * g // 2), "--tp", "2"), _check_torchrun),
+                  lambda n, g: _each_machine(n, g, _torchrun_nodes(n, g, "--dp", str(n * g // 2), "--tp", "2")), _check_torchrun),
     ClusterLaunch("ch04-accelerate-fsdp2-nodes", 4, "GRPO through TRL, FSDP2 over every machine (run on each machine)",
                   _accelerate_nodes, _check_accelerate),
     ClusterLaunch("ch04-slurm-fsdp2", 4, "a Slurm batch script: one torchrun agent per machine (sbatch it)",
                   _slurm, _check_slurm),
-    ClusterLaunch("ch05-ray-job", 5, "a Ray cluster by hand, then chapter 5's placements as a Ray job, one set per node",
+    ClusterLaunch("ch05-ray-job", 5, "a Ray cluster by hand (machine 0 the head), then chapter 5's placements as a "
+                  "Ray job, one set per machine",
                   _ray_job, _check_ray_job),
     ClusterLaunch("ch05-kuberay-rayjob", 5, "the same on Kubernetes: a KubeRay RayJob (kubectl apply -f it)",
                   _rayjob, _check_rayjob),

@@ -1,13 +1,16 @@
 """Fixtures shared across test folders."""
 
+import os
+
 import pytest
+
+from rlm_lab.host import bound_sockets, loopback  # the listening-socket scan (the cluster rehearsal uses it too)
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_calibration_of_this_machine(tmp_path_factory):
     """No test calibrates this machine for real (rlm_lab.insitu.this_machine: ``predict`` and ``validate --run``
     would on a machine with no profile of its own) or reads the user's cache of profiles (issue 35)."""
-    import os
 
     saved = {k: os.environ.get(k) for k in ("RLM_NO_CALIBRATE", "RLM_CACHE_DIR")}
     os.environ.update(RLM_NO_CALIBRATE="1", RLM_CACHE_DIR=str(tmp_path_factory.mktemp("rlm-lab-cache")))
@@ -59,34 +62,6 @@ def _start_shared_ray():
         stop(loops)
     _RAY["session"] = session
     return session
-
-
-def loopback(ip: str) -> bool:
-    """Is ``ip`` (as psutil reports a socket's address) on the loopback network?"""
-    import ipaddress
-
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    if getattr(addr, "ipv4_mapped", None) is not None:  # ::ffff:127.0.0.1 (a dual-stack socket)
-        addr = addr.ipv4_mapped
-    return addr.is_loopback
-
-
-def bound_sockets(pids) -> list[tuple]:
-    """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
-    import psutil
-
-    bound = []
-    for pid in sorted(pids):
-        try:
-            proc = psutil.Process(pid)
-            conns = proc.net_connections(kind="inet")
-            name = proc.name()
-        except psutil.Error:  # a process that just exited
-            continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):  # listening TCP, bound UDP
-                bound.append((pid, name, c.laddr.ip, c.laddr.port))
-    return bound
 
 
 @pytest.fixture

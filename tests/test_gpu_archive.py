@@ -167,17 +167,40 @@ def test_gpu_section_lists_the_chapters_gpu_records(tmp_path):
 
 
 def test_a_step_that_cannot_run_here_is_skipped_with_its_reason(tmp_path, monkeypatch, capsys):
-    import importlib.util
-
     from rlm_lab import gpu_archive_steps as steps
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    def cannot(step, out, size, device):
+        raise steps.StepSkipped("no such device here")
+
+    monkeypatch.setitem(steps.RUNNERS, "placement", cannot)
     spec = {"step": {"name": "ch05_placement", "chapter": 5, "kind": "placement", "share": 0.1, "min_s": 0,
                      "args": {}}, "out": str(tmp_path), "size": "smoke", "device": "cpu"}
     assert steps.main([json.dumps(spec)]) == ga.SKIP_EXIT
-    assert "rlm-lab: skip: ray is not installed" in capsys.readouterr().err
+    assert "rlm-lab: skip: no such device here" in capsys.readouterr().err
     assert not (tmp_path / "steps" / "ch05_placement.json").exists()
+
+
+@pytest.mark.slow  # a smoke-size GRPO run (~1 min on 2 cores)
+def test_chapter_5_runs_without_ray_on_a_gpu_image_that_has_none(tmp_path, monkeypatch):
+    """Issue 40: the lent GPU image has no Ray; the placement step runs the colocated placement in-process,
+    predicted first, its record saying so."""
+    import importlib.util
+
+    from rlm_lab import gpu_archive_steps as steps
+    from rlm_lab.record import RunRecord
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    step = {"name": "ch05_placement", "chapter": 5, "kind": "placement", "share": 0.1, "min_s": 0, "args": {}}
+    row = steps.run_placement(step, tmp_path, "smoke", "cpu")
+    rec = RunRecord.load(tmp_path / row["record"])
+    res = rec.results
+    assert rec.data["status"] == "completed" and res["nodes"]["strategy"] == "in-process (no Ray)"
+    assert rec.config["runtime"] == "in-process (no Ray)" and "ray" not in str(res["pids"])
+    assert res["prediction"]["step_s"] > 0 and res["steps"] == len(res["rewards"]) > 0
+    assert row["compare"]["quantity"] == "colocated GRPO step in-process, no Ray (median)"
+    assert row["compare"]["measured"] == res["step_seconds_median"] > 0
+    assert json.loads((tmp_path / "predictions" / "ch05_placement.json").read_text())["reference"] == res["prediction"]["step_s"]
 
 
 def test_gpu_section_puts_each_prediction_beside_its_measurement(tmp_path):

@@ -105,6 +105,23 @@ def _one_line(name, text):
     ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("rayVersion: 2.60.0", "rayVersion: 2.9.0"),
      "is not the Ray"),
     ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("kind: RayJob", "kind: RayService"), "not a RayJob"),
+    # issue 40: the batch shell expands the rank once (every task rank 0), and a rendezvous id every job shares
+    ("ch04-slurm-fsdp2", lambda n, g: L._slurm(n, g).replace("srun bash -c 'exec ", "srun ").replace(
+        "--model small'", "--model small").replace("$SLURM_PROCID", "$SLURM_NODEID"), "rank 1"),
+    ("ch04-slurm-fsdp2", lambda n, g: L._slurm(n, g).replace("--rdzv-id=$SLURM_JOB_ID", "--rdzv-id=rlm-lab"),
+     "not the job's"),
+    ("ch04-slurm-fsdp2", lambda n, g: L._slurm(n, g).replace("export HEAD_ADDR", "HEAD_ADDR"), "c10d rendezvous"),
+    # the head on a third machine (no CPUs), no token, the token made after the head started
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace("--head --port=6379 --num-gpus=" + str(g),
+                                                           "--head --port=6379 --num-cpus=0"), "machine 0 of"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace("export RAY_AUTH_MODE=token\nray start --address",
+                                                           "ray start --address"), "without RAY_AUTH_MODE"),
+    ("ch05-ray-job", lambda n, g: "\n".join(sorted(L._ray_job(n, g).splitlines(), key=lambda ln: "get-auth" in ln)),
+     "before its token"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace("--num-gpus=4\n", "--num-gpus=4 --dashboard-host=0.0.0.0\n", 1),
+     "listens on 0.0.0.0"),
+    ("ch05-ray-job", lambda n, g: L._ray_job(n, g).replace(f"# {n} machines", "# machines"), "how many machines"),
+    ("ch05-kuberay-rayjob", lambda n, g: L._rayjob(n, g).replace("mode: token", "mode: disabled"), "no token"),
 ])
 def test_broken_cluster_launches_are_caught(name, text, message):
     with pytest.raises(RlmLabError, match=message):
@@ -147,3 +164,62 @@ def test_a_local_ray_starts_after_the_cluster_checks_imported_ray():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                          cwd=Path(__file__).resolve().parents[1])
     assert run.returncode == 0 and run.stdout.strip().endswith("cpus 1"), run.stderr[-3000:]
+
+
+def _readme_cluster_blocks() -> list[str]:
+    import re
+
+    text = (L.REPO / "README.md").read_text()
+    section = text[text.index("## Several machines"):]
+    section = section[:section.index("\n## ", 1)]
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S)]
+
+
+def test_every_command_of_the_readme_cluster_section_parses_with_the_pinned_tools():
+    """Issue 40: each block of the README's "Several machines" is a checked launch (2 machines x 8 GPUs) or
+    rlm-lab's own lines; a block edited by hand away from what `rlm-lab launches` checks fails here."""
+    import shlex
+
+    from rlm_lab.cli import build_parser
+
+    blocks = _readme_cluster_blocks()
+    known = {x.text(2, 8).strip(): x for x in L.CLUSTER_LAUNCHES}
+    seen = []
+    for block in blocks:
+        if block in known:
+            launch = known[block]
+            L.check_cluster(L.ClusterLaunch(launch.name, launch.chapter, launch.what, lambda n, g, b=block: b,
+                                            launch.check), 2, 8)
+            seen.append(launch.name)
+            continue
+        for line in block.splitlines():  # the local lines: rlm-lab's own parser
+            argv = shlex.split(line, comments=True)
+            assert argv[0] == "rlm-lab", line
+            build_parser(argv[1]).parse_args(argv[1:])
+    assert {"ch04-torchrun-fsdp2-nodes", "ch04-slurm-fsdp2", "ch05-ray-job"} <= set(seen), seen
+    for name in ("KubeRay", "accelerate launch", "ray[default]", "RAY_AUTH_MODE=token", "cluster-rehearsal"):
+        assert name in "\n".join(blocks) or name in (L.REPO / "README.md").read_text(), name
+
+
+def test_the_slurm_tasks_get_their_own_ranks_and_the_jobs_rendezvous():
+    """The stand-in srun runs the script's line once per task with that task's SLURM_PROCID."""
+    tasks = L._slurm_tasks(L._slurm(3, 4), 3)
+    from torch.distributed.run import get_args_parser
+
+    parsed = [get_args_parser().parse_args(t[1:]) for t in tasks]
+    assert [int(a.node_rank) for a in parsed] == [0, 1, 2]
+    assert {a.rdzv_id for a in parsed} == {L.SLURM_JOB} and {a.rdzv_endpoint for a in parsed} == {"node0:29400"}
+
+
+def test_cluster_extra_pins_ray_default():
+    """`pip install '.[cluster]'` brings Ray's job server; every package ray[default] needs is pinned."""
+    import tomllib
+    from importlib.metadata import requires
+
+    extra = tomllib.loads((L.REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cluster"]
+    assert any(x.replace(" ", "").startswith("ray[default]") for x in extra), extra
+    pins = {ln.split("==")[0].lower().replace("_", "-") for ln in (L.REPO / "constraints.txt").read_text().splitlines()
+            if "==" in ln}
+    needed = {r.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("!")[0].split("=")[0].strip().lower().replace("_", "-")
+              for r in requires("ray") if 'extra == "default"' in r}
+    assert needed and needed <= pins, sorted(needed - pins)

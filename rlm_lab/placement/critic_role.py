@@ -30,7 +30,8 @@ import time
 class CriticWorker:
     """The value model on its own cores (``num_cpus`` from Ray, ``torch.set_num_threads`` to match)."""
 
-    def __init__(self, threads: int, model_path: str, learning_rate: float, adam_epsilon: float = 1e-8):
+    def __init__(self, threads: int, model, learning_rate: float, adam_epsilon: float = 1e-8):
+        """``model``: the warm start, a folder or the files Ray carried (:mod:`rlm_lab.placement.shipping`)."""
         from .proc import pin as _pin
 
         _pin(threads)
@@ -40,8 +41,11 @@ class CriticWorker:
         from ..models import load
         from ..train.critic import CriticTrainer, build_critic
 
+        from .shipping import local_copy
+
         hf_logging.disable_progress_bar()
-        policy, _ = load(model_path)
+        with local_copy(model) as model_path:
+            policy, _ = load(str(model_path))
         from ..device import pick_device
 
         accelerator = Accelerator(cpu=pick_device() == "cpu")  # the GPU Ray gave this actor, if any

@@ -103,6 +103,16 @@ def named_sockets(prepare, node_name: str):
     return wrapped
 
 
+def option(argv: list[str], name: str) -> str | None:
+    """The value of ``name`` in ``argv`` as click reads it (``--x v`` or ``--x=v``; "" for a flag), else None."""
+    for i, a in enumerate(argv):
+        if a == name:
+            return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+        if a.startswith(name + "="):
+            return a[len(name) + 1:]
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     import sys
 
@@ -115,11 +125,12 @@ def main(argv: list[str] | None = None) -> None:
     wait_s = float(os.environ.get(REGISTER_WAIT_ENV, DEFAULT_REGISTER_WAIT_S))
     services.get_node = patient(services.get_node, wait_s)
     Node.start_raylet = port_first(Node.start_raylet)
-    if "--address" in argv and "--head" not in argv:
+    if option(argv, "--address") is not None and option(argv, "--head") is None:
         scripts, _ = ray_worker_node_privates()
         scripts.ray_constants = WorkerNodeGate(scripts.ray_constants)
-        if "--node-name" in argv:
-            Node._prepare_socket_file = named_sockets(Node._prepare_socket_file, argv[argv.index("--node-name") + 1])
+        name = option(argv, "--node-name")
+        if name:
+            Node._prepare_socket_file = named_sockets(Node._prepare_socket_file, name)
     ray_main()
 
 

@@ -12,6 +12,10 @@ Several nodes: on a session that spans nodes (``RaySession(nodes=N)``, a local c
 which node held each set, the weight-sync group's store is served on the trainer's node address, and a node
 that dies mid-run is named in the error line.
 
+Nothing of the driver's machine crosses to another (issue 40): the SFT warm start reaches every actor through
+Ray's object store (:mod:`rlm_lab.placement.shipping`), and the trainer's metric rows come back through Ray
+(:class:`MetricsFeed`) to the driver's record, so the workers' machines need no filesystem shared with the driver.
+
 Bad input (a placement asking for more CPUs than exist, a set larger than a node, Ray that cannot start) is
 one :class:`RlmLabError` before anything runs; a worker (or a node) that dies mid-run fails the run within its
 timeout with one line, the record says ``failed`` and why, and every actor, the placement group and (when
@@ -171,7 +175,8 @@ def startup_timeout(base_s: float = STARTUP_BASE_S, cap_s: float = STARTUP_CAP_S
 def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: RaySession | None = None,
                   prediction: dict | None = None, chunks: int = 1, timeout_s: float = 120.0,
                   bucket_bytes: int | None = None, kill_rollout_after_step: int | None = None,
-                  kill_critic_after_step: int | None = None, return_weights: bool = False, command=None,
+                  kill_critic_after_step: int | None = None, kill_rollout_in_sync: int | None = None,
+                  return_weights: bool = False, command=None,
                   startup_timeout_s: float | None = None,
                   evaluate: bool = False, extra_results: dict | None = None, glue: str | None = None,
                   glue_kwargs: dict | None = None, role_threads: dict | None = None) -> dict:
@@ -179,7 +184,10 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
 
     ``prediction`` (made before this call) is stored in the record before the run starts.
     ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
-    has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split).
+    has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split);
+    ``kill_rollout_in_sync``: the first rollout worker SIGKILLs itself inside that weight sync (1 = the first),
+    mid-broadcast (collective) or as the payload arrives (object store): the run fails within the sync's
+    timeout with one line naming the worker.
     ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
     :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
@@ -187,7 +195,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     ``startup_timeout_s``: each start-up wait's limit (default :func:`startup_timeout`, from the machine's load).
     Returns the record's results (plus ``weights`` if asked).
     """
-    from ..record import RunRecord, read_jsonl
+    from ..record import RunRecord
     from .weights import DEFAULT_BUCKET_BYTES
 
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
@@ -218,6 +226,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from .resources import actor_options, bundle, sync_backend, threads
+    from .shipping import pack
     from .workers import RolloutWorker, TrainerWorker
 
     pg, actors, t_start, set_nodes = None, [], time.perf_counter(), {}
@@ -237,13 +246,16 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         nodes = {"strategy": strategy, "count": session.nodes, "sets": {k: v["name"] for k, v in set_nodes.items()}}
         record.update(nodes=nodes)  # a failed run's record says where its sets were, too
 
-        def on(set_name, cls, share, *args):
+        def on(set_name, cls, share, *args, **more):
             opts = dict(**actor_options(placement.set(set_name), share),
                         scheduling_strategy=PlacementGroupSchedulingStrategy(
-                            pg, placement_group_bundle_index=index[set_name]))
+                            pg, placement_group_bundle_index=index[set_name]), **more)
             a = ray.remote(cls).options(**opts).remote(*args)
             actors.append(a)
             return a
+
+        # the warm start travels through Ray's object store, not as a path of this machine (.shipping)
+        model = ray.put(pack(model_path))
 
         lora = dict(LORA) if placement.lora else None
         train_set = placement.set_of("actor")
@@ -252,16 +264,17 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             rset = placement.set_of("rollout")
             per = max(1, rset.devices // rset.dp)
             rollouts = [on(rset.name, RolloutWorker, per, role_threads.get("rollout", threads(rset, per)),
-                           str(model_path), lora) for _ in range(rset.dp)]
+                           model, lora) for _ in range(rset.dp)]
+        # max_concurrency 2: the driver fetches the metrics (TrainerWorker.metrics) while train runs
         trainer = on(train_set.name, TrainerWorker, train_set.devices,
-                     role_threads.get("actor", threads(train_set, train_set.devices)))
+                     role_threads.get("actor", threads(train_set, train_set.devices)), max_concurrency=2)
         critic = None
         if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
             from .critic_role import CriticWorker
 
             cset = placement.set_of("critic")
             # PPOConfig.critic_learning_rate defaults to the actor's (rl_args does not set it)
-            critic = on(cset.name, CriticWorker, cset.devices, threads(cset, cset.devices), str(model_path), cfg.rl_lr)
+            critic = on(cset.name, CriticWorker, cset.devices, threads(cset, cset.devices), model, cfg.rl_lr)
         try:  # actors import torch + transformers (+ TRL) on start: slow on a busy machine
             pids = ray.get([a.pid.remote() for a in actors], timeout=startup_timeout_s)
             if placement.sync == "collective" and rollouts:
@@ -278,8 +291,11 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         except ray.exceptions.RayError as e:
             raise PlacementRunError(f"an actor of {placement.name!r} failed to start: "
                                     f"{str(e).strip().splitlines()[-1][:200]}") from None
+        if kill_rollout_in_sync is not None and rollouts:
+            ray.get(rollouts[0].die_in_sync.remote(kill_rollout_in_sync), timeout=timeout_s)
+            record.update(fault_injected=f"rollout worker 0 of {len(rollouts)} killed in weight sync {kill_rollout_in_sync}")
         t_ready = time.perf_counter()
-        job = {"cfg": cfg.to_dict(), "model_path": str(model_path), "metrics_path": str(record.metrics_path),
+        job = {"cfg": cfg.to_dict(), "model": model,
                "rollouts": rollouts, "sync": placement.sync if rollouts else "none", "chunks": chunks,
                "timeout_s": timeout_s, "bucket_bytes": bucket_bytes, "return_weights": return_weights,
                "lora": lora, "evaluate": evaluate, "glue": glue, "glue_kwargs": glue_kwargs or {}, "critic": critic}
@@ -287,15 +303,17 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         victim, after = ((rollouts[0], kill_rollout_after_step) if kill_rollout_after_step is not None and rollouts
                          else (critic, kill_critic_after_step) if kill_critic_after_step is not None and critic is not None
                          else (None, None))
-        if victim is not None:
-            while not ray.wait([ref], timeout=0.2)[0]:
-                rows = read_jsonl(record.metrics_path, torn_tail="drop") if record.metrics_path.exists() else []
-                if sum(1 for r in rows if "reward" in r) >= after:
-                    ray.kill(victim, no_restart=True)
-                    record.update(fault_injected_at_s=round(time.perf_counter() - t_start, 3))
-                    break
+        metrics = MetricsFeed(ray, trainer, record, timeout_s)
+        deadline = time.monotonic() + timeout_s * max(1, cfg.rl_steps)
+        while not ray.wait([ref], timeout=0.5)[0] and time.monotonic() < deadline:
+            if not metrics.fetch():
+                break  # the trainer is gone: ray.get below says how
+            if victim is not None and metrics.rewards >= after:
+                ray.kill(victim, no_restart=True)
+                record.update(fault_injected_at_s=round(time.perf_counter() - t_start, 3))
+                victim = None
         try:
-            out = ray.get(ref, timeout=timeout_s * max(1, cfg.rl_steps))
+            out = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
         except ray.exceptions.RayTaskError as e:
             cause = getattr(e, "cause", None)
             if isinstance(cause, RlmLabError):
@@ -304,6 +322,8 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
             raise PlacementRunError(f"trainer failed: {lines[-1][:200] if lines else type(e).__name__}") from None
         except ray.exceptions.RayActorError as e:
             raise PlacementRunError(f"trainer actor died: {type(e).__name__}") from None
+        finally:
+            metrics.fetch()  # what the trainer logged last (or before it failed)
         spans = {"trainer": out["trainer_spans"]}
         for i, r in enumerate(rollouts):
             spans[f"rollout{i}"] = ray.get(r.spans.remote(), timeout=timeout_s)
@@ -332,6 +352,29 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
         raise named from None
     finally:
         release(ray, actors, pg, session if own else None)
+
+
+class MetricsFeed:
+    """The trainer's metric rows, fetched through Ray (``TrainerWorker.metrics``) and appended to the driver's
+    record as they come: the trainer may run on another machine, whose files the driver never sees."""
+
+    def __init__(self, ray, trainer, record, timeout_s: float):
+        self.ray, self.trainer, self.record, self.timeout_s = ray, trainer, record, timeout_s
+        self.count = self.rewards = 0
+
+    def fetch(self) -> bool:
+        """Append the rows logged since the last fetch; False once the trainer cannot answer (dead)."""
+        try:
+            rows = self.ray.get(self.trainer.metrics.remote(self.count), timeout=self.timeout_s)
+        except self.ray.exceptions.GetTimeoutError:
+            return True
+        except self.ray.exceptions.RayError:
+            return False
+        for row in rows:
+            self.record.log(row)
+        self.count += len(rows)
+        self.rewards += sum(1 for r in rows if "reward" in r)
+        return True
 
 
 def fail_record(record, e: BaseException, t_start: float) -> None:

@@ -52,17 +52,27 @@ class RolloutGlue:
             self._local = RolloutEngine(self.trainer.accelerator.unwrap_model(self.trainer.model), gen, pad, eos)
         return self._local
 
-    def _get(self, refs, what: str):
+    def _get(self, refs, what: str, t0: float | None = None):
         import ray
 
+        since = f", {time.perf_counter() - t0:.1f} s into it" if t0 is not None else ""
         try:
             return ray.get(refs, timeout=self.timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise PlacementRunError(f"rollout worker did not answer {what} within {self.timeout_s:g} s "
                                     f"(generation call {self.calls})") from None
         except ray.exceptions.RayActorError as e:
-            raise PlacementRunError(f"rollout worker died during {what} (generation call {self.calls}): "
+            raise PlacementRunError(f"{self._which(e)} died during {what} (generation call {self.calls}{since}): "
                                     f"{type(e).__name__}") from None
+
+    def _which(self, error) -> str:
+        """"rollout worker i" for the actor ``error`` is about (Ray's RayActorError.actor_id), else "rollout worker"."""
+        dead = getattr(error, "actor_id", None)
+        for i, r in enumerate(self.rollouts):
+            actor_id = getattr(r, "_actor_id", None)
+            if dead is not None and actor_id is not None and actor_id.hex() == dead:
+                return f"rollout worker {i} of {len(self.rollouts)}"
+        return "rollout worker"
 
     def _span(self, name, stage, t0):
         self.spans.append({"name": name, "stage": stage, "start": t0, "end": time.perf_counter()})
@@ -73,16 +83,17 @@ class RolloutGlue:
         from .weights import broadcast_weights
 
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        t0 = time.perf_counter()
         refs = [r.receive_weights.remote(self.bucket_bytes) for r in self.rollouts]
         counter = CommCounter()
         try:
             with counter:
                 info = broadcast_weights(model, self.group, src=0, bucket_bytes=self.bucket_bytes)
-        except RuntimeError as e:  # gloo: a peer vanished or the collective timed out
-            self._get(refs, "the weight broadcast")  # names the dead worker if that is why
-            raise PlacementRunError(f"weight broadcast failed (generation call {self.calls}): "
-                                    f"{str(e).splitlines()[0][:160]}") from None
-        self._get(refs, "the weight broadcast")
+        except RuntimeError as e:  # gloo: a peer vanished or the collective timed out (the group's timeout_s)
+            self._get(refs, "the weight broadcast", t0)  # names the dead worker if that is why
+            raise PlacementRunError(f"weight broadcast failed (generation call {self.calls}, "
+                                    f"{time.perf_counter() - t0:.1f} s into it): {str(e).splitlines()[0][:160]}") from None
+        self._get(refs, "the weight broadcast", t0)
         info["counted_bytes"] = counter.total_bytes()
         return info
 
@@ -95,7 +106,7 @@ class RolloutGlue:
         t0 = time.perf_counter()
         state = state_for_object_store(model)
         ref = ray.put(state)
-        loaded = self._get([r.load_state.remote(ref) for r in self.rollouts], "the object-store weight load")
+        loaded = self._get([r.load_state.remote(ref) for r in self.rollouts], "the object-store weight load", t0)
         del ref
         return {"calls": 1, "bytes": int(loaded[0]), "seconds": time.perf_counter() - t0, "counted_bytes": None}
 

@@ -95,9 +95,10 @@ def buckets(named, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[list]:
     return out
 
 
-def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict:
+def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BUCKET_BYTES, on_bucket=None) -> dict:
     """Broadcast the synced parameters of ``model`` from rank ``src`` in flat buckets; every rank calls it
-    (the source sends its weights, the others overwrite theirs). Returns calls, bytes and seconds."""
+    (the source sends its weights, the others overwrite theirs). Returns calls, bytes and seconds.
+    ``on_bucket(i)``: called after bucket ``i`` (fault injection: a worker that dies mid-broadcast)."""
     import torch
     import torch.distributed as dist
 
@@ -117,6 +118,8 @@ def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BU
                     off += p.numel()
             calls += 1
             nbytes += flat.numel() * flat.element_size()
+            if on_bucket is not None:
+                on_bucket(calls - 1)
     return {"calls": calls, "bytes": nbytes, "seconds": time.perf_counter() - t0}
 
 

@@ -23,7 +23,9 @@ class RolloutWorker:
     """Holds a copy of the policy and generates with :class:`RolloutEngine`; receives weights by broadcast
     (``receive_weights``) or from the object store (``load_state``)."""
 
-    def __init__(self, threads: int, model_path: str, lora=None):
+    def __init__(self, threads: int, model, lora=None):
+        """``model``: the warm start, a folder (one process) or the files Ray carried from the driver
+        (:mod:`rlm_lab.placement.shipping`: an actor reads nothing of the driver's machine)."""
         _pin(threads)
         from transformers.utils import logging as hf_logging
 
@@ -31,8 +33,10 @@ class RolloutWorker:
         from ..models import load
 
         from ..device import pick_device
+        from .shipping import local_copy
 
-        model, _ = load(model_path)
+        with local_copy(model) as model_path:
+            model, _ = load(str(model_path))
         model.to(pick_device())  # the GPU Ray gave this actor (CUDA_VISIBLE_DEVICES), else the CPU
         if lora:
             from peft import LoraConfig, get_peft_model
@@ -40,6 +44,19 @@ class RolloutWorker:
             model = get_peft_model(model, LoraConfig(**lora))
         self.model, self.engine, self.group, self.threads = model, None, None, threads
         self._early_spans: list[dict] = []
+        self._syncs, self._die_in_sync = 0, None
+
+    def die_in_sync(self, sync: int) -> bool:
+        """Fault injection: in weight sync number ``sync`` (1 = the first), this process SIGKILLs itself, as a
+        crashed or OOM-killed worker: after the broadcast's first bucket, or on the object-store payload's arrival."""
+        self._die_in_sync = sync
+        return True
+
+    def _sync_fault(self, *_):
+        if self._syncs == self._die_in_sync:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def configure(self, gen: dict, pad_token_id: int, eos_token_ids, compile: bool = False) -> bool:
         """TRL's generation settings, sent by the trainer once its GRPOTrainer exists (``compile``: see
@@ -65,7 +82,8 @@ class RolloutWorker:
         from .weights import broadcast_weights
 
         t0 = time.perf_counter()
-        info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
+        self._syncs += 1
+        info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes, on_bucket=self._sync_fault)
         self._spans().append({"name": "receive_weights", "stage": "weight_sync", "start": t0,
                                   "end": time.perf_counter()})
         return info
@@ -74,6 +92,8 @@ class RolloutWorker:
         from .weights import load_synced
 
         t0 = time.perf_counter()
+        self._syncs += 1
+        self._sync_fault()
         n = load_synced(self.model, state)
         self._spans().append({"name": "load_state(object store)", "stage": "weight_sync", "start": t0,
                                   "end": time.perf_counter()})
@@ -100,6 +120,12 @@ class TrainerWorker:
         _pin(threads)
         self.threads = threads
         self.group = None
+        self.rows: list[dict] = []  # the metrics logged so far, for the driver (:meth:`metrics`)
+
+    def metrics(self, since: int = 0) -> list[dict]:
+        """The metric rows logged after the first ``since``: the driver fetches them while :meth:`train` runs
+        (the actor is made with ``max_concurrency=2``), so its record gets them wherever this actor runs."""
+        return self.rows[since:]
 
     def pid(self) -> int:
         return os.getpid()
@@ -122,8 +148,10 @@ class TrainerWorker:
         self.group = None
 
     def train(self, job: dict) -> dict:
-        """``job``: cfg (RunConfig dict), model_path, metrics_path, rollouts (actor handles; empty for
-        colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
+        """``job``: cfg (RunConfig dict), model (the warm start: a folder, or the files Ray carried, see
+        :mod:`rlm_lab.placement.shipping`; ``model_path`` is the folder's older name), metrics_path (a file of this
+        machine to append the metrics to, optional: they are kept for :meth:`metrics` anyway), rollouts (actor
+        handles; empty for colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
         import tempfile
 
         from transformers import TrainerCallback
@@ -141,15 +169,19 @@ class TrainerWorker:
         hf_logging.disable_progress_bar()
         cfg = from_dict(job["cfg"])
         task = parse_task(cfg.task)
-        rows = ensure_data(task)["train"]
-        metrics_path = job.get("metrics_path")
+        data = ensure_data(task)["train"]
+        metrics_path, rows = job.get("metrics_path"), self.rows
+        from .shipping import local_copy
 
         class Metrics(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kwargs):
-                if metrics_path and logs:
-                    append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
+                if logs:
+                    rows.append({"phase": cfg.algo, "step": state.global_step, **logs})
+                    if metrics_path:
+                        append_jsonl(metrics_path, rows[-1])
 
-        with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch:
+        with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch, \
+                local_copy(job["model"] if "model" in job else job["model_path"]) as model_path:
             glue_cls = RolloutGlue
             if job.get("glue"):  # another rollout_func glue, "module:Class" (rlm_lab.asynchrony): same arguments + its own
                 import importlib
@@ -163,7 +195,7 @@ class TrainerWorker:
             # PPO generates with TRL's own generate; so does GRPO when the job asks for plain TRL (no rollout_func:
             # the runtime's baseline, rlm_lab.chapters.ch06_async.overhead)
             use_glue = cfg.algo != "ppo" and job.get("rollout_func", True)
-            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
+            trainer = make_trainer(cfg, model_path, data, task, scratch, [Metrics()],
                                    rollout_func=glue if use_glue else None, peft_config=_lora_config(job.get("lora")),
                                    trainer_cls=split_trainer_class() if critic is not None else None)
             if critic is not None:

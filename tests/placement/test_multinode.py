@@ -170,7 +170,6 @@ def test_nothing_listens_beyond_loopback_on_any_node(cluster, sockets):
         remove_placement_group(pg)
 
 
-@pytest.mark.extended  # CI budget: a cluster of its own; make test-extended
 def test_zz_killed_worker_node_fails_the_run_naming_it(cluster, place_cfg, tmp_path):
     """Last in the module: it leaves the cluster one node short."""
     from rlm_lab.asynchrony.modes import mode_placement

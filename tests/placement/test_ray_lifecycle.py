@@ -93,7 +93,7 @@ time.sleep(600)
 """
 
 
-@pytest.mark.parametrize("nodes", [1, pytest.param(2, marks=pytest.mark.extended)],
+@pytest.mark.parametrize("nodes", [1, 2],
                          ids=["one-node", "head+2-worker-nodes"])
 def test_sigkill_of_the_driver_leaves_no_ray_process(nodes):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
