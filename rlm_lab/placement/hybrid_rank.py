@@ -124,7 +124,7 @@ def train_rank(job: dict) -> dict:
             from ..parallel.bench.e2e import require
 
             parallelism = require(trainer, "zero3")  # refuse a run that is not really ZeRO-3
-            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1)
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0

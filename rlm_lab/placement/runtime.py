@@ -382,14 +382,13 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
 
 
 def _write_timeline(folder: Path, placement: Placement, out: dict, spans: dict) -> None:
-    """trace.json (one Perfetto/Chrome trace, a process per actor) and timeline.png (one Gantt)."""
-    from ..record import atomic_write_json
-    from ..trace_merge import gantt, merge
+    """trace.json.gz (one Perfetto/Chrome trace, a process per actor; ``trace_merge.gantt`` draws it on demand)."""
+    from ..record import write_trace
+    from ..trace_merge import merge
 
     processes = {"trainer": {"steps": out["tracer_steps"], "t0": out["tracer_t0"], "spans": spans["trainer"]}}
     for name, sp in spans.items():
         if name != "trainer":
             processes[name] = {"spans": sp}
     trace = merge(processes, t0=out["tracer_t0"])
-    atomic_write_json(folder / "trace.json", trace)
-    gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")
+    write_trace(folder, trace)

@@ -177,7 +177,7 @@ class TrainerWorker:
             quiet_progress(trainer)
             from ..train.tracer import trace, window_throughput
 
-            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1)
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0
