@@ -8,6 +8,8 @@
   size bounded.
 - :func:`append_jsonl`: one ``write`` per line on an ``O_APPEND`` file, fsynced: a crash loses at most the
   line being written.
+- :func:`stored` and :func:`read_jsonl` find a JSONL file plain or gzipped (committed records keep their finished
+  JSONL files gzipped: ``lifecycle.compress_finished``).
 - :func:`read_jsonl`: strict by default: a malformed line, even a torn last one, is a :class:`RecordError`
   naming the file and line. Only a reader that knows the writer died (resuming an interrupted run) asks
   for ``torn_tail="drop"``.
@@ -132,12 +134,36 @@ def read_text(path: str | os.PathLike, what: str = "file") -> str:
         raise RecordError(f"cannot read {path}: {e.strerror}") from None
 
 
-def read_jsonl(path: str | os.PathLike, torn_tail: str = "error") -> list[dict]:
-    """The rows of a JSONL file. Any line that is not a JSON object is a RecordError naming the file
-    and line; ``torn_tail="drop"`` instead drops a malformed *last* line without a newline (the line a
-    killed writer was appending), for readers that know the writer died."""
+def stored(path: str | os.PathLike) -> Path | None:
+    """``path`` if it exists, else its gzipped form ``<path>.gz`` if that exists, else None."""
     path = Path(path)
-    text = read_text(path, "metrics file")
+    gz = path.with_name(path.name + ".gz")
+    return path if path.exists() else gz if gz.is_file() else None
+
+
+MAX_JSONL_BYTES = 512 * 2**20  # decompressed
+
+
+def _read_gzipped_text(path: Path) -> str:
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read(MAX_JSONL_BYTES + 1)
+        if len(data) > MAX_JSONL_BYTES:
+            raise RecordError(f"{path} holds more than {MAX_JSONL_BYTES // 2**20} MiB of rows; not read")
+        return data.decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RecordError(f"{path} is not a readable gzipped JSONL file ({e})") from None
+
+
+def read_jsonl(path: str | os.PathLike, torn_tail: str = "error") -> list[dict]:
+    """The rows of a JSONL file (or of its gzipped form, ``<path>.gz``, when only that exists). Any line that is
+    not a JSON object is a RecordError naming the file and line; ``torn_tail="drop"`` instead drops a malformed
+    *last* line without a newline (the line a killed writer was appending), for readers that know the writer died."""
+    path = Path(path)
+    if (found := stored(path)) is not None and found != path:
+        path, text = found, _read_gzipped_text(found)
+    else:
+        text = read_text(path, "metrics file")
     lines = text.split("\n")
     rows = []
     for i, line in enumerate(lines, 1):
