@@ -302,9 +302,9 @@ def test_tracer_costs_less_than_3_percent_of_a_step(runs):
     assert len(hooks["per_step"]) == STEPS
     per_step = statistics.median(hooks["per_step"][1:])
     per_span = per_step / statistics.median(len(r["spans"]) for r in tracer.steps[1:])
-    from rlm_lab.record import REPO_ROOT
+    from rlm_lab.record import REPO_ROOT, read_jsonl
 
-    cpu_rows = [json.loads(line) for line in (REPO_ROOT / "data/runs/cpu/ch02_grpo/spans.jsonl").read_text().splitlines()]
+    cpu_rows = read_jsonl(REPO_ROOT / "data/runs/cpu/ch02_grpo/spans.jsonl")  # committed gzipped (.jsonl.gz)
     cpu_spans = max(len(r["spans"]) for r in cpu_rows)
     cpu_step = statistics.median(r["wall_s"] for r in cpu_rows[1:])
     smoke_step = statistics.median(r["wall_s"] for r in tracer.steps[1:])
