@@ -393,12 +393,14 @@ def _end_open_records() -> None:
             pass
 
 
-GZIPPED_JSONL = ("metrics.jsonl", "spans.jsonl", "spans.rank*.jsonl")  # a finished record's append-only files
+# a finished record's append-only files, and traces an older writer left plain
+GZIPPED = ("metrics.jsonl", "spans.jsonl", "spans.rank*.jsonl", "trace.json", "trace.rank*.json")
 
 
 def compress_finished(root: str | os.PathLike) -> list[Path]:
-    """Gzip (no timestamp: same rows, same bytes) the append-only JSONL files of every *completed* record under
-    ``root``, for committing; readers take either form (:func:`stored`). Returns the files written."""
+    """Gzip (no timestamp: same rows, same bytes) the JSONL files and plain traces of every *completed* record
+    under ``root``, for committing; readers take either form (``files.stored``, ``files.read_trace``). Returns the
+    files written."""
     done = []
     for rec in sorted(Path(root).rglob("record.json")):
         folder = rec.parent
@@ -409,7 +411,7 @@ def compress_finished(root: str | os.PathLike) -> list[Path]:
         status = effective_status(folder, data)
         if not (status == "completed" or (status == "legacy" and data.get("results"))):  # the rule of records.read
             continue
-        for pattern in GZIPPED_JSONL:
+        for pattern in GZIPPED:
             for plain in sorted(folder.glob(pattern)):
                 gz = plain.with_name(plain.name + ".gz")
                 done.append(atomic_write_bytes(gz, gzip.compress(plain.read_bytes(), 9, mtime=0)))
