@@ -181,7 +181,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     ``kill_rollout_after_step``: fault injection, ``ray.kill`` the first rollout worker once the trainer
     has logged that many steps; ``kill_critic_after_step``: the same for PPO's critic actor (split).
     ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
-    :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
+    :class:`RolloutFunc` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
     share of cores (a synchronous run whose roles take turns can give each every core: chapter 6's ``sync``).
     ``startup_timeout_s``: each start-up wait's limit (default :func:`startup_timeout`, from the machine's load).

@@ -126,16 +126,14 @@ class TrainerWorker:
         colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
         import tempfile
 
-        from transformers import TrainerCallback
         from transformers.utils import logging as hf_logging
 
-        from ..record import append_jsonl
         from ..tasks import ensure_data, parse_task
         from ..train.config import from_dict
-        from ..train.callbacks import quiet_progress
+        from ..train.callbacks import metrics_logger, quiet_progress
         from ..train.rl import make_trainer
         from .critic_role import split_trainer_class
-        from .trl_rollout import RolloutGlue
+        from .trl_rollout import RolloutFunc
         from .weights import weights_digest
 
         hf_logging.disable_progress_bar()
@@ -144,13 +142,8 @@ class TrainerWorker:
         rows = ensure_data(task)["train"]
         metrics_path = job.get("metrics_path")
 
-        class Metrics(TrainerCallback):
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if metrics_path and logs:
-                    append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
-
         with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch:
-            glue_cls = RolloutGlue
+            glue_cls = RolloutFunc
             if job.get("glue"):  # another rollout_func glue, "module:Class" (rlm_lab.asynchrony): same arguments + its own
                 import importlib
 
@@ -163,7 +156,7 @@ class TrainerWorker:
             # PPO generates with TRL's own generate; so does GRPO when the job asks for plain TRL (no rollout_func:
             # the runtime's baseline, rlm_lab.chapters.ch06_async.overhead)
             use_glue = cfg.algo != "ppo" and job.get("rollout_func", True)
-            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [Metrics()],
+            trainer = make_trainer(cfg, job["model_path"], rows, task, scratch, [metrics_logger(metrics_path, cfg.algo)],
                                    rollout_func=glue if use_glue else None, peft_config=_lora_config(job.get("lora")),
                                    trainer_cls=split_trainer_class() if critic is not None else None)
             if critic is not None:
