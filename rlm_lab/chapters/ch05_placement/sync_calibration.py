@@ -100,8 +100,15 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
     return RunRecord.load(folder)
 
 
-if __name__ == "__main__":
+def main(argv=None) -> int:
+    """``rlm-lab chapter 5 sync-calibration [RUNS_ROOT]`` (default ``_build/runs/cpu``): measure and fit the sync."""
     import sys
 
-    r = measure(sys.argv[1] if len(sys.argv) > 1 else "_build/runs/cpu", command=sys.argv)
+    argv = sys.argv[1:] if argv is None else argv
+    r = measure(argv[0] if argv else "_build/runs/cpu", command=["rlm-lab", "chapter", "5", "sync-calibration", *argv])
     print(r.results["fit"], "->", r.dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
