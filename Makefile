@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make book SIZE=cpu   execute every chapter's notebook at SIZE and write static HTML to _build/html
-#   make test            the unit tests but the slow ones, the book build at smoke size (it executes every notebook), and
-#                        the tests that consult the machine again on a faked unknown one (RLM_FAKE_MACHINE=1)
+#   make test            ruff's import rules, the unit tests but the slow ones, the book build at smoke size (it executes
+#                        every notebook), and the tests that consult the machine again on a faked unknown one (RLM_FAKE_MACHINE=1)
 # Both first create .venv from the pinned requirements (torch==2.13.0 is the CPU build; see requirements.txt).
 SIZE ?= cpu
 PY ?= python3
@@ -11,7 +11,7 @@ PYTEST := $(BIN)/python -m pytest
 # Prints how long a test phase took; the phase's exit code is kept (pytest's 5, "no tests ran", fails too).
 PHASE = ./.ci/phase
 
-.PHONY: book test test-unit test-fake-machine test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference cluster-rehearsal
+.PHONY: book test lint test-lint test-unit test-fake-machine test-slow test-extended test-nbval test-book notebooks venv clean gpu-archive gpu-wheels reference cluster-rehearsal
 
 venv: $(VENV)/.installed
 
@@ -30,10 +30,15 @@ book: venv
 # The phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
 test: venv
 	@rm -f _build/phases.txt; rc=0; \
-	for phase in unit book fake-machine; do \
+	for phase in lint unit book fake-machine; do \
 		$(PHASE) $$phase $(MAKE) --no-print-directory test-$$phase || rc=1; \
 	done; \
 	cat _build/phases.txt; exit $$rc
+
+# ruff's import rules over the package (pyproject.toml [tool.ruff]): imports at the top, the heavy set lazy.
+lint: venv
+	$(BIN)/ruff check rlm_lab
+test-lint: lint
 
 # Everything under tests/ except what executes notebooks or builds the book, and the tests marked slow.
 test-unit: venv

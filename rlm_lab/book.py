@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from .chapters.registry import book_pages
 from .record import repo_relative  # noqa: F401 (notebooks show paths through it)
 from .sizes import SIZES, check_size, get
 
@@ -40,23 +41,8 @@ BUILD = REPO / "_build"
 
 # The book in reading order: (page in book/, notebook in notebooks/). Either may be None.
 # A chapter page lists its notebook as a section; a notebook without a page is a chapter itself.
-CHAPTERS: list[tuple[str | None, str | None]] = [
-    (None, "ch00_setup"),
-    ("ch01_rlm", "ch01_quickstart"),
-    ("ch02_anatomy", "ch02_anatomy"),
-    ("ch03_work_depth", "ch03_work_depth"),
-    ("ch04_intra_model", "ch04_parallelism"),
-    ("ch05_placement", "ch05_placement"),
-    ("ch06_async", "ch06_async"),
-    ("ch07_long_tail", "ch07_long_tail"),
-    ("ch08_frameworks", "ch08_frameworks"),
-    ("ch09_guidelines", "ch09_guidelines"),
-    ("results", "ch09_results"),  # every taxonomy item, predicted against measured (generated from the records)
-    ("ch10_open_directions", "ch10_open_directions"),
-    ("paper_crosswalk", None),  # the survey item by item: generated from data/paper/crosswalk.yaml
-    ("faults", None),  # what happens when things go wrong: generated from tests/faults (the fault matrix)
-    ("references", None),  # the bibliography (book/references.bib); keep it last
-]
+# (book page, notebook) in book order, generated from the chapters' records (rlm_lab.chapters.registry)
+CHAPTERS: list[tuple[str | None, str | None]] = book_pages()
 
 
 COLAB = "https://colab.research.google.com/github"

@@ -41,6 +41,7 @@ COMMANDS = {
     "insitu": "rlm_lab.insitu",
     "your-numbers": "rlm_lab.chapters.your_machine.numbers",
     "reference": "rlm_lab.reference",
+    "chapter": "rlm_lab.chapters.cli",
 }
 
 

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from .records.files import (RecordError, append_jsonl, atomic_write_json, atomic_write_text, read_jsonl,
-                            read_text)
+                            read_text, read_trace, trace_path, write_trace)
 from .records.lifecycle import SCHEMA_VERSION, RunRecord, Terminated, clean_scratch, set_aside
 from .records.lock import lock_holder
 from .records.provenance import PACKAGES, REPO_ROOT, git_commit, hardware, provenance, versions
@@ -34,7 +34,8 @@ __all__ = [
     "PACKAGES", "REPO_ROOT", "SCHEMA_VERSION", "RecordError", "RunRecord", "Terminated", "append_jsonl",
     "atomic_write_json", "atomic_write_text", "check_completed", "clean_scratch", "effective_status",
     "finished", "git_commit", "hardware", "load_record", "load_records", "lock_holder", "provenance", "read_jsonl",
-    "read_record_file", "read_text", "reference_root", "repo_relative", "runs_root", "set_aside", "versions",
+    "read_record_file", "read_text", "read_trace", "reference_root", "repo_relative", "runs_root", "set_aside",
+    "trace_path", "versions", "write_trace",
 ]
 
 

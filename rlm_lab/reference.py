@@ -49,17 +49,12 @@ import importlib
 import sys
 from pathlib import Path
 
+from .chapters.registry import reference_registries
 from .errors import RlmLabError
 from .protocol import WINDOW_ENV, Reference, gate
 
 # chapter -> the module whose REFERENCES it reads (its cases module); chapters 2-7 are the measured ones
-REGISTRIES = {
-    2: "rlm_lab.chapters.ch02_anatomy.cases",
-    4: "rlm_lab.chapters.ch04_parallelism.cases",
-    5: "rlm_lab.chapters.ch05_placement.cases",
-    6: "rlm_lab.chapters.ch06_async.cases",
-    7: "rlm_lab.chapters.ch07_long_tail.cases",
-}
+REGISTRIES = reference_registries()  # chapter -> its cases module (rlm_lab.chapters.registry)
 NOT_YET = {3: "its work/depth sweeps are single runs per point, not yet arms of the protocol"}
 BOOK_BUDGET_S = 90 * 60
 CHAPTER_BUDGET_S = 20 * 60

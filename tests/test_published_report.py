@@ -9,15 +9,16 @@ import pytest
 
 from rlm_lab.validate import published_predict as PP
 from rlm_lab.validate import published_report as R
-from rlm_lab.validate.published import Case, Published, Registry, load_published
+from rlm_lab.validate.published import PublishedCase, PublishedValue, Registry, load_published
 
 
 def _case(id, quantity, value, split="validation", stage=None):
-    return Case(id=id, source="src", where="table 1", split=split, quantity=quantity,
-                published=Published(value, None, "read"), hardware={"gpu": "X", "count": 8, "nodes": 1, "profile": "h100-sxm"},
-                model={"name": "m", "config": "qwen3-4b.config.json"}, algorithm={"name": "grpo", "beta": 0},
-                workload={}, placement={"name": "colocated"}, mode="sync", assumed=(), stage=stage,
-                variant={"mode": "async"} if quantity == "speedup" else {})
+    return PublishedCase(id=id, source="src", where="table 1", split=split, quantity=quantity,
+                         published=PublishedValue(value, None, "read"),
+                         hardware={"gpu": "X", "count": 8, "nodes": 1, "profile": "h100-sxm"},
+                         model={"name": "m", "config": "qwen3-4b.config.json"}, algorithm={"name": "grpo", "beta": 0},
+                         workload={}, placement={"name": "colocated"}, mode="sync", assumed=(), stage=stage,
+                         variant={"mode": "async"} if quantity == "speedup" else {})
 
 
 def _out(case, predicted, why=""):

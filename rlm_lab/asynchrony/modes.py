@@ -1,6 +1,6 @@
 """The execution modes of chapter 6 as one switch on the chapter-5 runtime: a disaggregated placement (rollout
 workers on their own cores, TRL's ``GRPOTrainer`` on the others) whose rollout_func is
-:class:`rlm_lab.asynchrony.trl_rollout.AsyncGlue` with a staleness bound eta.
+:class:`rlm_lab.asynchrony.trl_rollout.AsyncRolloutFunc` with a staleness bound eta.
 
     sync          eta = 0   generation waits for the latest weights (chapter 5's disaggregated step)
     one_step_off  eta = 1   batch k+1 is generated while the trainer trains on batch k
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import RlmLabError
 
-GLUE = "rlm_lab.asynchrony.trl_rollout:AsyncGlue"
+ROLLOUT_FUNC = "rlm_lab.asynchrony.trl_rollout:AsyncRolloutFunc"
 NAMED = {"sync": 0, "one_step_off": 1, "async": None}
 
 
@@ -60,7 +60,7 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
     (:func:`rlm_lab.asynchrony.curves.make_eval_curve` arguments). ``durable=k``: every sample to
     ``<run_dir>/buffer.jsonl`` and the policy to ``<run_dir>/checkpoint`` every k steps, readable after a
     trainer crash (:mod:`rlm_lab.asynchrony.durable`); 0 (default) off. ``generation``: the rollout workers'
-    generation options beyond TRL's (:class:`rlm_lab.asynchrony.trl_rollout.AsyncGlue`). Other keywords
+    generation options beyond TRL's (:class:`rlm_lab.asynchrony.trl_rollout.AsyncRolloutFunc`). Other keywords
     (``role_threads``, ``command``...) go to :func:`rlm_lab.placement.runtime.run_placement`."""
     from .correction import check_correction
 
@@ -70,7 +70,7 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
     placement = mode_placement(cfg, devices, sync)
     from ..placement.runtime import run_placement
 
-    return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=GLUE,
+    return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=ROLLOUT_FUNC,
                          glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance, "correction": correction,
                                       "curve": curve, "generation": generation,
                                       "spill": str(Path(run_dir) / "buffer.jsonl") if durable else None,

@@ -1,6 +1,6 @@
 """The asynchronous rollout_func: TRL's ``GRPOTrainer`` still does every update; generation runs ahead of it.
 
-:class:`AsyncGlue` extends chapter 5's :class:`rlm_lab.placement.trl_rollout.RolloutGlue` with one switch,
+:class:`AsyncRolloutFunc` extends chapter 5's :class:`rlm_lab.placement.trl_rollout.RolloutFunc` with one switch,
 ``eta`` (the staleness bound; the number of batches generation may run ahead of training):
 
 - ``eta = 0``  synchronous: push the weights, generate batch k, train on it (chapter 5's disaggregated step,
@@ -31,7 +31,7 @@ left, or with a blocking push (eta = 0, or a broadcast, which every worker must 
 
 Off-policy correction (``correction=``, e.g. ``"token_truncate"``): TRL's own truncated / masked importance
 sampling against the behaviour log-probs this glue returns, switched on by
-:func:`rlm_lab.asynchrony.correction.enable` in :meth:`AsyncGlue.attach` (TRL ties it to vLLM; the adapter and
+:func:`rlm_lab.asynchrony.correction.enable` in :meth:`AsyncRolloutFunc.attach` (TRL ties it to vLLM; the adapter and
 why it is safe are there). TRL then logs ``sampling/importance_sampling_ratio/*`` per step; the record keeps
 them. Without correction, ``importance=True`` re-scores each batch here for the record only.
 
@@ -45,11 +45,11 @@ from __future__ import annotations
 import time
 
 from ..compat import train_batch_size, train_sampler
-from ..placement.trl_rollout import PlacementRunError, RolloutGlue
+from ..placement.trl_rollout import PlacementRunError, RolloutFunc
 from .buffer import StalenessBuffer, check_eta
 
 
-class AsyncGlue(RolloutGlue):
+class AsyncRolloutFunc(RolloutFunc):
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
                  bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True,
                  correction: str | None = None, curve: dict | None = None, spill: str | None = None,

@@ -159,7 +159,7 @@ KNOBS: dict[str, Knob] = {k.key: k for k in (
 
 
 @dataclass(frozen=True)
-class Cell:
+class KnobCell:
     options: tuple[str, ...]   # empty: not found
     note: str
     url: str
@@ -194,7 +194,7 @@ class Framework:
     commit: str
     date: str
     bib: str
-    cells: dict[str, Cell] = field(default_factory=dict)
+    cells: dict[str, KnobCell] = field(default_factory=dict)
     published: tuple[Published, ...] = ()
     survey_class: str = "none"
     table11: dict = field(default_factory=dict)
@@ -211,7 +211,7 @@ def _fail(path: Path, what: str):
     raise RlmLabError(f"framework registry {path.name}: {what}")
 
 
-def _cell(path: Path, knob: str, raw) -> Cell:
+def _cell(path: Path, knob: str, raw) -> KnobCell:
     if not isinstance(raw, dict):
         _fail(path, f"cell {knob!r} is not a mapping")
     unknown = set(raw) - {"options", "note", "url", "read", "also"}
@@ -233,7 +233,7 @@ def _cell(path: Path, knob: str, raw) -> Cell:
             _fail(path, f"cell {knob!r}: {u!r} is not an https URL")
     if not _READ.match(raw["read"]):
         _fail(path, f"cell {knob!r}: read {raw['read']!r} is not '<12-hex commit> (<YYYY-MM-DD>)'")
-    return Cell(opts, raw["note"], raw["url"], raw["read"], tuple(raw.get("also") or ()))
+    return KnobCell(opts, raw["note"], raw["url"], raw["read"], tuple(raw.get("also") or ()))
 
 
 def load_framework(path: Path) -> Framework:

@@ -182,13 +182,12 @@ def _steady(each: list) -> float:
 
 
 def _timeline(folder: Path, placement, outs: list[dict]) -> None:
-    """trace.json (a process per rank: its stage tracer's steps plus its gather/release spans) and timeline.png."""
-    from ..record import atomic_write_json
-    from ..trace_merge import gantt, merge
+    """trace.json.gz (a process per rank: its stage tracer's steps plus its gather/release spans)."""
+    from ..record import write_trace
+    from ..trace_merge import merge
 
     t0 = outs[0]["tracer_t0"]
     processes = {f"rank{o['rank']}": {"steps": o["tracer_steps"], "t0": o["tracer_t0"], "spans": o["reshard_spans"]}
                  for o in outs}
     trace = merge(processes, t0=t0)
-    atomic_write_json(folder / "trace.json", trace)
-    gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")
+    write_trace(folder, trace)

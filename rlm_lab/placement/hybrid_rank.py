@@ -94,12 +94,10 @@ def train_rank(job: dict) -> dict:
     import tempfile
 
     import torch
-    from transformers import TrainerCallback
     from transformers.utils import logging as hf_logging
 
-    from ..record import append_jsonl
     from ..tasks import ensure_data, parse_task
-    from ..train.callbacks import quiet_progress
+    from ..train.callbacks import metrics_logger, quiet_progress
     from ..train.config import from_dict
     from ..train.tracer import trace
     from ..train.rl import make_trainer
@@ -111,20 +109,16 @@ def train_rank(job: dict) -> dict:
     rank = int(os.environ["RANK"])
     metrics_path = job.get("metrics_path") if rank == 0 else None
 
-    class Metrics(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if metrics_path and logs:
-                append_jsonl(metrics_path, {"phase": cfg.algo, "step": state.global_step, **logs})
-
     reshard = _Reshard()
     try:
         with tempfile.TemporaryDirectory(prefix="rlm_hybrid_") as scratch:
-            trainer = make_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch, [Metrics()])
+            trainer = make_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch,
+                                   [metrics_logger(metrics_path, cfg.algo)])
             quiet_progress(trainer)
             from ..parallel.bench.e2e import require
 
             parallelism = require(trainer, "zero3")  # refuse a run that is not really ZeRO-3
-            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1)
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0

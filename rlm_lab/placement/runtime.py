@@ -189,7 +189,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     mid-broadcast (collective) or as the payload arrives (object store): the run fails within the sync's
     timeout with one line naming the worker.
     ``glue`` ("module:Class") / ``glue_kwargs``: another rollout_func glue than
-    :class:`RolloutGlue` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
+    :class:`RolloutFunc` (chapter 6's asynchronous modes); its ``record()`` lands in the results as ``glue``.
     ``role_threads``: ``{"actor": n, "rollout": n}``, torch threads of those roles' actors instead of their
     share of cores (a synchronous run whose roles take turns can give each every core: chapter 6's ``sync``).
     ``startup_timeout_s``: each start-up wait's limit (default :func:`startup_timeout`, from the machine's load).
@@ -425,14 +425,13 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
 
 
 def _write_timeline(folder: Path, placement: Placement, out: dict, spans: dict) -> None:
-    """trace.json (one Perfetto/Chrome trace, a process per actor) and timeline.png (one Gantt)."""
-    from ..record import atomic_write_json
-    from ..trace_merge import gantt, merge
+    """trace.json.gz (one Perfetto/Chrome trace, a process per actor; ``trace_merge.gantt`` draws it on demand)."""
+    from ..record import write_trace
+    from ..trace_merge import merge
 
     processes = {"trainer": {"steps": out["tracer_steps"], "t0": out["tracer_t0"], "spans": spans["trainer"]}}
     for name, sp in spans.items():
         if name != "trainer":
             processes[name] = {"spans": sp}
     trace = merge(processes, t0=out["tracer_t0"])
-    atomic_write_json(folder / "trace.json", trace)
-    gantt(trace, path=folder / "timeline.png", title=f"{placement.name}: {placement.describe()}")
+    write_trace(folder, trace)

@@ -26,7 +26,7 @@ class PlacementRunError(RlmLabError):
     """A placement run that failed while running (a worker died or timed out)."""
 
 
-class RolloutGlue:
+class RolloutFunc:
     def __init__(self, trainer, rollouts, group, sync: str, chunks: int, seed: int, timeout_s: float,
                  bucket_bytes: int):
         self.trainer, self.rollouts, self.group = trainer, list(rollouts), group

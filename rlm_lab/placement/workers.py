@@ -154,16 +154,14 @@ class TrainerWorker:
         handles; empty for colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
         import tempfile
 
-        from transformers import TrainerCallback
         from transformers.utils import logging as hf_logging
 
-        from ..record import append_jsonl
         from ..tasks import ensure_data, parse_task
         from ..train.config import from_dict
-        from ..train.callbacks import quiet_progress
+        from ..train.callbacks import metrics_logger, quiet_progress
         from ..train.rl import make_trainer
         from .critic_role import split_trainer_class
-        from .trl_rollout import RolloutGlue
+        from .trl_rollout import RolloutFunc
         from .weights import weights_digest
 
         hf_logging.disable_progress_bar()
@@ -182,7 +180,7 @@ class TrainerWorker:
 
         with tempfile.TemporaryDirectory(prefix="rlm_place_") as scratch, \
                 local_copy(job["model"] if "model" in job else job["model_path"]) as model_path:
-            glue_cls = RolloutGlue
+            glue_cls = RolloutFunc
             if job.get("glue"):  # another rollout_func glue, "module:Class" (rlm_lab.asynchrony): same arguments + its own
                 import importlib
 
@@ -209,7 +207,7 @@ class TrainerWorker:
             quiet_progress(trainer)
             from ..train.tracer import trace, window_throughput
 
-            tracer = trace(trainer, record=None, out_dir=None, warmup=1, gantt=False)
+            tracer = trace(trainer, record=None, out_dir=None, warmup=1)
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0

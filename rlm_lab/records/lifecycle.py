@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import datetime as _dt
+import gzip
 import os
 import shutil
 import signal
@@ -37,7 +38,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .files import RecordError, append_jsonl, atomic_write_json, read_jsonl
+from .files import RecordError, append_jsonl, atomic_write_bytes, atomic_write_json, read_jsonl, stored
 from .portable import portable
 from .lock import LOCK_NAME, FolderLock, lock_holder
 from .provenance import REPO_ROOT, provenance, utc_now
@@ -147,7 +148,7 @@ class RunRecord:
         return self.data["config"]
 
     def metrics(self) -> list[dict]:
-        return read_jsonl(self.metrics_path) if self.metrics_path.exists() else []
+        return read_jsonl(self.metrics_path) if stored(self.metrics_path) else []
 
     # ---- writing ---------------------------------------------------------------------------------
     def log(self, metrics: dict) -> None:
@@ -391,3 +392,29 @@ def _end_open_records() -> None:
                 rec.fail("the process exited before recording any result")
         except Exception:  # at exit: never mask the process's own outcome
             pass
+
+
+# a finished record's append-only files, and traces an older writer left plain
+GZIPPED = ("metrics.jsonl", "spans.jsonl", "spans.rank*.jsonl", "trace.json", "trace.rank*.json")
+
+
+def compress_finished(root: str | os.PathLike) -> list[Path]:
+    """Gzip (no timestamp: same rows, same bytes) the JSONL files and plain traces of every *completed* record
+    under ``root``, for committing; readers take either form (``files.stored``, ``files.read_trace``). Returns the
+    files written."""
+    done = []
+    for rec in sorted(Path(root).rglob("record.json")):
+        folder = rec.parent
+        try:
+            data = read_record_file(folder)
+        except RecordError:
+            continue
+        status = effective_status(folder, data)
+        if not (status == "completed" or (status == "legacy" and data.get("results"))):  # the rule of records.read
+            continue
+        for pattern in GZIPPED:
+            for plain in sorted(folder.glob(pattern)):
+                gz = plain.with_name(plain.name + ".gz")
+                done.append(atomic_write_bytes(gz, gzip.compress(plain.read_bytes(), 9, mtime=0)))
+                plain.unlink()
+    return done

@@ -2,12 +2,14 @@
 
 ``get_task("arithmetic", digits=2)`` builds a task; ``parse_task("countdown:numbers=3")`` does the same
 from a CLI string; ``ensure_data(task)`` writes (or reads back) the deterministic train/test files
-under ``data/tasks/<slug>/``.
+under ``data/tasks/<slug>/`` (git keeps only their checksums, ``SHA256SUMS``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -23,6 +25,9 @@ from .rewards import checked, completion_text, correctness_reward, format_reward
 TASKS: dict[str, type[Task]] = {"arithmetic": Arithmetic, "chain": Chain, "countdown": Countdown, "mix": Mix, "psum": Psum}
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "tasks"
 DEFAULT_SPLIT = {"n_train": 20_000, "n_test": 1_000, "seed": 0}
+# The default split's files are generated, not committed: each task folder commits only this file, the files'
+# SHA-256 in `sha256sum` format (``sha256sum -c SHA256SUMS`` checks them); ensure_data checks what it writes.
+CHECKSUMS = "SHA256SUMS"
 
 
 def get_task(name: str, **knobs) -> Task:
@@ -87,17 +92,51 @@ def generate(task: Task, root: str | Path | None = None, n_train: int = DEFAULT_
     return paths
 
 
+def task_from_slug(slug: str) -> Task:
+    """The task whose ``slug`` this is (``arithmetic_digits2_opsadd`` → ``Arithmetic(digits=2, ops="add")``)."""
+    name, _, rest = slug.partition("_")
+    cls = TASKS.get(name)
+    if cls is None:
+        raise unknown("task", name, TASKS)
+    names = [f.name for f in fields(cls)]
+    m = re.fullmatch("_".join(f"{re.escape(n)}(?P<{n}>.+?)" for n in names), rest)
+    if m is None:
+        raise RlmLabError(f"{slug!r} is not a {name} slug (its knobs are {', '.join(names)})")
+    return get_task(name, **{n: int(v) if v.isdigit() else v for n, v in m.groupdict().items()})
+
+
+def checksums(paths: dict[str, Path]) -> str:
+    """The task files' SHA-256 in ``sha256sum`` format (``<hex>  train.jsonl``), test then train."""
+    return "".join(f"{hashlib.sha256(paths[s].read_bytes()).hexdigest()}  {paths[s].name}\n" for s in ("test", "train"))
+
+
+def _check_generated(task: Task, paths: dict[str, Path]) -> None:
+    """Generated default files must be the committed checksums' (a changed generator says so, once)."""
+    committed = paths["train"].parent / CHECKSUMS
+    if committed.is_file() and committed.read_text() != checksums(paths):
+        for p in paths.values():
+            p.unlink(missing_ok=True)
+        raise RlmLabError(f"{committed}: the regenerated {task.slug} files differ from these checksums (the generator "
+                          "changed); if that is meant, write the new ones with `rlm-lab tasks generate --checksums`")
+
+
 def extra_fields(task: Task) -> tuple[str, ...]:
     if isinstance(task, Mix):
         return ("task", "numbers", "target")
     return ("numbers", "target") if isinstance(task, Countdown) else ()
 
 
-def ensure_data(task: Task, root: str | Path | None = None) -> dict[str, list[dict]]:
-    """Read the task's train/test rows, generating the default files first if they are missing."""
+def ensure_files(task: Task, root: str | Path | None = None) -> dict[str, Path]:
+    """The task's default train/test files, generated (and checked against ``SHA256SUMS``) if missing."""
     paths = data_paths(task, root)
     if not paths["train"].exists() or not paths["test"].exists():
-        generate(task, root)
+        _check_generated(task, generate(task, root))
+    return paths
+
+
+def ensure_data(task: Task, root: str | Path | None = None) -> dict[str, list[dict]]:
+    """Read the task's train/test rows, generating the default files first if they are missing."""
+    paths = ensure_files(task, root)
     return {split: read_rows(p, extra_fields(task)) for split, p in paths.items()}
 
 
@@ -110,7 +149,7 @@ def reward_funcs(task: Task, format_weight: float = 0.1) -> list:
 
 
 __all__ = [
-    "TASKS", "Arithmetic", "Countdown", "Mix", "Psum", "Task", "checked", "completion_text", "correctness_reward",
-    "data_paths", "ensure_data", "format_reward", "generate", "get_task", "parallelism_aware_reward", "parse_task", "read_rows",
-    "reward_funcs",
+    "CHECKSUMS", "TASKS", "Arithmetic", "Countdown", "Mix", "Psum", "Task", "checked", "completion_text", "correctness_reward",
+    "checksums", "data_paths", "ensure_data", "ensure_files", "format_reward", "generate", "get_task", "parallelism_aware_reward", "parse_task", "read_rows",
+    "reward_funcs", "task_from_slug",
 ]

@@ -31,6 +31,8 @@ def register(sub):
     g.add_argument("--test", type=_counter(1_000_000), default=1_000, help="held-out problems (1..1M)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--root", default=None, help="output root (default: data/tasks)")
+    g.add_argument("--checksums", action="store_true",
+                   help="also write each folder's SHA256SUMS (the file git keeps; ensure_data checks against it)")
     g.set_defaults(func=_generate)
     sh = s.add_parser("show", help="print a few problems of a task")
     sh.add_argument("task")
@@ -43,10 +45,13 @@ DEFAULT_TASKS = ("arithmetic:digits=2", "arithmetic:digits=3,ops=add+sub", "coun
 
 
 def _generate(args):
-    from . import generate, parse_task
+    from ..record import atomic_write_text
+    from . import CHECKSUMS, checksums, generate, parse_task
 
     for spec in args.task or DEFAULT_TASKS:
         paths = generate(parse_task(spec), args.root, args.train, args.test, args.seed)
+        if args.checksums:
+            atomic_write_text(paths["train"].parent / CHECKSUMS, checksums(paths))
         print(f"{spec}: {paths['train']} ({args.train}), {paths['test']} ({args.test})")
 
 

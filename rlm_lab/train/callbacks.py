@@ -51,3 +51,18 @@ def step_clock():
                 self._start = None
 
     return StepClock()
+
+
+def metrics_logger(path, phase: str):
+    """A ``transformers.TrainerCallback`` that appends every log dict the Trainer emits to ``path`` (a record's
+    ``metrics.jsonl``) as ``{"phase", "step", **logs}``; with ``path`` None it writes nothing (a rank other than 0)."""
+    from transformers import TrainerCallback
+
+    from ..record import append_jsonl
+
+    class MetricsLogger(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if path and logs:
+                append_jsonl(path, {"phase": phase, "step": state.global_step, **logs})
+
+    return MetricsLogger()

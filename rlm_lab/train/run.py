@@ -235,7 +235,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     import torch
 
     from ..models import load
-    from ..tasks import data_paths, ensure_data, parse_task
+    from ..tasks import ensure_data, ensure_files, parse_task
     from .evaluate import evaluate, test_rows
     from .sft import sft_cache_key
 
@@ -249,7 +249,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     ckpt, sft_logged = _prepare_resume(record, cfg) if resume else (None, False)
     task = parse_task(cfg.task)
     train_rows = ensure_data(task)["train"]
-    key = sft_cache_key(cfg, data_paths(task)["train"])
+    key = sft_cache_key(cfg, ensure_files(task)["train"])
     eval_rows = test_rows(task, cfg.eval_problems)
 
     def evaluator(model):

@@ -12,7 +12,7 @@ back into one table (``data/runs/cpu/ch01_sweep.json``), so no number in the tab
 
 Wall times in the sweep were measured on 2 cores *shared with other jobs* (tuning runs); only the
 reference runs (``ch01_grpo`` etc.) were timed on a quiet machine. Sweep records keep ``record.json``
-(with the stage-time summary when traced), ``metrics.jsonl`` and ``timeline.png``; the raw span files
+(with the stage-time summary when traced), and ``metrics.jsonl``; the raw span files
 are not committed for them.
 """
 

@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..record import atomic_write_json
+from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
@@ -198,8 +198,8 @@ def _make_tracer_class():
     class StageTracer(_callback_base()):
         """Records one span per stage per optimizer step; see the module docstring."""
 
-        def __init__(self, trainer, record=None, out_dir=None, warmup: int = 1, gantt: bool = True):
-            self.trainer, self.record, self.warmup, self.draw_gantt = trainer, record, warmup, gantt
+        def __init__(self, trainer, record=None, out_dir=None, warmup: int = 1):
+            self.trainer, self.record, self.warmup = trainer, record, warmup
             self.out_dir = Path(out_dir) if out_dir else (record.dir if record is not None else None)
             accel = getattr(trainer, "accelerator", None)
             self.rank = accel.process_index if accel is not None else 0
@@ -403,12 +403,10 @@ def _make_tracer_class():
             return gantt(self.steps, path=path, show=show)
 
         def write_outputs(self) -> None:
-            """trace.json (Chrome/Perfetto), timeline.png and the record summary; rank 0 owns the record."""
+            """trace.json.gz (Chrome/Perfetto; :meth:`gantt` draws it on demand) and the record summary; rank 0 owns
+            the record."""
             if self.out_dir is not None and self.steps:
-                suffix = "" if self.rank == 0 else f".rank{self.rank}"
-                atomic_write_json(self.out_dir / f"trace{suffix}.json", self.chrome_trace())
-                if self.draw_gantt:
-                    self.gantt(self.out_dir / f"timeline{suffix}.png")
+                write_trace(self.out_dir, self.chrome_trace(), "trace" if self.rank == 0 else f"trace.rank{self.rank}")
             if self.record is not None and self.rank == 0 and self.steps:
                 self.record.update(trace=self.summary())
 
@@ -509,14 +507,14 @@ def tracer_class():
     return _TRACER_CLASS
 
 
-def trace(trainer, record=None, out_dir=None, warmup: int = 1, gantt: bool = True):
+def trace(trainer, record=None, out_dir=None, warmup: int = 1):
     """Attach a stage tracer to ``trainer`` (TRL GRPOTrainer, RLOOTrainer, our PPOTrainer) and return it.
 
-    ``record`` (a RunRecord) receives ``spans.jsonl`` and ``trace.json`` in its folder and a per-stage
+    ``record`` (a RunRecord) receives ``spans.jsonl`` and ``trace.json.gz`` in its folder and a per-stage
     summary under ``results["trace"]``; ``out_dir`` writes the files without a record; with neither,
     everything stays in memory (``tracer.steps``, ``tracer.summary()``, ``tracer.chrome_trace()``).
     The first ``warmup`` steps are left out of the summary (one-time costs), never out of the files.
     """
-    tracer = tracer_class()(trainer, record=record, out_dir=out_dir, warmup=warmup, gantt=gantt)
+    tracer = tracer_class()(trainer, record=record, out_dir=out_dir, warmup=warmup)
     trainer.add_callback(tracer)
     return tracer

@@ -96,7 +96,7 @@ class Source:
 
 
 @dataclass(frozen=True)
-class Published:
+class PublishedValue:
     value: float
     interval: tuple | None
     derived: str
@@ -104,7 +104,7 @@ class Published:
 
 
 @dataclass(frozen=True)
-class Case:
+class PublishedCase:
     """One published measurement and the configuration it was measured under (see the module docstring)."""
 
     id: str
@@ -112,7 +112,7 @@ class Case:
     where: str
     split: str
     quantity: str
-    published: Published
+    published: PublishedValue
     hardware: dict
     model: dict
     algorithm: dict
@@ -154,7 +154,7 @@ class Case:
 class Registry:
     sources: dict
     split: dict          # split side -> tuple of source ids
-    cases: dict          # id -> Case, sorted by id
+    cases: dict          # id -> PublishedCase, sorted by id
 
     def by_split(self, side: str) -> list:
         return [c for c in self.cases.values() if c.split == side]
@@ -271,7 +271,7 @@ def _model(value, where: str) -> dict:
     return value
 
 
-def load_case(path: Path, sources: dict, split: dict) -> Case:
+def load_case(path: Path, sources: dict, split: dict) -> PublishedCase:
     """One case file, checked (see the module docstring for the schema)."""
     name = f"published case {path.name}"
     data = _mapping(_yaml(path), name, CASE_KEYS, OPTIONAL_KEYS)
@@ -300,7 +300,7 @@ def load_case(path: Path, sources: dict, split: dict) -> Case:
                 isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in iv)
                 or not iv[0] <= value <= iv[1]):
             raise RlmLabError(f"{name}: published interval must be [lo, hi] around the value {value:g}, got {iv!r}")
-    published = Published(value, tuple(iv) if iv else None, _text(pub["derived"], f"{name} published derived"),
+    published = PublishedValue(value, tuple(iv) if iv else None, _text(pub["derived"], f"{name} published derived"),
                           str(pub.get("interval_note", "")))
     stage = data.get("stage")
     if (q in ("stage_share", "stage_time")) != (stage is not None):
@@ -341,7 +341,7 @@ def load_case(path: Path, sources: dict, split: dict) -> Case:
             workload_from_dict(w | {"response": expand_response(w.get("response", {}))})
     except RlmLabError as e:
         raise RlmLabError(f"{name}: {e}") from None
-    return Case(data["id"], data["source"], _text(data["where"], f"{name} where"), data["split"], q, published,
+    return PublishedCase(data["id"], data["source"], _text(data["where"], f"{name} where"), data["split"], q, published,
                 hw, _model(data["model"], f"{name} model"), algo, workload, data["placement"], data["mode"],
                 tuple(data["assumed"]), stage, variant, data.get("transport"), data.get("eta"),
                 *(None if data.get(k) is None else _model(data[k], f"{name} {k}") for k in ("critic", "reward_model")))

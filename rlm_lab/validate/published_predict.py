@@ -52,7 +52,7 @@ from pathlib import Path
 from ..cost.assumed import ASSUMPTIONS
 from ..cost.assumed import FRACTIONS as FIT_PARAMETERS   # the named assumed efficiencies the fit adjusts
 from ..errors import RlmLabError
-from .published import MODELS, PUBLISHED, REPO, Case, Registry, expand_response
+from .published import MODELS, PUBLISHED, REPO, PublishedCase, Registry, expand_response
 
 FIT_FILE = PUBLISHED / "fit.json"
 SPLIT_FILE = PUBLISHED / "split.yaml"
@@ -65,7 +65,7 @@ ELASTICITY_STEP = 1.1         # the relative step of the finite difference
 class Outcome:
     """A case and what the cost model says of it: ``predicted`` in the case's unit, or None and ``why``."""
 
-    case: Case
+    case: PublishedCase
     predicted: float | None
     why: str = ""
 
@@ -75,7 +75,7 @@ class Outcome:
         return None if self.predicted is None else self.predicted / self.case.published.value - 1.0
 
 
-def predict_config(case: Case, part: dict, values: dict | None = None) -> dict:
+def predict_config(case: PublishedCase, part: dict, values: dict | None = None) -> dict:
     """The ``rlm-lab predict`` configuration of the case's baseline (``part = {}``) or of its variant, with
     ``values`` ({name: value} of :data:`FIT_PARAMETERS`) as its ``assume:``."""
     unknown = sorted(set(values or {}) - set(FIT_PARAMETERS))
@@ -112,7 +112,7 @@ def step_seconds(pp, mode: str, eta: int | None = None) -> float:
 _CACHE: dict = {}     # predict configuration (as JSON) -> placement prediction: cases share their baselines
 
 
-def _placement(case: Case, part: dict, values: dict | None):
+def _placement(case: PublishedCase, part: dict, values: dict | None):
     import json
 
     from ..cost.placement_config import predict_placement_from_config
@@ -126,7 +126,7 @@ def _placement(case: Case, part: dict, values: dict | None):
     return _CACHE[key]
 
 
-def _predict(case: Case, values: dict | None) -> float:
+def _predict(case: PublishedCase, values: dict | None) -> float:
     base = _placement(case, {}, values)
     q = case.quantity
     if q == "step_time":
@@ -154,7 +154,7 @@ def _predict(case: Case, values: dict | None) -> float:
     raise RlmLabError(f"no term for a {case.transport.replace('_', ' ')} weight update in the cost model")
 
 
-def predict_case(case: Case, values: dict | None = None) -> Outcome:
+def predict_case(case: PublishedCase, values: dict | None = None) -> Outcome:
     """The cost model's answer to one case (``values``: fitted parameters, else the profile's assumed ones)."""
     try:
         value = _predict(case, values)
@@ -262,7 +262,7 @@ def fit_efficiencies(registry: Registry) -> dict:
     }
 
 
-def elasticities(cases: list[Case], values: dict) -> dict:
+def elasticities(cases: list[PublishedCase], values: dict) -> dict:
     """{parameter: {case id: d log(predicted) / d log(eta)}} at ``values``, by a forward step of
     :data:`ELASTICITY_STEP` on each parameter in turn (the cases must be priced at ``values``)."""
     base = {c.id: predict_case(c, values).predicted for c in cases}

@@ -1,4 +1,4 @@
-"""AsyncGlue's bookkeeping without Ray (a stand-in ``ray`` module with two fake rollout workers): which worker
+"""AsyncRolloutFunc's bookkeeping without Ray (a stand-in ``ray`` module with two fake rollout workers): which worker
 gets which chunk with which seed and version, a dead worker's chunks resubmitted to the survivor with the same
 seeds, and one clear error once no worker is left. Seeds are checked against rollout.chunk_seed, computed here."""
 
@@ -41,9 +41,9 @@ class Worker:
 @pytest.fixture
 def glue(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", FakeRay())
-    from rlm_lab.asynchrony.trl_rollout import AsyncGlue
+    from rlm_lab.asynchrony.trl_rollout import AsyncRolloutFunc
 
-    g = AsyncGlue(None, [Worker(0), Worker(1)], None, "object_store", chunks=4, seed=7, timeout_s=5.0,
+    g = AsyncRolloutFunc(None, [Worker(0), Worker(1)], None, "object_store", chunks=4, seed=7, timeout_s=5.0,
                   bucket_bytes=1, eta=1)
     g.trainer = types.SimpleNamespace(num_generations=2,
                                       processing_class=lambda text: {"input_ids": [[len(t)] for t in text]})

@@ -2,6 +2,7 @@
 those records exist under data/runs/cpu, and the number is derived again here from the record files by hand (no
 chapter-9 code), so a cell that drifted from its record, or a record read from the wrong key, fails."""
 
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -46,7 +47,7 @@ def by_hand(item) -> tuple[float, float]:
             meas = statistics.median(json.loads((p / "record.json").read_text())["results"]["step_seconds_median"]
                                      for p in runs)
         else:
-            steps = [json.loads(line)["step_time"] for line in (runs[0] / "metrics.jsonl").read_text().splitlines()
+            steps = [json.loads(line)["step_time"] for line in gzip.decompress((runs[0] / "metrics.jsonl.gz").read_bytes()).decode().splitlines()
                      if line.strip() and json.loads(line).get("step_time") is not None]
             meas = statistics.median(steps[1:])
         return meas, last["prediction"]["step_s"]

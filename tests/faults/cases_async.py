@@ -24,9 +24,9 @@ def _future(tmp):
 
 
 def _glue(**kw):
-    from rlm_lab.asynchrony.trl_rollout import AsyncGlue
+    from rlm_lab.asynchrony.trl_rollout import AsyncRolloutFunc
 
-    return AsyncGlue(None, kw.pop("rollouts", [object()]), None, kw.pop("sync", "object_store"), 1, 0, 10.0, 1, **kw)
+    return AsyncRolloutFunc(None, kw.pop("rollouts", [object()]), None, kw.pop("sync", "object_store"), 1, 0, 10.0, 1, **kw)
 
 
 row("buffer-eta-negative", "a staleness bound below 0", lambda tmp: _buffer(-1), "asynchrony.buffer.StalenessBuffer(-1)",
@@ -40,10 +40,10 @@ row("mode-unknown", "an unknown execution mode",
     lambda tmp: __import__("rlm_lab.asynchrony.modes", fromlist=["x"]).mode_eta("twostep"),
     "asynchrony.modes.mode_eta('twostep')", r"unknown execution mode 'twostep'; choose sync, one_step_off, async or eta<k>")
 row("glue-no-workers", "an asynchronous mode on a placement without rollout workers",
-    lambda tmp: _glue(rollouts=[], sync="none"), "AsyncGlue(rollouts=[])",
+    lambda tmp: _glue(rollouts=[], sync="none"), "AsyncRolloutFunc(rollouts=[])",
     r"the asynchronous modes need rollout workers \(a disaggregated placement\)")
 row("glue-ahead-past-eta", "more batches queued ahead than the staleness bound allows",
-    lambda tmp: _glue(eta=1, ahead=2), "AsyncGlue(eta=1, ahead=2)", r"ahead=2 would break the staleness bound eta=1")
+    lambda tmp: _glue(eta=1, ahead=2), "AsyncRolloutFunc(eta=1, ahead=2)", r"ahead=2 would break the staleness bound eta=1")
 row("experiment-first-not-sync", "the mode experiment without the synchronous baseline first",
     lambda tmp: __import__("rlm_lab.chapters.ch06_async.run", fromlist=["x"]).measure("smoke", tmp, modes=("one_step_off",)),
     "chapters.ch06_async.run.measure('smoke', modes=('one_step_off',))",

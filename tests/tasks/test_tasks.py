@@ -6,7 +6,10 @@ import random
 import pytest
 
 from rlm_lab.errors import RlmLabError
-from rlm_lab.tasks import TASKS, Arithmetic, Countdown, ensure_data, generate, get_task, parse_task, read_rows
+from rlm_lab.tasks import (
+    CHECKSUMS, DATA_DIR, TASKS, Arithmetic, Countdown, checksums, data_paths, ensure_data, generate, get_task, parse_task,
+    read_rows, task_from_slug,
+)
 from rlm_lab.tasks.countdown import evaluate
 
 
@@ -24,13 +27,40 @@ def test_generation_is_deterministic_and_split_is_disjoint(tmp_path, spec):
     assert c["test"].read_bytes() != a["test"].read_bytes()
 
 
-def test_committed_default_files_match_the_generator(tmp_path):
-    # the files under data/tasks are what `rlm-lab tasks generate` writes: regenerate and compare bytes
+COMMITTED = sorted((DATA_DIR).glob(f"*/{CHECKSUMS}"))
+
+
+def test_every_task_folder_commits_its_checksums():
+    assert len(COMMITTED) >= 12
+    assert {p.parent.name for p in COMMITTED} >= {"arithmetic_digits2_opsadd", "countdown_numbers3_max_number9"}
+
+
+@pytest.mark.parametrize("sums", COMMITTED, ids=lambda p: p.parent.name)
+def test_ensure_data_reproduces_the_committed_checksums(tmp_path, sums):
+    # git keeps only SHA256SUMS: ensure_data must regenerate byte-identical files from the slug alone
+    task = task_from_slug(sums.parent.name)
+    assert task.slug == sums.parent.name
+    (tmp_path / task.slug).mkdir()
+    (tmp_path / task.slug / CHECKSUMS).write_text(sums.read_text())
+    rows = ensure_data(task, tmp_path)
+    assert checksums(data_paths(task, tmp_path)) == sums.read_text()
+    assert rows["train"] and rows["test"]
+
+
+def test_ensure_data_refuses_files_that_differ_from_the_checksums(tmp_path):
     task = get_task("arithmetic", digits=2)
-    committed = ensure_data(task)
-    fresh = generate(task, tmp_path)
-    assert [json.loads(x) for x in fresh["test"].read_text().splitlines()] == committed["test"]
-    assert len(committed["test"]) >= 500
+    (tmp_path / task.slug).mkdir()
+    (tmp_path / task.slug / CHECKSUMS).write_text("0" * 64 + "  test.jsonl\n" + "0" * 64 + "  train.jsonl\n")
+    with pytest.raises(RlmLabError, match=r"SHA256SUMS: the regenerated arithmetic_digits2_opsadd files differ"):
+        ensure_data(task, tmp_path)
+    assert sorted(p.name for p in (tmp_path / task.slug).iterdir()) == [CHECKSUMS]  # nothing unchecked left behind
+
+
+def test_task_from_slug_inverts_slug():
+    for task in (Arithmetic(digits=3, ops="add+sub"), Countdown(numbers=4, max_number=20), get_task("psum", trace="seq")):
+        assert task_from_slug(task.slug) == task
+    with pytest.raises(RlmLabError, match="not a countdown slug"):
+        task_from_slug("countdown_digits2")
 
 
 def test_reference_answers_are_correct():

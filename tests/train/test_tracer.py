@@ -2,6 +2,7 @@
 run: it changes nothing the run computes, covers every stage in order, and its hooks, timed as they fire
 in that run, cost < 3 % of a cpu-size step."""
 
+import gzip
 import json
 import os
 import statistics
@@ -266,10 +267,10 @@ def test_spans_cover_each_stage_in_order_and_sum_to_the_step(runs):
 def test_outputs_land_in_the_run_record(runs):
     _, _, tracer, record, _ = runs
     files = {p.name for p in record.dir.iterdir()}
-    assert {"spans.jsonl", "trace.json", "timeline.png", "record.json"} <= files
+    assert {"spans.jsonl", "trace.json.gz", "record.json"} <= files and not any(f.endswith(".png") for f in files)
     rows = [json.loads(line) for line in (record.dir / "spans.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [r["step"] for r in tracer.steps]
-    events = json.loads((record.dir / "trace.json").read_text())["traceEvents"]
+    events = json.loads(gzip.decompress((record.dir / "trace.json.gz").read_bytes()))["traceEvents"]  # Perfetto's form
     assert {"generate", "old_logprob", "ref_logprob", "reward", "advantage", "actor_forward",
             "actor_backward", "optimizer", "GRPOTrainer._prepare_inputs"} <= {e["name"] for e in events}
     assert "GRPOTrainer.transformers.generate" in {e["args"].get("trl_name") for e in events if e["ph"] == "X"}
@@ -301,9 +302,9 @@ def test_tracer_costs_less_than_3_percent_of_a_step(runs):
     assert len(hooks["per_step"]) == STEPS
     per_step = statistics.median(hooks["per_step"][1:])
     per_span = per_step / statistics.median(len(r["spans"]) for r in tracer.steps[1:])
-    from rlm_lab.record import REPO_ROOT
+    from rlm_lab.record import REPO_ROOT, read_jsonl
 
-    cpu_rows = [json.loads(line) for line in (REPO_ROOT / "data/runs/cpu/ch02_grpo/spans.jsonl").read_text().splitlines()]
+    cpu_rows = read_jsonl(REPO_ROOT / "data/runs/cpu/ch02_grpo/spans.jsonl")  # committed gzipped (.jsonl.gz)
     cpu_spans = max(len(r["spans"]) for r in cpu_rows)
     cpu_step = statistics.median(r["wall_s"] for r in cpu_rows[1:])
     smoke_step = statistics.median(r["wall_s"] for r in tracer.steps[1:])

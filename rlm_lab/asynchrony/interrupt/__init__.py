@@ -37,7 +37,7 @@ Versions: every token carries the policy version that produced the logits it was
 ``versions``), so a sample can span versions. For the staleness bound and the buffer a sample's version is the
 *oldest* of its tokens (:func:`sample_version`): eta then bounds the staleness of every token trained on, the
 conservative reading; AReaL's decoupled PPO uses the behaviour log-probs per token, which the result keeps.
-A glue that adopts these workers (:class:`rlm_lab.asynchrony.trl_rollout.AsyncGlue` tags a sample with the worker's
+A glue that adopts these workers (:class:`rlm_lab.asynchrony.trl_rollout.AsyncRolloutFunc` tags a sample with the worker's
 version at submission) tags sample i with ``result["sample_versions"][i]`` instead.
 
 In a Ray worker (:class:`InterruptibleRolloutWorker`) the update must be able to arrive *during* ``generate``.

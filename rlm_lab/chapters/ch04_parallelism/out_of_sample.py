@@ -93,9 +93,16 @@ def bar_met(abs_errors: list, bar: float) -> str:
     return "met" if iv.hi <= bar else "not met" if iv.lo > bar else f"undecided ({iv.text('{:.0%}')})"
 
 
-if __name__ == "__main__":
+def main(argv=None) -> int:
+    """``rlm-lab chapter 4 out-of-sample [RUNS_ROOT]`` (default ``data/runs/cpu``): run the out-of-sample layouts."""
     import sys
 
     from ...record import REPO_ROOT
 
-    run(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "data" / "runs" / "cpu")
+    argv = sys.argv[1:] if argv is None else argv
+    run(Path(argv[0]) if argv else REPO_ROOT / "data" / "runs" / "cpu")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

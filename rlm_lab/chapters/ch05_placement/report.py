@@ -24,13 +24,12 @@ def representative_window(durations: list[float], steps: int) -> int:
 
 
 def timeline(record, steps: int = 3, title: str | None = None):
-    """The merged Gantt (every actor of the run) of the record's trace.json, over ``steps`` consecutive steps
+    """The merged Gantt (every actor of the run) of the record's trace (``trace.json.gz``), over ``steps`` consecutive steps
     chosen by :func:`representative_window` (their numbers are in the title)."""
-    import json
-
+    from ...record import read_trace
     from ...trace_merge import gantt
 
-    trace = json.loads((Path(record.dir) / "trace.json").read_text())
+    trace = read_trace(record.dir)
     spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "step"), key=lambda e: e["ts"])
     window, shown = None, ""
     if len(spans) > steps:

@@ -4,7 +4,7 @@ Chapter 5's disaggregated runs measure ~4.5 ms per sync where the α-β wire mod
 what the runtime adds around the broadcast (the Ray call that sets the worker receiving, flattening a bucket,
 the copy into the rollout's parameters). This measures it on its own: two Ray actors on the cores of the
 placement (trainer, rollout), the same gloo group and the same :func:`rlm_lab.placement.weights.broadcast_weights`
-path as :class:`rlm_lab.placement.trl_rollout.RolloutGlue`, on synthetic "models" (one flat fp32 parameter) of
+path as :class:`rlm_lab.placement.trl_rollout.RolloutFunc`, on synthetic "models" (one flat fp32 parameter) of
 several sizes, ``repeats`` syncs each. A least-squares line T(B) = t0 + B / β gives the fixed cost per sync
 t0 and the effective bandwidth β; the record holds every sample, so the fit can be checked.
 """
@@ -100,8 +100,15 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
     return RunRecord.load(folder)
 
 
-if __name__ == "__main__":
+def main(argv=None) -> int:
+    """``rlm-lab chapter 5 sync-calibration [RUNS_ROOT]`` (default ``_build/runs/cpu``): measure and fit the sync."""
     import sys
 
-    r = measure(sys.argv[1] if len(sys.argv) > 1 else "_build/runs/cpu", command=sys.argv)
+    argv = sys.argv[1:] if argv is None else argv
+    r = measure(argv[0] if argv else "_build/runs/cpu", command=["rlm-lab", "chapter", "5", "sync-calibration", *argv])
     print(r.results["fit"], "->", r.dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -52,11 +52,11 @@ def campaign_config(size: str, seed: int, steps: int | None = None):
     cfg = run_config(size, task=get(size).long_tail["task"], model=s["model"], seed=seed,
                      rl_steps=steps, max_completion_length=s["max_completion_length"],
                      eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"])
-    from ...tasks import data_paths, parse_task
+    from ...tasks import ensure_files, parse_task
     from ...train.run import cache_root
     from ...train.sft import sft_cache_key
 
-    sft = cache_root() / "sft" / sft_cache_key(cfg.replace(seed=0), data_paths(parse_task(cfg.task))["train"])
+    sft = cache_root() / "sft" / sft_cache_key(cfg.replace(seed=0), ensure_files(parse_task(cfg.task))["train"])
     if (sft / "config.json").is_file():  # chapter 7's warm start (seed 0's SFT): the same starting model
         cfg = cfg.replace(sft_checkpoint=str(sft))
     return cfg

@@ -280,6 +280,7 @@ def load_campaign(root) -> dict:
     import json
     from pathlib import Path
 
+    from ...record import read_trace
     from .cases import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
     from .run import latest_in
 
@@ -287,8 +288,7 @@ def load_campaign(root) -> dict:
         rec = latest_in(Path(root) / name)
         if rec is None:
             return None
-        trace_file = Path(rec.dir) / "trace.json"
-        trace = json.loads(trace_file.read_text()) if trace_file.exists() else None
+        trace = read_trace(rec.dir) if any(Path(rec.dir).glob("trace.json*")) else None
         return {"results": rec.results, "trace": trace, "dir": str(rec.dir)}
 
     out = {"cells": {}, "reference": [], "failed": []}

@@ -9,7 +9,7 @@ machine's cores; they differ only in what :data:`ARMS` says:
 
 ``plain``      TRL's own generate, in this process, torch on every core: no Ray, no ``rollout_func``.
 ``colocated``  the Ray runtime's colocated placement: the trainer in a Ray actor on every core, generating through
-               the ``rollout_func`` glue on its own module (:class:`rlm_lab.placement.trl_rollout.RolloutGlue`).
+               the ``rollout_func`` glue on its own module (:class:`rlm_lab.placement.trl_rollout.RolloutFunc`).
 ``sync``       chapter 6's synchronous mode as the campaign ran it: rollout worker and trainer each in a Ray actor
                on one core of their own (disaggregated), weights broadcast before every generation, and, without
                correction, the glue re-scoring every batch for the record (``importance``).

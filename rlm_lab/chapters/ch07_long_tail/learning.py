@@ -101,11 +101,11 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
                       eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
                       eval_every=0, trace=False, seed=0, name=name, out=str(root / name))
     if seed:  # other seeds: the same SFT warm start as seed 0 (its cached checkpoint), the RL phase reseeded
-        from ...tasks import data_paths, parse_task
+        from ...tasks import ensure_files, parse_task
         from ...train.run import cache_root
         from ...train.sft import sft_cache_key
 
-        sft = cache_root() / "sft" / sft_cache_key(cfg, data_paths(parse_task(cfg.task))["train"])
+        sft = cache_root() / "sft" / sft_cache_key(cfg, ensure_files(parse_task(cfg.task))["train"])
         if not (sft / "config.json").is_file():
             raise RlmLabError(f"seed {seed} starts from seed 0's SFT model, not cached yet: run seed 0 first")
         cfg = cfg.replace(seed=seed, sft_checkpoint=str(sft))

@@ -128,13 +128,13 @@ def sft_arm(size: str, arm: str, root: Path, force: bool = False) -> Path:
     from ...forkjoin.sft import trie_dataset
     from ...forkjoin.trie import install
     from ...models import load
-    from ...tasks import data_paths, ensure_data, parse_task
+    from ...tasks import ensure_data, ensure_files, parse_task
     from ...train.run import cpu_time
     from ...train.sft import sft_cache_key, sft_dataset, train_sft
 
     cfg = cases.sft_config(size, arm)
     task = parse_task(cfg.task)
-    key = sft_cache_key(cfg, data_paths(task)["train"])
+    key = sft_cache_key(cfg, ensure_files(task)["train"])
     folder, run_dir = cache_dir("sft", arm, key), root / cases.name("par", "sft", arm)
     if finished(run_dir) and (folder / "config.json").is_file() and not force:
         return folder
@@ -336,7 +336,7 @@ def md_run(size: str, domain: str | None, seed: int, root: Path, sft_path: Path 
 
 def _sft_of(rec_or_cfg) -> Path:
     """The SFT model a multi-domain run started from (its config, or the cache it trained)."""
-    from ...tasks import data_paths, parse_task
+    from ...tasks import ensure_files, parse_task
     from ...train.config import from_dict
     from ...train.run import cache_root
     from ...train.sft import sft_cache_key
@@ -344,7 +344,7 @@ def _sft_of(rec_or_cfg) -> Path:
     cfg = from_dict(rec_or_cfg.config) if isinstance(rec_or_cfg, RunRecord) else rec_or_cfg
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint)
-    return cache_root() / "sft" / sft_cache_key(cfg, data_paths(parse_task(cfg.task))["train"])
+    return cache_root() / "sft" / sft_cache_key(cfg, ensure_files(parse_task(cfg.task))["train"])
 
 
 def shared_sft(size: str, root: Path) -> Path:
