@@ -29,7 +29,7 @@ KIND_TITLES = {"section": "Sections", "table": "Tables", "formula": "Formulas", 
 
 
 @dataclass(frozen=True)
-class Item:
+class CrosswalkItem:
     id: str
     kind: str
     paper: str
@@ -40,7 +40,7 @@ class Item:
     why: str
 
 
-def load(path: Path | str = REGISTRY) -> tuple[dict, list[Item]]:
+def load(path: Path | str = REGISTRY) -> tuple[dict, list[CrosswalkItem]]:
     """(source, items) of the registry; raises RlmLabError naming the file and the field."""
     import yaml
 
@@ -82,11 +82,11 @@ def load(path: Path | str = REGISTRY) -> tuple[dict, list[Item]]:
         for k in ("before", "verdict"):
             if row[k] not in VERDICTS:
                 raise RlmLabError(f"{where}.{k} ({row['id']}): must be one of {', '.join(VERDICTS)}, got {row[k]!r}")
-        items.append(Item(**{k: row[k].strip() for k in FIELDS}))
+        items.append(CrosswalkItem(**{k: row[k].strip() for k in FIELDS}))
     return src, items
 
 
-def counts(items: list[Item], field: str = "verdict") -> dict[str, int]:
+def counts(items: list[CrosswalkItem], field: str = "verdict") -> dict[str, int]:
     """How many items carry each verdict (``field``: "verdict" now, "before" when first compared)."""
     return {v: sum(getattr(it, field) == v for it in items) for v in VERDICTS}
 
@@ -95,7 +95,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def page(src: dict, items: list[Item]) -> str:
+def page(src: dict, items: list[CrosswalkItem]) -> str:
     """The book page: counts before and now, then one table per kind."""
     def line(c):
         return ", ".join(f"{v} {c[v]}" for v in VERDICTS)

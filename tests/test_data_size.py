@@ -26,6 +26,8 @@ READERS = {
     ".yaml": ("rlm_lab/frameworks/registry.py", "yaml"),
     "SHA256SUMS": ("rlm_lab/tasks/__init__.py", "SHA256SUMS"),
     ".md": ("rlm_lab/gpu_archive.py", "summary.md"),         # a GPU archive's summary; README.md files for people
+    ".sh": ("rlm_lab/frameworks/importers/shell.py", "bash"),  # upstream run scripts of the config corpus
+    "SOURCES": ("rlm_lab/frameworks/importers/corpus.py", '"SOURCES"'),  # the corpus' repository, commit, path
 }
 
 
