@@ -2,6 +2,7 @@
 ``rlm-lab validate --published`` given flags that do not go with it: one RlmLabError line each, naming the file
 and what is wrong, before any prediction."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -121,8 +122,6 @@ def fit_row(id, what, value, shown):
                       message=r"fit file fit\.json: parameters\.eta_F\.fitted must be a number in \[0\.05, 1\] "
                               r"\(the fit's bounds\), got " + re.escape(shown)))
 
-
-import re  # noqa: E402 - used by fit_row only
 
 fit_row("fit-nan", "a fit.json whose fitted value is NaN (priced nothing, every bar undecided)", float("nan"), "nan")
 fit_row("fit-zero", "a fit.json whose fitted value is 0", 0, "0")
