@@ -93,13 +93,12 @@ def _check_state(cfg, ckpt: Path, step: int) -> None:
 
 
 def _check_safetensors(ckpt: Path, path: Path) -> None:
-    from safetensors import SafetensorError, safe_open
-
     import torch
+    from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), framework="pt") as f:
-            for name in f.keys():   # one tensor at a time: memory bounded by the largest tensor
+            for name in f.keys():  # noqa: SIM118 - a safe_open handle, not a dict; one tensor at a time: memory bounded by the largest tensor
                 t = f.get_tensor(name)
                 if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                     raise _refuse(ckpt, f"{path.relative_to(ckpt)} holds a non-finite value (NaN or inf) in "

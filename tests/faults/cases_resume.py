@@ -167,14 +167,14 @@ def _rewrite_weights(change):
 
 
 def _nan_first(tensors):
-    name = sorted(tensors)[0]
+    name = min(tensors)
     tensors[name] = tensors[name].clone()
     tensors[name].view(-1)[0] = float("nan")
     return tensors
 
 
 def _inf_last(tensors):
-    name = sorted(tensors)[-1]
+    name = max(tensors)
     tensors[name] = tensors[name].clone()
     tensors[name].view(-1)[-1] = float("inf")
     return tensors

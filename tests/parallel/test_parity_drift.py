@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rlm_lab.parallel.bench.measure import TOLERANCE, drift, tolerance_problem, within_tolerance
+from rlm_lab.parallel.bench.measure import (
+    TOLERANCE,
+    drift,
+    tolerance_problem,
+    within_tolerance,
+)
 from rlm_lab.parallel.cli import failed_checks
 
 FAULTS = str(Path(__file__).resolve().parents[1] / "faults")

@@ -158,7 +158,7 @@ def grpo_arm(size: str, arm: str, seed: int, root: Path, sft_path: Path, force: 
     from ...forkjoin.evaluate import evaluate
     from ...tasks import parallelism_aware_reward, parse_task
     from ...train.callbacks import step_clock
-    from ...train.run import publish, run
+    from ...train.run import run
 
     cfg = cases.grpo_config(size, arm, seed, root, sft_path)
     task, lim = parse_task(cfg.task), cases.limits(size)
