@@ -70,3 +70,55 @@ def number_arg(what: str = "value", **limits):
 
     parse.__name__ = "integer" if limits.get("integer") else "number"
     return parse
+
+
+def read_input_text(path, label: str, limit: int = 1_000_000) -> str:
+    """The UTF-8 text of an input file, read in bounded time and memory, or one :class:`RlmLabError`
+    ``"<label>: <what is wrong>"``. The file's type is checked with ``stat`` before it is opened (a FIFO or a
+    device named ``*.yaml`` would block ``read`` for ever), opened non-blocking and checked again on the open
+    descriptor (so a file swapped between the two checks is refused too), and at most ``limit`` bytes are
+    read (the bound is in the message)."""
+    import os
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise RlmLabError(f"{label}: does not exist") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise RlmLabError(f"{label}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+    def refuse_unless_regular(mode):
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+            raise RlmLabError(f"{label}: is {kind}, not a regular file")
+
+    refuse_unless_regular(st.st_mode)
+    if st.st_size > limit:
+        raise RlmLabError(f"{label}: is {st.st_size:,} bytes, more than the {limit:,} an input file may hold")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise RlmLabError(f"{label}: cannot be read ({e.strerror})") from None
+    try:
+        refuse_unless_regular(os.fstat(fd).st_mode)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise RlmLabError(f"{label}: cannot be read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise RlmLabError(f"{label}: is more than the {limit:,} bytes an input file may hold")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"{label}: is not a text file (byte {e.start} is not UTF-8)") from None

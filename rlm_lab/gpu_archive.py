@@ -247,7 +247,7 @@ def _adoption_pairs(src: Path, steps: list, data: Path, stamp: str | None = None
             rel = r.get(key)
             if rel in (None, ""):
                 continue
-            if not isinstance(rel, str):
+            if not isinstance(rel, str) or "\0" in rel:   # a NUL byte: no file system path holds one
                 raise RlmLabError(f"{summary} is damaged: step {name}'s {key} is {rel!r}, not a path")
             path = (src / rel).resolve()  # an absolute rel replaces src: caught by the containment test
             if Path(rel).is_absolute() or not path.is_relative_to(root) or path == root:

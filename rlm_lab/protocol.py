@@ -31,7 +31,9 @@ How a child reports its value: it writes one JSON object to the file named by ``
 times each child's whole life (``wall_s``, usable as the metric).
 
 Stops: Ctrl-C or SIGTERM ends the running child (SIGTERM to its process group, SIGKILL after
-:data:`STOP_WAIT_S`), marks the record ``interrupted`` with the repeats done so far, and re-raises; a
+:data:`STOP_WAIT_S`, 5 s more for the SIGKILL to land: 15 s at most for the child, plus the interpreter's exit, which
+a loaded machine delays: 19-23 s from SIGINT to exit were measured at load 6-16 on 2 cores), marks the record
+``interrupted`` with the repeats done so far, and re-raises; a
 SIGKILLed protocol ends its child through ``PR_SET_PDEATHSIG`` (SIGTERM, so the child can stop what it started)
 and leaves its record ``running`` with the lock free, which readers refuse. Bad input is one
 :class:`RlmLabError` line before any repeat runs.

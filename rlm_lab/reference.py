@@ -40,7 +40,11 @@ Bad input is one ``rlm-lab: error:`` line before any work: an unknown chapter, a
 (its page reads no timing comparison, or its references are not registered yet: the message says which), an
 ``--out`` that already holds records (pass ``--force``: they are moved to ``<parent>/.replaced/``). Ctrl-C or
 SIGTERM stops the running repeat, marks the protocol's record and the window's record ``interrupted``, and leaves
-no process behind.
+no process behind. How long that takes is bounded by the stops, not by a promise: the repeat's process group gets
+SIGTERM, SIGKILL after ``protocol.STOP_WAIT_S`` (10 s) and 5 s more to go; a repeat's local Ray nodes get
+``placement.session.STOP_WAIT_S`` (6 s) inside that; then the interpreters exit. About 15 s at worst on an idle
+machine; 19-23 s were measured from SIGINT to exit at load 6-16 on 2 cores (issue 42), the time a loaded machine
+takes to schedule the exits. No process outlives the SIGKILL.
 """
 
 from __future__ import annotations

@@ -382,3 +382,61 @@ def test_the_fresh_numbers_are_the_frozen_predictions_not_the_live_ones(tmp_path
     after = {r["round"]: r for r in R.fresh_round_rows(rep, path)}
     assert before[3]["ratio_direction"] == "2 of 2" and after[3]["ratio_direction"] == "1 of 2"
     assert after[3]["ratio_median"] != before[3]["ratio_median"] and after[1] == before[1]
+
+
+def test_a_new_note_on_the_same_validation_keeps_the_committed_one_in_the_history(tmp_path, monkeypatch):
+    """issue 42: --write --note on an unchanged registry replaced the committed note in place (in neither the record
+    nor its history)."""
+    import json
+
+    monkeypatch.setattr(R, "predict_all", lambda registry, values=None: [])
+    reg, fit = load_published(), PP.load_fit()
+    path = tmp_path / "validation.json"
+    old = json.loads(R.RECORD.read_text())
+    path.write_text(json.dumps(dict(old, note="N")))
+    R.write_record(reg, fit, path, note="M")
+    new = json.loads(path.read_text())
+    assert new["note"] == "M" and new["history"][:-1] == old["history"] and new["history"][-1]["note"] == "N"
+    R.write_record(reg, fit, path, note="M")               # the same note again: nothing new to keep
+    assert json.loads(path.read_text())["history"] == new["history"]
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from rlm_lab.validate import published_predict as PP
+from rlm_lab.validate import published_report as R
+from rlm_lab.validate.published import load_published
+R.predict_all = lambda registry, values=None: []          # the pricing is not under test
+read = R._old_record
+def slow_read(path):                                     # widen the read-then-write window: without a lock both
+    old = read(path)                                     # writers read the same old record and one note is lost
+    time.sleep(1.0)
+    return old
+R._old_record = slow_read
+R.write_record(load_published(), PP.load_fit(), Path(sys.argv[1]), note=sys.argv[2])
+"""
+
+
+def test_two_concurrent_writers_each_keep_their_note(tmp_path):
+    """issue 42: two concurrent --write --note both exited 0 and the last note won. Two processes write at once;
+    the lock serialises them, so the record ends with one note and the history holds the other and the old one."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "validation.json"
+    old = json.loads(R.RECORD.read_text())
+    path.write_text(json.dumps(dict(old, note="N")))
+    repo = Path(R.__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), note], env=env, cwd=repo,
+                              stderr=subprocess.PIPE, text=True) for note in ("A", "B")]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    rec = json.loads(path.read_text())
+    notes = [h.get("note") for h in rec["history"][len(old["history"]):]] + [rec["note"]]
+    assert notes in (["N", "A", "B"], ["N", "B", "A"]), notes

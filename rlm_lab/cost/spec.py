@@ -18,10 +18,11 @@ Kaplan et al., arXiv 2001.08361). Embedding lookups are gathers, not matmuls, so
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..errors import RlmLabError
+from ..errors import RlmLabError, read_input_text
 
 
 @dataclass(frozen=True)
@@ -138,17 +139,22 @@ _MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe"}
 _KNOWN_TYPES = {"llama", "qwen2", "mistral", "mixtral", "qwen2_moe", "qwen3", "qwen3_moe"}
 
 
+MAX_FIELD = 2**24    # any integer field of a model config (vocab, widths, layers, experts): far above real models
+MAX_CONFIG_BYTES = 10_000_000   # a config.json is a few kilobytes
+
+
 def _field(cfg: dict, key: str, where: str, default=None, required: bool = True):
     value = cfg.get(key, default)
     if value is None and required:
         raise RlmLabError(f"model config {where} is missing the field {key!r}")
-    if value is not None and not isinstance(value, bool) and isinstance(value, (int, float)):
-        if value != int(value) or value < 0:
-            raise RlmLabError(f"model config {where}: field {key!r} must be a non-negative integer, got {value!r}")
-        return int(value)
-    if value is not None and not isinstance(value, bool) and key not in ("model_type", "mlp_only_layers"):
+    if key in ("model_type", "mlp_only_layers") or value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RlmLabError(f"model config {where}: field {key!r} must be a number, got {value!r}")
-    return value
+    if not math.isfinite(value) or value != int(value) or not 0 <= value <= MAX_FIELD:
+        raise RlmLabError(f"model config {where}: field {key!r} must be a non-negative integer at most "
+                          f"{MAX_FIELD:,}, got {value!r}")
+    return int(value)
 
 
 def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
@@ -160,7 +166,7 @@ def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
         raise RlmLabError(f"model config must be a mapping, got {type(cfg).__name__}")
     where = repr(name or cfg.get("_name_or_path") or cfg.get("model_type") or "?")
     model_type = cfg.get("model_type", "llama")
-    if model_type not in _KNOWN_TYPES:
+    if not isinstance(model_type, str) or model_type not in _KNOWN_TYPES:
         raise RlmLabError(f"model config {where}: model_type {model_type!r} is not a supported decoder "
                           f"family; use one of {', '.join(sorted(_KNOWN_TYPES))}")
     g = lambda k, d=None, req=True: _field(cfg, k, where, d, req)  # noqa: E731
@@ -185,7 +191,11 @@ def spec_from_dict(cfg: dict, name: str | None = None) -> ModelSpec:
         if model_type == "qwen2_moe":   # Qwen3-MoE has no shared expert
             shared_inter = g("shared_expert_intermediate_size", 0, req=False) or 0
         step = g("decoder_sparse_step", 1) or 1
-        only = set(cfg.get("mlp_only_layers") or [])
+        only = cfg.get("mlp_only_layers") or []
+        if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+            raise RlmLabError(f"model config {where}: field 'mlp_only_layers' must be a list of layer numbers, "
+                              f"got {only!r}")
+        only = set(only)
         moe_layers = sum(1 for i in range(layers) if i not in only and experts > 0 and (i + 1) % step == 0)
     if experts and not 0 < top_k <= experts:
         raise RlmLabError(f"model config {where}: num_experts_per_tok={top_k} must be in 1..{experts}")
@@ -249,9 +259,10 @@ def model_spec(model) -> ModelSpec:
         path = Path(model)
         if path.is_dir():
             path = path / "config.json"
-        if path.is_file():
+        if path.exists():   # anything named so is read (a FIFO or a binary file: one line, never a hang)
+            text = read_input_text(path, f"model config {path}", MAX_CONFIG_BYTES)
             try:
-                cfg = json.loads(path.read_text())
+                cfg = json.loads(text)
             except json.JSONDecodeError as e:
                 raise RlmLabError(f"{path} is not valid JSON ({e})") from None
             return spec_from_dict(cfg, name=str(model))

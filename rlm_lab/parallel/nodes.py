@@ -67,6 +67,9 @@ def agent_argv(nnodes: int, rank: int, nproc: int, port: int, run_id: str, modul
             "-m", "rlm_lab.parallel.cli", *module_args]
 
 
+SCRATCH_ENV, DRIVER_ENV = "RLM_NODES_SCRATCH", "RLM_NODES_DRIVER"
+
+
 class Agents:
     """``nnodes`` torchrun agents as child processes, each in its own process group, each logging to a file."""
 
@@ -75,8 +78,10 @@ class Agents:
         env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-        self.procs, self.logs, self.seen = [], [], set()
+        self.procs, self.logs, self.seen, self.stopped = [], [], set(), set()
         driver = os.getpid()
+        # a SIGKILLed driver cannot remove its scratch folder: its agents (SIGTERMed by the kernel when it dies) do
+        env[SCRATCH_ENV], env[DRIVER_ENV] = str(scratch), str(driver)
         for rank in range(nnodes):
             log = (scratch / f"node{rank}.log").open("wb")
             argv = [sys.executable, "-m", "rlm_lab.parallel.nodes",
@@ -86,9 +91,14 @@ class Agents:
             self.logs.append(scratch / f"node{rank}.log")
 
     def watch(self) -> None:
-        """Remember every process below each agent (its workers leave its tree when it dies)."""
-        for p in self.procs:
-            self.seen |= {p.pid, *descendants(p.pid)}
+        """Remember every process below each agent (its workers leave its tree when it dies), and which nodes have
+        an agent or a worker stopped (SIGSTOP, state T): the other nodes then time out, and their error names the
+        node they waited for from their own side, not the stopped one."""
+        for rank, p in enumerate(self.procs):
+            tree = {p.pid, *descendants(p.pid)}
+            self.seen |= tree
+            if p.poll() is None and any(_state(pid) in ("T", "t") for pid in tree):
+                self.stopped.add(rank)
 
     def wait(self, deadline_s: float) -> list[int | None]:
         """Wait until every agent exited, or one failed and the others had :data:`GRACE_S` to follow;
@@ -131,7 +141,12 @@ class Agents:
         return still_alive(self.seen, wait_s)
 
     def cause(self, codes: list[int | None]) -> str:
-        """One line: which node failed, and how (a killed agent first: the others' errors follow from it)."""
+        """One line: which node failed, and how (a stopped node first, then a killed agent: the others' errors
+        follow from it)."""
+        if self.stopped:
+            rank = min(self.stopped)
+            return (f"node {rank} (torchrun agent, node rank {rank}) was stopped (SIGSTOP: its agent or a worker in "
+                    f"state T) and never answered; the other nodes timed out waiting for it and were stopped")
         for rank, code in enumerate(codes):
             if code is not None and code < 0:
                 try:
@@ -149,6 +164,14 @@ class Agents:
                         f"the other nodes were stopped")
         stuck = [r for r, c in enumerate(codes) if c is None]
         return f"node(s) {', '.join(map(str, stuck))} did not finish in time; the nodes were stopped"
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (R, S, T, Z, ...; '' when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _die_with(driver: int) -> None:
@@ -223,7 +246,23 @@ def main(argv: list[str] | None = None) -> None:
     c10d, handler = torchrun_store_sites()
     c10d.TCPStore = _tcp_store
     handler._create_tcp_store_server = _store_server
-    torchrun(sys.argv[1:] if argv is None else argv)
+    try:
+        torchrun(sys.argv[1:] if argv is None else argv)
+    finally:
+        _remove_orphaned_scratch()
+
+
+def _remove_orphaned_scratch() -> None:
+    """The finalizer of a SIGKILLed driver: when this agent ends and the driver that started it is gone (this
+    process was handed to another parent), remove the driver's scratch folder (``.scratch-nodes-*`` in --out),
+    which nothing else would. A driver that is alive removes its own when its record ends."""
+    import shutil
+
+    scratch, driver = os.environ.get(SCRATCH_ENV), os.environ.get(DRIVER_ENV)
+    if not scratch or not driver or os.getppid() == int(driver):
+        return
+    if Path(scratch).name.startswith(".scratch-nodes-"):   # only ever the folder the driver made for its nodes
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

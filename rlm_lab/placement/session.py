@@ -172,7 +172,8 @@ class RaySession:
             node.proc.terminate()  # `ray start --block` stops its processes on SIGTERM (seconds)
         deadline = time.monotonic() + STOP_WAIT_S
         for node in nodes:
-            try:  # an interrupted run must be gone within 10 s: a node that is slower to stop is killed
+            try:  # a node slower than STOP_WAIT_S to stop is killed (the interpreters' exits come on top: under
+                # load 6-16 on 2 cores an interrupted `place` took 19-23 s from SIGINT to exit, issue 42)
                 node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - it did not stop: kill what is left of the nodes, by pid
                 for pid in sorted(self.pids):

@@ -65,6 +65,8 @@ class RunRecord:
         replace = force or _in_build_tree(self.dir)
         if not replace:
             _refuse_existing(self.dir)  # first without touching anything (no lock file, no folder) ...
+        elif not _in_build_tree(self.dir):
+            _refuse_many_runs(self.dir)  # --force replaces one run, never a parent folder of many
         self._lock = open_folder(self.dir)
         try:
             if holds_run(self.dir):
@@ -256,6 +258,34 @@ def _refuse_existing(run_dir: Path) -> None:
         what = "a run" if (run_dir / RECORD_NAME).exists() else "files"
         raise RecordError(f"{run_dir} already holds {what} ({_describe(run_dir)}); pass --force to "
                           "replace them (they are moved aside) or write to another folder")
+
+
+def runs_under(run_dir: Path) -> tuple[list[Path], int]:
+    """(the folders of the runs ``run_dir`` holds, the files under it). A run is a folder with a record.json that no
+    folder between it and ``run_dir`` has (a window's or a sweep's nested records belong to their run); ``run_dir``
+    itself with a record.json is one run, whatever it nests."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return [], 0
+    if (run_dir / RECORD_NAME).exists():
+        return [run_dir], sum(1 for p in run_dir.rglob("*") if not p.is_dir())
+    runs, files = [], 0
+    for root, dirs, names in os.walk(run_dir):
+        files += len(names)
+        if RECORD_NAME in names and Path(root) != run_dir:
+            runs.append(Path(root))
+    runs = [r for r in runs if not any(o != r and r.is_relative_to(o) for o in runs)]
+    return sorted(runs), files
+
+
+def _refuse_many_runs(run_dir: Path) -> None:
+    """--force on a folder that holds the records of more than one run (a mistyped parent: ``data/runs/cpu``) is
+    refused, saying how much it would move; the exact run folder is named instead."""
+    runs, files = runs_under(run_dir)
+    if len(runs) > 1:
+        raise RecordError(f"{run_dir} holds the records of {len(runs)} runs ({files:,} files, e.g. "
+                          f"{runs[0].relative_to(run_dir)}); --force would move all {files:,} to "
+                          f"{run_dir.parent / REPLACED}/. --force replaces one run: name that run's own folder")
 
 
 def holds_run(run_dir: Path) -> bool:

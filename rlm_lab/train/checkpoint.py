@@ -8,10 +8,13 @@ https://pytorch.org/docs/stable/notes/serialization.html) and ``trainer_state.js
 disk, a copy that stopped, a writer killed mid-save) or a record edited to another model or another length
 would otherwise surface minutes later as a 30-60-line traceback from deep inside torch or safetensors, or, for
 ``rl_steps`` below the checkpoint's step, as a "completed" run longer than its record says. Each is checked
-here without loading a tensor:
+here, before the Trainer starts:
 
+* the files the Trainer reads to continue where it stopped are there (the weights, optimizer, scheduler and RNG
+  states: without the optimizer's it would resume silently with a fresh one);
 * every ``*.safetensors``: its header parses and its tensors cover the file exactly (``safetensors.safe_open``
-  refuses a truncated file: https://huggingface.co/docs/safetensors/metadata_parsing);
+  refuses a truncated file: https://huggingface.co/docs/safetensors/metadata_parsing), and every floating-point
+  tensor is finite (read one tensor at a time: the only tensors this check loads);
 * every ``*.pt`` / ``*.pth`` / ``*.bin``: a whole zip archive whose members' CRC-32s match (``zipfile.testzip``);
 * ``trainer_state.json``: valid JSON with ``global_step`` equal to the folder's step and ``max_steps`` equal to
   the record's ``rl_steps`` (the LR schedule and the data order were built for that length);
@@ -31,6 +34,8 @@ from ..errors import RlmLabError
 TORCH_FILES = ("*.pt", "*.pth", "*.bin")
 STATE = "trainer_state.json"
 WEIGHTS = "model.safetensors"
+# what the Trainer reads to continue where it stopped (one process: one rng_state.pth)
+REQUIRED = (WEIGHTS, "optimizer.pt", "scheduler.pt", "rng_state.pth")
 
 
 def _refuse(ckpt: Path, what: str) -> RlmLabError:
@@ -46,6 +51,10 @@ def check_checkpoint(cfg, ckpt: Path | None) -> Path | None:
     ckpt = Path(ckpt)
     step = int(ckpt.name.rsplit("-", 1)[1])
     _check_state(cfg, ckpt, step)
+    missing = [name for name in REQUIRED if not (ckpt / name).is_file()]
+    if missing:   # the Trainer would stop with a ValueError (no weights) or resume silently with a fresh optimizer
+        raise _refuse(ckpt, f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing (a save that did "
+                            f"not finish, or a file removed): the run cannot continue where it stopped")
     for path in sorted(ckpt.rglob("*.safetensors")):
         _check_safetensors(ckpt, path)
     for pattern in TORCH_FILES:
@@ -84,11 +93,16 @@ def _check_state(cfg, ckpt: Path, step: int) -> None:
 
 
 def _check_safetensors(ckpt: Path, path: Path) -> None:
+    import torch
     from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), framework="pt") as f:
-            f.keys()
+            for name in f.keys():  # noqa: SIM118 - a safe_open handle, not a dict; one tensor at a time: memory bounded by the largest tensor
+                t = f.get_tensor(name)
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    raise _refuse(ckpt, f"{path.relative_to(ckpt)} holds a non-finite value (NaN or inf) in "
+                                        f"{name}: the run diverged or the file was damaged before its save")
     except (SafetensorError, OSError, ValueError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise _refuse(ckpt, f"{path.relative_to(ckpt)} is damaged ({why}: a truncated or partly written "

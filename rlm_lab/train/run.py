@@ -109,19 +109,54 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, lo
         info["sft_final_loss"] = losses[-1] if losses else None
     # Write the checkpoint next to its final place, then rename: a crash never leaves a half cache
     # (a killed writer's temp folder carries its pid; the next run removes it if that pid is gone).
-    tmp = _mkdir(folder.parent) / f".{folder.name}.{os.getpid()}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    save(model, tokenizer, tmp)
-    shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
-        if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
-    atomic_write_json(tmp / "sft_info.json", info)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    def write(tmp):
+        save(model, tokenizer, tmp)
+        shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
+            if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
+        atomic_write_json(tmp / "sft_info.json", info)
+
+    _mkdir(folder.parent)
+    publish(folder, write)
     shutil.rmtree(scratch, ignore_errors=True)
     return folder, {**info, "sft_cached": False}
+
+
+def publish(folder: Path, write) -> Path:
+    """Write a cache folder atomically per run: ``write(tmp)`` fills a temporary folder unique to this call (another
+    run, another ``--out``, writes its own), which is then renamed to ``folder``. An older copy is first renamed
+    aside (never removed in place while the new one is not there yet) and removed after; when another run put its
+    copy in place between the two renames, the same cache key means the same model: theirs stays, ours is dropped.
+    A reader sees the old folder, the new one, or (for the instant between two renames) none, never half of one."""
+    import errno
+    import tempfile
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # .<name>.<random>.<pid>.tmp: unique per call; the pid lets _clean_stale_cache_temps remove a killed writer's
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=f".{os.getpid()}.tmp", dir=folder.parent))
+    try:
+        try:
+            write(tmp)
+        except OSError as e:   # a full disk under a library's writer (safetensors, tokenizers): name the folder
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror, str(folder)) from e
+            raise
+        for _ in range(3):
+            try:
+                os.rename(tmp, folder)   # succeeds when folder is absent (or an empty folder)
+                return folder
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
+            try:
+                os.replace(folder, old)  # the old copy aside, atomically (old is an empty folder: replaced)
+            except FileNotFoundError:    # another run moved it first
+                pass
+            shutil.rmtree(old, ignore_errors=True)
+        return folder                    # another run keeps publishing the same key: its copy is in place
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _clean_stale_cache_temps(root: Path) -> None:

@@ -120,10 +120,10 @@ def _run_published(args) -> int:
     registry = load_published()
     fit = None
     if args.fit:
-        from ..records.files import json_text
+        from ..records.files import atomic_write_text, json_text
 
         fit = fit_efficiencies(registry)
-        target.write_text(json_text(fit, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(target, json_text(fit, indent=1) + "\n")   # a full disk names the file, leaves none torn
         print(f"fit written to {target}")
     elif not args.assumed:
         fit = load_fit()

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cost.workload import ASSUMED_TAIL_MEDIAN_FRACTION, ASSUMED_TAIL_SIGMA, assumed_lengths  # noqa: F401
-from ..errors import RlmLabError
+from ..errors import RlmLabError, read_input_text
 
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "data" / "published"
@@ -79,6 +79,8 @@ CASE_KEYS = {"id", "source", "where", "split", "quantity", "published", "hardwar
 OPTIONAL_KEYS = {"stage", "variant", "transport", "eta", "critic", "reward_model"}
 PUBLISHED_KEYS = {"value", "interval", "derived"}
 HARDWARE_KEYS = {"gpu", "count", "nodes", "profile"}
+MAX_BYTES = 1_000_000   # a registry file (a case, sources.yaml, split.yaml) is a page of YAML
+MAX_GPUS = 100_000   # hardware.count and .nodes: far above any published RL cluster; the placement's memory is O(count)
 SOURCE_KEYS = {"title", "project", "bib", "kind", "url", "permalink", "read"}
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}(/\S*)?$")
 
@@ -164,10 +166,7 @@ class Registry:
 def _yaml(path: Path):
     import yaml
 
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RlmLabError(f"published registry {path.name}: not a text file (byte {e.start} is not UTF-8)") from None
+    text = read_input_text(path, f"published registry {path.name}", MAX_BYTES)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -322,8 +321,11 @@ def load_case(path: Path, sources: dict, split: dict) -> PublishedCase:
             raise RlmLabError(f"{name}: mode must be one of {', '.join(MODES)}, got {m!r}")
     hw = _mapping(data["hardware"], f"{name} hardware", HARDWARE_KEYS, {"link_gbps"})
     for key in ("count", "nodes"):
-        if isinstance(hw[key], bool) or not isinstance(hw[key], int) or hw[key] < 1:
-            raise RlmLabError(f"{name} hardware {key} must be an integer >= 1, got {hw[key]!r}")
+        if isinstance(hw[key], bool) or not isinstance(hw[key], int) or not 1 <= hw[key] <= MAX_GPUS:
+            raise RlmLabError(f"{name} hardware {key} must be an integer from 1 to {MAX_GPUS:,} (the largest cluster "
+                              f"the registry prices; the prediction's memory grows with it), got {hw[key]!r}")
+    if hw["nodes"] > hw["count"]:
+        raise RlmLabError(f"{name} hardware nodes ({hw['nodes']}) must be at most count ({hw['count']})")
     if "link_gbps" in hw:
         _number(hw["link_gbps"], f"{name} hardware link_gbps")
     algo = _mapping(data["algorithm"], f"{name} algorithm", {"name", "beta"})

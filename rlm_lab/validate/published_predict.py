@@ -51,7 +51,7 @@ from pathlib import Path
 
 from ..cost.assumed import ASSUMPTIONS
 from ..cost.assumed import FRACTIONS as FIT_PARAMETERS   # the named assumed efficiencies the fit adjusts
-from ..errors import RlmLabError
+from ..errors import RlmLabError, read_input_text
 from .published import MODELS, PUBLISHED, REPO, PublishedCase, Registry, expand_response
 
 FIT_FILE = PUBLISHED / "fit.json"
@@ -280,19 +280,28 @@ def _log_ratio(o: Outcome) -> float:
 
 
 def load_fit(path: Path = FIT_FILE) -> dict | None:
-    """The committed fit record, or None when there is none; a malformed one is one error line."""
+    """The committed fit record, or None when there is none; a malformed one is one error line naming the file and
+    the field. Every fitted value is an efficiency the fit keeps inside :data:`FIT_BOUNDS`: a NaN, 0, a negative or
+    an absurd value (``1e308``) would price nothing (or everything wrongly) without a word, so it is refused here."""
     import json
 
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():   # no fit; anything else named fit.json is read (or refused)
         return None
+    text = read_input_text(path, f"fit file {path.name}", 10_000_000)
     try:
-        fit = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+        fit = json.loads(text)
+    except ValueError as e:
         raise RlmLabError(f"fit file {path.name} is not valid JSON ({e})") from None
     params = fit.get("parameters") if isinstance(fit, dict) else None
     if not isinstance(params, dict) or set(params) != set(FIT_PARAMETERS) or not all(
-            isinstance(p, dict) and isinstance(p.get("fitted"), (int, float)) for p in params.values()):
+            isinstance(p, dict) and "fitted" in p for p in params.values()):
         raise RlmLabError(f"fit file {path.name} must give a fitted value for each of {', '.join(FIT_PARAMETERS)}")
+    lo, hi = FIT_BOUNDS
+    for name in FIT_PARAMETERS:
+        v = params[name]["fitted"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+            raise RlmLabError(f"fit file {path.name}: parameters.{name}.fitted must be a number in [{lo:g}, {hi:g}] "
+                              f"(the fit's bounds), got {v!r}")
     return fit
 
 

@@ -456,28 +456,45 @@ def _same_validation(old: dict) -> bool:
         _sha(FIT_FILE) if FIT_FILE.is_file() else None)
 
 
+LOCK_WAIT_S = 600   # how long a writer waits for another one (predicting every case takes seconds)
+
+
 def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note: str | None = None) -> dict:
     """Predict every case and write the record the book reads; returns the report. The record keeps every earlier
     validation's numbers under ``history`` (:func:`carried_history`): a registry or fit changed after a validation
-    never hides what the validation before it said."""
-    values = fitted_values(fit)
-    old = _old_record(path)
-    history = _carried(old)
-    if note is None and old is not None and _same_validation(old):   # written again: keep what its note said
-        note = old.get("note")
-    assumed = predict_all(registry)
-    fitted = predict_all(registry, values) if values else None
-    record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
-    rep = _assemble(registry, fit, assumed, fitted)
-    # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its ranking)
-    record["summary"] = rep["summary"]["validation"]
-    record["bars"] = _bars_numbers(rep["bars"])        # issue 39's bars (published_bars), as this record judges them
-    if note:
-        record["note"] = note
-    record["history"] = history
+    never hides what the validation before it said. Notes are append-only: a new note on the same validation carries
+    the record it replaces (with its note) into the history. Writers are serialised by a lock on the record's folder
+    (``filelock``: the read of the old record and the write of the new one are one step, so two concurrent writers
+    each keep the other's note)."""
+    from filelock import FileLock, Timeout
+
     from ..records.files import atomic_write_text, json_text
 
-    atomic_write_text(path, json_text(record, indent=1) + "\n")
+    values = fitted_values(fit)
+    assumed = predict_all(registry)
+    fitted = predict_all(registry, values) if values else None
+    rep = _assemble(registry, fit, assumed, fitted)
+    try:
+        with FileLock(path.parent / ".lock", timeout=LOCK_WAIT_S):
+            old = _old_record(path)
+            history = _carried(old)
+            if old is not None and _same_validation(old):
+                if note is None:              # written again: keep what its note said
+                    note = old.get("note")
+                elif old.get("note") and old.get("note") != note:   # a new note: the old one stays, in the history
+                    history = history + [history_entry(old)]
+            record = prediction_record({"assumed": assumed, "fitted": fitted}, fit)
+            # the validation split's numbers, for readers below this layer (rlm-lab advise prints them beside its
+            # ranking)
+            record["summary"] = rep["summary"]["validation"]
+            record["bars"] = _bars_numbers(rep["bars"])    # issue 39's bars (published_bars), as this record judges them
+            if note:
+                record["note"] = note
+            record["history"] = history
+            atomic_write_text(path, json_text(record, indent=1) + "\n")
+    except Timeout:
+        raise RlmLabError(f"another `rlm-lab validate --published --write` has held {path.parent / '.lock'} for "
+                          f"{LOCK_WAIT_S} s; wait for it or remove the lock if no such process runs") from None
     return rep
 
 

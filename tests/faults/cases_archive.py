@@ -160,3 +160,8 @@ CASES += [
          argv=["gpu-archive", "--dry-run", "--steps", "calibration", "--budget-s", "6", "--out", "{tmp}/a"],
          message=r"--budget-s 6 is too small for any step .*need at least 30 s"),
 ]
+api("adopt-nul-byte", "a record path holding a NUL byte (ValueError: embedded null byte)",
+    r"step ch01_grpo's record is 'runs/gpu/ch01\\x00grpo', not a path", steps=[step("runs/gpu/ch01\x00grpo")])
+api("adopt-nul-byte-profile", "a profile path holding a NUL byte",
+    r"step calibration's profile is 'hardware/x\\x00\.json', not a path",
+    steps=[{"step": "calibration", "status": "completed", "profile": "hardware/x\x00.json"}])

@@ -63,3 +63,62 @@ CASES.append(Case("not-yaml", "a guideline file that is not YAML", setup=_not_ya
                   message=r"guideline g01-bad\.yaml: is not valid YAML"))
 CASES.append(Case("empty-folder", "a guideline folder with no file", call=_loader("load_guidelines(an empty folder)"),
                   message=r"no guideline files \(\*\.yaml\) in "))
+
+
+# ---- issue 42: keys YAML reads as integers, a list where a name belongs, a FIFO, a chapter outside the book --------
+
+def _raw(text, name=SAMPLE):
+    """Setup: the sample file with ``text`` appended (YAML keys that safe_dump would quote)."""
+    def setup(tmp):
+        src = (REPO / "data" / "guidelines" / f"{SAMPLE}.yaml").read_text()
+        (tmp / f"{name}.yaml").write_text(src + text)
+    return setup
+
+
+def raw_row(id, what, text, doc, message):
+    CASES.append(Case(id, what, call=_loader(doc), setup=_raw(text), message=message))
+
+
+raw_row("integer-top-key", "a top-level key YAML reads as an integer (7: x)", "7: x\n",
+        "load_guidelines(folder) with '7: x' appended",
+        r"guideline g01-one-step-off-faster\.yaml: the file has key 7 \(int\); its keys must be text")
+
+
+def _int_beside_text(tmp):
+    (tmp / "g01-ints.yaml").write_text("id: g01-ints\n7: x\ntitle: t\n")
+
+
+CASES.append(Case("integer-key-beside-text", "an integer key beside text keys in a file missing others",
+                  setup=_int_beside_text, call=_loader("load_guidelines(folder) with g01-ints.yaml: {id, 7, title}"),
+                  message=r"guideline g01-ints\.yaml: the file has key 7 \(int\); its keys must be text"))
+row("evidence-kind-list", "evidence.kind given as a list ([paired])", lambda d: d["evidence"].update(kind=["paired"]),
+    "evidence.kind: [paired]",
+    r"guideline g01-one-step-off-faster\.yaml: evidence\.kind must be one of paired, .*, not \['paired'\]")
+row("evidence-integer-key", "an integer key inside evidence", lambda d: d["evidence"].update({3: "x"}),
+    "evidence: {..., 3: x}", r"guideline g01-one-step-off-faster\.yaml: evidence has key 3 \(int\); its keys must be text")
+row("chapter-escapes-book", "chapter: ../README (a file outside book/, which the old check found)",
+    lambda d: d.update(chapter="../README"), "chapter: ../README",
+    r"guideline g01-one-step-off-faster\.yaml: chapter '\.\./README' is no page of the book")
+row("chapter-list", "chapter given as a list", lambda d: d.update(chapter=["ch06_async"]), "chapter: [ch06_async]",
+    r"guideline g01-one-step-off-faster\.yaml: chapter \['ch06_async'\] is no page of the book")
+
+
+def _fifo(tmp):
+    import os
+
+    os.mkfifo(tmp / "g00-pipe.yaml")
+
+
+CASES.append(Case("fifo-named-yaml", "a FIFO named *.yaml in the folder (no writer: a plain read blocks for ever)",
+                  setup=_fifo, call=_loader("load_guidelines(folder) holding a FIFO g00-pipe.yaml"),
+                  message=r"guideline g00-pipe\.yaml: is a FIFO, not a regular file"))
+
+
+def _huge(tmp):
+    with open(tmp / "g00-huge.yaml", "wb") as f:
+        f.truncate(50_000_000)   # sparse: no disk used
+
+
+CASES.append(Case("file-too-large", "a 50 MB guideline file (read bounded, not loaded)", setup=_huge,
+                  call=_loader("load_guidelines(folder) holding a 50 MB g00-huge.yaml"),
+                  message=r"guideline g00-huge\.yaml: is 50,000,000 bytes, more than the 200,000"))

@@ -206,3 +206,42 @@ add("readme-7b-8xh100", "7B GRPO on 8 H100 from flags (micro-batch 4, ZeRO-3, gr
                                           "--zero", "3", "--gradient-checkpointing"],
     r"iteration time: [\d.]+ s[\s\S]*validated error of the predictor against published cluster measurements",
     cls="correct-result")
+
+
+# ---- issue 42: model configs whose numbers are not integers, and a binary config.json in a folder -----------------
+
+def _qwen_with(**fields):
+    def setup(tmp):
+        cfg = json.loads((REPO / "configs" / "models" / "qwen2.5-0.5b.config.json").read_text())
+        cfg.update(fields)
+        (tmp / "m.config.json").write_text(json.dumps(cfg))   # json.dumps writes NaN as NaN, which json.loads reads
+    return setup
+
+
+def _binary_config(tmp):
+    (tmp / "model").mkdir()
+    (tmp / "model" / "config.json").write_bytes(bytes(range(128, 256)) * 4)
+
+
+ADVISE_TOY = ["--prompts", "8", "--group-size", "4", "--prompt-len", "8", "--response-len", "16"]
+for command, extra in (("predict", []), ("advise", ADVISE_TOY)):
+    for id, fields, shown in [("nan", {"hidden_size": float("nan")}, "nan"),
+                              ("1e300", {"hidden_size": 1e300}, r"1e\+300"),
+                              ("text", {"hidden_size": "896"}, "'896'"),
+                              ("bool", {"num_hidden_layers": True}, "True")]:
+        field_name = next(iter(fields))
+        message = (rf"model config '.*m\.config\.json': field '{field_name}' must be a number, got {shown}"
+                   if id in ("text", "bool") else
+                   rf"model config '.*m\.config\.json': field '{field_name}' must be a non-negative integer at most "
+                   rf"16,777,216, got {shown}")
+        CASES.append(Case(f"{command}-model-{field_name}-{id}", f"{command} --model: a config.json with "
+                          f"{field_name}: {fields[field_name]!r}", argv=[command, "--model", "{tmp}/m.config.json",
+                                                                         *extra],
+                          setup=_qwen_with(**fields), message=message))
+    CASES.append(Case(f"{command}-model-type-list", f"{command} --model: model_type given as a list",
+                      argv=[command, "--model", "{tmp}/m.config.json", *extra], setup=_qwen_with(model_type=["qwen2"]),
+                      message=r"model_type \['qwen2'\] is not a supported decoder family"))
+    CASES.append(Case(f"{command}-model-binary-folder", f"{command} --model FOLDER whose config.json is binary "
+                      "(a UnicodeDecodeError traceback)", argv=[command, "--model", "{tmp}/model", *extra],
+                      setup=_binary_config,
+                      message=r"model config .*model/config\.json: is not a text file \(byte 0 is not UTF-8\)"))

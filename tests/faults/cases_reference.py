@@ -26,3 +26,18 @@ CASES = [
          argv=["reference", "--chapter", "5", "--size", "smoke", "--gate-timeout", "0", "--out", "{tmp}/w"],
          message=r"--gate-timeout must be a positive number of seconds, not 0.0"),
 ]
+
+
+def _two_runs(tmp):
+    from rlm_lab.record import RunRecord
+
+    for name in ("ch01_grpo", "ch01_ppo"):
+        RunRecord(tmp / "cpu" / name, {"what": "a committed run"}).complete(done=True)
+
+
+CASES.append(Case("force-on-parent-of-runs", "--force with --out naming a parent folder of several runs "
+                  "(moved all 2,766 committed files under data/runs/cpu to .replaced/)",
+                  argv=["reference", "--chapter", "5", "--size", "smoke", "--out", "{tmp}/cpu", "--force"],
+                  setup=_two_runs,
+                  message=r"cpu holds the records of 2 runs \(\d+ files, e\.g\. ch01_grpo\); --force would move all "
+                          r"\d+ to .*/\.replaced/\. --force replaces one run: name that run's own folder"))

@@ -152,3 +152,43 @@ def _ppo_with_torn_critic(run: Path):
 
 add("critic-truncated", "a PPO checkpoint whose critic/model.safetensors is cut short", _ppo_with_torn_critic,
     r"critic/model\.safetensors is damaged")
+
+
+# ---- issue 42: re-checked with weights that load but are wrong, and files that are gone -----------------------------
+
+def _rewrite_weights(change):
+    def damage(run: Path):
+        from safetensors.torch import load_file, save_file
+
+        p = run / CKPT / "model.safetensors"
+        tensors = load_file(p)
+        save_file(change(tensors), p, metadata={"format": "pt"})
+    return damage
+
+
+def _nan_first(tensors):
+    name = min(tensors)
+    tensors[name] = tensors[name].clone()
+    tensors[name].view(-1)[0] = float("nan")
+    return tensors
+
+
+def _inf_last(tensors):
+    name = max(tensors)
+    tensors[name] = tensors[name].clone()
+    tensors[name].view(-1)[-1] = float("inf")
+    return tensors
+
+
+add("weights-nan", "model.safetensors whole, with one weight NaN (would train on from a broken model)",
+    _rewrite_weights(_nan_first), r"checkpoint-2: model\.safetensors holds a non-finite value \(NaN or inf\) in ")
+add("weights-inf", "model.safetensors whole, with one weight infinite", _rewrite_weights(_inf_last),
+    r"checkpoint-2: model\.safetensors holds a non-finite value \(NaN or inf\) in ")
+add("weights-renamed-keys", "model.safetensors whose tensors carry other names (wrong keys)",
+    _rewrite_weights(lambda t: {f"x.{k}": v for k, v in t.items()}), r"its weights are not those of the record's model")
+add("weights-missing", "model.safetensors deleted", lambda run: (run / CKPT / "model.safetensors").unlink(),
+    r"checkpoint-2.*model\.safetensors")
+add("optimizer-missing", "optimizer.pt deleted", lambda run: (run / CKPT / "optimizer.pt").unlink(),
+    r"checkpoint-2.*optimizer\.pt")
+add("scheduler-missing", "scheduler.pt deleted", lambda run: (run / CKPT / "scheduler.pt").unlink(),
+    r"checkpoint-2.*scheduler\.pt")

@@ -38,3 +38,17 @@ def exits(rank, world):
     if rank == 1:
         os._exit(3)
     dist.all_reduce(torch.ones(4))
+
+
+def parity(rank, world, steps, wrong=False):
+    """DDP over ``world`` ranks for ``steps`` steps, checked against one process (``run_layout``). ``wrong``: a
+    genuinely wrong layout, every rank training on the first rank's share of the batch (a data-slicing bug)."""
+    from rlm_lab.parallel import parallelize as P
+    from rlm_lab.parallel.bench.measure import run_layout
+    from rlm_lab.parallel.mesh import Layout
+
+    if wrong:
+        def first_share(x, layout, mesh):
+            return x[: x.shape[0] // layout.data_ranks]
+        P.data_slice = first_share
+    return run_layout(Layout(dp=world), steps=steps, count=False)

@@ -157,3 +157,48 @@ def test_sigkilled_launcher_leaves_no_agent_or_rank(tmp_path):
         for p in tree:
             if alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_a_sigkilled_driver_leaves_no_scratch_folder(tmp_path):
+    """issue 42: a SIGKILLed `parallel --nnodes` driver left .scratch-nodes-* in --out. Its agents, SIGTERMed by the
+    kernel when it dies, remove it as they end."""
+    out, log = tmp_path / "run", tmp_path / "stderr.txt"
+    proc = _cli([], out, log)
+    try:
+        tree = _ranks_running(proc.pid)
+        assert list(out.glob(".scratch-nodes-*")), "no scratch folder while the run runs: the test would say nothing"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert _gone(set(tree), 30) == []
+        deadline = time.monotonic() + 10
+        while list(out.glob(".scratch-nodes-*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(out.glob(".scratch-nodes-*")) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_stopped_agent_is_the_node_the_error_names():
+    """issue 42: a SIGSTOPped agent ended the run after the store's timeout with a line naming the *other* node. The
+    launcher's watch sees the stopped process (state T) and its cause names that node, whatever the others said.
+    (Two sleeping processes stand for the agents: the watch and the cause are what is checked.)"""
+    from rlm_lab.parallel.nodes import Agents
+
+    agents = Agents.__new__(Agents)
+    agents.procs = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    agents.seen, agents.stopped, agents.logs = set(), set(), []
+    try:
+        agents.watch()
+        assert agents.stopped == set()
+        os.kill(agents.procs[1].pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not agents.stopped and time.monotonic() < deadline:
+            agents.watch()
+            time.sleep(0.05)
+        assert agents.stopped == {1}
+        assert agents.cause([1, None]).startswith("node 1 (torchrun agent, node rank 1) was stopped (SIGSTOP")
+    finally:
+        for p in agents.procs:
+            p.kill()
+            p.wait()

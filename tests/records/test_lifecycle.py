@@ -239,3 +239,26 @@ def test_a_run_set_aside_in_the_repository_is_named_relative_to_it(capsys):
         assert str(REPO_ROOT) not in err and "now in _build/test-lifecycle/.replaced/run." in err
     finally:
         shutil.rmtree(d.parent, ignore_errors=True)
+
+
+def test_force_refuses_a_parent_folder_of_several_runs_and_replaces_a_named_one(tmp_path):
+    """issue 42: `reference --out data/runs/cpu --force` moved all 2,766 committed files to .replaced/. --force on a
+    folder that holds the records of more than one run is refused, saying how many files it would move; the exact run
+    folder, named, is replaced as before; a window's own nested records are one run."""
+    parent = tmp_path / "cpu"
+    for name in ("a", "b"):
+        RunRecord(parent / name, {"n": name}, command="x").complete()
+        (parent / name / "metrics.jsonl").write_text('{"step": 1}\n')
+    before = sorted(str(p.relative_to(parent)) for p in parent.rglob("*"))
+    with pytest.raises(RecordError, match=rf"{parent} holds the records of 2 runs \(\d+ files, e\.g\. a\); --force "
+                                          rf"would move all \d+ to .*\. --force replaces one run: name"):
+        RunRecord(parent, {}, command="x", force=True)
+    assert sorted(str(p.relative_to(parent)) for p in parent.rglob("*")) == before and not (tmp_path / ".replaced").exists()
+    RunRecord(parent / "a", {"n": "again"}, command="x", force=True).complete()   # the exact run folder: replaced
+    assert load_record(parent / "a").config == {"n": "again"} and load_record(parent / "b").config == {"n": "b"}
+    window = tmp_path / "window"                      # a run with nested records of its own (a reference window)
+    RunRecord(window, {}, command="x").complete()
+    for name in ("insitu", "ch05/runs/r1"):
+        RunRecord(window / name, {}, command="x").complete()
+    RunRecord(window, {"again": 1}, command="x", force=True).complete()
+    assert load_record(window).config == {"again": 1}

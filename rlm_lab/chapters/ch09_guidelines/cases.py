@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import RlmLabError
+from ...errors import RlmLabError, read_input_text
 
 REPO = Path(__file__).resolve().parents[3]
 GUIDELINES = REPO / "data" / "guidelines"
@@ -63,6 +63,7 @@ SOURCE_KEYS = {"title", "url", "read", "says"}
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+\.[a-z]{2,}(/\S*)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NAME = re.compile(r"^[A-Za-z0-9_.*?\[\]-]+$")   # a folder name or a glob of folder names, never a path
+MAX_BYTES = 200_000   # a guideline file is a page of YAML; anything larger is not one
 _METRIC = re.compile(r"^(@[a-z_]+|[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*)$")
 
 
@@ -91,8 +92,21 @@ class Guideline:
     path: str = ""
 
 
+def book_pages() -> set[str]:
+    """The names of the book's pages (``book/<name>.md``): a guideline's chapter is one of them, by name, so that a
+    chapter like ``../README`` that leaves the folder is no page."""
+    return {p.stem for p in (REPO / "book").glob("*.md") if p.is_file()}
+
+
 def _fail(path: Path, msg: str) -> RlmLabError:
     return RlmLabError(f"guideline {path.name}: {msg}")
+
+
+def _text_keys(d: dict, path: Path, what: str) -> None:
+    """Every key of the mapping ``d`` is text (YAML reads ``7: x`` as the integer 7)."""
+    bad = [k for k in d if not isinstance(k, str)]
+    if bad:
+        raise _fail(path, f"{what} has key {bad[0]!r} ({type(bad[0]).__name__}); its keys must be text")
 
 
 def check_name(name, path: Path, what: str) -> str:
@@ -130,6 +144,7 @@ def _number(v, path: Path, what: str) -> float:
 def parse_test(d, path: Path, what: str = "test", refs: bool = True) -> Check:
     if not isinstance(d, dict) or not d:
         raise _fail(path, f"{what} must be a mapping {{above: x}}, {{below: x}} or {{within: bar, target: t}}")
+    _text_keys(d, path, what)
     keys = set(d)
     if keys == {"above"} or keys == {"below"}:
         (kind, v), = d.items()
@@ -153,8 +168,11 @@ def parse_test(d, path: Path, what: str = "test", refs: bool = True) -> Check:
 
 
 def _evidence(ev, path: Path) -> dict:
-    if not isinstance(ev, dict) or ev.get("kind") not in EVIDENCE:
-        raise _fail(path, f"evidence.kind must be one of {', '.join(EVIDENCE)}")
+    if isinstance(ev, dict):
+        _text_keys(ev, path, "evidence")
+    if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str) or ev["kind"] not in EVIDENCE:
+        got = ev.get("kind") if isinstance(ev, dict) else ev
+        raise _fail(path, f"evidence.kind must be one of {', '.join(EVIDENCE)}, not {got!r}")
     kind = ev["kind"]
     allowed = {"kind", "quantity", *EVIDENCE[kind], *OPTIONAL.get(kind, ())}
     extra = sorted(set(ev) - allowed)
@@ -207,6 +225,8 @@ def _sources(srcs, path: Path) -> tuple:
         raise _fail(path, "sources must be a non-empty list")
     out = []
     for i, s in enumerate(srcs):
+        if isinstance(s, dict):
+            _text_keys(s, path, f"sources[{i}]")
         if not isinstance(s, dict) or not SOURCE_KEYS <= set(s) or set(s) - SOURCE_KEYS - {"permalink"}:
             raise _fail(path, f"sources[{i}] needs exactly {', '.join(sorted(SOURCE_KEYS))} (and an optional permalink)")
         for k in ("url", "permalink"):
@@ -221,7 +241,10 @@ def _sources(srcs, path: Path) -> tuple:
 def _scale(sc, path: Path) -> tuple[str | None, dict, str]:
     if not isinstance(sc, dict) or "predict" not in sc:
         raise _fail(path, "scale must be a mapping with predict (a prediction's name, or null with why)")
+    _text_keys(sc, path, "scale")
     name = sc["predict"]
+    if name is not None and not isinstance(name, str):
+        raise _fail(path, f"scale.predict must be a prediction's name or null, not {name!r}")
     if name is None:
         if set(sc) - {"predict", "why"} or not isinstance(sc.get("why"), str) or not sc["why"].strip():
             raise _fail(path, "scale.predict is null: give why (and nothing else)")
@@ -245,27 +268,28 @@ def load_guideline(path: str | Path) -> Guideline:
     import yaml
 
     path = Path(path)
+    text = read_input_text(path, f"guideline {path.name}", MAX_BYTES)
     try:
-        d = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise _fail(path, f"cannot be read ({e.__class__.__name__})") from None
+        d = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise _fail(path, f"is not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict):
         raise _fail(path, "must be a mapping of id, title, claim, sources, survey, chapter, evidence, test, scale")
+    _text_keys(d, path, "the file")
     missing, extra = sorted(TOP_KEYS - set(d)), sorted(set(d) - TOP_KEYS)
     if missing or extra:
         raise _fail(path, "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
                                     + ([f"unknown key(s) {', '.join(extra)}"] if extra else [])))
-    if d["id"] != path.stem:
+    if not isinstance(d["id"], str) or d["id"] != path.stem:
         raise _fail(path, f"id {d['id']!r} must be the file's name without .yaml ({path.stem!r})")
     for k in ("title", "claim"):
         if not isinstance(d[k], str) or not d[k].strip():
             raise _fail(path, f"{k} must be non-empty text")
     if not isinstance(d["survey"], bool):
         raise _fail(path, "survey must be true or false")
-    if d["chapter"] is not None and not (isinstance(d["chapter"], str) and (REPO / "book" / f"{d['chapter']}.md").exists()):
-        raise _fail(path, f"chapter {d['chapter']!r} is no page of the book (book/<chapter>.md)")
+    if d["chapter"] is not None and (not isinstance(d["chapter"], str) or d["chapter"] not in book_pages()):
+        raise _fail(path, f"chapter {d['chapter']!r} is no page of the book (the name of a book/<chapter>.md, "
+                          "no folder)")
     ev = _evidence(d["evidence"], path)
     if (ev["kind"] == "none") != (d["test"] is None):
         raise _fail(path, "test must be null exactly when the evidence kind is none")

@@ -52,20 +52,11 @@ def cache_dir(*bits) -> Path:
 
 
 def _save(model, tokenizer, folder: Path) -> Path:
-    """Save a model next to its final place, then rename (a killed run never leaves half a model)."""
-    import os
-    import shutil
-
+    """Save a model next to its final place, then rename it there (:func:`publish`)."""
     from ...models import save
+    from ...train.run import publish
 
-    tmp = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    save(model, tokenizer, tmp)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
-    return folder
+    return publish(folder, lambda tmp: save(model, tokenizer, tmp))
 
 
 # ---- parallel reasoning -------------------------------------------------------------------------------------
@@ -321,14 +312,14 @@ def md_run(size: str, domain: str | None, seed: int, root: Path, sft_path: Path 
     """One LoRA GRPO run (TRL ``peft_config``) of the mixture or of one task; its adapter is cached."""
     from ...multidomain import lora_config
     from ...train.callbacks import step_clock
-    from ...train.run import run
+    from ...train.run import publish, run
 
     cfg = cases.md_config(size, domain, seed, root, sft_path)
     clock = step_clock()
     load_before = load_average()
     rec = run(cfg, callbacks=[clock], peft_config=lora_config(), force=force,
               command=f"ch10 md_run({size!r}, {domain!r}, {seed})")
-    rec.trainer.model.save_pretrained(str(cache_dir(cfg.run_name, "adapter")))
+    publish(cache_dir(cfg.run_name, "adapter"), lambda tmp: rec.trainer.model.save_pretrained(str(tmp)))
     atomic_write_json(rec.dir / EXTRA, portable({"steps": clock.rows, "loadavg_before": load_before,
                                                  "loadavg": load_average(), "sft_model": str(_sft_of(rec))}))
     return rec

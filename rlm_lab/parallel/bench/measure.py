@@ -16,7 +16,9 @@
 costs ~4 s per process group on 2 cores) and returns rank 0's results with every rank's memory and comm.
 
 ``TOLERANCE`` (tests and the chapter use it): loss |d| <= 1e-5, gradient relative error <= 1e-5, parameters
-after the steps |d| <= 2e-5 (1/50 of one AdamW step at lr 1e-3). Observed on CPU: ~5e-7, ~6e-7, ~5e-6.
+after the steps |d| <= 2e-5 (1/50 of one AdamW step at lr 1e-3), for a run of 3 steps. Observed on CPU: ~5e-7,
+~6e-7, ~5e-6. The loss and parameter bars widen with the length of the run (:func:`drift`); the first step's
+gradients keep theirs.
 
 Why the relative error is ``max|a-b| / max|b|`` per tensor: fp32 all-reduces sum in a different order
 than one process does, so differences are ~1e-7 of the tensor's scale, not of each element.
@@ -32,12 +34,42 @@ from ...host import load_average
 
 
 TOLERANCE = {"loss_abs": 1e-5, "grad_rel": 1e-5, "param_abs": 2e-5}
+BASE_STEPS = 3   # the run length the bars of TOLERANCE are set for (the default --steps)
+
+
+def drift(steps: int) -> float:
+    """How much the loss and parameter bars widen after ``steps`` steps: linearly, from 1 at :data:`BASE_STEPS`.
+
+    Two runs that differ only in fp32 summation order (an all-reduce against one process) differ by ~1e-7 per step,
+    and every later AdamW update carries the difference on, so a correct layout drifts away from one process with
+    the length of the run: 1.1e-4 in the loss and 9.9e-5 in the parameters after 400 DDP steps, 7.9e-4 in the loss
+    after 3,000 (issue 42), while the first step's gradients still agree to 5e-7. Fixed bars called such runs wrong.
+    Widened linearly they hold those runs (1.3e-3 and 2.7e-3 at 400 steps, 1e-2 at 3,000), and a wrong layout is
+    still caught where nothing has drifted: the first step's loss and gradients keep the fixed bars."""
+    return max(1.0, steps / BASE_STEPS)
+
+
+def tolerance_problem(check: dict, tol: dict = TOLERANCE) -> str | None:
+    """What of a ``run_layout`` check is outside its bar (None: it matches the single-process run). The loss of step
+    ``i`` is judged against ``tol['loss_abs'] * drift(i + 1)`` (its own step, when the check records every step's
+    difference), the gradients of the first step against the fixed bar, the final parameters against
+    ``tol['param_abs'] * drift(steps)``."""
+    steps = max(1, len(check.get("ref_losses") or ()))
+    per_step = check.get("loss_abs_steps") or [check["loss_abs"]]
+    at = (lambda i: i + 1) if check.get("loss_abs_steps") else (lambda i: steps)
+    worst = max(range(len(per_step)), key=lambda i: per_step[i] / drift(at(i)))
+    loss_bar, param_bar = tol["loss_abs"] * drift(at(worst)), tol["param_abs"] * drift(steps)
+    grad, param = check["grad_abs_rel"][1], check["param_abs_rel"][0]
+    if per_step[worst] <= loss_bar and grad <= tol["grad_rel"] and param <= param_bar:
+        return None
+    return (f"loss |d| {per_step[worst]:.1e} at step {at(worst) - 1} (tolerance {loss_bar:.1e} after "
+            f"{at(worst)} step(s)), gradient rel {grad:.1e} ({tol['grad_rel']:.0e}, step 0), parameters |d| "
+            f"{param:.1e} ({param_bar:.1e} after {steps} step(s))")
 
 
 def within_tolerance(check: dict, tol: dict = TOLERANCE) -> bool:
-    """Whether a ``run_layout`` check matches the single-process run."""
-    return (check["loss_abs"] <= tol["loss_abs"] and check["grad_abs_rel"][1] <= tol["grad_rel"]
-            and check["param_abs_rel"][0] <= tol["param_abs"])
+    """Whether a ``run_layout`` check matches the single-process run (:func:`tolerance_problem`)."""
+    return tolerance_problem(check, tol) is None
 
 
 def fixed_batch(batch: int, seq: int, vocab: int, seed: int = 0):
@@ -216,6 +248,7 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
         params = _gather(par, "params")
         out["check"] = {
             "loss_abs": max(abs(a - b) for a, b in zip(losses, ref["losses"])),
+            "loss_abs_steps": [abs(a - b) for a, b in zip(losses, ref["losses"])],
             "ref_losses": ref["losses"],
             "grad_abs_rel": _max_diff(grads0, ref["grads"]),
             "param_abs_rel": _max_diff(params, ref["params"]),
