@@ -407,7 +407,7 @@ def register(subparsers) -> None:
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
-                   help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl or areal config")
+                   help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl, areal or slime config")
     p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
     from .cli import add_run_flags
 

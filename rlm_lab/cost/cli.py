@@ -294,7 +294,7 @@ def register(subparsers) -> None:
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
-                   help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
+                   help="import a verl, openrlhf, trl, nemo-rl, areal or slime config (rlm_lab/frameworks/importers), e.g. "
                         "verl:run.yaml or openrlhf:\"--actor.num_gpus_per_node 8 ...\"")
     add_run_flags(p)
     p.set_defaults(func=run)

@@ -174,3 +174,41 @@ def test_trl_cli_config_with_accelerate_ddp_every_used_key_against_the_docs():
     # bf16 None means "True if fp16 is not set" (its help text): fp32 weights under bf16 autocast
     assert "defaults to `True` if `fp16` is not set" in fields["bf16"].metadata["help"]
     assert d["bf16"] is None and not d["fp16"] and wl["autocast"] is True and wl["precision"] == "fp32"
+
+
+SLIME_ARGS = ("https://github.com/THUDM/slime/blob/624b824a898ab0ec1fcb4d373004c7f3852bf515/"
+              "slime/utils/arguments.py")
+
+
+def test_slime_script_every_used_key_against_its_parser_help():
+    # SLIME_ARGS at the pinned commit: --actor-num-nodes "Number of nodes for training actor", --actor-num-gpus-per-node
+    # "Number of gpus per node for training actor"; --colocate "colocate the inference engines and the actor"
+    # (sets --offload); --rollout-num-gpus-per-engine "Number of GPUs per inference engine, just like the tp_size in
+    # sglang"; --rollout-batch-size "The number of prompts in each rollout step"; --n-samples-per-prompt "Number of
+    # responses for each prompt"; --global-batch-size "the gbs is of sample, not of prompts"; --use-kl-loss /
+    # --kl-loss-coef (validate_args loads the reference when use_kl_loss or kl_coef != 0); --advantage-estimator
+    # choices grpo, gspo, cispo, reinforce_plus_plus(_baseline), ppo; --use-dynamic-batch-size with
+    # --max-tokens-per-gpu; Megatron-LM's --tensor-model-parallel-size, --pipeline-/--context-parallel-size,
+    # --expert-model-parallel-size, --recompute-granularity full (activation recomputation); SGLang's
+    # --mem-fraction-static as --sglang-mem-fraction-static; --hf-checkpoint the Hugging Face checkpoint.
+    imp = import_from(spec({"file": "slime/scripts/run-qwen3-4B.sh"}))
+    assert set(imp.used) == {
+        "pipeline-model-parallel-size", "context-parallel-size", "advantage-estimator", "hf-checkpoint", "use-kl-loss",
+        "kl-loss-coef", "rollout-batch-size", "n-samples-per-prompt", "global-batch-size", "rollout-max-response-len",
+        "use-dynamic-batch-size", "max-tokens-per-gpu", "recompute-granularity", "tensor-model-parallel-size",
+        "expert-model-parallel-size", "sequence-parallel", "expert-tensor-parallel-size", "actor-num-nodes",
+        "actor-num-gpus-per-node", "rollout-num-gpus-per-engine", "sglang-mem-fraction-static", "colocate"}
+    assert imp.unknown == [] and imp.config["model"].endswith("qwen3-4b.config.json")
+    cfg, wl = imp.config, imp.config["workload"]
+    (s,) = cfg["placement"]["sets"]
+    # 32 prompts x 8 = 256 samples, --global-batch-size 256: one optimizer step; NUM_GPUS falls back to 8 (the
+    # script's `-le 0` branch: nvidia-smi is never run here); TP 2 on 8 GPUs, engines of 2 GPUs on the same GPUs
+    assert (wl["prompts"], wl["group_size"], wl["minibatches"]) == (32, 8, 1)
+    assert (cfg["placement"]["name"], s["devices"], s["tp"]) == ("colocated", 8, 2)
+    assert wl["response"]["max"] == 8192 and wl["gradient_checkpointing"] is True and wl["offload"] == ["sleep"]
+    # dynamic batch: 9216 tokens per GPU over the mean sequence (512-token prompt, said, + the mean response)
+    assert wl["micro_batch"] >= 1 and wl["padding"] == "none"
+    # --use-kl-loss at --kl-loss-coef 0.00: the reference is still loaded and scored, so priced and said
+    assert "reference" in cfg["placement"]["roles"] and "beta" not in cfg
+    assert any("--use-kl-loss with a zero coefficient" in a for a in imp.assumed)
+    assert imp.engine["memory_fraction"] == 0.7 and imp.mode == "sync"

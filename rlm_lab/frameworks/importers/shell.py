@@ -180,23 +180,46 @@ def _unquote(text: str) -> str:
 
 
 def logical_lines(text: str) -> list[str]:
-    """Lines with ``\\``-newline continuations joined and array literals spanning lines gathered into one."""
+    """Lines with ``\\``-newline continuations joined, array literals spanning lines gathered into one, and a quoted
+    string spanning lines (``JSON="{ ... }"``) kept whole, as bash reads them."""
     text = text.replace("\r\n", "\n").replace("\\\n", " ")
     out, pending = [], None
     for line in text.split("\n"):
         if pending is not None:
             pending += "\n" + line
-            if _balanced(pending):
+            if _balanced(pending) and not _open_quote(pending):
                 out.append(pending)
                 pending = None
             continue
-        if re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\+?=\(", line) and not _balanced(line):
+        if (re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\+?=\(", line) and not _balanced(line)) \
+                or _open_quote(line):
             pending = line
             continue
         out.append(line)
     if pending is not None:
         out.append(pending)
     return out
+
+
+def _open_quote(text: str) -> bool:
+    """Whether ``text`` ends inside a quoted string (an unquoted ``#`` after a blank starts a comment)."""
+    quote, i = None, 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            nl = text.find("\n", i)
+            if nl < 0:
+                break
+            i = nl
+        i += 1
+    return quote is not None
 
 
 def _balanced(text: str) -> bool:
