@@ -44,9 +44,9 @@ def test_engines_on_their_own_gpus_are_two_sets_with_a_broadcast(tmp_path):
     assert imp.config["beta"] == 0.01 and imp.mode == "sync" and imp.unknown == []
 
 
-def test_train_async_is_the_asynchronous_loop_one_rollout_ahead(tmp_path):
+def test_train_async_starts_the_next_rollout_before_training_one_step_off(tmp_path):
     imp = _imp(tmp_path, "train_async.py")
-    assert (imp.mode, imp.eta) == ("async", 1)
+    assert (imp.mode, imp.eta) == ("one_step_off", 1)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to compare with")

@@ -15,7 +15,8 @@ options.txt``, from slime/utils/arguments.py at a pinned commit) and mapped onto
 - a reference model is loaded when ``--use-kl-loss`` or ``--kl-coef`` != 0 (slime's validate_args), even at a zero
   coefficient: then it is priced (said).
 
-``train_async.py`` is slime's fully asynchronous loop (one rollout ahead): mode async, eta 1.
+``train_async.py`` starts rollout k+1 before training on rollout k (its loop at the pinned commit; colocation
+asserted off): mode one_step_off, eta 1. slime's fully asynchronous example (examples/full_async) is not read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .common import (Keys, capped_response, finish, load_options, mean_response,
 from .shell import commands
 
 NAME = "slime"
-MAINS = {"train.py": "sync", "train_async.py": "async"}
+MAINS = {"train.py": "sync", "train_async.py": "one_step_off"}
 ESTIMATORS = {"grpo": "grpo", "gspo": "grpo", "cispo": "grpo", "reinforce_plus_plus": "reinforce_plus_plus",
               "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline"}
 DEFAULT_PROMPT = 512
@@ -192,8 +193,8 @@ def import_config(arg: str, **_):
     engine["max_num_seqs"] = -(-n // replicas)
     assumed.append("SGLang's max_running_requests unset: each engine runs its share of the batch, limited only by "
                    "its KV cache")
-    mode, eta = MAINS[main], (1 if MAINS[main] == "async" else 0)
-    if mode == "async" and placement["name"] == "colocated":
+    mode, eta = MAINS[main], (1 if MAINS[main] == "one_step_off" else 0)
+    if mode == "one_step_off" and placement["name"] == "colocated":
         raise RlmLabError("slime train_async.py with --colocate: the asynchronous loop needs the engines on GPUs of "
                           "their own (slime asserts it)")
     cfg = {"model": model, "algorithm": algo, "workload": wl, "placement": placement,
