@@ -36,7 +36,7 @@ def unknown_machine(monkeypatch, tmp_path):
 
 
 def _predict_json(capsys, *flags):
-    assert main(["predict", "--json", *flags]) == 0
+    assert main(["predict", "--prompts", "8", "--json", *flags]) == 0
     out, err = capsys.readouterr()
     return json.loads(out), err
 
@@ -68,7 +68,7 @@ def test_no_calibrate_and_hardware_refuse_the_calibration_and_say_whose_profile_
     got, _ = _predict_json(capsys, "--hardware", CPU_PROFILE)
     assert got["profile_origin"]["this_machine"] is False
     assert unknown_machine == []
-    assert main(["predict", "--no-calibrate"]) == 0
+    assert main(["predict", "--prompts", "8", "--no-calibrate"]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("hardware:"))
     assert "another machine's (AMD EPYC, 2 cores)" in line and "this machine's" not in out
@@ -78,7 +78,7 @@ def test_a_busy_machine_is_not_calibrated_one_line_says_what_to_do(unknown_machi
     monkeypatch.setattr(TM, "LOADAVG", lambda: (9.0, 9.0, 9.0))
     waited = []
     monkeypatch.setattr(TM, "SLEEP", waited.append)
-    assert main(["predict", "--json"]) == 2
+    assert main(["predict", "--prompts", "8", "--json"]) == 2
     err = capsys.readouterr().err
     assert unknown_machine == [] and sum(waited) >= TM.GATE_WAIT_S
     assert err.splitlines()[-1].startswith("rlm-lab: error: cannot calibrate this machine in situ now")

@@ -407,7 +407,7 @@ def register(subparsers) -> None:
     p.add_argument("--top", type=int, default=5, help="how many placements to print (default 5)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
-                   help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl or areal config")
+                   help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl, areal or slime config")
     p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
     from .cli import add_run_flags
 
@@ -456,11 +456,12 @@ def run(args) -> int:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
-    from .cli import run_workload, shipped_model
+    from .cli import require_workload, run_workload, shipped_model
 
     wl = run_workload(args, wl)
     wl = offline_group_size(cfg.get("algorithm"), wl) if wl else wl
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None} | {"workload": wl}
+    given_model = cfg["model"]
     cfg["model"] = shipped_model(cfg["model"])
     if args.fitted:
         cfg["assume"] = fitted_assumptions(cfg["hardware"]) | dict(cfg.get("assume") or {})
@@ -475,11 +476,7 @@ def run(args) -> int:
         if getattr(args, attr) is not None:
             cl[key] = getattr(args, attr)
     cluster = cluster_from(cl, prof, wl.get("devices") or 8)
-    if not wl:
-        raise RlmLabError("advise needs a workload: give a config with workload: (e.g. configs/predict/"
-                          "ppo-7b-split-8xh100.yaml without its placement key) or --prompts, --group-size, "
-                          "--prompt-len and --response-len; it prices no default (the toy one, 8 prompts x 4 with "
-                          "8-token prompts, is no run's)")
+    require_workload(cfg | {"model": given_model, "resolved_model": cfg["model"]}, "advise")
     adv = advise(cfg["model"], cfg["algorithm"], wl, cluster, prof,
                  max_tp=args.max_tp, lora=cfg.get("lora"), critic=cfg.get("critic"),
                  reward_model=cfg.get("reward_model"), beta=cfg.get("beta"), modes=modes, eta=eta, max_ep=args.max_ep,

@@ -92,7 +92,7 @@ def check_inputs(cfg: dict) -> None:
     from .workload import Workload
 
     wl = cfg.get("workload") or {}
-    if isinstance(wl, dict):
+    if isinstance(wl, dict) and any(k in wl for k in WORKLOAD_GIVEN):  # none given: refused as missing instead
         # an omitted field takes the Workload's default (8 prompts x 4), not 1
         b, g = (wl.get(k, Workload.__dataclass_fields__[k].default) for k in ("prompts", "group_size"))
         n = b * g if all(isinstance(v, int) for v in (b, g)) else None
@@ -225,18 +225,21 @@ WORKLOAD_GIVEN = ("prompts", "group_size", "prompt_len", "response")
 
 
 def require_workload(cfg: dict, command: str) -> None:
-    """One rule, predict and advise alike: a real model needs a workload (a config's workload: or the flags); only a
-    zoo toy model keeps the toy default (8 prompts x 4, 8-token prompts), the one chapters 1-3 run."""
-    from ..models.zoo import ZOO
-
+    """One rule, predict and advise alike: a missing workload is refused, naming the flags, for every model (a zoo
+    toy too): neither tool prices a default workload (the toy one, 8 prompts x 4 with 8-token prompts, that the
+    Python API's ``predict`` keeps for chapters 1-3, is no run's). A workload is given when a config's workload: or
+    the flags set any of prompts, group_size, prompt_len, response."""
+    from .hardware import load_profile
     from .spec import model_spec
 
     wl = cfg.get("workload") or {}
     model_spec(cfg.get("resolved_model") or cfg.get("model") or DEFAULTS["model"])   # a bad model file is named first
-    if isinstance(wl, dict) and not any(k in wl for k in WORKLOAD_GIVEN) and str(cfg.get("model", "micro")) not in ZOO:
-        raise RlmLabError(f"{command} needs a workload for {cfg.get('model')}: give a config with workload: or "
-                          f"--prompts, --group-size, --prompt-len and --response-len; it prices no default (the toy "
-                          f"one, 8 prompts x 4 with 8-token prompts, is no real run's)")
+    if isinstance(cfg.get("hardware"), str):
+        load_profile(cfg["hardware"])                                                   # and an unknown profile
+    if isinstance(wl, dict) and not any(k in wl for k in WORKLOAD_GIVEN):
+        raise RlmLabError(f"{command} needs a workload for {cfg.get('model') or DEFAULTS['model']}: give a config "
+                          f"with workload: or --prompts, --group-size, --prompt-len and --response-len; it prices no "
+                          f"default workload")
 
 
 def validated_line(cfg: dict) -> str:
@@ -291,7 +294,7 @@ def register(subparsers) -> None:
                    help="time a few-second check of this machine against the profile even when its machine key "
                         "matches (a calibrated profile of another key is always checked)")
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
-                   help="import a verl, openrlhf, trl, nemo-rl or areal config (rlm_lab/frameworks/importers), e.g. "
+                   help="import a verl, openrlhf, trl, nemo-rl, areal or slime config (rlm_lab/frameworks/importers), e.g. "
                         "verl:run.yaml or openrlhf:\"--actor.num_gpus_per_node 8 ...\"")
     add_run_flags(p)
     p.set_defaults(func=run)
@@ -343,12 +346,14 @@ def run(args) -> int:
         cfg["model"] = shipped_model(cfg["model"])
     layout_placement(args, cfg)
     check_inputs(cfg)
-    require_workload(cfg | {"model": given_model or DEFAULTS["model"], "resolved_model": cfg.get("model")}, "predict")
     if getattr(args, "table9", False) and cfg.get("placement") is None:
         raise RlmLabError("--table9 evaluates the survey's Table 9 on a placement's stage times: give --placement")
     if cfg.get("placement") is None and cfg.get("mode") not in (None, "sync"):
         raise RlmLabError(f"--mode {cfg['mode']} prices a placement: give one (--placement disaggregated, or "
                           f"placement: in the config); without one the step is a single synchronous set")
+    if not any(k in cfg["workload"] for k in WORKLOAD_GIVEN):
+        _dry_run(cfg)   # every other input is one line first (checked at the API's toy size, then thrown away)
+    require_workload(cfg | {"model": given_model or DEFAULTS["model"], "resolved_model": cfg.get("model")}, "predict")
     origin = None
     if not given_hw and getattr(args, "default_profile", None):  # the entry point's: this machine, in situ
         _dry_run(cfg)  # bad input is one line before a calibration starts

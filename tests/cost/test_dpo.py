@@ -109,7 +109,7 @@ def test_advise_places_actor_and_reference():
 def test_cli_predict_dpo(capsys):
     from rlm_lab.cli import main
 
-    assert main(["predict", "--algorithm", "dpo", "--model", "micro", "--hardware", "h100-sxm"]) == 0
+    assert main(["predict", "--algorithm", "dpo", "--model", "micro", "--hardware", "h100-sxm", "--prompts", "8"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("prediction: dpo on micro") and "n = 8x2 sequences" in lines[0]

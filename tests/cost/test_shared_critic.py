@@ -81,7 +81,7 @@ def test_placement_and_advise():
 def test_cli(capsys):
     from rlm_lab.cli import main
 
-    assert main(["predict", "--algorithm", "ppo", "--critic", "shared", "--model", "micro", "--hardware",
+    assert main(["predict", "--algorithm", "ppo", "--critic", "shared", "--model", "micro", "--prompts", "8", "--hardware",
                  "h100-sxm"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(x.startswith("values") and "actor" in x for x in lines)

@@ -44,9 +44,9 @@ def test_baseline_is_the_colocated_step():
 
 def test_cli(capsys):
     from rlm_lab.cli import main
-    assert main(["predict", "--algorithm", "ppo", "--model", "micro", "--placement", "colocated", "--table9",
+    assert main(["predict", "--algorithm", "ppo", "--model", "micro", "--placement", "colocated", "--table9", "--prompts", "8",
                  "--hardware", "h100-sxm"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("the survey's Table 9"))
     assert all(name in line for name in ROWS)
-    assert main(["predict", "--algorithm", "ppo", "--model", "micro", "--table9"]) == 2
+    assert main(["predict", "--algorithm", "ppo", "--model", "micro", "--table9", "--prompts", "8"]) == 2
     assert "give --placement" in capsys.readouterr().err

@@ -29,7 +29,11 @@ add("json-nan", "--link-gbps nan with --json (printed bare NaN)", ["--link-gbps"
 add("devices-100000", "32 sequences over 100,000 devices (predict refuses the same shape)",
     ["--devices", "100000", *TOY], r"100000 devices for 32 sequences \(8 prompts x 4\): .* at most 768 devices get a sequence")
 add("no-workload", "the README's 7B PPO on 64 GPUs with no workload (priced a toy 8 x 4 batch of 8-token prompts "
-    "silently, issue 21)", ["--model", QWEN_7B, "--algo", "ppo", "--devices", "64"], r"advise needs a workload")
+    "silently, issue 21)", ["--model", QWEN_7B, "--algo", "ppo", "--devices", "64"],
+    r"advise needs a workload for .*qwen2.5-7b.*: give a config with workload: or --prompts, --group-size, "
+    r"--prompt-len and --response-len")
+add("no-workload-toy", "a zoo toy with no workload: refused as predict refuses it (one rule)", ["--model", "micro"],
+    r"advise needs a workload for micro: give a config with workload: or --prompts, --group-size, --prompt-len")
 add("mode-unknown", "--mode fast", ["--mode", "fast", *TOY], r"unknown mode 'fast'; choose one of: sync, one_step_off")
 add("mode-empty", "--mode ','", ["--mode", ",", *TOY], r"--mode needs at least one of")
 add("eta-without-stale", "--eta 2 with the synchronous mode only", ["--eta", "2", *TOY],

@@ -26,13 +26,13 @@ CASES = [
 
 
 def _broken_pipe(tmp):
-    """rlm-lab predict | head -1 (a real pipe the reader closes early)"""
+    """rlm-lab predict --prompts 8 | head -1 (a real pipe the reader closes early)"""
     import subprocess
     import sys
 
     from fault_matrix import REPO
 
-    r = subprocess.run(f"'{sys.executable}' -m rlm_lab.cli predict | head -1", shell=True, cwd=REPO,
+    r = subprocess.run(f"'{sys.executable}' -m rlm_lab.cli predict --prompts 8 | head -1", shell=True, cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.stdout.startswith("prediction: "), r.stdout
     sys.stderr.write(r.stderr)  # the harness checks it holds no traceback

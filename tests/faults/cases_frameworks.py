@@ -31,7 +31,7 @@ def write(name, data: bytes):
 # ---- the --from value itself
 for id, value, msg in [
     ("no-colon", "verl", r"--from needs FRAMEWORK:CONFIG"),
-    ("unknown-framework", "slime:run.yaml", r"--from 'slime': no importer; choose one of verl, openrlhf, trl"),
+    ("unknown-framework", "roll:run.yaml", r"--from 'roll': no importer; choose one of verl, openrlhf, trl, nemo-rl, areal, slime"),
     ("empty-config", "verl:", r"--from verl: give the config after the colon"),
     ("verl-missing", "verl:{tmp}/none.yaml", r"verl config .*none.yaml not found"),
     ("verl-folder", "verl:{tmp}", r"verl config .* not found \(it is a folder\)"),
@@ -98,6 +98,9 @@ for id, fw, data, msg in [
      r"nemo-rl on 2 nodes with non-colocated generation needs"),
     ("areal-backend", "areal", b"rollout: {backend: 'sglang-d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
      r"areal rollout.backend='sglang-d4' is not an AReaL backend string"),
+    ("areal-hybrid-moe", "areal",
+     b"actor: {backend: 'megatron:(attn:d4p1t2|ffn:d2p1e4)', path: Qwen/Qwen3-30B-A3B}\nrollout: {backend: 'sglang:d8'}\n",
+     r"a hybrid MoE layout \(one parallel layout for attention, another for the experts' FFN\) is not modelled"),
     ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
      b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
     ("areal-no-batch", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
@@ -139,6 +142,22 @@ for id, fw, name, data, msg in [
      r"is an SFT config \(SFTConfig's packing, max_length; no GRPO field\)"),
     ("areal-sft", "areal", "c.yaml", b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n",
      r"has no rollout or gconfig block: an SFT \(or other non-RL\) experiment"),
+    ("slime-no-train", "slime", "run.sh", b"ray start --head\npython3 tools/convert_hf_to_torch_dist.py --hf-checkpoint x\n",
+     r"runs no slime train.py or train_async.py command"),
+    ("slime-no-model", "slime", "run.sh", b"python3 train.py --rollout-batch-size 8 --colocate\n",
+     r"slime arguments need --hf-checkpoint"),
+    ("slime-pp", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --pipeline-model-parallel-size 2\n",
+     r"slime --pipeline-model-parallel-size 2: pipeline parallelism is not modelled by the predictor"),
+    ("slime-ppo", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --advantage-estimator ppo\n",
+     r"slime --advantage-estimator 'ppo' has no predictor algorithm \(slime's PPO trains a critic"),
+    ("slime-batch-word", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size many --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate\n",
+     r"slime --rollout-batch-size must be an integer, got 'many'"),
+    ("slime-gbs-not-dividing", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --global-batch-size 5\n",
+     r"slime --global-batch-size 5 must divide the 32 samples"),
+    ("slime-async-colocate", "slime", "run.sh", b"python3 train_async.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate\n",
+     r"train_async.py with --colocate: the asynchronous loop needs the engines on GPUs of their own"),
+    ("slime-split-no-rollout-gpus", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024\n",
+     r"slime without --colocate needs --rollout-num-gpus"),
 ]:
     add(id, f"predict --from {fw}: {data[:60]!r}", ["predict", "--from", f"{fw}:{{tmp}}/{name}"], msg,
         setup=write(name, data))

@@ -66,7 +66,8 @@ def _enospc(tmp):
 CASES = [
     Case("stdout-dev-full-models", "standard output on /dev/full (`rlm-lab models > /dev/full`)",
          call=dev_full("models"), message=r"cannot write to standard output: No space left on device"),
-    Case("stdout-dev-full-json", "`rlm-lab predict --json > /dev/full`", call=dev_full("predict", "--json"),
+    Case("stdout-dev-full-json", "`rlm-lab predict --prompts 8 --json > /dev/full`",
+         call=dev_full("predict", "--prompts", "8", "--json"),
          message=r"cannot write to standard output: No space left on device"),
     Case("stdout-dev-full-show", "`rlm-lab tasks show arithmetic -n 10000 > /dev/full` (more than a buffer)",
          call=dev_full("tasks", "show", "arithmetic", "-n", "10000"),

@@ -46,9 +46,14 @@ for id, argv, msg in [
     ("config-missing", ["{tmp}/none.yaml"], r"config file .*none.yaml not found"),
     ("config-folder", ["{tmp}"], r"is a folder; pass a predict config YAML"),
     ("prompts-word", ["--prompts", "many"], r"argument --prompts: invalid int value"),
-    # one rule with advise: a real model needs a workload (only a zoo toy keeps the toy default)
+    # one rule with advise: a missing workload is refused naming the flags, for every model (a zoo toy too)
     ("real-model-no-workload", ["--model", "qwen2.5-7b", "--hardware", "h100-sxm"],
-     r"predict needs a workload for qwen2.5-7b: give a config with workload: or --prompts"),
+     r"predict needs a workload for qwen2.5-7b: give a config with workload: or --prompts, --group-size, "
+     r"--prompt-len and --response-len"),
+    ("toy-model-no-workload", ["--model", "micro"],
+     r"predict needs a workload for micro: give a config with workload: or --prompts, --group-size, "
+     r"--prompt-len and --response-len"),
+    ("bare", [], r"predict needs a workload for micro: .*--prompts, --group-size, --prompt-len and --response-len"),
     ("zero-word", ["--zero", "4"], r"argument --zero: invalid choice: 4"),
     ("offload-flag-unknown", ["--offload", "disk", "--prompts", "8"], r"unknown workload.offload kind\(s\) disk"),
     ("gen-tp-with-tp", ["--tp", "2", "--gen-tp", "4", "--devices", "8", "--prompts", "8"],
@@ -98,7 +103,7 @@ for cfg in sorted((REPO / "configs" / "predict").glob("*")):  # every file there
     add(f"shipped-{cfg.stem}", f"the shipped example {cfg.name}", [str(cfg.relative_to(REPO))],
         r"DOES NOT FIT: needs [\d.]+ GiB" if oom else r"(iteration|step) time: ", cls="correct-result",
         exit=1 if oom else 0, check=_no_decimal_gb)
-add("params-format", "the micro model's parameter count is printed as 342k, not 0.342M", [],
+add("params-format", "the micro model's parameter count is printed as 342k, not 0.342M", ["--prompts", "8"],
     r"micro \(342k params\)", cls="correct-result", check=_no_decimal_gb)
 add("params-billions", "a 1.5B model's parameter count reads 1.54B", ["--model", "configs/models/qwen2.5-1.5b.config.json",
                                                                       "--prompts", "8", "--group-size", "4",
@@ -114,8 +119,8 @@ def _json_ok(tmp, out):
     assert d["fits"] is True and d["total_s"] > 0 and d["model"]["params"] == 341632, d.keys()
 
 
-add("json", "--json prints one JSON document", ["--json"], "", cls="correct-result", check=_json_ok)
-add("beta-zero", "beta 0 drops the reference model", ["--beta", "0"], r"iteration time", cls="correct-result",
+add("json", "--json prints one JSON document", ["--prompts", "8", "--json"], "", cls="correct-result", check=_json_ok)
+add("beta-zero", "beta 0 drops the reference model", ["--beta", "0", "--prompts", "8"], r"iteration time", cls="correct-result",
     check=lambda tmp, out: None if "reference" not in out else (_ for _ in ()).throw(AssertionError(out)))
 
 # ---- sizes the cost model would materialize past memory (issue 18 item 7) ------------------------------------

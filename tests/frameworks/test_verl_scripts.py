@@ -83,6 +83,25 @@ def test_script_expansion_matches_bash_itself(tmp_path):
     assert out == _words(SCRIPT)[1:]
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to compare with")
+def test_pipes_redirections_and_lists_end_the_command_as_in_bash(tmp_path):
+    # verl's newer scripts end with `... "$@" 2>&1 | tee logs/X.log` (11 of verl's 109 example scripts at 1dda039
+    # were refused on the '2>&1' word): the command stops at the redirection and the pipe, as bash runs it
+    script = SCRIPT.replace("python3 -m verl.trainer.main_ppo", "mkdir -p logs && python3 -m verl.trainer.main_ppo")
+    script = script.rstrip() + " 2>&1 | tee logs/run.log > /dev/null\n"
+    cmds = [c for c, _ in commands(script, "t")]
+    assert ["mkdir", "-p", "logs"] not in cmds and ["tee", "logs/run.log"] in cmds   # mkdir is a shell keyword here
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nif [ \"$1\" = -c ]; then exit 1; fi\nprintf '%s\\n' \"$@\"\n")
+    (fake / "python3").chmod(0o755)
+    (tmp_path / "run.sh").write_text(script)
+    subprocess.run(["bash", str(tmp_path / "run.sh")], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                   env={"PATH": f"{fake}:/usr/bin:/bin"})
+    assert (tmp_path / "logs" / "run.log").read_text().splitlines() == _words(script)[1:]
+    assert _words(script)[-1] == "trainer.nnodes=1"
+
+
 def test_script_with_env_override_takes_the_npu_branch_and_is_refused_in_one_line(tmp_path):
     p = tmp_path / "run.sh"
     p.write_text(SCRIPT.replace("DEVICE=${DEVICE:-", "DEVICE=npu #"))

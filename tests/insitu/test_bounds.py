@@ -89,7 +89,7 @@ def test_a_profile_with_a_zero_kernel_factor_is_refused_when_loaded(tmp_path, fi
         load_profile(path)
 
 
-@pytest.mark.parametrize("argv", [["predict", "--trl-defaults"], ["validate", "--size", "cpu"]])
+@pytest.mark.parametrize("argv", [["predict", "--trl-defaults", "--prompts", "8"], ["validate", "--size", "cpu"]])
 def test_validate_and_predict_trl_defaults_say_one_line_not_a_zero_division(tmp_path, capsys, argv):
     d = _profile_with(FACTORS)
     d["insitu"]["kernel_factor_bf16"] = 0.0

@@ -1,4 +1,4 @@
-"""``--from`` importers: a verl, OpenRLHF, TRL, NeMo-RL or AReaL config turned into the predictor's run, placement
+"""``--from`` importers: a verl, OpenRLHF, TRL, NeMo-RL, AReaL or slime config turned into the predictor's run, placement
 and mode (:mod:`.common`), one module per framework.
 
     imp = import_from("verl:configs/frameworks/verl/grpo-qwen2-7b-gsm8k.yaml")
@@ -19,9 +19,10 @@ from .common import CONFIGS, MODEL_OVERRIDE, Imported, ImportPrediction, format_
 
 # registry id (as in rlm_lab.frameworks.registry) -> module; what follows "framework:" is a file, except OpenRLHF's
 # command-line arguments
-IMPORTERS = {"verl": "verl", "openrlhf": "openrlhf", "trl": "trl", "nemo-rl": "nemo_rl", "areal": "areal"}
+IMPORTERS = {"verl": "verl", "openrlhf": "openrlhf", "trl": "trl", "nemo-rl": "nemo_rl", "areal": "areal",
+             "slime": "slime"}
 SUFFIXES = {"verl": (".yaml", ".yml"), "trl": (".yaml", ".yml"), "nemo-rl": (".yaml", ".yml"),
-            "areal": (".yaml", ".yml"), "openrlhf": (".args", ".sh", ".txt")}
+            "areal": (".yaml", ".yml"), "openrlhf": (".args", ".sh", ".txt"), "slime": (".sh",)}
 
 
 def parse_from(value: str) -> tuple[str, str]:

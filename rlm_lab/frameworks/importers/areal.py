@@ -43,8 +43,12 @@ _DIMS = re.compile(r"^([a-z_]+)(?:\[\w+\])?:((?:[dptce]\d+)+)$")
 
 
 def parse_backend(value, key: str) -> tuple[str, dict]:
-    """``"sglang:d4p1t2"`` -> ("sglang", {"d": 4, "p": 1, "t": 2}); pipeline / context parallelism refused."""
+    """``"sglang:d4p1t2"`` -> ("sglang", {"d": 4, "p": 1, "t": 2}); pipeline / context parallelism refused, and
+    AReaL's hybrid MoE syntax ``megatron:(attn:...|ffn:...)`` (hybrid_moe_syntax in areal/api/alloc_mode.py)."""
     m = _DIMS.match(str(value).strip()) if isinstance(value, str) else None
+    if not m and isinstance(value, str) and re.match(r"^[a-z_]+:\(?attn:.*\|ffn:.*\)?$", value.strip()):
+        raise RlmLabError(f"areal {key}={value!r}: a hybrid MoE layout (one parallel layout for attention, another "
+                          f"for the experts' FFN) is not modelled by the predictor")
     if not m:
         raise RlmLabError(f"areal {key}={value!r} is not an AReaL backend string ENGINE:dims such as sglang:d4t1 or "
                           f"fsdp:d4 (areal/api/alloc_mode.py)")

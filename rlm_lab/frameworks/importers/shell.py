@@ -29,6 +29,8 @@ _KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", 
              "}", "{", "set", "unset", "echo", "cd", "mkdir", "source", ".", "trap", "wait", "exit", "return", "shift",
              "ulimit", "pip", "pip3", "wget", "git", "sleep", "printf", "nvidia-smi", "rm", "cp", "ln", "cat",
              "huggingface-cli", "hf", "shopt", "true", "false", "[", "[[", "test", "conda", "pkill", "kill", "ps"}
+_CONTROL = {"|", "||", "&&", "&", ";", "|&"}   # a word that ends a command (a pipeline's next command follows)
+_REDIRECT = re.compile(r"\d*(>>?|<|&>>?)(&\d+|&-)?(.*)")   # 2>&1, >log, > log, &> log: not an argument of the command
 _NOWORD = "\x01"                # "${EMPTY[@]}" and "$@" expand to no word at all (bash), not to an empty one
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Div: operator.floordiv, ast.Mod: operator.mod, ast.USub: operator.neg}
@@ -178,23 +180,46 @@ def _unquote(text: str) -> str:
 
 
 def logical_lines(text: str) -> list[str]:
-    """Lines with ``\\``-newline continuations joined and array literals spanning lines gathered into one."""
+    """Lines with ``\\``-newline continuations joined, array literals spanning lines gathered into one, and a quoted
+    string spanning lines (``JSON="{ ... }"``) kept whole, as bash reads them."""
     text = text.replace("\r\n", "\n").replace("\\\n", " ")
     out, pending = [], None
     for line in text.split("\n"):
         if pending is not None:
             pending += "\n" + line
-            if _balanced(pending):
+            if _balanced(pending) and not _open_quote(pending):
                 out.append(pending)
                 pending = None
             continue
-        if re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\+?=\(", line) and not _balanced(line):
+        if (re.match(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\+?=\(", line) and not _balanced(line)) \
+                or _open_quote(line):
             pending = line
             continue
         out.append(line)
     if pending is not None:
         out.append(pending)
     return out
+
+
+def _open_quote(text: str) -> bool:
+    """Whether ``text`` ends inside a quoted string (an unquoted ``#`` after a blank starts a comment)."""
+    quote, i = None, 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1].isspace()):
+            nl = text.find("\n", i)
+            if nl < 0:
+                break
+            i = nl
+        i += 1
+    return quote is not None
 
 
 def _balanced(text: str) -> bool:
@@ -285,6 +310,25 @@ def _one_test(cond: str, env: dict, arrays: dict) -> bool:
 
 
 _OPENERS = {"if": "fi", "case": "esac", "for": "done", "while": "done", "until": "done"}
+
+
+def _pipeline(words: list[str]) -> list[list[str]]:
+    """One split line's commands, as bash separates them: at ``|``, ``&&``, ``||``, ``;`` and ``&``, each without its
+    redirections (``2>&1``, ``> log``, ``>log``): ``python3 -m main k=v 2>&1 | tee log`` is the command
+    ``python3 -m main k=v`` and the command ``tee log``. (A quoted ``"|"`` reads the same here: no training command
+    takes one as an argument.)"""
+    cmds, cur, it = [], [], iter(words)
+    for w in it:
+        m = _REDIRECT.fullmatch(w)
+        if w in _CONTROL:
+            cmds.append(cur)
+            cur = []
+        elif m:
+            if not m.group(2) and not m.group(3):
+                next(it, None)           # "> FILE": the target is the next word
+        else:
+            cur.append(w)
+    return [c for c in cmds + [cur] if c]
 
 
 def commands(text: str, where: str) -> list[tuple[list[str], dict]]:
@@ -386,17 +430,18 @@ def commands(text: str, where: str) -> list[tuple[list[str], dict]]:
         except ValueError as e:
             raise RlmLabError(f"{where}: a line does not split as a shell line ({e}): {s[:60]!r}") from None
         words = [w.replace(_NOWORD, "") for w in words if w != _NOWORD]
-        if words and words[0] in ("export", "local", "readonly", "declare"):
-            words = [w for w in words[1:] if not w.startswith("-")]
-        while words and "=" in words[0] and _NAME.fullmatch(words[0].split("=", 1)[0].rstrip("+")):
-            name, val = words.pop(0).split("=", 1)   # NAME=value [cmd]: a variable (or the command's environment)
-            if name.endswith("+"):
-                name, val = name[:-1], env.get(name[:-1], "") + val
-            env[name] = val
-        if words and words[0] not in _KEYWORDS:
-            out.append((words, dict(env)))
-            if len(out) > MAX_COMMANDS:
-                raise RlmLabError(f"{where}: more than {MAX_COMMANDS} commands; not a run script")
+        for words in _pipeline(words):
+            if words and words[0] in ("export", "local", "readonly", "declare"):
+                words = [w for w in words[1:] if not w.startswith("-")]
+            while words and "=" in words[0] and _NAME.fullmatch(words[0].split("=", 1)[0].rstrip("+")):
+                name, val = words.pop(0).split("=", 1)   # NAME=value [cmd]: a variable (or the command's environment)
+                if name.endswith("+"):
+                    name, val = name[:-1], env.get(name[:-1], "") + val
+                env[name] = val
+            if words and words[0] not in _KEYWORDS:
+                out.append((words, dict(env)))
+                if len(out) > MAX_COMMANDS:
+                    raise RlmLabError(f"{where}: more than {MAX_COMMANDS} commands; not a run script")
 
     block(0, True, set())
     return out

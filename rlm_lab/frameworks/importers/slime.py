@@ -1,0 +1,205 @@
+"""slime (github.com/THUDM/slime): a run script's ``train.py`` / ``train_async.py`` command, its shell variables and
+arrays expanded (:mod:`.shell`, nothing run), read by the kinds of slime's own parser (``configs/frameworks/slime/
+options.txt``, from slime/utils/arguments.py at a pinned commit) and mapped onto the predictor's run:
+
+- ``--actor-num-nodes`` x ``--actor-num-gpus-per-node``: the trainer's GPUs (Megatron, ``--tensor-model-parallel-size``
+  and ``--expert-model-parallel-size``; pipeline or context parallelism > 1 refused in one line);
+- ``--colocate``: the SGLang engines on the trainer's GPUs (slime then offloads each side while the other runs), else
+  ``--rollout-num-gpus`` GPUs of their own with weights broadcast after each update; ``--rollout-num-gpus-per-engine``
+  is the engines' TP, ``--sglang-mem-fraction-static`` their memory share;
+- ``--rollout-batch-size`` prompts x ``--n-samples-per-prompt``, ``--global-batch-size`` samples per optimizer step
+  (slime's help: "the gbs is of sample, not of prompts"), ``--micro-batch-size`` or ``--use-dynamic-batch-size`` with
+  ``--max-tokens-per-gpu``; ``--recompute-granularity`` full or selective: activation checkpointing;
+- ``--advantage-estimator`` grpo, gspo, cispo (GRPO's cost), reinforce_plus_plus(_baseline); ppo refused (slime's
+  PPO trains a critic from a rule reward: the predictor's PPO places a reward model);
+- a reference model is loaded when ``--use-kl-loss`` or ``--kl-coef`` != 0 (slime's validate_args), even at a zero
+  coefficient: then it is priced (said).
+
+``train_async.py`` starts rollout k+1 before training on rollout k (its loop at the pinned commit; colocation
+asserted off): mode one_step_off, eta 1. slime's fully asynchronous example (examples/full_async) is not read.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ...errors import RlmLabError
+from .common import (Keys, capped_response, finish, load_options, mean_response, need_int, need_num, resolve_model,
+                     roles_of, set_dict)
+from .shell import commands
+
+NAME = "slime"
+MAINS = {"train.py": "sync", "train_async.py": "one_step_off"}
+ESTIMATORS = {"grpo": "grpo", "gspo": "grpo", "cispo": "grpo", "reinforce_plus_plus": "reinforce_plus_plus",
+              "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline"}
+DEFAULT_PROMPT = 512
+NOTES = {"hf-checkpoint": "the model (its name)", "ref-load": "checkpoints", "load": "checkpoints", "save": "checkpoints",
+         "save-interval": "checkpoints", "prompt-data": "data location", "eval-*": "evaluation (not in a step)",
+         "n-samples-per-eval-prompt": "evaluation (not in a step)", "lr*": "optimizer hyper-parameters do not change "
+         "the step's cost", "adam-*": "optimizer hyper-parameters do not change the step's cost",
+         "use-wandb": "logging", "wandb-*": "logging"}
+
+
+def words_from_script(path: str) -> tuple[list[str], str]:
+    """The words after slime's ``train.py`` (or ``train_async.py``) in the script, and which of the two it runs."""
+    p = Path(path)
+    if not p.is_file():
+        raise RlmLabError(f"slime script {path} not found")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RlmLabError(f"slime script {path} is not a text file (byte {e.start} is not UTF-8)") from None
+    for words, _ in commands(text, f"slime script {path}"):
+        main = next((w for w in words if Path(w).name in MAINS), None)
+        if main is not None:
+            return words[words.index(main) + 1:], Path(main).name
+    raise RlmLabError(f"slime script {path} runs no slime train.py or train_async.py command")
+
+
+def parse(words: list[str]) -> dict:
+    """``--a 1 --flag --pair x y`` -> {"a": "1", "flag": True, "pair": ["x", "y"]} by slime's parser's kinds."""
+    kinds = load_options(NAME, kinds=True)
+    out, i = {}, 0
+    while i < len(words):
+        tok = words[i]
+        if not tok.startswith("--"):
+            raise RlmLabError(f"slime arguments: {tok!r} follows no option that takes a value")
+        name, eq, val = tok[2:].partition("=")
+        i += 1
+        if eq:
+            out[name] = val
+            continue
+        kind = kinds.get(name, "value" if name.startswith("sglang-") else None)
+        if kind == "flag":
+            out[name] = True
+            continue
+        values = []
+        while i < len(words) and not words[i].startswith("--"):
+            values.append(words[i])
+            i += 1
+            if kind == "value":
+                break
+        if kind is not None and not values:
+            raise RlmLabError(f"slime --{name} needs a value")
+        out[name] = True if not values else values[0] if len(values) == 1 else values
+    return out
+
+
+def _int(k: Keys, key: str, default, to: str, minimum: int = 1) -> int:
+    v = k.get(key, default, to)
+    try:
+        v = int(v) if not isinstance(v, bool) else v
+    except (TypeError, ValueError):
+        raise RlmLabError(f"slime --{key} must be an integer, got {v!r}") from None
+    return need_int(v, f"slime --{key}", minimum)
+
+
+def _float(k: Keys, key: str, default: float, to: str) -> float:
+    v = k.get(key, default, to)
+    try:
+        return need_num(float(v), f"slime --{key}")
+    except (TypeError, ValueError):
+        raise RlmLabError(f"slime --{key} must be a number, got {v!r}") from None
+
+
+def import_config(arg: str, **_):
+    arg = arg.strip()
+    if arg.startswith("-"):
+        source, main = "arguments", "train.py"
+        try:
+            words = shlex.split(arg, comments=True)
+        except ValueError as e:
+            raise RlmLabError(f"slime arguments do not split as a shell line ({e})") from None
+    else:
+        source = arg
+        words, main = words_from_script(arg)
+    k = Keys(NAME, parse(words), NOTES)
+    assumed: list[str] = []
+    for key, what in (("pipeline-model-parallel-size", "pipeline parallelism"),
+                      ("context-parallel-size", "context parallelism")):
+        if _int(k, key, 1, "checked: 1") > 1:
+            raise RlmLabError(f"slime --{key} {k.flat[key]}: {what} is not modelled by the predictor")
+    est = str(k.get("advantage-estimator", "grpo", "algorithm"))
+    if est not in ESTIMATORS:
+        raise RlmLabError(f"slime --advantage-estimator {est!r} has no predictor algorithm"
+                          + (" (slime's PPO trains a critic on a rule reward; the predictor's PPO places a reward "
+                             "model)" if est == "ppo" else f"; known: {', '.join(ESTIMATORS)}"))
+    algo = ESTIMATORS[est]
+    if k.get("hf-checkpoint") is None:
+        raise RlmLabError("slime arguments need --hf-checkpoint (the policy model's Hugging Face checkpoint)")
+    model = resolve_model(Path(str(k.get("hf-checkpoint", to="model (its folder's name)"))).name, "--hf-checkpoint")
+    kl_loss = k.get("use-kl-loss", False, "the reference model is loaded") is True
+    beta = _float(k, "kl-loss-coef", 0.0, "beta") or _float(k, "kl-coef", 0.0, "beta")
+    if kl_loss and beta == 0:
+        beta = None      # the predictor's default beta: the reference is scored each step
+        assumed.append("--use-kl-loss with a zero coefficient: slime still loads and scores the reference model "
+                       "(validate_args), so it is priced")
+
+    prompts = _int(k, "rollout-batch-size", None, "workload.prompts")
+    group = _int(k, "n-samples-per-prompt", 1, "workload.group_size")
+    n = prompts * group
+    gbs = _int(k, "global-batch-size", n, "samples per optimizer step -> workload.minibatches")
+    if n % gbs:
+        raise RlmLabError(f"slime --global-batch-size {gbs} must divide the {n} samples of a rollout "
+                          f"(--rollout-batch-size x --n-samples-per-prompt)")
+    if k.get("rollout-max-response-len") is None:
+        raise RlmLabError("slime arguments need --rollout-max-response-len (the response cap the predictor prices)")
+    cap = _int(k, "rollout-max-response-len", None, "workload.response (the cap's assumed distribution)")
+    response = capped_response(cap, "--rollout-max-response-len", assumed)
+    prompt_len = _int(k, "rollout-max-prompt-len", DEFAULT_PROMPT, "workload.prompt_len (the cap)")
+    if not k.has("rollout-max-prompt-len"):
+        assumed.append(f"prompts of {DEFAULT_PROMPT} tokens (slime's script sets no --rollout-max-prompt-len; pass "
+                       f"--prompt-len)")
+    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
+          "minibatches": n // gbs, "epochs": 1, "precision": "bf16-mixed", "engine": "continuous"}
+    assumed.append("bf16 mixed precision (slime's scripts pass --bf16 in the model arguments they source)")
+    if k.get("use-dynamic-batch-size", False, "micro-batches by tokens") is True:
+        tokens = _int(k, "max-tokens-per-gpu", None, "workload.micro_batch = tokens / mean sequence length")
+        wl["micro_batch"], wl["padding"] = max(1, int(tokens // (prompt_len + mean_response(response)))), "none"
+    else:
+        wl["micro_batch"] = _int(k, "micro-batch-size", 1, "workload.micro_batch")
+    granularity = k.get("recompute-granularity", None, "workload.gradient_checkpointing")
+    wl["gradient_checkpointing"] = granularity in ("full", "selective")
+
+    tp = _int(k, "tensor-model-parallel-size", 1, "training tp")
+    ep = _int(k, "expert-model-parallel-size", 1, "training ep")
+    k.use("sequence-parallel", "with tp: activations split over the tp ranks (priced with tp)")
+    k.use("expert-tensor-parallel-size", "checked: experts' tp")
+    devices = (_int(k, "actor-num-nodes", 1, "trainer GPUs = nodes x GPUs per node")
+               * _int(k, "actor-num-gpus-per-node", 8, "trainer GPUs = nodes x GPUs per node"))
+    gen_tp = _int(k, "rollout-num-gpus-per-engine", 1, "generation tp (GPUs per SGLang engine)")
+    engine = {"what": "SGLang engine", "memory_fraction": _float(
+        k, "sglang-mem-fraction-static", 0.9, "the engine's memory share (KV cache)")}
+    roles = roles_of(algo, beta)
+    if k.get("colocate", False, "the engines on the trainer's GPUs (offloaded in turn)") is True:
+        if gen_tp != tp:
+            assumed.append(f"generation priced at the training layout (tp {tp}), not the engines' tp {gen_tp}: the "
+                           f"predictor reshards only a ZeRO-3 (FSDP) trainer")
+        wl["offload"] = ["sleep"]
+        placement = {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, ep=ep, key="slime trainer GPUs")],
+                     "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
+    else:
+        if k.get("rollout-num-gpus") is None:
+            raise RlmLabError("slime without --colocate needs --rollout-num-gpus (the SGLang engines' own GPUs)")
+        rollout = _int(k, "rollout-num-gpus", None, "the engines' GPUs (a set of their own)")
+        placement = {"name": "disaggregated",
+                     "sets": [set_dict("rollout", rollout, tp=gen_tp, key="slime --rollout-num-gpus"),
+                              set_dict("train", devices, tp=tp, ep=ep, key="slime trainer GPUs")],
+                     "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
+                     "reshard": False}
+        assumed.append("weights broadcast (NCCL) from the trainer to the SGLang engines after each update")
+    replicas = max(1, placement["sets"][0]["devices"] // gen_tp)
+    engine["max_num_seqs"] = -(-n // replicas)
+    assumed.append("SGLang's max_running_requests unset: each engine runs its share of the batch, limited only by "
+                   "its KV cache")
+    mode, eta = MAINS[main], (1 if MAINS[main] == "one_step_off" else 0)
+    if mode == "one_step_off" and placement["name"] == "colocated":
+        raise RlmLabError("slime train_async.py with --colocate: the asynchronous loop needs the engines on GPUs of "
+                          "their own (slime asserts it)")
+    cfg = {"model": model, "algorithm": algo, "workload": wl, "placement": placement,
+           "cluster": {"devices": sum(s["devices"] for s in placement["sets"]), "kind": "gpu"}}
+    if beta is not None:
+        cfg["beta"] = beta
+    return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine,
+                  prompt_cap="--rollout-max-prompt-len" if k.has("rollout-max-prompt-len") else None)
