@@ -166,3 +166,35 @@ def headline(record: RunRecord) -> dict:
             "ref_share": record.results["trace"]["stages"].get(Stage.REF_LOGPROB.value, {}).get("share", 0.0),
             "profile": record.results["prediction"]["profile"], "steps": len(walls),
             "load_before": load[0], "first_loss": (record.results.get("losses") or [float("nan")])[0]}
+
+
+def ensure_dpo(size: str) -> RunRecord:
+    """The DPO record of ``size``: the committed one (``data/runs/<size>/ch02_dpo``), else this build's finished
+    one under ``runs_root(size)``, else run now."""
+    from ...compare import reference_dir
+    from ...record import load_record, runs_root
+
+    for folder in (reference_dir(size) / "ch02_dpo", runs_root(size) / "ch02_dpo"):
+        if (folder / "record.json").exists():
+            try:
+                return load_record(folder, require=("prediction", "trace", "train_started"))
+            except RlmLabError:
+                if folder.parent == reference_dir(size):
+                    raise  # a damaged committed record is an error, never silently re-run
+    return run_dpo_case(dpo_case(size), size, runs_root(size) / "ch02_dpo")
+
+
+def glue_values(record: RunRecord) -> dict[str, str]:
+    """The DPO prose's glued values (formatted): predicted and measured step, the error of this one run (no
+    interval: one run decides nothing), the reference pass's share, and whose profile priced it."""
+    from ...cost.hardware import load_profile
+
+    h = headline(record)
+    hw = record.data["provenance"].get("hardware", {})
+    prof = load_profile(h["profile"])
+    own = prof.device == f"{hw.get('cpu_model')} ({hw.get('cpu_count')} cores)"
+    return {"ch02_dpo_pred_ms": f"{h['pred_step_ms']:.1f} ms", "ch02_dpo_meas_ms": f"{h['meas_step_ms']:.1f} ms",
+            "ch02_dpo_step_error": f"{h['step_error']:+.0%}", "ch02_dpo_stage_error": f"{h['stage_error']:.0%}",
+            "ch02_dpo_ref_share": f"{h['ref_share']:.0%}", "ch02_dpo_pairs": str(record.config["case"]["pairs"]),
+            "ch02_dpo_load": f"{h['load_before'] / max(1, hw.get('cpu_count') or 1):.1f}",
+            "ch02_dpo_profile": f"{h['profile']} ({'this machine' if own else 'calibrated on ' + prof.device})"}
