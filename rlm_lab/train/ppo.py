@@ -55,10 +55,10 @@ from trl.extras.profiling import profiling_context
 from ..compat import check_overrides
 from ..errors import RlmLabError
 from ..tasks import checked
+from . import shared_critic as SC
 from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
     masked_whiten, token_rewards
 from .critic import CriticTrainer, build_critic
-from . import shared_critic as SC
 from .ppo_config import IGNORED_OPTIONS, LOSS_TYPES, REWARD_SOURCES, PPOConfig  # noqa: F401 - this module's API
 
 _CHECKED_CODE = checked(lambda completions, **kw: []).__code__  # every checked() wrapper shares this code

@@ -48,7 +48,7 @@ class HiddenCapture:
     def __init__(self, policy: nn.Module):
         self.module, self.chunks, self._handle = backbone(policy), [], None
 
-    def __enter__(self) -> "HiddenCapture":
+    def __enter__(self) -> HiddenCapture:
         self._handle = self.module.register_forward_hook(self._keep)
         return self
 

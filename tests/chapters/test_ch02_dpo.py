@@ -41,7 +41,7 @@ def test_prediction_before_training_on_tokenized_shapes(record):
     task = parse_task(D.TASK)
     _, tok = build_model(CASE.model)
     pairs = preference_pairs(task, ensure_data(task)["train"][:CASE.pairs * CASE.steps])
-    n = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    n = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
     prompt = max(n(p["prompt"]) for p in pairs)
     seq = max(n(p["prompt"]) + 1 + max(n(p["chosen"]), n(p["rejected"])) for p in pairs)   # + EOS
     assert (pred["prompt_len"], pred["completion_len"]) == (prompt, seq - prompt)

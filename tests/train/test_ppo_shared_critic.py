@@ -69,7 +69,7 @@ def test_shared_run(nano_path, dataset, tmp_path, stage_names):  # noqa: F811
     assert [h for h in tr.state.log_history if "value_loss" in h]
 
 
-def test_separate_run_makes_two_backwards(nano_path, dataset, tmp_path):
+def test_separate_run_makes_two_backwards(nano_path, dataset, tmp_path):  # noqa: F811
     tr = trainer(nano_path, tmp_path / "sep", dataset, max_steps=1)
     backwards = _count_backwards(tr)
     tr.train()

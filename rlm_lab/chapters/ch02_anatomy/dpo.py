@@ -91,9 +91,8 @@ def predict(case: DpoCase, prompt_len: int, completion_len: int, profile) -> dic
 def run_dpo_case(case: DpoCase, size: str, run_dir, profile=None, seed: int = 0) -> RunRecord:
     """Build the pairs and the trainer, write the prediction into the record, then train ``case`` under the stage
     tracer; the record keeps the prediction, the tracer's summary, the step walls and the load around the run."""
-    from transformers.utils import logging as hf_logging
-
     import torch
+    from transformers.utils import logging as hf_logging
 
     from ...cost.hardware import profile_for
     from ...models import build_model
