@@ -29,8 +29,13 @@ trainer then holds the classic four models (actor, critic, reference, reward mod
 Group size: TRL requires ``num_generations >= 2``, so PPO here samples G completions per prompt like
 GRPO, but uses no group statistics: the baseline is the critic, advantages are per token.
 
+``critic="shared"`` (:mod:`rlm_lab.train.shared_critic`): no critic model; a value head on the policy's backbone
+whose values ride on the old-log-prob pass (stage ``values`` is then the head alone, or one no-grad backbone
+forward when no such pass runs) and whose clipped value loss is added to the policy loss, so one backward runs
+through one backbone and the actor's optimizer steps the head (no ``critic_update`` stage).
+
 Ignored (compared with InstructGPT/OpenRLHF PPO): no adaptive KL controller (beta is fixed), no
-entropy bonus, no critic warm-up phase, no value-head-on-the-policy variant; DeepSpeed cannot prepare
+entropy bonus, no critic warm-up phase; DeepSpeed cannot prepare
 the second trainable model through the Trainer and is refused. GRPOConfig options that this PPO would
 silently ignore are refused when the config is built (:mod:`rlm_lab.train.ppo_config`). Stage names follow
 ``rlm_lab.stages.Stage`` and are emitted through TRL's own ``profiling_context`` (nested in TRL's
@@ -50,6 +55,7 @@ from trl.extras.profiling import profiling_context
 from ..compat import check_overrides
 from ..errors import RlmLabError
 from ..tasks import checked
+from . import shared_critic as SC
 from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
     masked_whiten, token_rewards
 from .critic import CriticTrainer, build_critic
@@ -102,29 +108,47 @@ class PPOTrainer(GRPOTrainer):
         if self.accelerator.distributed_type == DistributedType.DEEPSPEED:
             raise RlmLabError("PPO's critic is a second trainable model, which the Trainer's DeepSpeed path cannot "
                               "prepare; run PPO without DeepSpeed (single process or DDP via torchrun)")
-        if value_model is None:
-            value_model = build_critic(self.accelerator.unwrap_model(self.model), args.value_model_path)
-        self.critic_trainer = CriticTrainer(self.accelerator, value_model, args.critic_learning_rate,
-                                            args.adam_epsilon)
+        self.shared_critic = args.critic == "shared"
+        if self.shared_critic:
+            if peft_config is not None or value_model is not None:
+                raise RlmLabError("critic='shared': the value head sits on the policy's own backbone; it takes no "
+                                  "value_model and no PEFT adapter (the reference would run through that backbone)")
+            self.value_head, self.critic_trainer = SC.attach_value_head(self.accelerator.unwrap_model(self.model)), None
+        else:
+            if value_model is None:
+                value_model = build_critic(self.accelerator.unwrap_model(self.model), args.value_model_path)
+            self.critic_trainer = CriticTrainer(self.accelerator, value_model, args.critic_learning_rate,
+                                                args.adam_epsilon)
         self._ppo_rewards_per_func = None
 
     @property
-    def critic(self) -> nn.Module:
-        return self.critic_trainer.model
+    def critic(self) -> nn.Module | None:
+        """The separate value model; None with ``critic="shared"`` (the head is ``self.value_head``)."""
+        return None if self.critic_trainer is None else self.critic_trainer.model
 
     @property
-    def critic_optimizer(self) -> torch.optim.Optimizer:
-        return self.critic_trainer.optimizer
+    def critic_optimizer(self) -> torch.optim.Optimizer | None:
+        return None if self.critic_trainer is None else self.critic_trainer.optimizer
 
     @property
     def critic_scheduler(self):
-        return self.critic_trainer.scheduler
+        return None if self.critic_trainer is None else self.critic_trainer.scheduler
+
+    def _capture(self):
+        """The backbone's hidden states of the passes inside the block (shared critic), else nothing."""
+        import contextlib
+
+        if not self.shared_critic:
+            return contextlib.nullcontext()
+        return SC.HiddenCapture(self.accelerator.unwrap_model(self.model))
 
     # ---- what the run holds --------------------------------------------------------------------------
     @property
     def models_held(self) -> dict[str, nn.Module]:
         """The networks this run keeps in memory, keyed like ``rlm_lab.stages.MODELS_HELD['ppo']``."""
-        held = {"actor": self.model, "critic": self.critic}
+        held = {"actor": self.model}
+        if self.critic is not None:
+            held["critic"] = self.critic
         if self.ref_model is not None:
             held["reference"] = self.ref_model
         reward_models = [f for f in self.reward_funcs if isinstance(f, nn.Module)]
@@ -169,13 +193,18 @@ class PPOTrainer(GRPOTrainer):
         with torch.no_grad():
             old_logps = out.get("old_per_token_logps")
             ref_logps = out.get("ref_per_token_logps")
+            cap = None
             if old_logps is None and ref_logps is not None:
                 # The KL reward needs log pi_old of the sampled tokens; TRL skips this pass when on-policy.
-                old_logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size)
+                with self._capture() as cap:  # shared critic: the values ride on this pass
+                    old_logps, _, _ = self._get_per_token_logps_and_entropies(
+                        self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size)
                 out["old_per_token_logps"] = old_logps
             with profiling_context(self, "values"):
-                values = self.critic_trainer.values(input_ids, attention_mask, logits_to_keep, batch_size)
+                if self.shared_critic:
+                    values = self._shared_values(cap, input_ids, attention_mask, logits_to_keep, batch_size)
+                else:
+                    values = self.critic_trainer.values(input_ids, attention_mask, logits_to_keep, batch_size)
             with profiling_context(self, "advantage"):
                 logps = old_logps if old_logps is not None else torch.zeros_like(values)
                 rewards, kl = token_rewards(scores, logps, ref_logps, mask, self.beta)
@@ -206,9 +235,10 @@ class PPOTrainer(GRPOTrainer):
         mask = inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
         fmask = mask.float()
 
-        logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, compute_entropy=True,
-            compute_aux_loss=self.aux_loss_enabled)
+        with self._capture() as cap:  # shared critic: the values' hidden states of this same forward
+            logps, entropies, aux_loss = self._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, compute_entropy=True,
+                compute_aux_loss=self.aux_loss_enabled)
         old_logps = inputs.get("old_per_token_logps")
         old_logps = logps.detach() if old_logps is None else old_logps
         pg_loss, pg_clipfrac, approx_kl = clipped_policy_loss(
@@ -225,7 +255,9 @@ class PPOTrainer(GRPOTrainer):
         if self.aux_loss_enabled:
             loss = loss + self.router_aux_loss_coef * aux_loss / normalizer
 
-        if mode == "train":
+        if mode == "train" and self.shared_critic:  # one loss, one backward through one backbone
+            loss = loss + self._shared_value_loss(cap.hidden(), logits_to_keep, inputs, normalizer)
+        elif mode == "train":
             self._critic_step(input_ids, attention_mask, logits_to_keep, inputs, normalizer)
 
         m, reduce = self._metrics[mode], self.accelerator.gather
@@ -234,6 +266,28 @@ class PPOTrainer(GRPOTrainer):
         m["ppo/approx_kl"].append(reduce(approx_kl).mean().item())
         m["entropy"].append(reduce(masked_mean(entropies.detach(), fmask)).mean().item())
         return loss
+
+    def _shared_values(self, cap, input_ids, attention_mask, logits_to_keep: int, batch_size: int) -> torch.Tensor:
+        """The value head on the hidden states the old-log-prob pass left in ``cap``, else on one no-grad backbone
+        forward of its own (in the log-prob pass's row chunks)."""
+        hidden = cap.hidden() if cap is not None else None
+        if hidden is None:
+            body = SC.backbone(self.accelerator.unwrap_model(self.model))
+            hidden = torch.cat([body(input_ids=input_ids[i:i + batch_size],
+                                     attention_mask=attention_mask[i:i + batch_size])[0]
+                                for i in range(0, input_ids.size(0), batch_size)], 0)
+        return SC.values(self.value_head, hidden, logits_to_keep)
+
+    def _shared_value_loss(self, hidden, logits_to_keep: int, inputs, normalizer) -> torch.Tensor:
+        """vf_coef x the clipped value loss of the head on the training forward's hidden states (to be added to the
+        policy loss: the one backward of the step trains backbone and head together)."""
+        values = SC.values(self.value_head, hidden, logits_to_keep)
+        vf_loss, vf_clipfrac = clipped_value_loss(values, inputs["values"], inputs["returns"],
+                                                  inputs["value_mask"].float(), self.args.cliprange_value)
+        m, reduce = self._metrics["train"], self.accelerator.gather
+        m["value_loss"].append(reduce(vf_loss.detach()).mean().item())
+        m["ppo/value_clipfrac"].append(reduce(vf_clipfrac).mean().item())
+        return self.args.vf_coef * vf_loss / normalizer
 
     def _critic_step(self, input_ids, attention_mask, logits_to_keep, inputs, normalizer):
         """One critic forward + backward (+ its optimizer step when the actor steps): the clipped value loss."""
@@ -254,12 +308,13 @@ class PPOTrainer(GRPOTrainer):
     # ---- the critic's schedule and checkpoints, beside the actor's -----------------------------------
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         scheduler = super().create_scheduler(num_training_steps, optimizer)
-        self.critic_trainer.make_scheduler(self.args, num_training_steps)
+        if self.critic_trainer is not None:
+            self.critic_trainer.make_scheduler(self.args, num_training_steps)
         return scheduler
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        if self.args.should_save:
+        if self.args.should_save and self.critic_trainer is not None:  # a shared head is saved with the policy
             from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
@@ -267,5 +322,5 @@ class PPOTrainer(GRPOTrainer):
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is not None:
+        if checkpoint is not None and self.critic_trainer is not None:
             self.critic_trainer.load(checkpoint)

@@ -20,6 +20,9 @@ from trl import GRPOConfig
 from ..errors import RlmLabError
 
 REWARD_SOURCES = ("verifier", "reward_model")
+# The model structure of the critic (the cost model's ``critic`` argument, rlm_lab.cost.workload.SHARED): a separate
+# value model, or a value head on the policy's backbone (rlm_lab.train.shared_critic).
+CRITIC_STRUCTURES = ("separate", "shared")
 # Schedules the Trainer steps on evaluation metrics, not per optimizer step (transformers Trainer's training loop).
 METRIC_SCHEDULES = ("reduce_lr_on_plateau", "greedy")
 # The token-loss normalisations PPO implements, named as TRL's ``loss_type`` (grpo_trainer.py ``_compute_loss``):
@@ -58,8 +61,16 @@ class PPOConfig(GRPOConfig):
     value_model_path: str | None = field(
         default=None, metadata={"help": "Folder/hub id of the critic; default: built from the policy."})
 
+    critic: str = field(default="separate", metadata={
+        "help": "separate (a value model of its own) | shared (a value head on the policy's backbone, one backward)"})
+
     def __post_init__(self):
         super().__post_init__()
+        if self.critic not in CRITIC_STRUCTURES:
+            raise RlmLabError(f"unknown critic {self.critic!r}; choose one of: {', '.join(CRITIC_STRUCTURES)}")
+        if self.critic == "shared" and self.value_model_path:
+            raise RlmLabError("critic='shared' puts the value head on the policy's backbone; it takes no "
+                              "value_model_path")
         if self.reward_source not in REWARD_SOURCES:
             raise RlmLabError(f"unknown reward_source {self.reward_source!r}; choose one of: {', '.join(REWARD_SOURCES)}")
         if self.reward_source == "reward_model" and not self.reward_model_path:

@@ -44,8 +44,8 @@ from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
-# grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss) and the PPO trainer of
-# this project (rlm_lab/train/ppo.py). ``None`` = a container we track for nesting but do not count.
+# grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss), the PPO trainer of
+# this project (rlm_lab/train/ppo.py) and its profiled DPOTrainer (rlm_lab/train/dpo.py). ``None`` = a container we track for nesting but do not count.
 TRL_NAMES: dict[str, Stage | None] = {
     "transformers.generate": Stage.GENERATE,        # HF generate with KV cache
     "transformers.generate_batch": Stage.GENERATE,  # transformers continuous batching
@@ -57,6 +57,7 @@ TRL_NAMES: dict[str, Stage | None] = {
     "_calculate_rewards": Stage.REWARD,
     "reward_model": Stage.REWARD,                   # our PPO's reward-model forward
     "values": Stage.VALUES,                         # our PPO's critic forward
+    "ref_logprob": Stage.REF_LOGPROB,               # our DPO's reference forward (rlm_lab/train/dpo.py)
     "advantage": Stage.ADVANTAGE,                   # our PPO's GAE
     "critic_update": Stage.CRITIC_UPDATE,           # our PPO's critic forward+backward
     "compute_loss": Stage.ACTOR_FORWARD,            # training forward + loss

@@ -6,7 +6,8 @@ prints, draws and glues). A case is a traced case (:mod:`rlm_lab.validate.traced
 ``predict_case``, ``time_table``), the unit the validation and in-situ suites share with this chapter.
 ``python -m rlm_lab.chapters.ch02_anatomy --size cpu`` makes the records (:func:`.run.main`).
 Beside them, :mod:`.families` prices the survey's three families (PPO, GRPO, DPO; arXiv 2608.27046 Table 4) at one
-scale, predictions only, next to Table 4's work in the survey's convention.
+scale, predictions only, next to Table 4's work in the survey's convention; :mod:`.dpo` traces the third family (TRL's
+``DPOTrainer`` on the task's preference pairs), its prediction written into the record before the first step.
 
 What is measured (each a recorded run, ``data/runs/<size>/ch02_*``):
 
