@@ -55,16 +55,22 @@ SCALED = {
     "forward_grad": ("forward_grad_base_s", "forward_grad_layer_s"),
     "backward": ("backward_base_s", "backward_layer_s"),
     "checkpoint": ("checkpoint_base_s", "checkpoint_layer_s"),
-    "autocast_forward": ("autocast_forward_base_s", "autocast_forward_layer_s"),
-    "autocast_backward": ("autocast_backward_base_s", "autocast_backward_layer_s"),
-    "autocast_decode": ("autocast_decode_base_s", "autocast_decode_layer_s"),
     "optimizer": ("optimizer_base_s", "optimizer_tensor_s"),
     "trl_step": ("trl_step_base_s", "trl_step_row_s", "trl_step_tensor_s"),
 }
-# FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term)
-FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s")
-KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor)
-KERNELS_BF16 = "kernels_bf16"  # bf16 autocast's products and attention (insitu.kernel_factor_bf16)
+# FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term;
+# timing._autocast_overhead's weight casts, per parameter per call, from reference CAST_UNIT)
+CASTS = ("autocast_cast_forward_param_s", "autocast_cast_backward_param_s", "autocast_cast_decode_param_s")
+FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s") + CASTS
+CAST_UNIT = 1e-9  # s per parameter per call: what casting 4 + 2 bytes of it at ~6 GB/s costs
+KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor): fp32 calls
+# bf16 autocast's own factor of every kernel term of a bf16 call (products, attention, elementwise, the log-prob
+# head, cache traffic: insitu.kernel_factor_bf16 with insitu.bf16_scope "kernels"; HardwareProfile.dtype_factor).
+# autocast's per-call dispatch (autocast_{forward,backward,decode}_{base,layer}_s) is NOT fitted: it keeps its
+# microbenchmark's values, so that a bf16 step's cost cannot be absorbed into per-call factors (issue 35: the
+# fit on main scaled them up to 273x); what autocast costs beyond them is the weights' casts (CASTS).
+KERNELS_BF16 = "kernels_bf16"
+BF16_SCOPE = "kernels"
 GROUPS = (KERNELS, KERNELS_BF16) + tuple(SCALED) + FREE
 KERNEL_BOUNDS = (0.25, 4.0)    # kernels in a real step vs their microbenchmarks
 SCALED_BOUNDS = (0.1, 200.0)   # a per-call cost vs its microbenchmark loop's value
@@ -75,6 +81,7 @@ WHY = {
     "scaled": "a per-call cost is within 0.1x to 200x of the value its microbenchmark loop measured on this "
               "machine; 0 would price the calls as free",
     "free": "a cost per call of Python between 1 us and 100 ms",
+    "cast": "a weight's cast per call between 0.01 ns and 1 us per parameter",
 }
 SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
 BOOTSTRAP = 200        # resamples for the spread
@@ -87,6 +94,11 @@ def _keys(group: str) -> tuple[str, ...]:
     return SCALED.get(group, (group,))
 
 
+def unit(group: str) -> float:
+    """The reference value of a FREE term (its factor x this is its fitted value)."""
+    return CAST_UNIT if group in CASTS else UNIT
+
+
 def bounds(group: str) -> tuple[float, float]:
     """(lower, upper) of ``group``'s factor."""
     if group in (KERNELS, KERNELS_BF16):
@@ -96,7 +108,9 @@ def bounds(group: str) -> tuple[float, float]:
 
 def why(group: str) -> str:
     """The reason for ``group``'s bounds, in words."""
-    return WHY[KERNELS] if group in (KERNELS, KERNELS_BF16) else WHY["scaled" if group in SCALED else "free"]
+    if group in CASTS:
+        return WHY["cast"]
+    return WHY[KERNELS] if group == KERNELS_BF16 else WHY["scaled" if group in SCALED else "free"]
 
 
 def unexercised_factor(group: str) -> float:
@@ -111,14 +125,15 @@ def _reference(base: dict, group: str) -> dict:
         return {}
     if group in SCALED:
         return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
-    return {group: UNIT}
+    return {group: unit(group)}
 
 
 def _with(base: dict, values: dict, kernel_factor: float = 1.0, bf16_factor: float = 1.0) -> dict:
     """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``
     (bf16 products and attention at ``bf16_factor``)."""
     d = copy.deepcopy(base)
-    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor, "kernel_factor_bf16": bf16_factor}
+    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor, "kernel_factor_bf16": bf16_factor,
+                   "bf16_scope": BF16_SCOPE}
     over = dict(d["overhead"])
     for g in GROUPS:
         for k in _keys(g):
@@ -379,10 +394,12 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
 
     d["provenance"] = provenance("rlm-lab insitu")
     d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "kernel_factor_bf16": result["factors"][KERNELS_BF16],
+                   "bf16_scope": BF16_SCOPE,
                    "base_profile": base.name, "fitted": utc_now(),
                    "base_provenance": base.provenance,
                    "base_source": str(base_profile), "records": records, "factors": result["factors"],
-                   "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],
+                   "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT,
+                   "free_units_s": {g: unit(g) for g in FREE}, "rows": result["rows"],
                    "rms_relative": result["rms"], "unexercised": result["unexercised"],
                    "bounds": {g: list(bounds(g)) for g in GROUPS}, "at_bound": result.get("at_bound", {}),
                    "held_out": result.get("held_out", {}),

@@ -170,7 +170,8 @@ def insitu_section() -> tuple[str, dict]:
 
         def value(g):
             if g in kernel_keys:
-                return "x every kernel" if g == "kernels" else "x bf16 products, attention"
+                return "x every kernel" if g == "kernels" else (
+                    "x every kernel of a bf16 call" if fit.get("bf16_scope") == "kernels" else "x bf16 products, attention")
             return ", ".join(f"{insitu.overhead[k] * 1e3:.3g} ms" for k in fit["groups"][g]) or "-"
 
         def iqr(g):
