@@ -11,7 +11,11 @@ group at its reference minus the prediction without it). The group ``kernels`` i
 microbenchmarks timed (products, attention, elementwise, the log-prob head, memory traffic) at their
 measured rates; its factor is the profile's ``insitu.kernel_factor`` (``HardwareProfile.kernel_factor``
 divides every rate by it, so a roofline max(FLOPs / F, bytes / BW) scales by exactly that factor and the
-model stays linear in it). A SCALED group keeps the ratios its
+model stays linear in it). The group ``kernels_bf16`` is the same for the kernels of a bf16 call (TRL's default on
+CPU, autocast): every kernel term of it, products to cache traffic (``insitu.bf16_scope`` "kernels",
+``HardwareProfile.dtype_factor``; issue 35), so that bf16 is learned as its own kernels and never absorbed into
+per-call factors (autocast's per-call dispatch keeps its microbenchmark's values; what autocast adds per
+parameter per call is its own FREE term per call kind). A SCALED group keeps the ratios its
 microbenchmark measured (e.g. a forward's base and per-layer dispatch) and gets one factor; a FREE term
 (a cost no microbenchmark isolates: the MoE blocks' per-expert loop, the generation loop's per-row work) has
 reference :data:`UNIT` seconds, so its factor x UNIT is its fitted value. The factors are the non-negative
