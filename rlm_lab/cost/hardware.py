@@ -119,9 +119,14 @@ class HardwareProfile:
     def product_factor(self, dtype: str) -> float:
         """:attr:`kernel_factor` for the products and attention of ``dtype``; bf16 autocast on CPU (``bf16``,
         ``bf16_backward``) has its own in-situ factor ``insitu.kernel_factor_bf16`` when fitted (its kernels
-        are other code paths than fp32's), else the common one."""
-        if dtype and dtype.startswith("bf16") and self.insitu and "kernel_factor_bf16" in self.insitu:
-            return float(self.insitu["kernel_factor_bf16"])
+        are other code paths than fp32's), else the common one; the bf16 backward products their own
+        ``insitu.kernel_factor_bf16_backward`` when fitted (issue 35: a base calibration of another machine has
+        another ratio of bf16 backward to forward rates, e.g. with AMX)."""
+        ins = self.insitu or {}
+        if dtype == "bf16_backward" and "kernel_factor_bf16_backward" in ins:  # its own code path (AMX, oneDNN)
+            return float(ins["kernel_factor_bf16_backward"])
+        if dtype and dtype.startswith("bf16") and "kernel_factor_bf16" in ins:
+            return float(ins["kernel_factor_bf16"])
         return self.kernel_factor
 
     def dtype_factor(self, dtype: str | None) -> float:
@@ -319,7 +324,7 @@ def profile_from_dict(d: dict, where: str = "?") -> HardwareProfile:
                 if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0), None)
     if bad is not None:
         raise RlmLabError(f"hardware profile {where}: overhead.{bad} = {d['overhead'][bad]!r} must be a number >= 0")
-    for key in ("kernel_factor", "kernel_factor_bf16"):  # divisors of every kernel rate: 0 would divide by zero
+    for key in ("kernel_factor", "kernel_factor_bf16", "kernel_factor_bf16_backward"):  # divisors of every kernel rate: 0 would divide by zero
         v = (d.get("insitu") or {}).get(key, 1.0)
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise RlmLabError(f"hardware profile {where}: insitu.{key} = {v!r} must be a positive number "

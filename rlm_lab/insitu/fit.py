@@ -74,8 +74,10 @@ KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_fa
 # microbenchmark's values, so that a bf16 step's cost cannot be absorbed into per-call factors (issue 35: the
 # fit on main scaled them up to 273x); what autocast costs beyond them is the weights' casts (CASTS).
 KERNELS_BF16 = "kernels_bf16"
+KERNELS_BF16_BWD = "kernels_bf16_backward"  # bf16 backward products (dtype bf16_backward): insitu.kernel_factor_bf16_backward
+KERNEL_GROUPS = {KERNELS: "kernel_factor", KERNELS_BF16: "kernel_factor_bf16", KERNELS_BF16_BWD: "kernel_factor_bf16_backward"}
 BF16_SCOPE = "kernels"
-GROUPS = (KERNELS, KERNELS_BF16) + tuple(SCALED) + FREE
+GROUPS = tuple(KERNEL_GROUPS) + tuple(SCALED) + FREE
 KERNEL_BOUNDS = (0.25, 4.0)    # kernels in a real step vs their microbenchmarks
 SCALED_BOUNDS = (0.1, 200.0)   # a per-call cost vs its microbenchmark loop's value
 FREE_BOUNDS = (0.01, 1000.0)   # x UNIT: 1 us to 100 ms
@@ -93,7 +95,7 @@ SEED = 0
 
 
 def _keys(group: str) -> tuple[str, ...]:
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return ()
     return SCALED.get(group, (group,))
 
@@ -105,7 +107,7 @@ def unit(group: str) -> float:
 
 def bounds(group: str) -> tuple[float, float]:
     """(lower, upper) of ``group``'s factor."""
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return KERNEL_BOUNDS
     return SCALED_BOUNDS if group in SCALED else FREE_BOUNDS
 
@@ -114,7 +116,7 @@ def why(group: str) -> str:
     """The reason for ``group``'s bounds, in words."""
     if group in CASTS:
         return WHY["cast"]
-    return WHY[KERNELS] if group == KERNELS_BF16 else WHY["scaled" if group in SCALED else "free"]
+    return WHY[KERNELS] if group in KERNEL_GROUPS else WHY["scaled" if group in SCALED else "free"]
 
 
 def unexercised_factor(group: str) -> float:
@@ -125,19 +127,19 @@ def unexercised_factor(group: str) -> float:
 
 def _reference(base: dict, group: str) -> dict:
     """{key: seconds} of ``group`` at its reference: the base profile's values (SCALED) or UNIT (FREE)."""
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return {}
     if group in SCALED:
         return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
     return {group: unit(group)}
 
 
-def _with(base: dict, values: dict, kernel_factor: float = 1.0, bf16_factor: float = 1.0) -> dict:
-    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``
-    (bf16 products and attention at ``bf16_factor``)."""
+def _with(base: dict, values: dict, kernels: dict | None = None) -> dict:
+    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, the kernel groups at their
+    factors in ``kernels`` ({group: factor}, default 1)."""
     d = copy.deepcopy(base)
-    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor, "kernel_factor_bf16": bf16_factor,
-                   "bf16_scope": BF16_SCOPE}
+    d["insitu"] = {**(d.get("insitu") or {}), "bf16_scope": BF16_SCOPE,
+                   **{key: (kernels or {}).get(g, 1.0) for g, key in KERNEL_GROUPS.items()}}
     over = dict(d["overhead"])
     for g in GROUPS:
         for k in _keys(g):
@@ -166,11 +168,12 @@ def features(rec, base: dict) -> tuple[dict, dict]:
     what each group adds at its reference (:func:`_reference`). Exact because the CPU model is linear in
     the terms (tests/insitu/test_fit.py checks it against whole predictions)."""
     kern1 = _stage_seconds(rec, _with(base, {}))
-    kern2 = _stage_seconds(rec, _with(base, {}, 2.0, 1.0))
-    bf2 = _stage_seconds(rec, _with(base, {}, 1.0, 2.0))
-    feats = {KERNELS: {s: kern2[s] - kern1[s] for s in kern1}, KERNELS_BF16: {s: bf2[s] - kern1[s] for s in kern1}}
-    fixed = {s: kern1[s] - feats[KERNELS][s] - feats[KERNELS_BF16][s] for s in kern1}
-    for g in GROUPS[2:]:
+    feats = {}
+    for g in KERNEL_GROUPS:
+        two = _stage_seconds(rec, _with(base, {}, {g: 2.0}))
+        feats[g] = {s: two[s] - kern1[s] for s in kern1}
+    fixed = {s: kern1[s] - sum(feats[g][s] for g in KERNEL_GROUPS) for s in kern1}
+    for g in GROUPS[len(KERNEL_GROUPS):]:
         with_g = _stage_seconds(rec, _with(base, _reference(base, g)))
         feats[g] = {s: with_g[s] - kern1[s] for s in kern1}
     return fixed, feats
@@ -342,10 +345,10 @@ def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = 
         resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
         f = solve(prepared, resampled)
         f.pop("_unexercised"), f.pop("_at_bound")
-        draws.append({**fitted_values(base, f), KERNELS: f[KERNELS], KERNELS_BF16: f[KERNELS_BF16]})
+        draws.append({**fitted_values(base, f), **{g: f[g] for g in KERNEL_GROUPS}})
     values = fitted_values(base, factors)
     quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])]
-                 for k in [*values, KERNELS, KERNELS_BF16]} if draws else {}
+                 for k in [*values, *KERNEL_GROUPS]} if draws else {}
     return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
             "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed,
             "at_bound": {g: v | {"reason": why(g)} for g, v in at_bound.items()},
@@ -386,10 +389,10 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     d["overhead"] = {**d["overhead"], **result["values"]}
     spread = copy.deepcopy(d.get("spread") or {})
     quart = dict(result["quartiles"])
-    kq, bq = quart.pop(KERNELS, None), quart.pop(KERNELS_BF16, None)
+    kq = {key: quart.pop(g, None) for g, key in KERNEL_GROUPS.items()}
     spread.setdefault("quartiles", {}).setdefault("overhead", {}).update(quart)
-    if kq:
-        spread["quartiles"]["insitu"] = {"kernel_factor": kq, "kernel_factor_bf16": bq}
+    if kq["kernel_factor"]:
+        spread["quartiles"]["insitu"] = kq
     spread.setdefault("statistic", f"in-situ terms: quartiles over {result['bootstrap']} bootstrap resamples "
                                    "of each calibration run's traced steps")
     d["spread"] = spread
@@ -397,8 +400,7 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     from ..records.provenance import provenance, utc_now
 
     d["provenance"] = provenance("rlm-lab insitu")
-    d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "kernel_factor_bf16": result["factors"][KERNELS_BF16],
-                   "bf16_scope": BF16_SCOPE,
+    d["insitu"] = {**{key: result["factors"][g] for g, key in KERNEL_GROUPS.items()}, "bf16_scope": BF16_SCOPE,
                    "base_profile": base.name, "fitted": utc_now(),
                    "base_provenance": base.provenance,
                    "base_source": str(base_profile), "records": records, "factors": result["factors"],

@@ -26,7 +26,7 @@ def _recs():
 
 
 # realistic magnitudes (what fits of real runs give), every group non-zero
-FACTORS = {"kernels": 0.9, "kernels_bf16": 0.7, "decode_step": 0.5, "decode_layer": 2.4, "generate_call": 1.0,
+FACTORS = {"kernels": 0.9, "kernels_bf16": 0.7, "kernels_bf16_backward": 1.3, "decode_step": 0.5, "decode_layer": 2.4, "generate_call": 1.0,
            "forward": 2.5, "forward_grad": 2.8, "backward": 2.3, "checkpoint": 1.0, "optimizer": 1.0, "trl_step": 1.1,
            "generate_loop_row_s": 0.05, "moe_expert_forward_s": 4.0, "moe_expert_backward_s": 2.0,
            "moe_expert_decode_s": 2.0, "autocast_cast_forward_param_s": 20.0, "autocast_cast_backward_param_s": 5.0,
@@ -37,6 +37,7 @@ def _profile_with(factors):
     base = load_profile(BASE).to_dict()
     base["overhead"] = {**base["overhead"], **F.fitted_values(base, factors)}
     base["insitu"] = {"kernel_factor": factors["kernels"], "kernel_factor_bf16": factors["kernels_bf16"],
+                      "kernel_factor_bf16_backward": factors["kernels_bf16_backward"],
                       "bf16_scope": "kernels"}  # the truth: every kernel of a bf16 call (not F.BF16_SCOPE)
     return base
 
@@ -84,8 +85,9 @@ def test_fit_recovers_known_factors_from_synthetic_runs():
     got = F.solve(prepared, meas)
     got.pop("_unexercised")
     assert _rms(prepared, meas, got) < 1e-7
-    for g in ("kernels", "kernels_bf16", "forward", "forward_grad", "backward", "trl_step", "moe_expert_forward_s",
-              "decode_layer"):
+    # (kernels_bf16_backward is not told apart from the backward casts by the two bf16 carriers)
+    for g in ("kernels", "kernels_bf16", "forward", "forward_grad", "backward", "trl_step",
+              "moe_expert_forward_s", "decode_layer"):
         assert got[g] == pytest.approx(FACTORS[g], rel=1e-3), g
 
 
@@ -269,3 +271,16 @@ def test_a_fit_whose_bf16_factor_reaches_products_only_cannot_learn_bf16():
     wrong = [g for g in ("kernels", "forward", "forward_grad", "backward", "decode_layer")
              if got[g] != pytest.approx(truth[g], rel=1e-2)]
     assert _rms(prepared, meas, got) > 1e-3 or wrong
+
+
+def test_bf16_backward_products_have_their_own_factor():
+    """By hand: kernel_factor_bf16_backward scales the bf16 backward products (dtype bf16_backward) only."""
+    from rlm_lab.cost.hardware import profile_from_dict
+
+    d = load_profile(BASE).to_dict()
+    ins = {"kernel_factor": 1.0, "kernel_factor_bf16": 1.0, "bf16_scope": "kernels"}
+    one = profile_from_dict(d | {"insitu": ins})
+    bwd = profile_from_dict(d | {"insitu": ins | {"kernel_factor_bf16_backward": 2.5}})
+    assert one.matmul_rate(1e8, "bf16_backward") == pytest.approx(2.5 * bwd.matmul_rate(1e8, "bf16_backward"))
+    assert one.matmul_rate(1e8, "bf16") == bwd.matmul_rate(1e8, "bf16")
+    assert one.matmul_rate(1e8, "fp32") == bwd.matmul_rate(1e8, "fp32")
