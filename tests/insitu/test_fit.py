@@ -284,3 +284,15 @@ def test_bf16_backward_products_have_their_own_factor():
     assert one.matmul_rate(1e8, "bf16_backward") == pytest.approx(2.5 * bwd.matmul_rate(1e8, "bf16_backward"))
     assert one.matmul_rate(1e8, "bf16") == bwd.matmul_rate(1e8, "bf16")
     assert one.matmul_rate(1e8, "fp32") == bwd.matmul_rate(1e8, "fp32")
+
+
+def test_checkpointing_recomputes_the_actor_only_never_the_critic():
+    """The Trainer enables gradient checkpointing on its own model only; PPO's critic (train/critic.py) runs no
+    recompute: its update is priced the same with and without checkpointing, the actor's backward is not."""
+    from rlm_lab.cost.predict import predict
+    from rlm_lab.cost.workload import Workload
+
+    rows = {ck: {r.stage: r.seconds for r in predict("micro", "ppo", Workload(gradient_checkpointing=ck), BASE).rows}
+            for ck in (False, True)}
+    assert rows[True]["critic_update"] == pytest.approx(rows[False]["critic_update"], rel=1e-12)
+    assert rows[True]["actor_backward"] > rows[False]["actor_backward"] * 1.05
