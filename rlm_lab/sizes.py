@@ -198,7 +198,11 @@ REGISTRY: dict[str, Size] = {
                      ("nano-moe_grpo_B32_G8_R16", "grpo", 0.04, "nano-moe", 32, 8, 16, 8, 3),
                      ("micro-moe_dapo_B16_G4_R16", "grpo", 0.0, "micro-moe", 16, 4, 16, 8, 3),
                      ("micro_grpo_B64_G8_R8_bf16", "grpo", 0.04, "micro", 64, 8, 8, 8, 3, True, False),
-                     ("nano_grpo_B32_G4_R16_bf16_ckpt", "grpo", 0.04, "nano", 32, 4, 16, 8, 3, True, True)),
+                     ("nano_grpo_B32_G4_R16_bf16_ckpt", "grpo", 0.04, "nano", 32, 4, 16, 8, 3, True, True),
+                     # issue 35: bf16 on a 4-layer model without checkpointing and a bf16 PPO with it (backward-heavy,
+                     # the critic under autocast), so that model size and checkpointing are not aliased in bf16
+                     ("mini_grpo_B16_G4_R12_bf16", "grpo", 0.04, "mini", 16, 4, 12, 8, 3, True, False),
+                     ("micro_ppo_B16_G4_R16_bf16_ckpt", "ppo", 0.04, "micro", 16, 4, 16, 8, 3, True, True)),
     ),
     "gpu": Size(
         name="gpu", for_="Colab, or one H100/H200-class GPU and up", time="minutes to hours",

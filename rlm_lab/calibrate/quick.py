@@ -109,8 +109,9 @@ def step_error(profile, ratio: float, config: dict | None = None) -> float:
 
     d = profile.to_dict()
     ins = dict(d.get("insitu") or {})
-    kf, kb = profile.kernel_factor, profile.product_factor("bf16")
-    d["insitu"] = ins | {"kernel_factor": kf / ratio, "kernel_factor_bf16": kb / ratio}
+    kf, kb, kbb = profile.kernel_factor, profile.product_factor("bf16"), profile.product_factor("bf16_backward")
+    d["insitu"] = ins | {"kernel_factor": kf / ratio, "kernel_factor_bf16": kb / ratio,
+                         "kernel_factor_bf16_backward": kbb / ratio}
     cfg = dict(config or {})
     predicted = predict_from_config(cfg | {"hardware": profile}).total_time
     true = predict_from_config(cfg | {"hardware": d}).total_time

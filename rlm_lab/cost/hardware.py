@@ -119,9 +119,24 @@ class HardwareProfile:
     def product_factor(self, dtype: str) -> float:
         """:attr:`kernel_factor` for the products and attention of ``dtype``; bf16 autocast on CPU (``bf16``,
         ``bf16_backward``) has its own in-situ factor ``insitu.kernel_factor_bf16`` when fitted (its kernels
-        are other code paths than fp32's), else the common one."""
-        if dtype.startswith("bf16") and self.insitu and "kernel_factor_bf16" in self.insitu:
-            return float(self.insitu["kernel_factor_bf16"])
+        are other code paths than fp32's), else the common one; the bf16 backward products their own
+        ``insitu.kernel_factor_bf16_backward`` when fitted (issue 35: a base calibration of another machine has
+        another ratio of bf16 backward to forward rates, e.g. with AMX)."""
+        ins = self.insitu or {}
+        if dtype == "bf16_backward" and "kernel_factor_bf16_backward" in ins:  # its own code path (AMX, oneDNN)
+            return float(ins["kernel_factor_bf16_backward"])
+        if dtype and dtype.startswith("bf16") and "kernel_factor_bf16" in ins:
+            return float(ins["kernel_factor_bf16"])
+        return self.kernel_factor
+
+    def dtype_factor(self, dtype: str | None) -> float:
+        """The in-situ factor of every kernel term (products, attention, elementwise, the log-prob head, memory
+        traffic) of a call in ``dtype``: bf16 autocast's own factor when the fit scoped it to all of a bf16
+        call's kernels (``insitu.bf16_scope == "kernels"``, issue 35: under autocast the elementwise work, the
+        head and the cache traffic are bf16 code paths as much as the products), else the common factor (older
+        profiles: bf16 products and attention only, :meth:`product_factor`). ``dtype`` None: the common one."""
+        if dtype and (self.insitu or {}).get("bf16_scope") == "kernels":
+            return self.product_factor(dtype)
         return self.kernel_factor
 
     def peak_flops(self, dtype: str = "bf16") -> float:
@@ -141,15 +156,15 @@ class HardwareProfile:
             return self.efficiency.get("matmul", 1.0) * self.peak_flops(dtype) / self.product_factor(dtype)
         return _interp(curve, gemm_flops) / self.product_factor(dtype)
 
-    def bandwidth(self) -> float:
-        """Achieved memory bandwidth eta_B * BW (bytes/s)."""
-        return self.efficiency.get("memory", 1.0) * float(self.memory_bandwidth) / self.kernel_factor
+    def bandwidth(self, dtype: str | None = None) -> float:
+        """Achieved memory bandwidth eta_B * BW (bytes/s) (``dtype``: of the call moving them, :meth:`dtype_factor`)."""
+        return self.efficiency.get("memory", 1.0) * float(self.memory_bandwidth) / self.dtype_factor(dtype)
 
     def roofline_time(self, flops: float, nbytes: float, gemm_flops: float | None = None,
                       dtype: str = "bf16") -> float:
         """max(FLOPs / F_eff, bytes / BW_eff) seconds (roofline, Williams et al., CACM 2009)."""
         rate = self.matmul_rate(flops if gemm_flops is None else gemm_flops, dtype)
-        return max(flops / rate if flops else 0.0, nbytes / self.bandwidth() if nbytes else 0.0)
+        return max(flops / rate if flops else 0.0, nbytes / self.bandwidth(dtype) if nbytes else 0.0)
 
     # ---- kernels beyond the matrix products ---------------------------------------------------
     @property
@@ -157,7 +172,7 @@ class HardwareProfile:
         """True when the profile holds calibrated kernel terms; False: the assumed defaults apply."""
         return bool(self.kernels)
 
-    def elementwise_s_per_element(self, kind: str = "forward", dtype_bytes: int = 4) -> float:
+    def elementwise_s_per_element(self, kind: str = "forward", dtype_bytes: int = 4, dtype: str | None = None) -> float:
         """Seconds per element of a decoder layer's elementwise work (kind: forward | forward_grad | backward).
 
         Measured: kernel_benchmarks.bench_elementwise. ASSUMED without it: memory-bound, 3 tensor passes
@@ -165,8 +180,8 @@ class HardwareProfile:
         """
         term = self.kernels.get("elementwise", {}).get(kind)
         if term:
-            return float(term["s_per_element"]) * self.kernel_factor
-        return (2 if kind == "backward" else 1) * 3 * dtype_bytes / self.bandwidth()
+            return float(term["s_per_element"]) * self.dtype_factor(dtype)
+        return (2 if kind == "backward" else 1) * 3 * dtype_bytes / self.bandwidth(dtype)
 
     def attention_rate(self, flops: float, dtype: str = "bf16", backward: bool = False) -> float:
         """FLOP/s of the attention kernel for a call of ``flops`` (4 b a q k d_h) FLOPs.
@@ -186,7 +201,8 @@ class HardwareProfile:
             return self.matmul_rate(flops / 2, dtype)
         return _interp(curve, flops) / self.product_factor(dtype)
 
-    def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
+    def logprob_head_time(self, rows: int, vocab: int, kind: str = "forward", dtype_bytes: int = 4,
+                          dtype: str | None = None) -> float:
         """Seconds of the log-prob head beyond its matrix product: base + s_row * rows + s_el * rows * vocab.
 
         Measured: kernel_benchmarks.bench_logprob_head (TRL's fused head). ASSUMED without it: memory-bound,
@@ -197,17 +213,17 @@ class HardwareProfile:
         term = self.kernels.get("logprob_head", {}).get(kind)
         if term:
             return (float(term["base_s"]) + rows * float(term["s_per_row"])
-                    + rows * vocab * float(term["s_per_element"])) * self.kernel_factor
-        return 3 * rows * vocab * dtype_bytes / self.bandwidth()
+                    + rows * vocab * float(term["s_per_element"])) * self.dtype_factor(dtype)
+        return 3 * rows * vocab * dtype_bytes / self.bandwidth(dtype)
 
-    def weight_stream_bandwidth(self, model_bytes: float) -> float | None:
+    def weight_stream_bandwidth(self, model_bytes: float, dtype: str | None = None) -> float | None:
         """Bytes/s at which products read weights of a model of ``model_bytes``: the measured
         streaming rate when the model exceeds the last-level cache, None (no extra bound) otherwise
         or when not measured (ASSUMED: the matmul curve's rate, i.e. cache-resident weights)."""
         ws = self.kernels.get("weight_stream")
         if not ws or model_bytes <= ws.get("cache_bytes", 0):
             return None
-        return float(ws["bandwidth"]) / self.kernel_factor
+        return float(ws["bandwidth"]) / self.dtype_factor(dtype)
 
     # ---- the node and its slower tiers ---------------------------------------------------------------
     @property
@@ -308,7 +324,7 @@ def profile_from_dict(d: dict, where: str = "?") -> HardwareProfile:
                 if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0), None)
     if bad is not None:
         raise RlmLabError(f"hardware profile {where}: overhead.{bad} = {d['overhead'][bad]!r} must be a number >= 0")
-    for key in ("kernel_factor", "kernel_factor_bf16"):  # divisors of every kernel rate: 0 would divide by zero
+    for key in ("kernel_factor", "kernel_factor_bf16", "kernel_factor_bf16_backward"):  # divisors of every kernel rate: 0 would divide by zero
         v = (d.get("insitu") or {}).get(key, 1.0)
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise RlmLabError(f"hardware profile {where}: insitu.{key} = {v!r} must be a positive number "

@@ -576,7 +576,10 @@ class _Assembler:
             t_f, f_seq, calls, lt = self._forward_pass(spec, self.n_dev, self.seq, grad=True)
             full, rem = divmod(self.n_dev, self.m)
             lr = self._logprob_rows(spec, self.seq)
-            rc = wl.gradient_checkpointing
+            # checkpointing is the actor's only: the Trainer enables it on its own model, never on PPO's critic (a
+            # second model built from the config, train/critic.py); issue 35 found the critic update over-predicted
+            # by the recompute it does not run
+            rc = wl.gradient_checkpointing and name == "actor"
             t_b = full * backward_time(spec, prof, self.m, self.seq, self.m * lt, self.dt, self.db, self.m * lr,
                                        weight_grads=wg, recompute=rc)
             if rem:

@@ -49,10 +49,15 @@ def _gemm_time(profile, m: int, k: int, n: int, dtype: str, dtype_bytes: int, co
 
 def _autocast_overhead(spec: ModelSpec, profile, kind: str, dtype: str) -> float:
     """Per-call work bf16 autocast adds to a ``kind`` (forward | backward | decode) call on a CPU profile that
-    measured it (autocast_benchmarks.bench_autocast_overhead: base + L x layer); 0 otherwise (fp32, GPU)."""
+    measured it (autocast_benchmarks.bench_autocast_overhead: base + L x layer, on hidden-16 models whose weights
+    cost nothing to cast) plus the weights' casts: autocast casts every weight to bf16 in each call it enters (its
+    cast cache lives only inside one autocast region; accelerate enters one per forward) and the backward casts
+    their gradients back, so P x ``autocast_cast_<kind>_param_s`` per call (fitted in situ, issue 35; 0 in profiles
+    without it); 0 otherwise (fp32, GPU)."""
     if dtype != "bf16":
         return 0.0
-    return profile.call_overhead(f"autocast_{kind}_base_s") + spec.layers * profile.call_overhead(f"autocast_{kind}_layer_s")
+    return (profile.call_overhead(f"autocast_{kind}_base_s") + spec.layers * profile.call_overhead(f"autocast_{kind}_layer_s")
+            + spec.params * profile.call_overhead(f"autocast_cast_{kind}_param_s"))
 
 
 def expert_overhead(spec: ModelSpec, profile, kind: str, tokens: int) -> float:
@@ -78,7 +83,7 @@ def matmul_time(spec: ModelSpec, profile, tokens: int, logits_tokens: int | None
     A model larger than the last-level cache streams each product's weights from memory at the
     measured streaming rate (``profile.weight_stream_bandwidth``): t_g = max(roofline_g, W_g / BW_stream).
     """
-    stream = profile.weight_stream_bandwidth(spec.params * dtype_bytes)
+    stream = profile.weight_stream_bandwidth(spec.params * dtype_bytes, dtype)
     t = 0.0
     for m, k, n, c in gemm_shapes(spec, tokens, logits_tokens):
         if m and n:
@@ -93,7 +98,7 @@ def attention_time(spec: ModelSpec, profile, batch: int, q_len: int, k_len: int,
     attention kernel's measured rate (``profile.attention_rate``; the matmul curve when not measured)."""
     flops = 4.0 * batch * spec.heads * q_len * k_len * spec.head_dim
     kv_read = 2 * batch * k_len * spec.kv_dim * dtype_bytes
-    t = max(flops / profile.attention_rate(flops, dtype, backward), kv_read / profile.bandwidth())
+    t = max(flops / profile.attention_rate(flops, dtype, backward), kv_read / profile.bandwidth(dtype))
     return spec.layers * t
 
 
@@ -108,8 +113,9 @@ def elementwise_elements(spec: ModelSpec, tokens: int) -> float:
     return float(tokens) * (spec.layers * per + act)
 
 
-def elementwise_time(spec: ModelSpec, profile, tokens: int, kind: str = "forward", dtype_bytes: int = 4) -> float:
-    return elementwise_elements(spec, tokens) * profile.elementwise_s_per_element(kind, dtype_bytes)
+def elementwise_time(spec: ModelSpec, profile, tokens: int, kind: str = "forward", dtype_bytes: int = 4,
+                     dtype: str | None = None) -> float:
+    return elementwise_elements(spec, tokens) * profile.elementwise_s_per_element(kind, dtype_bytes, dtype)
 
 
 def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tokens: int | None = None,
@@ -125,8 +131,8 @@ def forward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_toke
     kind = "forward_grad" if grad else "forward"
     compute = matmul_time(spec, profile, tokens, logits_tokens, dtype, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
-    compute += elementwise_time(spec, profile, tokens, kind, dtype_bytes)
-    compute += profile.logprob_head_time(logprob_rows, spec.head_width, kind, dtype_bytes)
+    compute += elementwise_time(spec, profile, tokens, kind, dtype_bytes, dtype)
+    compute += profile.logprob_head_time(logprob_rows, spec.head_width, kind, dtype_bytes, dtype)
     if not overhead:
         return compute
     kind = "forward_grad" if grad and "forward_grad_base_s" in profile.overhead else "forward"
@@ -153,15 +159,15 @@ def backward_time(spec: ModelSpec, profile, batch: int, seq_len: int, logits_tok
     bdt = f"{dtype}_backward" if f"{dtype}_backward" in profile.matmul_curve else dtype
     compute = (2 if weight_grads else 1) * matmul_time(spec, profile, tokens, logits_tokens, bdt, dtype_bytes)
     compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes, backward=True)
-    compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes)
-    compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes)
+    compute += elementwise_time(spec, profile, tokens, "backward", dtype_bytes, dtype)
+    compute += profile.logprob_head_time(logprob_rows, spec.head_width, "backward", dtype_bytes, dtype)
     over = profile.call_overhead("backward_base_s") + spec.layers * profile.call_overhead("backward_layer_s")
     over += _autocast_overhead(spec, profile, "backward", dtype)
     over += expert_overhead(spec, profile, "backward", tokens)
     if recompute:
         compute += matmul_time(spec, profile, tokens, 0, dtype, dtype_bytes)  # logits_tokens 0: the head is not redone
         compute += attention_time(spec, profile, batch, seq_len, seq_len, dtype, dtype_bytes)
-        compute += elementwise_time(spec, profile, tokens, "forward_grad", dtype_bytes)
+        compute += elementwise_time(spec, profile, tokens, "forward_grad", dtype_bytes, dtype)
         over += profile.call_overhead("checkpoint_base_s") + spec.layers * profile.call_overhead("checkpoint_layer_s")
         over += _autocast_overhead(spec, profile, "forward", dtype)  # the recomputed forward casts the weights again
         over += expert_overhead(spec, profile, "forward", tokens)    # and loops over the experts again
@@ -183,7 +189,7 @@ def decode_step_parts(spec: ModelSpec, batch: int, profile, dtype: str = "bf16",
     4 a T d_h and bytes 2 T d_kv are both linear in T), which is what a continuous engine with rows of different
     lengths needs (engine.py)."""
     compute = matmul_time(spec, profile, batch, batch, dtype, dtype_bytes)
-    compute += elementwise_time(spec, profile, batch, "forward", dtype_bytes)
+    compute += elementwise_time(spec, profile, batch, "forward", dtype_bytes, dtype)
     over = profile.call_overhead("decode_step_base_s") + spec.layers * profile.call_overhead("decode_step_layer_s")
     over += _autocast_overhead(spec, profile, "decode", dtype)
     over += expert_overhead(spec, profile, "decode", batch)
@@ -216,7 +222,7 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
         compute, over = parts[batch]
     compute += attention_time(spec, profile, batch, 1, context, dtype, dtype_bytes)
     if kv_append:
-        compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth()
+        compute += kv_append_bytes(spec, batch, context, dtype_bytes) / profile.bandwidth(dtype)
     return _combine(profile, compute, over)
 
 

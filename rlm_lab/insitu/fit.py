@@ -11,7 +11,11 @@ group at its reference minus the prediction without it). The group ``kernels`` i
 microbenchmarks timed (products, attention, elementwise, the log-prob head, memory traffic) at their
 measured rates; its factor is the profile's ``insitu.kernel_factor`` (``HardwareProfile.kernel_factor``
 divides every rate by it, so a roofline max(FLOPs / F, bytes / BW) scales by exactly that factor and the
-model stays linear in it). A SCALED group keeps the ratios its
+model stays linear in it). The group ``kernels_bf16`` is the same for the kernels of a bf16 call (TRL's default on
+CPU, autocast): every kernel term of it, products to cache traffic (``insitu.bf16_scope`` "kernels",
+``HardwareProfile.dtype_factor``; issue 35), so that bf16 is learned as its own kernels and never absorbed into
+per-call factors (autocast's per-call dispatch keeps its microbenchmark's values; what autocast adds per
+parameter per call is its own FREE term per call kind). A SCALED group keeps the ratios its
 microbenchmark measured (e.g. a forward's base and per-layer dispatch) and gets one factor; a FREE term
 (a cost no microbenchmark isolates: the MoE blocks' per-expert loop, the generation loop's per-row work) has
 reference :data:`UNIT` seconds, so its factor x UNIT is its fitted value. The factors are the non-negative
@@ -55,17 +59,25 @@ SCALED = {
     "forward_grad": ("forward_grad_base_s", "forward_grad_layer_s"),
     "backward": ("backward_base_s", "backward_layer_s"),
     "checkpoint": ("checkpoint_base_s", "checkpoint_layer_s"),
-    "autocast_forward": ("autocast_forward_base_s", "autocast_forward_layer_s"),
-    "autocast_backward": ("autocast_backward_base_s", "autocast_backward_layer_s"),
-    "autocast_decode": ("autocast_decode_base_s", "autocast_decode_layer_s"),
     "optimizer": ("optimizer_base_s", "optimizer_tensor_s"),
     "trl_step": ("trl_step_base_s", "trl_step_row_s", "trl_step_tensor_s"),
 }
-# FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term)
-FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s")
-KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor)
-KERNELS_BF16 = "kernels_bf16"  # bf16 autocast's products and attention (insitu.kernel_factor_bf16)
-GROUPS = (KERNELS, KERNELS_BF16) + tuple(SCALED) + FREE
+# FREE: fitted from reference UNIT (timing.expert_overhead; timing.decode_step_time's generation-loop row term;
+# timing._autocast_overhead's weight casts, per parameter per call, from reference CAST_UNIT)
+CASTS = ("autocast_cast_forward_param_s", "autocast_cast_backward_param_s", "autocast_cast_decode_param_s")
+FREE = ("generate_loop_row_s", "moe_expert_forward_s", "moe_expert_backward_s", "moe_expert_decode_s") + CASTS
+CAST_UNIT = 1e-9  # s per parameter per call: what casting 4 + 2 bytes of it at ~6 GB/s costs
+KERNELS = "kernels"  # the kernel rates' common in-situ factor (insitu.kernel_factor): fp32 calls
+# bf16 autocast's own factor of every kernel term of a bf16 call (products, attention, elementwise, the log-prob
+# head, cache traffic: insitu.kernel_factor_bf16 with insitu.bf16_scope "kernels"; HardwareProfile.dtype_factor).
+# autocast's per-call dispatch (autocast_{forward,backward,decode}_{base,layer}_s) is NOT fitted: it keeps its
+# microbenchmark's values, so that a bf16 step's cost cannot be absorbed into per-call factors (issue 35: the
+# fit on main scaled them up to 273x); what autocast costs beyond them is the weights' casts (CASTS).
+KERNELS_BF16 = "kernels_bf16"
+KERNELS_BF16_BWD = "kernels_bf16_backward"  # bf16 backward products (dtype bf16_backward): insitu.kernel_factor_bf16_backward
+KERNEL_GROUPS = {KERNELS: "kernel_factor", KERNELS_BF16: "kernel_factor_bf16", KERNELS_BF16_BWD: "kernel_factor_bf16_backward"}
+BF16_SCOPE = "kernels"
+GROUPS = tuple(KERNEL_GROUPS) + tuple(SCALED) + FREE
 KERNEL_BOUNDS = (0.25, 4.0)    # kernels in a real step vs their microbenchmarks
 SCALED_BOUNDS = (0.1, 200.0)   # a per-call cost vs its microbenchmark loop's value
 FREE_BOUNDS = (0.01, 1000.0)   # x UNIT: 1 us to 100 ms
@@ -75,6 +87,7 @@ WHY = {
     "scaled": "a per-call cost is within 0.1x to 200x of the value its microbenchmark loop measured on this "
               "machine; 0 would price the calls as free",
     "free": "a cost per call of Python between 1 us and 100 ms",
+    "cast": "a weight's cast per call between 0.01 ns and 1 us per parameter",
 }
 SHARE_MIN = 0.05       # the stages fitted (and judged by the validation): >= 5 % of their measured step
 BOOTSTRAP = 200        # resamples for the spread
@@ -82,21 +95,28 @@ SEED = 0
 
 
 def _keys(group: str) -> tuple[str, ...]:
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return ()
     return SCALED.get(group, (group,))
 
 
+def unit(group: str) -> float:
+    """The reference value of a FREE term (its factor x this is its fitted value)."""
+    return CAST_UNIT if group in CASTS else UNIT
+
+
 def bounds(group: str) -> tuple[float, float]:
     """(lower, upper) of ``group``'s factor."""
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return KERNEL_BOUNDS
     return SCALED_BOUNDS if group in SCALED else FREE_BOUNDS
 
 
 def why(group: str) -> str:
     """The reason for ``group``'s bounds, in words."""
-    return WHY[KERNELS] if group in (KERNELS, KERNELS_BF16) else WHY["scaled" if group in SCALED else "free"]
+    if group in CASTS:
+        return WHY["cast"]
+    return WHY[KERNELS] if group in KERNEL_GROUPS else WHY["scaled" if group in SCALED else "free"]
 
 
 def unexercised_factor(group: str) -> float:
@@ -107,18 +127,19 @@ def unexercised_factor(group: str) -> float:
 
 def _reference(base: dict, group: str) -> dict:
     """{key: seconds} of ``group`` at its reference: the base profile's values (SCALED) or UNIT (FREE)."""
-    if group in (KERNELS, KERNELS_BF16):
+    if group in KERNEL_GROUPS:
         return {}
     if group in SCALED:
         return {k: float(base["overhead"].get(k, 0.0)) for k in SCALED[group]}
-    return {group: UNIT}
+    return {group: unit(group)}
 
 
-def _with(base: dict, values: dict, kernel_factor: float = 1.0, bf16_factor: float = 1.0) -> dict:
-    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, kernels at ``kernel_factor``
-    (bf16 products and attention at ``bf16_factor``)."""
+def _with(base: dict, values: dict, kernels: dict | None = None) -> dict:
+    """``base`` (a profile dict) with every fitted key set to 0 except ``values``, the kernel groups at their
+    factors in ``kernels`` ({group: factor}, default 1)."""
     d = copy.deepcopy(base)
-    d["insitu"] = {**(d.get("insitu") or {}), "kernel_factor": kernel_factor, "kernel_factor_bf16": bf16_factor}
+    d["insitu"] = {**(d.get("insitu") or {}), "bf16_scope": BF16_SCOPE,
+                   **{key: (kernels or {}).get(g, 1.0) for g, key in KERNEL_GROUPS.items()}}
     over = dict(d["overhead"])
     for g in GROUPS:
         for k in _keys(g):
@@ -147,11 +168,12 @@ def features(rec, base: dict) -> tuple[dict, dict]:
     what each group adds at its reference (:func:`_reference`). Exact because the CPU model is linear in
     the terms (tests/insitu/test_fit.py checks it against whole predictions)."""
     kern1 = _stage_seconds(rec, _with(base, {}))
-    kern2 = _stage_seconds(rec, _with(base, {}, 2.0, 1.0))
-    bf2 = _stage_seconds(rec, _with(base, {}, 1.0, 2.0))
-    feats = {KERNELS: {s: kern2[s] - kern1[s] for s in kern1}, KERNELS_BF16: {s: bf2[s] - kern1[s] for s in kern1}}
-    fixed = {s: kern1[s] - feats[KERNELS][s] - feats[KERNELS_BF16][s] for s in kern1}
-    for g in GROUPS[2:]:
+    feats = {}
+    for g in KERNEL_GROUPS:
+        two = _stage_seconds(rec, _with(base, {}, {g: 2.0}))
+        feats[g] = {s: two[s] - kern1[s] for s in kern1}
+    fixed = {s: kern1[s] - sum(feats[g][s] for g in KERNEL_GROUPS) for s in kern1}
+    for g in GROUPS[len(KERNEL_GROUPS):]:
         with_g = _stage_seconds(rec, _with(base, _reference(base, g)))
         feats[g] = {s: with_g[s] - kern1[s] for s in kern1}
     return fixed, feats
@@ -323,10 +345,10 @@ def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = 
         resampled = [measured(recs[n], [k[i] for i in rng.integers(0, len(k), len(k))]) for n, k in zip(names, kept)]
         f = solve(prepared, resampled)
         f.pop("_unexercised"), f.pop("_at_bound")
-        draws.append({**fitted_values(base, f), KERNELS: f[KERNELS], KERNELS_BF16: f[KERNELS_BF16]})
+        draws.append({**fitted_values(base, f), **{g: f[g] for g in KERNEL_GROUPS}})
     values = fitted_values(base, factors)
     quartiles = {k: [float(q) for q in np.quantile([d[k] for d in draws], [0.25, 0.75])]
-                 for k in [*values, KERNELS, KERNELS_BF16]} if draws else {}
+                 for k in [*values, *KERNEL_GROUPS]} if draws else {}
     return {"factors": factors, "values": values, "quartiles": quartiles, "rows": int(len(y)), "rms": rms,
             "unexercised": unexercised, "bootstrap": bootstrap, "seed": seed,
             "at_bound": {g: v | {"reason": why(g)} for g, v in at_bound.items()},
@@ -367,10 +389,10 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     d["overhead"] = {**d["overhead"], **result["values"]}
     spread = copy.deepcopy(d.get("spread") or {})
     quart = dict(result["quartiles"])
-    kq, bq = quart.pop(KERNELS, None), quart.pop(KERNELS_BF16, None)
+    kq = {key: quart.pop(g, None) for g, key in KERNEL_GROUPS.items()}
     spread.setdefault("quartiles", {}).setdefault("overhead", {}).update(quart)
-    if kq:
-        spread["quartiles"]["insitu"] = {"kernel_factor": kq, "kernel_factor_bf16": bq}
+    if kq["kernel_factor"]:
+        spread["quartiles"]["insitu"] = kq
     spread.setdefault("statistic", f"in-situ terms: quartiles over {result['bootstrap']} bootstrap resamples "
                                    "of each calibration run's traced steps")
     d["spread"] = spread
@@ -378,11 +400,12 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
     from ..records.provenance import provenance, utc_now
 
     d["provenance"] = provenance("rlm-lab insitu")
-    d["insitu"] = {"kernel_factor": result["factors"][KERNELS], "kernel_factor_bf16": result["factors"][KERNELS_BF16],
+    d["insitu"] = {**{key: result["factors"][g] for g, key in KERNEL_GROUPS.items()}, "bf16_scope": BF16_SCOPE,
                    "base_profile": base.name, "fitted": utc_now(),
                    "base_provenance": base.provenance,
                    "base_source": str(base_profile), "records": records, "factors": result["factors"],
-                   "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT, "rows": result["rows"],
+                   "groups": {g: list(_keys(g)) for g in GROUPS}, "free_unit_s": UNIT,
+                   "free_units_s": {g: unit(g) for g in FREE}, "rows": result["rows"],
                    "rms_relative": result["rms"], "unexercised": result["unexercised"],
                    "bounds": {g: list(bounds(g)) for g in GROUPS}, "at_bound": result.get("at_bound", {}),
                    "held_out": result.get("held_out", {}),

@@ -69,7 +69,7 @@ def test_a_group_no_run_exercises_keeps_the_base_value_not_zero():
 
 
 @pytest.mark.parametrize("group,value", [("kernels_bf16", 0.0), ("kernels", float("nan")), ("forward", 0.0),
-                                         ("autocast_forward", 273.0 * 10), ("generate_loop_row_s", 0.0)])
+                                         ("trl_step", 273.0 * 10), ("autocast_cast_forward_param_s", 0.0), ("generate_loop_row_s", 0.0)])
 def test_a_fit_outside_its_bounds_is_one_line_naming_the_profile_and_field(group, value):
     factors = {g: max(F.bounds(g)[0], 1.0) for g in F.GROUPS} | {group: value}
     with pytest.raises(RlmLabError) as e:

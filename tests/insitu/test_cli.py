@@ -22,7 +22,7 @@ def test_fit_from_records_writes_a_usable_profile(tmp_path, capsys):
     assert fit["validation_root"] == BEFORE and len(fit["records"]) == 10
     assert all(r.startswith("data/runs/cpu/insitu/A/insitu_") for r in fit["records"])
     assert prof.kernel_factor == fit["factors"]["kernels"] > 0
-    assert set(prof.spread["quartiles"]["insitu"]) == {"kernel_factor", "kernel_factor_bf16"}
+    assert set(prof.spread["quartiles"]["insitu"]) == {"kernel_factor", "kernel_factor_bf16", "kernel_factor_bf16_backward"}
     base = json.loads(BASE.read_text())
     changed = [k for k, v in prof.overhead.items() if v != base["overhead"].get(k)]
     assert "forward_layer_s" in changed and "moe_expert_forward_s" in changed

@@ -26,17 +26,19 @@ def _recs():
 
 
 # realistic magnitudes (what fits of real runs give), every group non-zero
-FACTORS = {"kernels": 0.9, "kernels_bf16": 0.7, "decode_step": 0.5, "decode_layer": 2.4, "generate_call": 1.0,
-           "forward": 2.5, "forward_grad": 2.8, "backward": 2.3, "checkpoint": 1.0, "autocast_forward": 50.0,
-           "autocast_backward": 0.5, "autocast_decode": 10.0, "optimizer": 1.0, "trl_step": 1.1,
+FACTORS = {"kernels": 0.9, "kernels_bf16": 0.7, "kernels_bf16_backward": 1.3, "decode_step": 0.5, "decode_layer": 2.4, "generate_call": 1.0,
+           "forward": 2.5, "forward_grad": 2.8, "backward": 2.3, "checkpoint": 1.0, "optimizer": 1.0, "trl_step": 1.1,
            "generate_loop_row_s": 0.05, "moe_expert_forward_s": 4.0, "moe_expert_backward_s": 2.0,
-           "moe_expert_decode_s": 2.0}
+           "moe_expert_decode_s": 2.0, "autocast_cast_forward_param_s": 20.0, "autocast_cast_backward_param_s": 5.0,
+           "autocast_cast_decode_param_s": 2.0}
 
 
 def _profile_with(factors):
     base = load_profile(BASE).to_dict()
     base["overhead"] = {**base["overhead"], **F.fitted_values(base, factors)}
-    base["insitu"] = {"kernel_factor": factors["kernels"], "kernel_factor_bf16": factors["kernels_bf16"]}
+    base["insitu"] = {"kernel_factor": factors["kernels"], "kernel_factor_bf16": factors["kernels_bf16"],
+                      "kernel_factor_bf16_backward": factors["kernels_bf16_backward"],
+                      "bf16_scope": "kernels"}  # the truth: every kernel of a bf16 call (not F.BF16_SCOPE)
     return base
 
 
@@ -83,8 +85,9 @@ def test_fit_recovers_known_factors_from_synthetic_runs():
     got = F.solve(prepared, meas)
     got.pop("_unexercised")
     assert _rms(prepared, meas, got) < 1e-7
-    for g in ("kernels", "kernels_bf16", "forward", "forward_grad", "backward", "trl_step", "moe_expert_forward_s",
-              "decode_layer"):
+    # (kernels_bf16_backward is not told apart from the backward casts by the two bf16 carriers)
+    for g in ("kernels", "kernels_bf16", "forward", "forward_grad", "backward", "trl_step",
+              "moe_expert_forward_s", "decode_layer"):
         assert got[g] == pytest.approx(FACTORS[g], rel=1e-3), g
 
 
@@ -176,3 +179,120 @@ def test_fit_retention_recovers_a_synthetic_floor():
         baselines[name] = base_rss
     got = F.fit_retention(recs, baselines, BASE)
     assert got["base_bytes"] == pytest.approx(c0, rel=1e-6) and got["factor"] == pytest.approx(c1, rel=1e-6)
+
+
+# bf16 learned (issue 35, item 4): a bf16 call's kernels have their own factor across every kernel term, and what
+# autocast costs is not absorbed into the fp32 per-call factors.
+BF16 = ("validation_nano_grpo_B64_G8_R10_bf16", "validation_micro_grpo_B32_G4_R10_bf16_ckpt")
+
+
+def test_bf16_factor_scales_every_kernel_of_a_bf16_call_and_none_of_an_fp32_one():
+    """By hand: under ``bf16_scope: kernels`` the elementwise work, the log-prob head and the bandwidth of a bf16
+    call scale with ``kernel_factor_bf16``; an fp32 call's with ``kernel_factor``; a profile without the scope
+    (fitted before) keeps the common factor for them (its products and attention only at the bf16 one)."""
+    from rlm_lab.cost.hardware import profile_from_dict
+    from rlm_lab.cost.timing import elementwise_time
+
+    spec = model_spec("micro")
+    d = load_profile(BASE).to_dict()
+    one = profile_from_dict(d | {"insitu": {"kernel_factor": 1.0, "kernel_factor_bf16": 1.0, "bf16_scope": "kernels"}})
+    scoped = profile_from_dict(d | {"insitu": {"kernel_factor": 2.0, "kernel_factor_bf16": 3.0, "bf16_scope": "kernels"}})
+    old = profile_from_dict(d | {"insitu": {"kernel_factor": 2.0, "kernel_factor_bf16": 3.0}})
+    e1 = elementwise_time(spec, one, 4096, "forward", 2, "bf16")
+    assert elementwise_time(spec, scoped, 4096, "forward", 2, "bf16") == pytest.approx(3.0 * e1, rel=1e-12)
+    assert elementwise_time(spec, scoped, 4096, "forward", 4, "fp32") == pytest.approx(
+        2.0 * elementwise_time(spec, one, 4096, "forward", 4, "fp32"), rel=1e-12)
+    assert elementwise_time(spec, old, 4096, "forward", 2, "bf16") == pytest.approx(2.0 * e1, rel=1e-12)
+    h1 = one.logprob_head_time(512, spec.head_width, "forward", 2, "bf16")
+    assert scoped.logprob_head_time(512, spec.head_width, "forward", 2, "bf16") == pytest.approx(3.0 * h1, rel=1e-12)
+    assert one.bandwidth("bf16") == pytest.approx(3.0 * scoped.bandwidth("bf16"), rel=1e-12)
+    assert one.bandwidth("fp32") == pytest.approx(2.0 * scoped.bandwidth("fp32"), rel=1e-12)
+    assert scoped.bandwidth() == scoped.bandwidth("fp32")   # no dtype: the common factor (optimizer, copies)
+
+
+def test_autocast_weight_casts_by_hand():
+    """P x autocast_cast_<kind>_param_s per bf16 call, nothing for fp32: a forward of micro gains exactly that."""
+    from rlm_lab.cost.hardware import profile_from_dict
+
+    spec = model_spec("micro")
+    d = load_profile(BASE).to_dict()
+    with_cast = profile_from_dict(d | {"overhead": {**d["overhead"], "autocast_cast_forward_param_s": 2e-9}})
+    plain = profile_from_dict(d)
+    for dtype, want in (("bf16", spec.params * 2e-9), ("fp32", 0.0)):
+        got = forward_time(spec, with_cast, 8, 16, dtype=dtype) - forward_time(spec, plain, 8, 16, dtype=dtype)
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-15), dtype
+
+
+def test_no_fitted_group_is_autocast_per_call_dispatch():
+    """autocast's per-call dispatch keeps its microbenchmark's values: no group may scale them (the fit on main
+    scaled them up to 273x to absorb a bf16 step)."""
+    fitted = {k for g in F.GROUPS for k in F._keys(g)}
+    assert not {k for k in fitted if k.startswith("autocast_") and not k.startswith("autocast_cast_")}
+
+
+def test_bf16_is_learned_by_its_own_terms_not_absorbed_into_per_call_factors():
+    """Runs 'measured' with bf16 kernels 0.4x the fp32 ones across every kernel term: the fit gives back the bf16
+    factor and the fp32 per-call factors unchanged, and predicts the bf16 runs exactly."""
+    truth = FACTORS | {"kernels_bf16": 0.4}
+    base = load_profile(BASE).to_dict()
+    prof = _profile_with(truth)
+    recs = _recs()
+    prepared, meas = [], []
+    for n in sorted(recs):
+        prepared.append(F.features(recs[n], base))
+        meas.append({s: t for s, t in F._stage_seconds(recs[n], prof).items() if t > 0})
+    got = F.solve(prepared, meas)
+    got.pop("_unexercised"), got.pop("_at_bound")
+    assert _rms(prepared, meas, got) < 1e-7
+    for g in ("kernels", "kernels_bf16", "forward", "forward_grad", "backward", "decode_layer"):
+        assert got[g] == pytest.approx(truth[g], rel=1e-3), g
+
+
+def test_a_fit_whose_bf16_factor_reaches_products_only_cannot_learn_bf16():
+    """The plausible bug: the bf16 factor scaled only the products and attention (the rest of a bf16 call at the
+    fp32 factor), so the bf16 runs' elementwise, head and cache traffic are absorbed elsewhere. Fitted on runs made
+    with the bf16 factor across every kernel, that feature set misfits the bf16 runs or moves an fp32 factor."""
+    truth = FACTORS | {"kernels_bf16": 0.4}
+    base = load_profile(BASE).to_dict()
+    prof = _profile_with(truth)
+    recs = _recs()
+    orig = F.BF16_SCOPE
+    prepared, meas = [], []
+    try:
+        F.BF16_SCOPE = "products"   # the mutant: dtype_factor falls back to the common factor for the rest
+        for n in sorted(recs):
+            prepared.append(F.features(recs[n], base))
+    finally:
+        F.BF16_SCOPE = orig
+    for n in sorted(recs):
+        meas.append({s: t for s, t in F._stage_seconds(recs[n], prof).items() if t > 0})
+    got = F.solve(prepared, meas)
+    got.pop("_unexercised"), got.pop("_at_bound")
+    wrong = [g for g in ("kernels", "forward", "forward_grad", "backward", "decode_layer")
+             if got[g] != pytest.approx(truth[g], rel=1e-2)]
+    assert _rms(prepared, meas, got) > 1e-3 or wrong
+
+
+def test_bf16_backward_products_have_their_own_factor():
+    """By hand: kernel_factor_bf16_backward scales the bf16 backward products (dtype bf16_backward) only."""
+    from rlm_lab.cost.hardware import profile_from_dict
+
+    d = load_profile(BASE).to_dict()
+    ins = {"kernel_factor": 1.0, "kernel_factor_bf16": 1.0, "bf16_scope": "kernels"}
+    one = profile_from_dict(d | {"insitu": ins})
+    bwd = profile_from_dict(d | {"insitu": ins | {"kernel_factor_bf16_backward": 2.5}})
+    assert one.matmul_rate(1e8, "bf16_backward") == pytest.approx(2.5 * bwd.matmul_rate(1e8, "bf16_backward"))
+    assert one.matmul_rate(1e8, "bf16") == bwd.matmul_rate(1e8, "bf16")
+    assert one.matmul_rate(1e8, "fp32") == bwd.matmul_rate(1e8, "fp32")
+
+
+def test_checkpointing_recomputes_the_actor_only_never_the_critic():
+    """The Trainer enables gradient checkpointing on its own model only; PPO's critic (train/critic.py) runs no
+    recompute: its update is priced the same with and without checkpointing, the actor's backward is not."""
+    from rlm_lab.cost.predict import predict
+    from rlm_lab.cost.workload import Workload
+
+    rows = {ck: {r.stage: r.seconds for r in predict("micro", "ppo", Workload(gradient_checkpointing=ck), BASE).rows}
+            for ck in (False, True)}
+    assert rows[True]["critic_update"] == pytest.approx(rows[False]["critic_update"], rel=1e-12)
+    assert rows[True]["actor_backward"] > rows[False]["actor_backward"] * 1.05

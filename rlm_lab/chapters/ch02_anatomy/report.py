@@ -166,11 +166,15 @@ def insitu_section() -> tuple[str, dict]:
         lines.append(format_table(rows, ["calibrations", "workloads", "worst_step_difference", "where", "goal"]))
         fit = insitu.insitu
         q = insitu.spread.get("quartiles", {})
-        kernel_keys = {"kernels": "kernel_factor", "kernels_bf16": "kernel_factor_bf16"}
+        kernel_keys = {"kernels": "kernel_factor", "kernels_bf16": "kernel_factor_bf16",
+                       "kernels_bf16_backward": "kernel_factor_bf16_backward"}
 
         def value(g):
             if g in kernel_keys:
-                return "x every kernel" if g == "kernels" else "x bf16 products, attention"
+                if g == "kernels_bf16_backward":
+                    return "x bf16 backward products"
+                return "x every kernel" if g == "kernels" else (
+                    "x every kernel of a bf16 call" if fit.get("bf16_scope") == "kernels" else "x bf16 products, attention")
             return ", ".join(f"{insitu.overhead[k] * 1e3:.3g} ms" for k in fit["groups"][g]) or "-"
 
         def iqr(g):
