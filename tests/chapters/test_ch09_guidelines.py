@@ -73,15 +73,26 @@ def test_paired_evidence_is_the_ratio_per_seed():
         o = newest(CPU / f"ch06_one_step_off_tis_seed{seed}")["step_seconds_median"]
         by_hand.append(s / o)
     assert ev.values == pytest.approx(by_hand) and ev.basis == "seeds" and ev.decides
-    assert ev.interval.estimate == pytest.approx(statistics.median(by_hand))
+    assert ev.interval.estimate == pytest.approx(statistics.fmean(by_hand)) and ev.interval.method == "Student-t"
     assert len(ev.sources) == 6
 
 
-def test_paired_differences_of_accuracy():
+def test_accuracy_questions_use_chapter_6s_pre_registered_test():
+    """One verdict per question: g08 and g09 ask what chapter 6's 10-seed plan tests, so its word decides."""
+    from rlm_lab.chapters.ch06_async import accuracy_test as A
+    from rlm_lab.record import REPO_ROOT
+
+    finals, _ = A.load_finals(REPO_ROOT / A.ROOT)
+    tests = {r["test"]: r for r in A.decide(finals)["tests"]}
     ev = run.evidence(BY_ID["g09-staleness-accuracy"])
-    by_hand = [newest(CPU / f"ch06_eta8_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"]
-               - newest(CPU / f"ch06_sync_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"] for k in (0, 1, 2)]
-    assert ev.values == pytest.approx(by_hand)
+    by_hand = [finals[("sync", None)][k] - finals[("eta8", None)][k] for k in range(10)]
+    assert list(ev.values) == pytest.approx(tests["falls_uncorrected"]["diffs"])
+    assert list(ev.values) == pytest.approx(by_hand)
+    assert ev.basis == "pre-registered test" and ev.interval.n == 10
+    assert ev.interval.estimate == pytest.approx(-statistics.fmean(by_hand))   # eta 8 minus sync: sign -1
+    assert ev.decision == ("for" if tests["falls_uncorrected"]["word"] == "decided" else "undecided")
+    g08 = run.evidence(BY_ID["g08-is-correction"])
+    assert g08.decision == ("for" if tests["tis_recovers"]["word"] == "decided" else "undecided")
 
 
 def test_an_exact_count_is_read_from_the_wire():
@@ -100,7 +111,7 @@ def test_a_within_target_is_read_from_records():
 
 
 def test_single_runs_and_one_run_each_do_not_decide():
-    for gid in ("g07-dynamic-sampling-cost", "g03-colocate-small"):
+    for gid in ("g07-dynamic-sampling-cost", "g25-pp-bubble"):
         ev = run.evidence(BY_ID[gid])
         assert not ev.decides and ev.interval.lo is None, gid
 
@@ -118,24 +129,36 @@ def test_several_runs_each_give_the_conservative_ratio_interval(tmp_path):
     ev = run.evidence(cases.Guideline("x", "x", "x", (), False, None, {"kind": "runs", "a": "cell_a", "b": "cell_b",
                                                                          "metric": "step_seconds_median"},
                                       cases.Check("above", 1.0), None), tmp_path)
-    a, b = run.median_interval([4.0, 5.0, 6.0]), run.median_interval([2.0, 2.5, 3.0])
+    a, b = run.repeat_interval([4.0, 5.0, 6.0]), run.repeat_interval([2.0, 2.5, 3.0])
     assert ev.interval.estimate == 2.0 and ev.basis == "runs" and ev.decides
     assert (ev.interval.lo, ev.interval.hi) == (a.lo / b.hi, a.hi / b.lo)
 
 
-def test_pooled_runs_contradict_the_lora_sync_time_claim():
-    """Two runs of each side (the placement run and the 300-step accuracy run): the interval of the ratio of
-    sync times lies far below the adapter ratio, so the verdict says it plainly."""
+def test_two_runs_each_decide_nothing(tmp_path):
+    """n <= 2 never decides: two runs a side have no interval (a bootstrap of two is their range)."""
+    for side, values in (("a", (4.0, 6.0)), ("b", (2.0, 3.0))):
+        for i, v in enumerate(values):
+            _record(tmp_path / f"cell_{side}" / f"2026010{i}T000000Z", {"step_seconds_median": v})
+    ev = run.evidence(cases.Guideline("x", "x", "x", (), False, None, {"kind": "runs", "a": "cell_a", "b": "cell_b",
+                                                                         "metric": "step_seconds_median"},
+                                      cases.Check("above", 1.0), None), tmp_path)
+    assert ev.interval.estimate == 2.0 and not ev.decides and ev.interval.lo is None
+
+
+def test_evidence_from_a_superseded_record_is_not_current():
+    """The window 20261204T084630Z replaces chapter 5's single runs: g06 and g22 read them and decide nothing;
+    g18 reads the window itself (fused / after there: fusion is slower, so the claim is contradicted)."""
     from rlm_lab.chapters.ch09_guidelines.compare import judge
 
-    g = BY_ID["g06-lora-sync-time"]
-    full = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated", "ch05_accuracy_full")]
-    lora = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated_lora", "ch05_accuracy_lora")]
-    ev = run.evidence(g)
-    assert ev.basis == "runs" and ev.interval.estimate == pytest.approx(statistics.median(full) / statistics.median(lora))
-    assert ev.interval.lo == pytest.approx(min(full) / max(lora)) and ev.interval.hi == pytest.approx(max(full) / min(lora))
-    g_no_scale = g.__class__(**{**g.__dict__, "predict": None, "holds": {}})
-    assert judge(g_no_scale)["verdict"].word == "contradicted"
+    for gid in ("g06-lora-sync-time", "g22-collective-sync"):
+        ev = run.evidence(BY_ID[gid])
+        assert ev.basis == "superseded" and not ev.decides and "replaces" in ev.note, gid
+        assert judge(BY_ID[gid])["verdict"].word == "undecided"
+    ev = run.evidence(BY_ID["g18-fusion"])
+    assert ev.sources == ("data/runs/cpu/reference/20261204T084630Z",) and ev.basis == "paired repeats"
+    win = json.loads((CPU / "reference" / "20261204T084630Z" / "record.json").read_text())["results"]
+    vals = next(r for r in win["references"] if r["name"] == "fusion")["summary"]["values"]
+    assert ev.values == pytest.approx([b / a for a, b in zip(vals["fused"], vals["after"])])
 
 
 def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
@@ -145,7 +168,7 @@ def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
     g = cases.Guideline("x", "x", "x", (), False, None, {"kind": "protocol", "record": "ch05_protocol_colocated_vs_split"},
                         cases.Check("above", 1.0), None)
     ev = run.evidence(g, tmp_path)
-    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.275)
+    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.2875)
 
 
 def test_a_missing_key_names_the_record(tmp_path):

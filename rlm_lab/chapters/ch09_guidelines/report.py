@@ -41,7 +41,7 @@ def interval_text(ev) -> str:
         return f"{_fmt(iv.estimate)} (exact count)"
     if not iv.decided:
         return f"{_fmt(iv.estimate)} ({ev.basis}, no interval)"
-    return f"{_fmt(iv.estimate)} [{_fmt(iv.lo)}, {_fmt(iv.hi)}] ({ev.basis}, n = {iv.n})"
+    return f"{_fmt(iv.estimate)} [{_fmt(iv.lo)}, {_fmt(iv.hi)}] ({ev.basis}, {iv.label})"
 
 
 def points_text(row) -> str:

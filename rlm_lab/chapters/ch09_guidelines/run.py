@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...evidence import Interval, error_interval, median_interval
+from ...evidence import EXACT, Interval, error_interval, mean_interval, repeat_interval
+from ...supersession import superseded, superseded_by
 from . import upstream as U
 from .cases import DEVICES, MAP_LENGTHS, MAP_MODELS, REPO, Guideline, Item
 
 PROFILE = "h100-sxm"    # the GPU profile every prediction at scale uses (chapter 8's)
-DECIDING = ("seeds", "runs", "paired repeats", "exact count")
+DECIDING = ("seeds", "runs", "paired repeats", "exact count", "pre-registered test")
 
 
 # ---- reading records ----------------------------------------------------------------------------------------
@@ -158,6 +159,7 @@ class Evidence:
     values: tuple = ()
     sources: tuple = ()
     note: str = ""
+    decision: str | None = None   # a pre-registered test's own word (for | undecided), which decides instead
 
     @property
     def decides(self) -> bool:
@@ -186,15 +188,80 @@ def _pairs(ev: dict, root: Path):
 
 
 def evidence(g: Guideline, root: Path | None = None) -> Evidence:
-    """The guideline's evidence from the records under ``root`` (default: the committed cpu records)."""
+    """The guideline's evidence from the records under ``root`` (default: the committed cpu records). Evidence
+    that reads a record a committed window replaces (:mod:`rlm_lab.supersession`) is never current: it decides
+    nothing and says which window replaced it. An exact count (bytes on the wire) is not a timing: a window
+    re-measures times, and a count read from a folder whose times it replaced stays current (the note says so)."""
     root = records_root() if root is None else Path(root)
+    out = _evidence(g, root)
+    replaced = superseded(root.name, root / "reference")
+    hits = [(s, superseded_by(s, replaced)) for s in out.sources]
+    hits = [(s, r) for s, r in hits if r is not None]
+    if not hits:
+        return out
+    s, r = hits[0]
+    if out.basis == "exact count":
+        return Evidence(out.interval, out.basis, out.values, out.sources,
+                        f"an exact count; the window {r.window} re-measured this folder's times, not its counts")
+    note = f"reads {s}, which the window {r.window} replaces (its reference {r.reference}): not current"
+    iv = out.interval
+    return Evidence(Interval(iv.estimate, None, None, iv.n, iv.method), "superseded", out.values, out.sources, note)
+
+
+def window_values(reference: str, stat: str, root: Path) -> tuple[list[float], str, float | None]:
+    """The paired values of ``reference`` in the newest committed window that measured it, as ``a/b`` or
+    ``b/a`` per pair, with the window's folder and its predicted ratio in the same orientation (None if none)."""
+    from ...record import RunRecord
+
+    base = root / "reference"
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
+        try:
+            rec = RunRecord.load(d)
+        except RlmLabError:
+            continue
+        ref = next((r for r in rec.results.get("references", []) if r.get("name") == reference), None)
+        if ref is None:
+            continue
+        asked = next(c for c in rec.config["references"] if c["name"] == reference)
+        a, b = asked["arms"]
+        va, vb = ref["summary"]["values"][a], ref["summary"]["values"][b]
+        vals = [x / y for x, y in zip(va, vb)] if stat == "a/b" else [y / x for x, y in zip(va, vb)]
+        preds = {p["arm"]: p.get("predicted") for p in rec.results.get("predictions", []) if p.get("name") == reference}
+        pred = None
+        if preds.get(a) and preds.get(b):
+            pred = preds[a] / preds[b] if stat == "a/b" else preds[b] / preds[a]
+        return vals, rel(rec.dir), pred
+    raise RlmLabError(f"no committed window under {rel(base)} measured the reference {reference}")
+
+
+def pretest(name: str, sign: int) -> Evidence:
+    """Chapter 6's pre-registered accuracy test ``name``: its word decides (``for`` when the Holm-adjusted exact
+    sign-flip test rejects at its alpha, else ``undecided``); the interval shown is the mean paired difference's
+    Student-t interval (times ``sign``), for its size."""
+    from ...record import REPO_ROOT
+    from ..ch06_async import accuracy_test as A
+
+    finals, dirs = A.load_finals(REPO_ROOT / A.ROOT)
+    result = A.decide(finals)
+    row = next((r for r in result["tests"] if r["test"] == name), None)
+    if row is None or not row["diffs"]:
+        raise RlmLabError(f"chapter 6's pre-registered test {name!r} has no paired runs under {A.ROOT}")
+    iv = mean_interval([sign * d for d in row["diffs"]])
+    word = "for" if result["status"] == "complete" and row["word"] == "decided" else "undecided"
+    note = (f"chapter 6's pre-registered test {name}: exact one-sided sign-flip, Holm p = {row['p_holm']:.3f} at "
+            f"alpha {result['alpha']:g} ({result['status']})")
+    return Evidence(iv, "pre-registered test", tuple(row["diffs"]),
+                    tuple(f"{A.ROOT}/{d}" for d in sorted(dirs.values())), note, word)
+
+
+def _evidence(g: Guideline, root: Path) -> Evidence:
     ev = g.evidence
     kind = ev["kind"]
     if kind == "none":
         return Evidence(None, "not testable here", note=ev["why"])
     if kind == "paired":
         values, sources = _pairs(ev, root)
-        return Evidence(median_interval(values), "seeds", tuple(values), tuple(sources))
+        return Evidence(repeat_interval(values), "seeds", tuple(values), tuple(sources))
     if kind == "per_run":
         values, sources = [], []
         for f in folders(ev["runs"], root):
@@ -204,10 +271,16 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
             sources.append(rel(rec.dir))
         if not values:
             raise RlmLabError(f"no record folder matches {ev['runs']} under {rel(root)}")
-        return Evidence(median_interval(values), "seeds" if all("seed" in s for s in sources) else "runs",
+        return Evidence(repeat_interval(values), "seeds" if all("seed" in s for s in sources) else "runs",
                         tuple(values), tuple(sources))
     if kind == "runs":
         return _runs_ratio(ev, root)
+    if kind == "window":
+        vals, src, _ = window_values(ev["reference"], ev["stat"], root)
+        return Evidence(repeat_interval(vals), "paired repeats", tuple(vals), (src,),
+                        "fresh processes, interleaved, in one window (the measurement protocol)")
+    if kind == "pretest":
+        return pretest(ev["test"], ev["sign"])
     if kind in ("repeats", "protocol"):
         folder, key = ev["reps"].split(":") if kind == "repeats" else (ev["record"], "summary.ratios")
         (path,) = folders(folder, root) or [None]
@@ -215,7 +288,7 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
             raise RlmLabError(f"no record folder {folder} under {rel(root)}")
         rec = runs_of(path)[-1]
         reps = _list(rec, key)
-        return Evidence(median_interval(reps), "paired repeats" if len(reps) > 1 else "one run", tuple(reps),
+        return Evidence(repeat_interval(reps), "paired repeats" if len(reps) > 1 else "one run", tuple(reps),
                         (rel(rec.dir),), "fresh processes, interleaved (the measurement protocol)"
                         if kind == "protocol" else "")
     v, src = ref_value(ev["value"], root)
@@ -224,7 +297,7 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
         o, src_o = ref_value(ev["over"], root)
         v, sources = v / o, sources + [src_o]
     if kind == "exact":
-        return Evidence(Interval(v, v, v, 1), "exact count", (v,), tuple(sources))
+        return Evidence(Interval(v, v, v, 1, EXACT), "exact count", (v,), tuple(sources))
     return Evidence(Interval(v, None, None, 1), "one run", (v,), tuple(sources))
 
 
@@ -241,9 +314,9 @@ def _list(rec, key: str) -> list[float]:
 
 
 def _runs_ratio(ev: dict, root: Path) -> Evidence:
-    """a / b over every completed run of two sides (a side: one folder, or a list whose runs are pooled). Several
-    runs each: the ratio of their medians with the
-    conservative interval [lo_a / hi_b, hi_a / lo_b] of two independent intervals; one run of either: no interval."""
+    """a / b over every completed run of two sides (a side: one folder, or a list whose runs are pooled). Enough
+    runs each for an interval (:func:`rlm_lab.evidence.repeat_interval`): the ratio of their estimates with the
+    conservative interval [lo_a / hi_b, hi_a / lo_b] of two independent intervals; fewer: no interval."""
     sides = []
     for k in ("a", "b"):
         runs = []
@@ -254,13 +327,14 @@ def _runs_ratio(ev: dict, root: Path) -> Evidence:
             runs += runs_of(path)
         sides.append(([metric(r, ev["metric"]) for r in runs], [rel(r.dir) for r in runs]))
     (va, sa), (vb, sb) = sides
-    est = statistics.median(va) / statistics.median(vb)
-    if len(va) > 1 and len(vb) > 1:
-        ia, ib = median_interval(va), median_interval(vb)
-        iv = Interval(est, ia.lo / ib.hi, ia.hi / ib.lo, min(len(va), len(vb)))
+    ia, ib = repeat_interval(va), repeat_interval(vb)
+    est = ia.estimate / ib.estimate
+    if ia.decided and ib.decided and ib.lo > 0:
+        iv = Interval(est, ia.lo / ib.hi, ia.hi / ib.lo, min(len(va), len(vb)), ia.method)
         return Evidence(iv, "runs", (est,), tuple(sa + sb))
-    return Evidence(Interval(est, None, None, 1), "one run each", (est,), tuple(sa + sb),
-                    note=f"{len(va)} and {len(vb)} completed run(s): a single run has no interval")
+    return Evidence(Interval(est, None, None, min(len(va), len(vb))), "one run each" if max(len(va), len(vb)) == 1
+                    else "too few runs", (est,), tuple(sa + sb),
+                    note=f"{len(va)} and {len(vb)} completed run(s): fewer than 3 have no interval")
 
 
 # ---- predictions at scale -------------------------------------------------------------------------------------
@@ -562,9 +636,9 @@ def measured_step(folder: Path) -> Cell:
     runs = runs_of(folder)
     if len(runs) > 1:
         vals = [r.results["step_seconds_median"] for r in runs]
-        return Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), median_interval(vals), "runs")
+        return Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), repeat_interval(vals), "runs")
     steps = _steps(runs[0])
-    iv = median_interval(steps)
+    iv = repeat_interval(steps)
     return Cell(iv.estimate, "measured", (rel(runs[0].dir),), iv, "steps of one run")
 
 
@@ -615,7 +689,7 @@ def _ch04(item: Item, root: Path):
         raise RlmLabError(f"no chapter 4 record of layout {item.record} under {rel(root)}")
     rec = recs[0]
     profile = _ch04_profile()
-    iv = median_interval(rec.results["step_s"])
+    iv = repeat_interval(rec.results["step_s"])
     meas = Cell(iv.estimate, "measured", (rel(rec.dir),), iv, "steps of one run")
     pred = NONE
     if profile is not None:
@@ -645,7 +719,7 @@ def _ch05_sync(item: Item, root: Path):
     pred = Cell(metric(rec, "prediction.sync_s"), "predicted", (rel(rec.dir),), note="stored before the run")
     vals = [metric(r, "sync.seconds_mean") for r in runs]
     if len(vals) > 1:
-        meas = Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), median_interval(vals), "runs")
+        meas = Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), repeat_interval(vals), "runs")
     else:
         meas = Cell(vals[0], "measured", (rel(rec.dir),), Interval(vals[0], None, None, 1), "one run")
     return pred, meas, f"seconds per weight sync ({rec.results['sync']['mode']})"
@@ -674,7 +748,7 @@ def _ch06(item: Item, root: Path):
         meas_v.append(metric(rs, "step_seconds_median") / metric(rm, "step_seconds_median"))
         pred_v.append(metric(rm, "prediction.inputs.step_s") / metric(rm, "prediction.step_s"))
         src += [rel(rs.dir), rel(rm.dir)]
-    iv = median_interval(meas_v)
+    iv = repeat_interval(meas_v)
     pred = Cell(statistics.median(pred_v), "predicted", tuple(src[1::2]), note="stored before each run (median)")
     return pred, Cell(iv.estimate, "measured", tuple(src), iv, "seeds"), "speed-up over the synchronous step (x)"
 
@@ -688,7 +762,7 @@ def _ch07(item: Item, root: Path):
     key, meaning = U.CH07_GAIN[item.record]
     spread = rec.results["measured"].get(f"{key}_spread")
     reps = spread.get("reps") if spread else None
-    iv = median_interval(reps) if reps else Interval(row["measured gain"], None, None, 1)
+    iv = repeat_interval(reps) if reps else Interval(row["measured gain"], None, None, 1)
     basis = "paired repeats" if reps and len(reps) > 1 else "one run"
     pred = Cell(row["predicted gain"], "predicted", (rel(rec.dir),), note="stored before the run")
     return pred, Cell(iv.estimate, "measured", (rel(rec.dir),), iv, basis), meaning
