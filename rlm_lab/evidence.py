@@ -44,6 +44,7 @@ STUDENT_T = "Student-t"
 BOOTSTRAP = "percentile bootstrap"
 NO_INTERVAL = "none"
 EXACT = "exact"
+STEPS = "none (steps of one run)"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,13 @@ def repeat_interval(values: Sequence[float], level: float = LEVEL, resamples: in
                     method="percentile", rng=np.random.default_rng(seed))
     ci = res.confidence_interval
     return Interval(median(xs), float(ci.low), float(ci.high), n, BOOTSTRAP)
+
+
+def steps_interval(steps: Sequence[float]) -> Interval:
+    """The median of the steps of one run, with no interval: the steps of one process are not repeats of the
+    workload (fresh processes differ far more than the steps inside one), so they decide nothing."""
+    xs = _finite(steps, "steps_interval")
+    return Interval(median(xs), None, None, len(xs), STEPS)
 
 
 # The name callers on other branches know; the same function (it is a median only from BOOTSTRAP_MIN values on).

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...evidence import EXACT, Interval, error_interval, mean_interval, repeat_interval
+from ...evidence import EXACT, Interval, error_interval, mean_interval, repeat_interval, steps_interval
 from ...supersession import superseded, superseded_by
 from . import upstream as U
 from .cases import DEVICES, MAP_LENGTHS, MAP_MODELS, REPO, Guideline, Item
@@ -636,9 +636,10 @@ def measured_step(folder: Path) -> Cell:
     runs = runs_of(folder)
     if len(runs) > 1:
         vals = [r.results["step_seconds_median"] for r in runs]
-        return Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), repeat_interval(vals), "runs")
+        iv = repeat_interval(vals)
+        return Cell(iv.estimate, "measured", tuple(rel(r.dir) for r in runs), iv, "runs")
     steps = _steps(runs[0])
-    iv = repeat_interval(steps)
+    iv = steps_interval(steps)
     return Cell(iv.estimate, "measured", (rel(runs[0].dir),), iv, "steps of one run")
 
 
@@ -661,6 +662,12 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
     root = records_root() if root is None else Path(root)
     gpu_root = records_root("gpu") if gpu_root is None else Path(gpu_root)
     pred, meas, what = ITEM_SOURCES[item.source](item, root)
+    history = NONE
+    replaced = superseded(root.name, root / "reference")
+    hit = next((r for r in map(lambda s: superseded_by(s, replaced), meas.sources) if r is not None), None)
+    if hit is not None:
+        history = meas
+        pred, meas = window_cells(item, hit, root, meas)
     err, word = _error_and_bar(pred, meas, bar)
     gpu = NONE
     if gpu_root.is_dir():
@@ -670,7 +677,34 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
         except RlmLabError:
             gpu = NONE
     return {"item": item, "what": what, "predicted": pred, "measured": meas, "error": err, "bar": word, "gpu": gpu,
-            "scale": item_scale(item)}
+            "scale": item_scale(item), "history": history}
+
+
+def window_cells(item: Item, r, root: Path, old: Cell) -> tuple[Cell, Cell]:
+    """(predicted, measured) of an item whose record the window of ``r`` (a
+    :class:`rlm_lab.supersession.Replacement`) replaces: the window's arm (a time) or, for a long-tail gain, the
+    baseline arm over the technique's arm per pair, each with the window's prediction made before its first repeat.
+    A quantity the window did not measure (a weight sync's seconds) is marked superseded and decides nothing."""
+    a, b = r.arms
+    from ...record import RunRecord
+
+    rec = RunRecord.load(REPO / r.window)
+    ref = next(x for x in rec.results["references"] if x["name"] == r.reference)
+    preds = {p["arm"]: p.get("predicted") for p in rec.results.get("predictions", []) if p.get("name") == r.reference}
+    vals = ref["summary"]["values"]
+    if item.source == "ch07":
+        v, p = [y / x for x, y in zip(vals[a], vals[b])], (preds[b] / preds[a] if preds.get(a) and preds.get(b)
+                                                           else None)
+    elif item.source in ("ch04", "ch05") and item.record in (a, b):
+        v, p = vals[item.record], preds.get(item.record)
+    else:
+        return NONE, Cell(old.value, "measured", old.sources, Interval(float(old.value), None, None, 1), "superseded",
+                          f"the window {r.window} replaced this record and did not measure this quantity")
+    iv = repeat_interval(v)
+    pred = Cell(p, "predicted", (r.window,), note="the window's prediction, made before its first repeat") \
+        if p is not None else NONE
+    return pred, Cell(iv.estimate, "measured", (r.window,), iv, "paired repeats",
+                      f"reference {r.reference} of the window (replaces the earlier record)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -689,7 +723,7 @@ def _ch04(item: Item, root: Path):
         raise RlmLabError(f"no chapter 4 record of layout {item.record} under {rel(root)}")
     rec = recs[0]
     profile = _ch04_profile()
-    iv = repeat_interval(rec.results["step_s"])
+    iv = steps_interval(rec.results["step_s"])
     meas = Cell(iv.estimate, "measured", (rel(rec.dir),), iv, "steps of one run")
     pred = NONE
     if profile is not None:
@@ -719,7 +753,8 @@ def _ch05_sync(item: Item, root: Path):
     pred = Cell(metric(rec, "prediction.sync_s"), "predicted", (rel(rec.dir),), note="stored before the run")
     vals = [metric(r, "sync.seconds_mean") for r in runs]
     if len(vals) > 1:
-        meas = Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), repeat_interval(vals), "runs")
+        iv = repeat_interval(vals)
+        meas = Cell(iv.estimate, "measured", tuple(rel(r.dir) for r in runs), iv, "runs")
     else:
         meas = Cell(vals[0], "measured", (rel(rec.dir),), Interval(vals[0], None, None, 1), "one run")
     return pred, meas, f"seconds per weight sync ({rec.results['sync']['mode']})"
