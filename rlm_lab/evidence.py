@@ -13,6 +13,10 @@ interval holds the estimate 95 % of the time:
   Bootstrap*, 1993; ``scipy.stats.bootstrap``:
   https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.bootstrap.html).
 
+A quantity *defined* as a median (a bar on the median |error| over cases) keeps the median at every n
+(:func:`median_interval`): below 10 values its interval is the exact one of order statistics, and below 6 there
+is none at 95 %.
+
 The interval names its method (:attr:`Interval.method`), which every page and the results ledger print.
 A question with a test fixed before its runs (chapter 6's exact sign-flip test) is decided by that test.
 
@@ -45,6 +49,7 @@ BOOTSTRAP = "percentile bootstrap"
 NO_INTERVAL = "none"
 EXACT = "exact"
 STEPS = "none (steps of one run)"
+ORDER_STATS = "exact order statistics"
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class Interval:
         """The interval's method and n as a page prints it (e.g. "Student-t 95 %, n = 3")."""
         if not self.decided:
             return f"no interval, n = {self.n}"
-        return f"{self.method or 'interval'}{' 95 %' if self.method in (STUDENT_T, BOOTSTRAP) else ''}, n = {self.n}"
+        return f"{self.method or 'interval'}{' 95 %' if self.method in (STUDENT_T, BOOTSTRAP, ORDER_STATS) else ''}, n = {self.n}"
 
     def text(self, fmt: str = "{:.2f}") -> str:
         if not self.decided:
@@ -120,8 +125,28 @@ def steps_interval(steps: Sequence[float]) -> Interval:
     return Interval(median(xs), None, None, len(xs), STEPS)
 
 
-# The name callers on other branches know; the same function (it is a median only from BOOTSTRAP_MIN values on).
-median_interval = repeat_interval
+def median_interval(values: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> Interval:
+    """The **median** of ``values`` with an interval that holds its level, for a quantity defined as a median
+    (a bar on the median |error| over cases): the percentile bootstrap from :data:`BOOTSTRAP_MIN` values on; below
+    that the exact distribution-free interval of order statistics (the binomial(n, 1/2) count of values below the
+    median; ``scipy.stats.quantile_test``, https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.quantile_test.html),
+    which needs at least 6 values at 95 % ([min, max] of 5 holds the median only 94 % of the time): fewer have
+    no interval."""
+    xs = _finite(values, "median_interval")
+    n = len(xs)
+    if n >= BOOTSTRAP_MIN:
+        iv = repeat_interval(xs, level, resamples, seed)
+        return iv
+    import numpy as np
+    from scipy.stats import quantile_test
+
+    if n < 2:
+        return Interval(median(xs), None, None, n, NO_INTERVAL)
+    ci = quantile_test(np.asarray(xs), q=median(xs), p=0.5).confidence_interval(level)
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+        return Interval(median(xs), None, None, n, NO_INTERVAL)
+    return Interval(median(xs), float(ci.low), float(ci.high), n, ORDER_STATS)
 
 
 def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:

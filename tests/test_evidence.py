@@ -4,11 +4,11 @@ import pytest
 
 from rlm_lab.errors import RlmLabError
 from rlm_lab.evidence import (Interval, at_least_word, bar_word, error_interval, median_interval, overlap,
-                              paired_ratios, ratio_interval, ratio_word)
+                              paired_ratios, ratio_interval, ratio_word, repeat_interval)
 
 
 def test_two_values_decide_nothing():
-    iv = median_interval([1.2, 1.8])
+    iv = repeat_interval([1.2, 1.8])
     assert iv.estimate == pytest.approx(1.5)
     assert not iv.decided and iv.method == "none"
     assert ratio_word(iv) == "undecided"
@@ -18,13 +18,13 @@ def test_three_to_nine_values_get_student_t_against_scipy():
     from scipy import stats
 
     for xs in ([3.0, 1.0, 2.0], [1.1, 1.9, 1.4, 1.6, 2.5], [0.9, 1.3, 1.1, 1.2, 1.0, 1.6, 1.4, 1.05, 1.25]):
-        iv = median_interval(xs)
+        iv = repeat_interval(xs)
         lo, hi = stats.t.interval(0.95, len(xs) - 1, loc=stats.tmean(xs), scale=stats.sem(xs))
         assert iv.method == "Student-t" and iv.n == len(xs)
         assert iv.estimate == pytest.approx(sum(xs) / len(xs))
         assert (iv.lo, iv.hi) == pytest.approx((lo, hi))
     # three values: the t-interval is wider than their range (a bootstrap would give the range: 75 %, not 95 %)
-    iv = median_interval([3.0, 1.0, 2.0])
+    iv = repeat_interval([3.0, 1.0, 2.0])
     assert iv.lo < 1.0 and iv.hi > 3.0
 
 
@@ -33,7 +33,7 @@ def test_ten_or_more_values_get_the_bootstrap_of_the_median_against_scipy():
     from scipy import stats
 
     xs = [1.0 + 0.01 * ((7 * i) % 11) for i in range(12)]
-    iv = median_interval(xs)
+    iv = repeat_interval(xs)
     ref = stats.bootstrap((np.asarray(xs),), np.median, confidence_level=0.95, n_resamples=2000,
                           method="percentile", rng=np.random.default_rng(0)).confidence_interval
     assert iv.method == "percentile bootstrap" and iv.estimate == pytest.approx(float(np.median(xs)))
@@ -49,7 +49,7 @@ def test_student_t_holds_its_level_where_a_bootstrap_of_three_does_not():
     trials = 2000
     for _ in range(trials):
         xs = rng.normal(0.0, 1.0, 3)
-        iv = median_interval(list(xs))
+        iv = repeat_interval(list(xs))
         hits_t += iv.lo <= 0.0 <= iv.hi
         hits_range += xs.min() <= 0.0 <= xs.max()
     assert 0.93 < hits_t / trials < 0.97
@@ -58,15 +58,15 @@ def test_student_t_holds_its_level_where_a_bootstrap_of_three_does_not():
 
 def test_interval_narrows_with_more_repeats_and_is_deterministic():
     xs = [1.0 + 0.01 * ((7 * i) % 11) for i in range(40)]
-    a, b = median_interval(xs), median_interval(xs)
+    a, b = repeat_interval(xs), repeat_interval(xs)
     assert a == b
     assert a.lo <= a.estimate <= a.hi
-    wide = median_interval(xs[:12])
+    wide = repeat_interval(xs[:12])
     assert (a.hi - a.lo) < (wide.hi - wide.lo)
 
 
 def test_one_run_has_no_interval_and_decides_nothing():
-    iv = median_interval([2.0])
+    iv = repeat_interval([2.0])
     assert not iv.decided and iv.text().endswith("(one run, no interval)")
     assert ratio_word(iv) == "undecided"
     assert bar_word(error_interval(2.0, iv), 0.25) == "undecided"
@@ -157,3 +157,20 @@ def test_mean_interval_of_two_decides_nothing():
 
     iv = mean_interval([0.5, 0.7])
     assert iv.estimate == pytest.approx(0.6) and not iv.decided
+
+
+def test_a_median_gets_the_exact_order_statistic_interval_against_scipy():
+    import numpy as np
+    from scipy import stats
+
+    for xs in ([0.3, 0.1, 0.25, 0.2, 0.4, 0.15], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]):
+        iv = median_interval(xs)
+        ci = stats.quantile_test(np.asarray(xs), q=float(np.median(xs)), p=0.5).confidence_interval(0.95)
+        assert iv.method == "exact order statistics" and iv.estimate == pytest.approx(float(np.median(xs)))
+        assert (iv.lo, iv.hi) == pytest.approx((ci.low, ci.high))
+    # by hand for 9: P(Binom(9, 1/2) <= 1) = 10/512 < 2.5 %, <= 2: 46/512 > 2.5 %: [x_(2), x_(8)]
+    assert (median_interval(list(range(1, 10))).lo, median_interval(list(range(1, 10))).hi) == (2.0, 8.0)
+    # five values: [min, max] holds the median 1 - 2/32 = 94 % of the time, under 95 %: no interval
+    assert not median_interval([1.0, 2.0, 3.0, 4.0, 5.0]).decided
+    assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0]).estimate == 3.0
+    assert median_interval([float(i) for i in range(12)]).method == "percentile bootstrap"
