@@ -39,6 +39,7 @@ COMMANDS = {
     "insitu": "rlm_lab.insitu",
     "your-numbers": "rlm_lab.chapters.your_machine.numbers",
     "reference": "rlm_lab.reference",
+    "results": "rlm_lab.ledger",
 }
 
 

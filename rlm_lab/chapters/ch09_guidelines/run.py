@@ -239,8 +239,8 @@ def pretest(name: str, sign: int) -> Evidence:
     sign-flip test rejects at its alpha, else ``undecided``); the interval shown is the mean paired difference's
     Student-t interval (times ``sign``), for its size."""
     from ...record import REPO_ROOT
-    from ..ch06_async import accuracy_test as A
 
+    A = U.accuracy_test
     finals, dirs = A.load_finals(REPO_ROOT / A.ROOT)
     result = A.decide(finals)
     row = next((r for r in result["tests"] if r["test"] == name), None)
@@ -765,7 +765,7 @@ def _ch05_reshard(item: Item, root: Path):
     v = metric(rec, "measured_received_per_device")
     pred = Cell(metric(rec, "formula_received_per_device"), "predicted", (rel(rec.dir),),
                 note="HybridFlow's formula M (s - t_g) / (t_g s)")
-    return pred, Cell(v, "measured", (rel(rec.dir),), Interval(v, v, v, 1), "exact count"), \
+    return pred, Cell(v, "measured", (rel(rec.dir),), Interval(v, v, v, 1, EXACT), "exact count"), \
         "bytes each device receives in the reshard"
 
 
