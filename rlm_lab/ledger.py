@@ -334,3 +334,44 @@ def _cli(args) -> int:
         entries = [e for e in entries if e.chapter == args.chapter]
     print(as_json(entries) if args.json else as_text(entries))
     return 0
+
+
+# ---- what the pages show, read from the entries ----------------------------------------------------------------
+
+def by_id(entries) -> dict:
+    return {e.id: e for e in entries}
+
+
+def verdict_counts(entries, prefix: str, words) -> dict:
+    """How many of the top-level entries under ``prefix`` (``ch09.g``: the guidelines) got each word."""
+    tops = [e for e in entries if e.id.startswith(prefix) and ".at" not in e.id[len(prefix):]]
+    return {w: sum(e.verdict == w for e in tops) for w in words}
+
+
+def _value(e: Entry | None) -> str:
+    if e is None or e.value is None:
+        return "-"
+    pct = e.estimator == "relative error"
+    f = (lambda v: f"{v:+.0%}") if pct else (lambda v: f"{v * 1e3:.1f} ms" if e.unit == "s" and abs(v) < 1 else
+                                             f"{v / 2**20:.3f} MiB" if e.unit == "B" else f"{v:.3g}")
+    iv = f" [{f(e.lo)}, {f(e.hi)}]" if e.lo is not None and e.hi is not None and e.method != "exact" else ""
+    return f"{f(e.value)}{iv}"
+
+
+def item_table(entries, items) -> list[dict]:
+    """The results page's rows, read from the ledger's ``chNN.<item>.*`` entries: the prediction, the current
+    measurement with its interval, method and n, the error, the bar, and the replaced record's value (history)."""
+    d = by_id(entries)
+    out = []
+    for it in items:
+        base = f"ch{int(it.chapter[2:4]):02d}.{it.key}"
+        m, p, e, h = (d.get(f"{base}.{k}") for k in ("measured", "predicted", "error", "measured.history"))
+        replaced = m is not None and not m.current
+        out.append({"item": it.name, "chapter": it.chapter, "id": base,
+                    "predicted": _value(p), "measured [95 %]": (f"not current: {m.superseded_by} replaced the record "
+                                                                "and did not re-measure this") if replaced else _value(m),
+                    "interval": "-" if m is None else f"{m.method}, n = {m.n} ({m.counts})",
+                    "error": _value(e), "bar": m.verdict if m else "-",
+                    "replaced record (history)": "-" if h is None else f"{_value(h)} ({h.counts})",
+                    "records": sorted({s for x in (m, p) if x for s in x.records})})
+    return out

@@ -65,6 +65,8 @@ def record_folders(sources) -> list[str]:
     for s in sources:
         parts = s.split("/")
         name = parts[3] if len(parts) > 3 and parts[:2] == ["data", "runs"] else s
+        if name == "reference" and len(parts) > 4:
+            name = f"reference/{parts[4]}"   # a window: its id names it
         if name not in out:
             out.append(name)
     return out
@@ -278,3 +280,23 @@ def bar_counts(rows) -> dict:
 
 __all__ = ["DEVICES", "decision_grid", "guideline_rows", "counts", "guideline_html", "closing_list", "plot_decision_map", "plot_steps",
            "grid_rows", "results_rows", "results_table", "results_html", "bar_counts"]
+
+
+def ledger_html(table: list[dict]) -> str:
+    """The results page's table from the ledger's rows (:func:`rlm_lab.ledger.item_table`): a compact line per
+    item (id, value with its interval, the bar) and the details (interval method and n, history, records) in a
+    second, smaller line, so that every column fits at 1280 px."""
+    head = ("<tr><th>item</th><th>predicted</th><th>measured [95 %]</th><th>error</th><th>bar (25 %)</th></tr>")
+    body = []
+    for t in table:
+        colour = {"met": "#d8f0d8", "not met": "#f6d6d6"}.get(t["bar"], "#f3ecd0")
+        recs = ", ".join(f"<code>{escape(x)}</code>" for x in record_folders(t["records"]))
+        hist = t["replaced record (history)"]
+        body.append(
+            f'<tr><td><b>{escape(t["item"])}</b><br><small><a href="{t["chapter"]}.html">{t["chapter"]}</a>, '
+            f'<code>{escape(t["id"])}</code></small></td><td>{escape(t["predicted"])}</td>'
+            f'<td>{escape(t["measured [95 %]"])}<br><small>{escape(t["interval"])}'
+            + (f"; replaced record (history): {escape(hist)}" if hist != "-" else "")
+            + f'<br>records: {recs}</small></td><td>{escape(t["error"])}</td>'
+            f'<td style="background:{colour}">{escape(t["bar"])}</td></tr>')
+    return f'<table class="rlm-results">{head}{"".join(body)}</table>'
