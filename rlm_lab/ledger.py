@@ -252,6 +252,14 @@ RUN_FIELDS = (
     (5, "ch05_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
     (5, "ch05_*", "sync.seconds_mean", "seconds per weight sync (mean over the run's syncs)", "s", "one run"),
     (6, "ch06_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
+    (6, "ch06_*", "reward_final", "mean reward of the run's last step", "reward", "one run"),
+    (6, "ch06_*", "prediction.step_s", "step seconds predicted before the run", "s", "prediction"),
+    (5, "ch05_*", "stage_seconds_mean.weight_sync", "weight-sync seconds per step (mean over the run)", "s", "one run"),
+    (4, "ch04_*", "comm.all_gather.bytes", "all-gather bytes a rank sent in one step", "B", "exact count"),
+    (4, "ch04_*", "comm.all_reduce.bytes", "all-reduce bytes a rank sent in one step", "B", "exact count"),
+    (4, "ch04_*", "predicted_comm.all_gather.bytes", "all-gather bytes per rank, predicted", "B", "prediction"),
+    (4, "ch04_*", "predicted_comm.all_reduce.bytes", "all-reduce bytes per rank, predicted", "B", "prediction"),
+    (5, "ch05_*", "trainer_peak_rss_bytes", "the trainer's peak resident memory", "B", "one run"),
     (10, "ch10_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
     (10, "ch10_*", "accuracy_before", "held-out accuracy before RL (after SFT)", "accuracy", "one run"),
     (10, "ch10_*", "rl_seconds_per_step", "seconds per RL step", "s", "one run"),
@@ -276,10 +284,13 @@ def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
                 continue
             src = rel(rec.dir)
             hit = superseded_by(src, replaced)
-            out.append(Entry(f"ch{ch:02d}.run.{f.name}.{key}", ch, f"{what} ({f.name})", unit, est, v, n=1,
-                             counts="one run", records=(src,), load=load_of([src], repo),
-                             superseded_by=hit.window if hit else "",
-                             verdict="undecided", rule="one run decides nothing"))
+            exact = est in ("exact count", "prediction")
+            out.append(Entry(f"ch{ch:02d}.run.{f.name}.{key}", ch, f"{what} ({f.name})", unit, est, v,
+                             v if est == "exact count" else None, v if est == "exact count" else None,
+                             "exact" if est == "exact count" else "none", n=1,
+                             counts=est if exact else "one run", records=(src,), load=load_of([src], repo),
+                             superseded_by=hit.window if hit and not exact else "",
+                             verdict="" if exact else "undecided", rule="" if exact else "one run decides nothing"))
     return out
 
 
@@ -375,3 +386,43 @@ def item_table(entries, items) -> list[dict]:
                     "replaced record (history)": "-" if h is None else f"{_value(h)} ({h.counts})",
                     "records": sorted({s for x in (m, p) if x for s in x.records})})
     return out
+
+
+# chapter 8's measured knobs (``ch08_frameworks.report.KNOBS``: a record folder and a field) -> the ledger quantity
+# that is their one value: the results page's item where there is one, else the run's own entry
+KNOB_IDS = {("ch05_colocated", "step_seconds_mean"): "ch05.colocated",
+            ("ch05_disaggregated", "step_seconds_mean"): "ch05.disaggregated",
+            ("ch05_disaggregated", "stage_seconds_mean.weight_sync"): "ch05.sync_collective",
+            ("ch07_overprovision", "measured.speedup"): "ch07.overprovision",
+            ("ch07_dynamic_sampling", "measured.inflation"): "ch07.dynamic_sampling",
+            ("ch07_packing", "measured.speedup"): "ch07.packing"}
+RUN_KEY = {"step_seconds_mean": "step_seconds_median"}   # one estimator for a run's step: the median of its steps
+
+
+def knob_rows(entries, knobs) -> list[dict]:
+    """Chapter 8's "what the book measured of each knob" rows, read from the ledger: the same value the results
+    page and the chapter show, with its interval method; a record a window replaced and did not re-measure is
+    said so instead of a number."""
+    d = by_id(entries)
+    rows = []
+    for k in knobs.values():
+        for m in k.measures:
+            folder = Path(m.record).name
+            base = KNOB_IDS.get((folder, m.measured))
+            if base is not None:
+                meas, pred = d.get(f"{base}.measured"), d.get(f"{base}.predicted")
+            else:
+                ch = folder[2:4]
+                meas = d.get(f"ch{ch}.run.{folder}.{RUN_KEY.get(m.measured, m.measured)}")
+                pred = d.get(f"ch{ch}.run.{folder}.{m.predicted}") if m.predicted else None
+            current = meas is not None and meas.current
+            mv = meas.value if current else None
+            pv = pred.value if pred is not None and current else None
+            what = m.what if meas is None or current else f"{m.what} (not current: {meas.superseded_by} replaced " \
+                                                            "the record and did not re-measure it)"
+            rows.append({"knob": k.title, "chapter": k.chapter, "what": what, "measured": mv, "predicted": pv,
+                         "error": (pv - mv) / mv if pv is not None and mv else None, "unit": m.unit,
+                         "record": (meas.records[0] if meas is not None and meas.records else m.record),
+                         "id": meas.id if meas is not None else "-",
+                         "interval": "-" if meas is None else f"{meas.method}, n = {meas.n} ({meas.counts})"})
+    return rows

@@ -144,7 +144,9 @@ def measured_html(rows: list[dict] | None = None) -> str:
     head = "<tr><th>knob</th><th>measured in</th><th>what</th><th>measured</th><th>predicted before the run</th><th>error</th><th>record</th></tr>"
     body = "".join(
         f"<tr><td>{escape(r['knob'])}</td><td>{_link(r['chapter'], r['chapter'] + '.html')}</td><td>{escape(r['what'])}</td>"
-        f"<td>{_num(r['measured'], r['unit'])}</td><td>{_num(r['predicted'], r['unit'])}</td>"
+        f"<td>{_num(r['measured'], r['unit'])}"
+        + (f"<br><small>{escape(r['interval'])}; ledger <code>{escape(r['id'])}</code></small>" if r.get("id") else "")
+        + f"</td><td>{_num(r['predicted'], r['unit'])}</td>"
         f"<td>{'-' if r['error'] is None else format(r['error'], '+.0%')}</td>"
         f"<td><a href=\"{escape(repository_url(r['record']), quote=True)}\"><code>{escape(r['record'])}</code></a></td></tr>"
         for r in rows)
