@@ -294,6 +294,13 @@ def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
     return out
 
 
+def repo_root() -> Path:
+    """The repository the records are read from (paths in entries are relative to it)."""
+    from .record import REPO_ROOT
+
+    return REPO_ROOT.resolve()
+
+
 def build(size: str = "cpu") -> list[Entry]:
     """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
     repeated id)."""
@@ -426,3 +433,19 @@ def knob_rows(entries, knobs) -> list[dict]:
                          "id": meas.id if meas is not None else "-",
                          "interval": "-" if meas is None else f"{meas.method}, n = {meas.n} ({meas.counts})"})
     return rows
+
+
+def values(entries, prefix: str, suffix: str) -> list[float]:
+    """The values of the entries whose id starts with ``prefix`` and ends with ``suffix`` (e.g. every seed of one
+    arm), in id order."""
+    return [e.value for e in sorted(entries, key=lambda e: e.id)
+            if e.id.startswith(prefix) and e.id.endswith(suffix) and e.value is not None]
+
+
+def spread_text(xs, fmt: str = "{:.2f}") -> str:
+    """``mean (min to max, n = k)`` of a few values, for prose that states a spread without an interval."""
+    if not xs:
+        return "not measured"
+    if min(xs) == max(xs):
+        return f"{fmt.format(xs[0])} (the same in all {len(xs)} runs: one model)"
+    return f"{fmt.format(sum(xs) / len(xs))} ({fmt.format(min(xs))} to {fmt.format(max(xs))}, n = {len(xs)})"

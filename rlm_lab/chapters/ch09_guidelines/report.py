@@ -55,8 +55,10 @@ def points_text(row) -> str:
             parts.append(f"{p.devices}: not priced ({p.note})")
         else:
             ok = holds(g.holds[p.devices], p.value)
-            parts.append(f"{p.devices}: {_fmt(p.value)} {'holds' if ok else 'fails'}")
-    return "; ".join(parts)
+            parts.append(f"{p.devices}: {_fmt(p.value)}, {check_text(g.holds[p.devices])}: {'holds' if ok else 'fails'}")
+    # the predicted quantity is not always the measured one (the test column): say which it is
+    what = next((p.note for p in row["points"] if p.value is not None and p.note), "")
+    return (f"{what}: " if what else "") + "; ".join(parts)
 
 
 def record_folders(sources) -> list[str]:
