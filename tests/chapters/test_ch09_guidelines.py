@@ -248,3 +248,20 @@ def test_the_band_read_from_the_record_is_the_band_of_a_fresh_prediction():
     band, why = upstream.validation_band()
     assert band is not None, why
     assert band == upstream._band(fresh, published.STEP_QUANTITIES, published.RATIO_QUANTITIES)[0]
+
+
+def test_the_memory_fraction_guideline_is_priced_by_the_engine_model():
+    """g23 once said the cost model had no KV-cache-limited engine; it has one (rlm_lab.cost.engine), and the
+    guideline is now predicted by it. By hand from the engine's formula K = (f M - W - A) / kappa."""
+    from rlm_lab.chapters.ch09_guidelines import upstream as U
+
+    g = BY_ID["g23-memory-fraction"]
+    assert g.predict == "kv_headroom" and "no KV-cache" not in (g.scale_why or "")
+    prof = U.load_profile(run.PROFILE)
+    spec = U.model_spec(str(cases.REPO / U.MODEL_7B))
+    seqs, chunk = (1024, 16384)   # vLLM's defaults on an 80 GB H100 (not an A100)
+    reserve = seqs * spec.head_width * 4 + chunk * (4 * spec.hidden + 2 * spec.intermediate) * 2
+    kappa = 2 * spec.layers * spec.kv_dim * 2
+    k = (0.5 * float(prof.memory_bytes) - spec.params * 2 - reserve) / kappa
+    for n in (8, 64):
+        assert run.kv_headroom(n).value == pytest.approx(k / ((512 / n) * (256 + 1024)))

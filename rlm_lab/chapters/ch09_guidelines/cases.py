@@ -57,7 +57,7 @@ DEVICES = (8, 64, 512)   # the scales every guideline is predicted at
 PREDICTIONS = ("one_step_off_speedup", "split_balance", "split_over_colocated", "generation_share", "lora_sync_bytes",
                "lora_sync_time", "async_speedup", "capacity_bound", "sync_share", "reshard_share", "rollout_tp",
                "zero3_volume", "pp_bubble", "packing_gain", "overprovision_gain", "tail_batching_gain",
-               "dispatch_gain")
+               "dispatch_gain", "kv_headroom")
 EVIDENCE = {"paired": ("a", "b", "stat"), "per_run": ("runs", "value"), "runs": ("a", "b", "metric"),
             "repeats": ("reps",), "protocol": ("record",), "exact": ("value",), "single": ("value",),
             "window": ("reference", "stat"), "pretest": ("test", "sign"), "none": ("why",)}

@@ -529,13 +529,28 @@ def dispatch_gain(n: int) -> Point:
     return Point(n, rr / lpt, f"512 long-tail requests over {workers} rollout replicas")
 
 
+def kv_headroom(n: int, fraction: float = 0.5) -> Point:
+    """The cost model's KV-cache-limited engine (:func:`rlm_lab.cost.engine.kv_capacity`): at a memory fraction
+    of 0.5, the KV-cache tokens of one tensor-parallel-1 replica per H100 over the tokens its share of the step's
+    sequences holds at their longest (prompt + response each; the step's sequences spread over ``n`` replicas, as
+    colocated on ``n`` GPUs). Above 1: the cache holds the whole share, so the lower end of the range costs no
+    preemption at this workload."""
+    prof = U.load_profile(PROFILE)
+    spec = U.model_spec(str(REPO / U.MODEL_7B))
+    seqs, chunk = U.vllm_defaults(prof)
+    k, _, _ = U.kv_capacity(spec, 2, fraction * float(prof.memory_bytes), seqs, chunk)
+    wl = workload()
+    need = (wl.n / n) * (wl.prompt_len + max(wl.lengths()))
+    return Point(n, k / need, f"KV tokens at memory fraction {fraction:g} / tokens of the replica's sequences")
+
+
 SCALE = {"one_step_off_speedup": one_step_off_speedup, "split_balance": split_balance,
          "split_over_colocated": split_over_colocated, "generation_share": generation_share_at,
          "lora_sync_bytes": lora_sync_bytes, "lora_sync_time": lora_sync_time, "async_speedup": async_speedup,
          "capacity_bound": capacity_bound, "sync_share": sync_share_at, "reshard_share": reshard_share,
          "rollout_tp": rollout_tp, "zero3_volume": zero3_volume, "pp_bubble": pp_bubble_at,
          "packing_gain": packing_gain, "overprovision_gain": overprovision_gain,
-         "tail_batching_gain": tail_batching_gain, "dispatch_gain": dispatch_gain}
+         "tail_batching_gain": tail_batching_gain, "dispatch_gain": dispatch_gain, "kv_headroom": kv_headroom}
 
 
 def predict_at_scale(g: Guideline, devices=DEVICES) -> list[Point]:

@@ -24,6 +24,8 @@ from ..ch08_frameworks.report import MODEL_7B, mode_step, workload_7b
 # the cost model
 from ...cost import comm, longtail as cost_longtail
 from ...cost.advise import advise
+from ...cost.engine import kv_capacity, vllm_defaults
+from ...cost.hardware import load_profile
 from ...cost.asynchrony import advise_mode, simulate
 from ...cost.lora import Lora, lora_params
 from ...cost.placement import predict_placement
