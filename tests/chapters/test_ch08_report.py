@@ -223,3 +223,16 @@ def test_same_workload_rows_say_why_when_the_importers_are_absent(monkeypatch):
     monkeypatch.setitem(sys.modules, "rlm_lab.frameworks.importers.same_workload", None)
     rows, note = P.same_workload_rows()
     assert rows == [] and "not in this checkout" in note
+
+
+def test_the_two_7b_tables_are_reconciled_by_their_engines():
+    from rlm_lab.chapters.ch08_frameworks import report as F
+
+    defaults = [{"framework": "verl", "step_s": 12.0, "placement": "p"}, {"framework": "TRL", "step_s": None,
+                                                                          "placement": "q"}]
+    same = [{"framework": "verl", "step_s": 4.0, "placement": "p"}, {"framework": "trl", "step_s": None,
+                                                                      "placement": "q"},
+            {"framework": "prime-rl", "step_s": 3.0, "placement": "r"}]
+    rows = F.reconcile(defaults, same)
+    assert [r["framework"] for r in rows] == ["verl"] and rows[0]["static / continuous"] == "3.00x"
+    assert F.workload_7b().engine == "static"   # what the defaults table prices generation with

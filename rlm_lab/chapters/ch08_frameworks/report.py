@@ -406,3 +406,20 @@ def example_values(examples: list[dict]) -> dict:
     """How many example configs were predicted, of how many frameworks, and how many fit."""
     return {"ch08_examples": str(len(examples)), "ch08_example_frameworks": str(len({r["framework"] for r in examples})),
             "ch08_examples_fit": str(sum(bool(r["fits"]) for r in examples))}
+
+
+def reconcile(defaults: list[dict], same: list[dict]) -> list[dict]:
+    """The two 7B tables side by side, for each framework in both: the defaults table prices generation with
+    ``workload_7b``'s engine (a static batch: every row waits for the longest), the importers' table with the
+    engine each framework's config names (a vLLM/SGLang continuous engine, with the generation TP the config
+    sets); the step times differ by that, not by a disagreement (placement and mode are tested to agree)."""
+    by = {r["framework"].lower(): r for r in defaults}
+    out = []
+    for s in same:
+        d = by.get(s["framework"].lower())
+        if d is None or d.get("step_s") is None or s.get("step_s") is None:
+            continue
+        out.append({"framework": d["framework"], "defaults table (static batch)": f"{d['step_s']:.1f} s, {d['placement']}",
+                    "importers' table (continuous engine)": f"{s['step_s']:.1f} s, {s['placement']}",
+                    "static / continuous": f"{d['step_s'] / s['step_s']:.2f}x"})
+    return out
