@@ -207,7 +207,7 @@ def test_one_step_off_and_balance_on_a_hand_built_split(monkeypatch):
 def test_the_map_takes_the_faster_option(monkeypatch):
     # the split's one-step-off step is (64 x 3 + 2.5) / 64 = 3.04 s: a 2.5 s colocated step beats it, a 9 s one not
     one = SimpleNamespace(placement=SimpleNamespace(name="colocated", describe=lambda: "all"), step_s=2.5)
-    monkeypatch.setattr(run, "advised", lambda *a: run.Advised(one, one, _fake_split(), 5))
+    monkeypatch.setattr(run, "advised", lambda *a, **k: run.Advised(one, one, _fake_split(), 5))
     row = run.decide(8, "qwen2.5-7b", "fixed 1024")
     assert row["kind"] == "colocated" and row["step_s"] == 2.5 and row["considered"] == 5
     one.step_s = 9.0
@@ -218,7 +218,7 @@ def test_the_map_takes_the_faster_option(monkeypatch):
 
 
 def test_the_map_says_where_nothing_fits(monkeypatch):
-    def nothing(*a):
+    def nothing(*a, **k):
         raise RlmLabError(f"no placement fits ({ROOT}/configs/models/x.json)")
     monkeypatch.setattr(run, "advised", nothing)
     row = run.decide(8, "qwen2.5-7b", "fixed 1024")
@@ -265,3 +265,15 @@ def test_the_memory_fraction_guideline_is_priced_by_the_engine_model():
     k = (0.5 * float(prof.memory_bytes) - spec.params * 2 - reserve) / kappa
     for n in (8, 64):
         assert run.kv_headroom(n).value == pytest.approx(k / ((512 / n) * (256 + 1024)))
+
+
+def test_the_map_names_what_its_assumed_overheads_move():
+    from rlm_lab.chapters.ch09_guidelines import upstream as U
+
+    bare = run.bare_profile()
+    keys = [k for g in U.OVERHEAD_GROUPS.values() for k in g] + list(U.ASSUMED_TRL_STEP)
+    assert all(bare.overhead.get(k, 0.0) == 0.0 for k in keys)
+    row = run.decide(8, "qwen2.5-7b", "fixed 1024")
+    by_hand = U.advise(str(cases.REPO / U.MODEL_7B), U.algorithm("grpo", 0), run.workload("fixed 1024"),
+                       U.Cluster(8, "gpu"), bare).ranked[0].step_s
+    assert row["bare_step_s"] == pytest.approx(by_hand) and row["bare_moved"] < 0   # overheads only add time

@@ -203,7 +203,20 @@ def grid_rows(grid: list[dict]) -> list[dict]:
              ("inf" if r["eta"] is None else r["eta"]), "split": r["split"] or "-",
              "step_s": None if r["step_s"] is None else round(r["step_s"], 2),
              "synchronous_step_s": None if r["sync_step_s"] is None else round(r["sync_step_s"], 2),
+             "fastest synchronous step without assumed overheads": "-" if r.get("bare_step_s") is None else
+             (f"{r['bare_step_s']:.2f} s ({r['bare_moved']:+.0%}), "
+              + ("same placement" if r["bare_same"] else f"placement {r['bare_placement']}")),
              "note": r.get("note", "")} for r in grid]
+
+
+def assumed_moves(grid: list[dict]) -> str:
+    """The map's rows ranked by how far the synchronous step moves without the assumed overheads (text)."""
+    rows = [r for r in grid if r.get("bare_moved") is not None]
+    if not rows:
+        return "no row priced"
+    worst = min(rows, key=lambda r: r["bare_moved"])
+    return (f"{worst['bare_moved']:+.0%} ({worst['model']}, {worst['devices']} GPUs, {worst['lengths']}); "
+            f"the least: {max(r['bare_moved'] for r in rows):+.0%}")
 
 
 # ---- the results page --------------------------------------------------------------------------------------------

@@ -370,11 +370,25 @@ class Advised:
 
 
 @functools.lru_cache(maxsize=None)
-def advised(devices: int, model: str = "qwen2.5-7b", lengths: str | None = None) -> Advised:
+def bare_profile():
+    """:data:`PROFILE` with every assumed overhead at 0 (the per-call overheads of ``rlm_lab.cost.assumed``'s
+    groups and TRL's per-step bookkeeping: round figures, not measured on the device): what a row of the map
+    is without them."""
+    prof = U.load_profile(PROFILE)
+    keys = [k for group in U.OVERHEAD_GROUPS.values() for k in group] + list(U.ASSUMED_TRL_STEP)
+    d = prof.to_dict()
+    d["overhead"] = dict(prof.overhead) | {k: 0.0 for k in keys}
+    d["name"] = prof.name + "-no-assumed-overheads"
+    return U.load_profile(d)
+
+
+@functools.lru_cache(maxsize=None)
+def advised(devices: int, model: str = "qwen2.5-7b", lengths: str | None = None, bare: bool = False) -> Advised:
     """:func:`rlm_lab.cost.advise.advise` for a GRPO step (beta 0) of ``model`` on ``devices`` H100s (cached: the
-    guidelines, the results page and the map ask the same points)."""
+    guidelines, the results page and the map ask the same points); ``bare``: on :func:`bare_profile`."""
     path = MAP_MODELS.get(model, U.MODEL_7B)
-    adv = U.advise(str(REPO / path), U.algorithm("grpo", 0), workload(lengths), U.Cluster(devices, "gpu"), PROFILE)
+    adv = U.advise(str(REPO / path), U.algorithm("grpo", 0), workload(lengths), U.Cluster(devices, "gpu"),
+                   bare_profile() if bare else PROFILE)
     one = next((p for p in adv.ranked if not p.placement.rollout_separate), None)
     split = next((p for p in adv.ranked if p.placement.rollout_separate), None)
     return Advised(adv.ranked[0], one, split, adv.considered)
@@ -610,7 +624,11 @@ def decide(devices: int, model: str, lengths: str) -> dict:
                         "step_s": mode["step_s"], "sync_step_s": a.split.step_s})
     if not options:
         return row | empty | {"considered": a.considered, "note": "no placement fits"}
-    return row | min(options, key=lambda o: o["step_s"]) | {"note": ""}
+    best = min(options, key=lambda o: o["step_s"])
+    bare = advised(devices, model, lengths, bare=True).best
+    return row | best | {"note": "", "bare_step_s": bare.step_s, "bare_placement": bare.placement.describe(),
+                         "bare_moved": bare.step_s / a.best.step_s - 1,
+                         "bare_same": bare.placement.describe() == a.best.placement.describe()}
 
 
 def decision_grid(models, devices, lengths) -> list[dict]:

@@ -26,6 +26,7 @@ from ...cost import comm, longtail as cost_longtail
 from ...cost.advise import advise
 from ...cost.engine import kv_capacity, vllm_defaults
 from ...cost.hardware import load_profile
+from ...cost.assumed import ASSUMED_TRL_STEP, OVERHEAD_GROUPS
 from ...cost.asynchrony import advise_mode, simulate
 from ...cost.lora import Lora, lora_params
 from ...cost.placement import predict_placement
