@@ -249,6 +249,7 @@ RUN_FIELDS = (
     (1, "ch01_*", "accuracy_before", "held-out accuracy before RL (after SFT)", "accuracy", "one run"),
     (1, "ch01_*", "rl_seconds_per_step", "seconds per RL step", "s", "one run"),
     (2, "ch02_*", "train_seconds", "training seconds of the run", "s", "one run"),
+    (3, "ch03_replicas", "depth_s", "the longest sequence's decode seconds (the fork-join depth)", "s", "one run"),
     (5, "ch05_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
     (5, "ch05_*", "sync.seconds_mean", "seconds per weight sync (mean over the run's syncs)", "s", "one run"),
     (6, "ch06_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
@@ -301,6 +302,26 @@ def repo_root() -> Path:
     return REPO_ROOT.resolve()
 
 
+def _frameworks() -> list[Entry]:
+    """Chapter 8: the 7B GRPO step under each framework's default (static generation) and as each framework's
+    own config is imported (its engine), both predictions."""
+    from .chapters.ch08_frameworks import report as F
+
+    out = []
+    for r in F.default_rows():
+        if r.get("step_s") is not None:
+            out.append(Entry(f"ch08.default.{r['framework'].lower()}.step_s", 8,
+                             f"7B GRPO step on 64 H100s, {r['framework']}'s default ({r['placement']}, {r['mode']}), "
+                             "static generation", "s", "prediction", _num(r["step_s"]), counts="prediction"))
+    same, _ = F.same_workload_rows()
+    for r in same:
+        if r.get("step_s") is not None:
+            out.append(Entry(f"ch08.imported.{r['framework'].lower()}.step_s", 8,
+                             f"7B GRPO step on 64 H100s, {r['framework']}'s config imported ({r['placement']}, "
+                             f"{r['mode']}), its engine", "s", "prediction", _num(r["step_s"]), counts="prediction"))
+    return out
+
+
 def build(size: str = "cpu") -> list[Entry]:
     """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
     repeated id)."""
@@ -310,7 +331,7 @@ def build(size: str = "cpu") -> list[Entry]:
     repo = REPO_ROOT.resolve()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
-               + _runs(size, repo, replaced))
+               + _runs(size, repo, replaced) + _frameworks())
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:
@@ -449,3 +470,19 @@ def spread_text(xs, fmt: str = "{:.2f}") -> str:
     if min(xs) == max(xs):
         return f"{fmt.format(xs[0])} (the same in all {len(xs)} runs: one model)"
     return f"{fmt.format(sum(xs) / len(xs))} ({fmt.format(min(xs))} to {fmt.format(max(xs))}, n = {len(xs)})"
+
+
+def chapter_summary(entries) -> list[dict]:
+    """One row per chapter of the ledger: how many quantities, how many predictions and measurements, how many
+    read a record a newer one replaced (history), and the verdict words of its measured quantities."""
+    out = []
+    for ch in sorted({e.chapter for e in entries}):
+        es = [e for e in entries if e.chapter == ch]
+        meas = [e for e in es if e.estimator not in ("prediction", "relative error")]
+        words = {w: sum(e.verdict == w for e in meas if e.current)
+                 for w in ("met", "not met", "supported", "contradicted", "faster", "slower", "decided")}
+        out.append({"chapter": ch, "quantities": len(es), "predictions": sum(e.estimator == "prediction" for e in es),
+                    "measured": len(meas), "history (replaced)": sum(not e.current for e in es),
+                    "decided": ", ".join(f"{n} {w}" for w, n in words.items() if n) or "none",
+                    "undecided": sum(e.verdict.startswith("undecided") for e in meas if e.current)})
+    return out
