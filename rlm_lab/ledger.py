@@ -486,3 +486,18 @@ def chapter_summary(entries) -> list[dict]:
                     "decided": ", ".join(f"{n} {w}" for w, n in words.items() if n) or "none",
                     "undecided": sum(e.verdict.startswith("undecided") for e in meas if e.current)})
     return out
+
+
+def predicted_measured(entries, items) -> list[dict]:
+    """For the results page's figure: every item whose current measurement and prediction both exist, as numbers
+    (label, unit, predicted, measured, lo, hi), read from the ledger's ``chNN.<item>.*`` entries."""
+    d = by_id(entries)
+    out = []
+    for it in items:
+        base = f"ch{int(it.chapter[2:4]):02d}.{it.key}"
+        m, p = d.get(f"{base}.measured"), d.get(f"{base}.predicted")
+        if m is None or p is None or not m.current or m.value is None or p.value is None:
+            continue
+        out.append({"label": it.key, "unit": m.unit, "predicted": p.value, "measured": m.value, "lo": m.lo,
+                    "hi": m.hi})
+    return out

@@ -99,3 +99,15 @@ def test_cli_prints_json(capsys):
     assert main(["results", "--json", "--chapter", "7"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got and all(e["chapter"] == 7 and {"estimator", "method", "n", "records", "current"} <= set(e) for e in got)
+
+
+def test_the_results_figure_reads_current_entries_only(entries):
+    from rlm_lab.chapters.ch09_guidelines.cases import ITEMS
+
+    pts = L.predicted_measured(entries, ITEMS)
+    d = L.by_id(entries)
+    assert pts and all(d[f"ch{int(next(i for i in ITEMS if i.key == p['label']).chapter[2:4]):02d}.{p['label']}"
+                         ".measured"].current for p in pts)
+    assert "sync_collective" not in {p["label"] for p in pts}   # replaced, not re-measured: no current value
+    colo = next(p for p in pts if p["label"] == "colocated")
+    assert colo["measured"] == d["ch05.colocated.measured"].value and colo["predicted"] == d["ch05.colocated.predicted"].value

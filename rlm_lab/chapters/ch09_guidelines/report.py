@@ -315,3 +315,29 @@ def ledger_html(table: list[dict]) -> str:
             + f'<br>records: {recs}</small></td><td>{escape(t["error"])}</td>'
             f'<td style="background:{colour}">{escape(t["bar"])}</td></tr>')
     return f'<table class="rlm-results">{head}{"".join(body)}</table>'
+
+
+def plot_predicted_measured(points: list[dict]):
+    """Predicted against measured for every results-page row that has both (:func:`rlm_lab.ledger.predicted_measured`),
+    one panel per unit, log axes, the measured interval as a horizontal bar where there is one, the diagonal and
+    the +-25 % bar around it."""
+    import matplotlib.pyplot as plt
+
+    units = sorted({p["unit"] for p in points})
+    fig, axes = plt.subplots(1, max(1, len(units)), figsize=(4.2 * max(1, len(units)), 4.0), squeeze=False)
+    for ax, unit in zip(axes[0], units):
+        ps = [p for p in points if p["unit"] == unit]
+        for p in ps:
+            err = None if p["lo"] is None else [[p["measured"] - p["lo"]], [p["hi"] - p["measured"]]]
+            ax.errorbar(p["measured"], p["predicted"], xerr=err, fmt="o", ms=4, capsize=2)
+            ax.annotate(p["label"], (p["measured"], p["predicted"]), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        vals = [v for p in ps for v in (p["predicted"], p["measured"], p["lo"], p["hi"]) if v]
+        lo, hi = min(vals) / 1.3, max(vals) * 1.3
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="0.9")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
+               xlabel=f"measured ({unit or 'x'})", ylabel=f"predicted ({unit or 'x'})")
+    fig.suptitle("Predicted against measured (the grey band: the 25 % bar)")
+    fig.tight_layout()
+    return fig
