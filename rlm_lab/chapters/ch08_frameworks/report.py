@@ -150,7 +150,7 @@ def measured_html(rows: list[dict] | None = None) -> str:
         f"<td>{'-' if r['error'] is None else format(r['error'], '+.0%')}</td>"
         f"<td><a href=\"{escape(repository_url(r['record']), quote=True)}\"><code>{escape(r['record'])}</code></a></td></tr>"
         for r in rows)
-    return f"<table>{head}{body}</table>"
+    return f"<table class=\"rlm-knobs\">{head}{body}</table>"
 
 
 def published_rows(reg: dict[str, Framework] | None = None) -> list[dict]:
