@@ -187,9 +187,11 @@ def error_interval(predicted: float, measured: Interval) -> Interval:
     point = predicted / measured.estimate - 1
     if not measured.decided:
         return Interval(point, None, None, measured.n, measured.method)
-    if measured.lo <= 0:
-        raise RlmLabError("error_interval: the measured interval reaches 0")
-    return Interval(point, predicted / measured.hi - 1, predicted / measured.lo - 1, measured.n, measured.method)
+    if measured.hi <= 0:
+        raise RlmLabError("error_interval: the measured interval lies at or below 0")
+    # a Student-t interval of a few positive values may reach 0 or below: the error is then unbounded above
+    hi = predicted / measured.lo - 1 if measured.lo > 0 else math.inf
+    return Interval(point, predicted / measured.hi - 1, hi, measured.n, measured.method)
 
 
 def bar_word(err: Interval, bar: float) -> str:

@@ -174,3 +174,11 @@ def test_a_median_gets_the_exact_order_statistic_interval_against_scipy():
     assert not median_interval([1.0, 2.0, 3.0, 4.0, 5.0]).decided
     assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0]).estimate == 3.0
     assert median_interval([float(i) for i in range(12)]).method == "percentile bootstrap"
+
+
+def test_an_interval_reaching_zero_leaves_the_error_unbounded_above():
+    err = error_interval(1.5, Interval(1.33, -0.56, 3.23, 3, "Student-t"))
+    assert err.hi == float("inf") and err.lo == pytest.approx(1.5 / 3.23 - 1)
+    assert bar_word(err, 0.25) == "undecided"
+    with pytest.raises(RlmLabError, match="at or below 0"):
+        error_interval(1.5, Interval(0.5, -2.0, -0.5, 3, "Student-t"))
