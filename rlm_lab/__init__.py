@@ -38,7 +38,7 @@ __version__ = "0.1.0"
 # (name, the top-level subpackages and modules in it): bottom first. A new subpackage goes into one of them.
 LAYERS = (
     ("core", ("errors", "sizes", "stages", "device", "host", "compat", "records", "record", "compare", "evidence",
-              "tables", "protocol", "reference_report", "crosswalk")),
+              "tables", "protocol", "reference_report", "crosswalk", "supersession")),
     ("models and tasks", ("models", "tasks")),
     ("cost model", ("cost",)),
     ("mechanism: training", ("train", "trace_plots", "trace_merge")),
@@ -52,5 +52,5 @@ LAYERS = (
     ("frameworks", ("frameworks",)),
     ("validation", ("validate", "insitu")),
     ("chapters", ("chapters",)),
-    ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps", "reference", "cluster_rehearsal")),
+    ("entry points", ("cli", "book", "launches", "gpu_archive", "gpu_archive_steps", "reference", "cluster_rehearsal", "ledger")),
 )

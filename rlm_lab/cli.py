@@ -42,6 +42,7 @@ COMMANDS = {
     "your-numbers": "rlm_lab.chapters.your_machine.numbers",
     "reference": "rlm_lab.reference",
     "chapter": "rlm_lab.chapters.cli",
+    "results": "rlm_lab.ledger",
 }
 
 

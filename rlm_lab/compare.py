@@ -58,8 +58,8 @@ def median_abs_error(rows: list[dict], stages_only: bool = True) -> float:
 
 def verdict(errors, bar: float = BAR, goal: float = GOAL) -> str:
     """One phrase for the relative errors of the workloads compared (one per workload or run; signed or not)
-    against the goals, decided on the median |error| and its bootstrap 95 % interval
-    (:func:`rlm_lab.evidence.median_interval`), never on the point alone: "meets the goal" only when the whole
+    against the goals, decided on the median |error| and its 95 % interval
+    (:func:`rlm_lab.evidence.median_interval`: none below 6 errors), never on the point alone: "meets the goal" only when the whole
     interval is at or under the goal, "meets the bar" when it is under the bar (and "not yet the goal" only when
     wholly above the goal), "not met" only when it is wholly above the bar; otherwise "undecided", and so is a
     single error (one workload, one run: no interval)."""
@@ -70,7 +70,9 @@ def verdict(errors, bar: float = BAR, goal: float = GOAL) -> str:
         return "no comparison (nothing both predicted and measured)"
     iv = median_interval(errs)
     if not iv.decided:
-        return f"undecided: one run, no interval ({iv.estimate:.1%})"
+        if iv.n == 1:
+            return f"undecided: one run, no interval ({iv.estimate:.1%})"
+        return f"undecided: {iv.n} errors, too few for a 95 % interval of their median (6 needed) ({iv.estimate:.1%})"
     where = iv.text("{:.1%}")
     if iv.hi <= goal:
         return f"meets the {goal:.0%} goal"

@@ -1,9 +1,24 @@
-"""Evidence: the median of paired repeats with a bootstrap 95 % interval, and verdict words that follow it.
+"""Evidence: intervals that hold their level, chosen by how many values there are, and verdict words that follow them.
 
-One estimator everywhere: a comparison of A against B is the **median of the paired ratios** A_i / B_i (each
-pair measured back to back, so a slow minute of the machine slows both), with a percentile-bootstrap
-interval (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993; computed by
-``scipy.stats.bootstrap``: https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.bootstrap.html).
+A comparison of A against B is built from **paired ratios** A_i / B_i (each pair measured back to back, so a slow
+minute of the machine slows both); a quantity repeated over seeds, runs or windows from its per-repeat values.
+Its interval (:func:`repeat_interval`) is chosen by n, the number of independent values, so that a "95 %"
+interval holds the estimate 95 % of the time:
+
+* n <= 2 (:data:`DECIDE_MIN`): no interval; such a quantity decides nothing;
+* 3 <= n < 10 (:data:`BOOTSTRAP_MIN`): the **mean** with its Student-t interval (``scipy.stats.t``). A percentile
+  bootstrap of so few values is close to their range, which holds the median only 1 - 2^(1-n) of the time
+  (75 % at n = 3, 94 % at n = 5), not 95 %;
+* n >= 10: the **median** with its percentile-bootstrap interval (Efron & Tibshirani, *An Introduction to the
+  Bootstrap*, 1993; ``scipy.stats.bootstrap``:
+  https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.bootstrap.html).
+
+A quantity *defined* as a median (a bar on the median |error| over cases) keeps the median at every n
+(:func:`median_interval`): below 10 values its interval is the exact one of order statistics, and below 6 there
+is none at 95 %.
+
+The interval names its method (:attr:`Interval.method`), which every page and the results ledger print.
+A question with a test fixed before its runs (chapter 6's exact sign-flip test) is decided by that test.
 
 The words follow the interval, never the point alone:
 
@@ -26,24 +41,44 @@ from .errors import RlmLabError
 LEVEL = 0.95
 RESAMPLES = 2000
 SEED = 0
+DECIDE_MIN = 3       # fewer values than this have no interval and decide nothing
+BOOTSTRAP_MIN = 10   # a bootstrap interval only from this many values on; fewer get Student-t
+
+STUDENT_T = "Student-t"
+BOOTSTRAP = "percentile bootstrap"
+NO_INTERVAL = "none"
+EXACT = "exact"
+STEPS = "none (steps of one run)"
+ORDER_STATS = "exact order statistics"
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its interval; ``lo``/``hi`` are None when fewer than two repeats exist."""
+    """A point estimate with its interval; ``lo``/``hi`` are None when the values are too few to decide
+    (:data:`DECIDE_MIN`). ``method``: how the interval was made (:data:`STUDENT_T`, :data:`BOOTSTRAP`,
+    :data:`EXACT`, :data:`NO_INTERVAL`; empty: given by hand)."""
 
     estimate: float
     lo: float | None
     hi: float | None
     n: int
+    method: str = ""
 
     @property
     def decided(self) -> bool:
         return self.lo is not None and self.hi is not None
 
+    @property
+    def label(self) -> str:
+        """The interval's method and n as a page prints it (e.g. "Student-t 95 %, n = 3")."""
+        if not self.decided:
+            return f"no interval, n = {self.n}"
+        return f"{self.method or 'interval'}{' 95 %' if self.method in (STUDENT_T, BOOTSTRAP, ORDER_STATS) else ''}, n = {self.n}"
+
     def text(self, fmt: str = "{:.2f}") -> str:
         if not self.decided:
-            return f"{fmt.format(self.estimate)} (one run, no interval)"
+            what = "one run" if self.n <= 1 else f"n = {self.n}"
+            return f"{fmt.format(self.estimate)} ({what}, no interval)"
         return f"{fmt.format(self.estimate)} [{fmt.format(self.lo)}, {fmt.format(self.hi)}]"
 
 
@@ -56,20 +91,62 @@ def _finite(values: Sequence[float], what: str) -> list[float]:
     return out
 
 
-def median_interval(values: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
+def estimator_of(n: int) -> str:
+    """The estimator :func:`repeat_interval` uses for ``n`` values: ``"median"`` or ``"mean"``."""
+    return "median" if n >= BOOTSTRAP_MIN or n < DECIDE_MIN else "mean"
+
+
+def repeat_interval(values: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
                     seed: int = SEED) -> Interval:
-    """The median of ``values`` and its percentile-bootstrap interval at ``level`` (deterministic: fixed seed)."""
-    xs = _finite(values, "median_interval")
-    if len(xs) < 2 or min(xs) == max(xs):
-        lo = hi = (xs[0] if len(xs) >= 2 else None)
-        return Interval(median(xs), lo, hi, len(xs))
+    """The estimate of ``values`` (independent repeats: seeds, runs, windows, paired repeats) with an interval
+    chosen by n (the module docstring): none below :data:`DECIDE_MIN`, Student-t on the mean below
+    :data:`BOOTSTRAP_MIN`, the percentile bootstrap of the median (deterministic: fixed seed) from there on."""
+    xs = _finite(values, "repeat_interval")
+    n = len(xs)
+    if n < DECIDE_MIN:
+        return Interval(median(xs), None, None, n, NO_INTERVAL)
+    if n < BOOTSTRAP_MIN:
+        return mean_interval(xs, level)
+    if min(xs) == max(xs):
+        return Interval(xs[0], xs[0], xs[0], n, BOOTSTRAP)
     import numpy as np
     from scipy.stats import bootstrap
 
     res = bootstrap((np.asarray(xs),), np.median, confidence_level=level, n_resamples=resamples,
                     method="percentile", rng=np.random.default_rng(seed))
     ci = res.confidence_interval
-    return Interval(median(xs), float(ci.low), float(ci.high), len(xs))
+    return Interval(median(xs), float(ci.low), float(ci.high), n, BOOTSTRAP)
+
+
+def steps_interval(steps: Sequence[float]) -> Interval:
+    """The median of the steps of one run, with no interval: the steps of one process are not repeats of the
+    workload (fresh processes differ far more than the steps inside one), so they decide nothing."""
+    xs = _finite(steps, "steps_interval")
+    return Interval(median(xs), None, None, len(xs), STEPS)
+
+
+def median_interval(values: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> Interval:
+    """The **median** of ``values`` with an interval that holds its level, for a quantity defined as a median
+    (a bar on the median |error| over cases): the percentile bootstrap from :data:`BOOTSTRAP_MIN` values on; below
+    that the exact distribution-free interval of order statistics (the binomial(n, 1/2) count of values below the
+    median; ``scipy.stats.quantile_test``, https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.quantile_test.html),
+    which needs at least 6 values at 95 % ([min, max] of 5 holds the median only 94 % of the time): fewer have
+    no interval."""
+    xs = _finite(values, "median_interval")
+    n = len(xs)
+    if n >= BOOTSTRAP_MIN:
+        iv = repeat_interval(xs, level, resamples, seed)
+        return iv
+    import numpy as np
+    from scipy.stats import quantile_test
+
+    if n < 2:
+        return Interval(median(xs), None, None, n, NO_INTERVAL)
+    ci = quantile_test(np.asarray(xs), q=median(xs), p=0.5).confidence_interval(level)
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+        return Interval(median(xs), None, None, n, NO_INTERVAL)
+    return Interval(median(xs), float(ci.low), float(ci.high), n, ORDER_STATS)
 
 
 def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -83,8 +160,8 @@ def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 
 def ratio_interval(a: Sequence[float], b: Sequence[float], **kw) -> Interval:
-    """Median of the paired ratios A_i / B_i with its interval."""
-    return median_interval(paired_ratios(a, b), **kw)
+    """The paired ratios A_i / B_i with their interval (:func:`repeat_interval`)."""
+    return repeat_interval(paired_ratios(a, b), **kw)
 
 
 def ratio_word(iv: Interval, above: str = "faster", below: str = "slower") -> str:
@@ -109,10 +186,12 @@ def error_interval(predicted: float, measured: Interval) -> Interval:
         raise RlmLabError(f"error_interval: predicted {predicted}, measured {measured.estimate}")
     point = predicted / measured.estimate - 1
     if not measured.decided:
-        return Interval(point, None, None, measured.n)
-    if measured.lo <= 0:
-        raise RlmLabError("error_interval: the measured interval reaches 0")
-    return Interval(point, predicted / measured.hi - 1, predicted / measured.lo - 1, measured.n)
+        return Interval(point, None, None, measured.n, measured.method)
+    if measured.hi <= 0:
+        raise RlmLabError("error_interval: the measured interval lies at or below 0")
+    # a Student-t interval of a few positive values may reach 0 or below: the error is then unbounded above
+    hi = predicted / measured.lo - 1 if measured.lo > 0 else math.inf
+    return Interval(point, predicted / measured.hi - 1, hi, measured.n, measured.method)
 
 
 def bar_word(err: Interval, bar: float) -> str:
@@ -131,17 +210,17 @@ def bar_word(err: Interval, bar: float) -> str:
 
 def mean_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
     """The mean of ``values`` (e.g. one accuracy per seed) with its Student-t interval at ``level``:
-    mean +- t_{(1+level)/2, n-1} s / sqrt(n) (s the sample standard deviation; ``scipy.stats.t``). One value
-    has no interval; identical values have a zero-width one."""
+    mean +- t_{(1+level)/2, n-1} s / sqrt(n) (s the sample standard deviation; ``scipy.stats.t``). Fewer than
+    :data:`DECIDE_MIN` values have no interval (they decide nothing); identical values have a zero-width one."""
     xs = _finite(values, "mean_interval")
     m = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return Interval(m, None, None, 1)
+    if len(xs) < DECIDE_MIN:
+        return Interval(m, None, None, len(xs), NO_INTERVAL)
     from scipy.stats import t
 
     s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
     half = float(t.ppf((1 + level) / 2, len(xs) - 1)) * s / math.sqrt(len(xs))
-    return Interval(m, m - half, m + half, len(xs))
+    return Interval(m, m - half, m + half, len(xs), STUDENT_T)
 
 
 def paired_differences(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -197,5 +276,7 @@ def largest(intervals: dict) -> tuple:
 
 
 def undecided_reason(iv: Interval) -> str:
-    """Why a word is ``undecided``: a single run (no interval) or an interval that straddles the test."""
-    return "one run, no interval" if not iv.decided else f"the interval {iv.text()} does not decide"
+    """Why a word is ``undecided``: too few values (no interval) or an interval that straddles the test."""
+    if not iv.decided:
+        return "one run, no interval" if iv.n <= 1 else f"{iv.n} values, too few for an interval"
+    return f"the interval {iv.text()} does not decide"

@@ -268,14 +268,15 @@ def _value(arm: Arm, tag: str, out: dict, metric: str) -> float:
 
 
 def summarize(a_values, b_values, names=("A", "B"), higher_is_better: bool = False) -> dict:
-    """Per-arm values, the paired ratios A_i / B_i, their median with its 95 % interval and the word, said of A
-    against B (``faster`` / ``slower`` when the interval excludes 1, else ``undecided``)."""
+    """Per-arm values, the paired ratios A_i / B_i, their estimate with its 95 % interval (the method chosen by n,
+    :func:`rlm_lab.evidence.repeat_interval`; two pairs have none) and the word, said of A against B
+    (``faster`` / ``slower`` when the interval excludes 1, else ``undecided``)."""
     iv: Interval = ratio_interval(a_values, b_values)
     above, below = ("faster", "slower") if higher_is_better else ("slower", "faster")
     word = ratio_word(iv, above=above, below=below)
     return {"values": {names[0]: list(a_values), names[1]: list(b_values)},
             "ratios": [x / y for x, y in zip(a_values, b_values)],
-            "ratio": {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi, "n": iv.n}, "word": word,
+            "ratio": {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi, "n": iv.n, "method": iv.method}, "word": word,
             "statement": f"{names[0]} / {names[1]} = {iv.text()}: "
                          + (f"{names[0]} is {word} than {names[1]}" if word != "undecided" else "undecided")}
 

@@ -7,8 +7,8 @@ A window is one call of ``rlm-lab reference`` (:mod:`rlm_lab.reference`) whose f
 in-situ profile it calibrated first, the **predictions** made from that profile before its first repeat, and per
 reference the protocol's paired repeats (fresh processes, ABBA, behind the load gate).
 
-Per arm the page shows the prediction, the measured median with its bootstrap 95 % interval
-(:func:`rlm_lab.evidence.median_interval`), the error predicted / measured - 1 at both ends of that interval
+Per arm the page shows the prediction, the measured value with its 95 % interval chosen by n
+(:func:`rlm_lab.evidence.repeat_interval`), the error predicted / measured - 1 at both ends of that interval
 (:func:`rlm_lab.evidence.error_interval`) and the goal's word (:data:`GOAL`, fixed before the measurements as in
 chapters 2-5: "met" only when the whole error interval is within it, "not met" only when wholly outside, else
 "undecided"; :func:`rlm_lab.evidence.bar_word`). Per reference: the median of the paired ratios A / B with its
@@ -49,7 +49,7 @@ def latest_window(size: str, chapter: int, root: Path | None = None):
 
 def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
     """(per-arm rows, per-reference rows) of ``chapter`` in the window record ``rec`` (module docstring)."""
-    from .evidence import bar_word, error_interval, median_interval, ratio_interval, ratio_word
+    from .evidence import bar_word, error_interval, repeat_interval, ratio_interval, ratio_word
 
     preds = {(p["name"], p["arm"]): p for p in rec.results.get("predictions", []) if p.get("chapter") == chapter}
     asked = {c["name"]: c for c in rec.config.get("references", []) if c.get("chapter") == chapter}
@@ -60,7 +60,7 @@ def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
         higher = bool(asked.get(ref["name"], {}).get("higher_is_better", False))
         predicted = {}
         for arm in names:
-            m = median_interval(values[arm])
+            m = repeat_interval(values[arm])
             p = preds.get((ref["name"], arm), {})
             row = {"reference": ref["name"], "arm": arm, "predicted": p.get("predicted"), "measured": m,
                    "error": None, "goal": "nothing predicted", "why": p.get("why", "")}
@@ -109,7 +109,7 @@ def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dic
         values[f"{c}_{p['reference']}"] = f"{p['ratio'].text()} ({p['word']})"
     t1 = format_table([{"reference": a["reference"], "arm": a["arm"],
                         "predicted": "-" if a["predicted"] is None else f"{a['predicted']:.4g}",
-                        "measured median [95 %]": a["measured"].text("{:.4g}"),
+                        "measured [95 %]": a["measured"].text("{:.4g}"),
                         "error [95 %]": "-" if a["error"] is None else a["error"].text("{:+.0%}"),
                         f"goal ±{GOAL:.0%}": a["goal"]} for a in arms])
     t2 = format_table([{"reference": p["reference"], "A / B": f"{p['a']} / {p['b']}",

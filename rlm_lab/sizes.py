@@ -114,7 +114,7 @@ REGISTRY: dict[str, Size] = {
                                 batch_size=8, num_generations=4, seeds=(0,), eval_problems=16, eval_per_task=8,
                                 max_new_tokens=24, methods=("linear", "ties", "dare", "cat"), systems_reps=1,
                                 systems_batches=1)),
-        protocol_repeats=2,  # the smallest count with an interval: proves the protocol runs, decides little
+        protocol_repeats=2,  # proves the protocol runs; two pairs have no interval and decide nothing
         async_overhead_steps=4,
         reference_repeats=2, reference_all=False,
         validation=(("nano-moe_grpo_B16_G2_R6", "grpo", 0.04, "nano-moe", 16, 2, 6, 3, 1),

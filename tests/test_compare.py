@@ -45,11 +45,13 @@ def test_verdict_names_the_goal_met_or_says_not_met_with_the_live_number():
     assert C.BAR == 0.25 and C.GOAL == 0.10  # the goals named before any measurement
     # one error is one run: no interval, so no word but "undecided", whatever the point says
     assert C.verdict(0.05) == "undecided: one run, no interval (5.0%)"
-    assert C.verdict([0.05, -0.04, 0.06, 0.05]) == "meets the 10% goal"  # |errors| all within 10 %: the interval too
-    assert C.verdict([0.2, 0.23, -0.21, 0.22]) == "meets the 25% bar, not yet the 10% goal"
-    assert C.verdict([0.31, 0.33, -0.32, 0.30]).startswith("not met: 31.")
-    assert C.verdict([0.25, 0.25, 0.25]).startswith("meets the 25% bar")     # the bar is inclusive
-    assert C.verdict([0.05, 0.4, 0.2, 0.3]).startswith("undecided: ")  # median 25 %, the interval straddles the bar
-    assert C.verdict([0.05, 0.08, 0.12, 0.2]).startswith("meets the 25% bar; the 10% goal undecided")
+    # a median needs 6 errors for a 95 % interval (exact order statistics): four decide nothing
+    assert C.verdict([0.05, -0.04, 0.06, 0.05]).startswith("undecided: 4 errors, too few")
+    assert C.verdict([0.05, -0.04, 0.06, 0.05, 0.03, 0.07]) == "meets the 10% goal"  # the interval too
+    assert C.verdict([0.2, 0.23, -0.21, 0.22, 0.2, 0.24]) == "meets the 25% bar, not yet the 10% goal"
+    assert C.verdict([0.31, 0.33, -0.32, 0.30, 0.34, 0.36]).startswith("not met: 32.")
+    assert C.verdict([0.25] * 6).startswith("meets the 25% bar")     # the bar is inclusive
+    assert C.verdict([0.05, 0.4, 0.2, 0.3, 0.1, 0.35]).startswith("undecided: ")  # the interval straddles the bar
+    assert C.verdict([0.05, 0.08, 0.12, 0.2, 0.09, 0.15]).startswith("meets the 25% bar; the 10% goal undecided")
     assert C.verdict(float("nan")).startswith("no comparison")
     assert math.isnan(C.relative_error(1.0, 0.0))

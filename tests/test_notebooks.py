@@ -203,7 +203,8 @@ MAX_CELL_LINES = 15
 # ``rlm-lab launches``, an entry point whose checks parse with rlm-lab's own parser, so no chapter package can
 # import it: the layers go downward).
 HELPERS = ("rlm_lab.book", "rlm_lab.sizes", "rlm_lab.tables", "rlm_lab.gpu_archive",
-           "rlm_lab.reference_report")  # the last: a committed reference window, the same section on four pages
+           "rlm_lab.reference_report",  # a committed reference window, the same section on four pages
+           "rlm_lab.ledger")  # the results ledger: the one value of each quantity, which every page reads
 SUBJECT = {"ch01_quickstart": ("rlm_lab.train",), "ch02_anatomy": ("rlm_lab.chapters.your_machine",),
            "ch03_work_depth": ("rlm_lab.chapters.your_machine",), "ch04_parallelism": ("rlm_lab.launches",),
            "ch05_placement": ("rlm_lab.launches",)}

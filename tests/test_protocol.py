@@ -72,8 +72,9 @@ def test_faster_arm_found_and_swapped_arms_say_the_opposite(fake, tmp_path):
     back = P.compare(slow, fast, "seconds", tmp_path / "r2", repeats=3, loadavg=QUIET, say=lambda *_: None)
     assert back["summary"]["word"] == "slower"
     # a rate: higher is better, so the same ratio below 1 reads the other way
-    rate = P.summarize([1.0, 1.1], [2.0, 2.1], higher_is_better=True)
+    rate = P.summarize([1.0, 1.1, 1.05], [2.0, 2.1, 2.05], higher_is_better=True)
     assert rate["word"] == "slower"
+    assert P.summarize([1.0, 1.1], [2.0, 2.1])["word"] == "undecided"   # two pairs decide nothing
 
 
 def test_pairs_are_paired(fake, tmp_path):
@@ -94,8 +95,8 @@ def test_abba_cancels_a_drift_that_abab_would_call_a_speed_up(fake, tmp_path):
     # runs 1..8 in order A B B A A B B A: A = 1, 4, 5, 8 and B = 2, 3, 6, 7
     assert res["summary"]["values"] == {"a": [1, 4, 5, 8], "b": [2, 3, 6, 7]}
     assert res["summary"]["word"] == "undecided"  # two arms doing the same work
-    # the same drift measured A B A B: A = 1, 3, 5, 7 and B = 2, 4, 6, 8: every ratio < 1, a false "faster"
-    assert P.summarize([1, 3, 5, 7], [2, 4, 6, 8])["word"] == "faster"
+    # the same drift measured A B A B (five pairs): every ratio < 1, a false "faster"
+    assert P.summarize([1, 3, 5, 7, 9], [2, 4, 6, 8, 10])["word"] == "faster"
 
 
 def test_the_gate_waits_for_the_load_and_marks_a_timeout():

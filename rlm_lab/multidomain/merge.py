@@ -10,8 +10,9 @@ Ilharco et al., arXiv 2212.04089), by:
   separately, each scaled by sqrt(weight x scaling); the merged update (sum B_i)(sum A_i) therefore carries the
   cross terms B_i A_j of different tasks (PEFT's docstring: "efficient but a very rough approximation");
 * ``ties`` (``"ties"``, Yadav et al., arXiv 2306.01708): per matrix, keep the ``density`` share of largest
-  entries of each adapter, elect a sign per entry by total mass, add the entries that agree with it; on A and B
-  separately, as ``linear``;
+  entries of each adapter, elect a sign per entry by total mass, then **average** the entries that agree with it
+  (PEFT 0.21.2's ``disjoint_merge``: their sum over how many agree, not their sum); on A and B separately, as
+  ``linear``;
 * ``dare`` (``"dare_linear"``, Yu et al., arXiv 2311.03099): drop each entry with probability 1 - ``density``,
   rescale the rest by 1 / ``density``, then add; random (seeded here);
 * ``cat`` (``"cat"``): the adapters' ranks concatenated, so the merged update is exactly sum_i B_i A_i: the

@@ -61,7 +61,8 @@ def group_summary(outcomes: list[Outcome], group: str) -> dict:
     cases and the verdicts those intervals allow.
 
     The cases are a sample of what the predictor is asked, so a bar's number has an interval: the median |error|'s
-    is the percentile bootstrap over the cases (:func:`rlm_lab.evidence.median_interval`), the direction share's
+    is :func:`rlm_lab.evidence.median_interval` over the cases (exact order statistics below 10 cases, none below 6,
+    the percentile bootstrap from 10), the direction share's
     the exact (Clopper-Pearson) binomial interval (``scipy.stats.binomtest``,
     https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.binomtest.html)."""
     from ..evidence import median_interval
@@ -106,7 +107,10 @@ def _verdict(value, bar: float, n: int, at_least: bool = False, interval=None) -
     no interval, e.g. identical errors, is the value itself)."""
     if value is None or n < MIN_CASES:
         return f"undecided ({n} case{'s' if n != 1 else ''} priced, {MIN_CASES} needed)"
-    lo, hi = interval if interval else (value, value)
+    if interval is None:
+        return (f"undecided ({value:.0%}, {n} cases: too few for a 95 % interval of the median, which needs 6; "
+                f"bar {bar:.0%})")
+    lo, hi = interval
     if at_least:
         word, rel = ("met", ">=") if lo >= bar else ("not met", "<") if hi < bar else ("undecided", "straddles")
     else:

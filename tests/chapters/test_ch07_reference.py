@@ -72,7 +72,7 @@ def test_window_agreement_groups_by_the_side_of_one(monkeypatch):
              {"technique": "tail_batching", "measured gain": 2.0, "side": "undecided"},
              {"technique": "dispatch", "measured gain": 1.0, "side": "undecided"}]
     text = R.window_agreement(table, "cpu")["ch07_win_agree"]
-    assert text.startswith("agree: packing (gain 1.30 in one process, 1.46 in the window)")
+    assert text.startswith("agree: packing (gain 1.30 in one process, 1.48 in the window)")
     assert "disagree: fusion (gain 5.00 in one process, 0.67 in the window)" in text
     assert "undecided: tail_batching (gain 2.00 in one process, 2.00 in the window)" in text and "dispatch" not in text
     monkeypatch.setattr(rr, "latest_window", lambda size, chapter, root=None: None)

@@ -237,3 +237,16 @@ def test_corpus_values_count_per_framework():
                            "outcome": "refused", "why": "verl ... a <reason>", "step_s": None, "critical": None,
                            "memory_per_device_bytes": None}])
     assert "&lt;reason&gt;" in html and "<code>examples/run.sh</code>" in html
+
+
+def test_the_two_7b_tables_are_reconciled_by_their_engines():
+    from rlm_lab.chapters.ch08_frameworks import report as F
+
+    defaults = [{"framework": "verl", "step_s": 12.0, "placement": "p"}, {"framework": "TRL", "step_s": None,
+                                                                          "placement": "q"}]
+    same = [{"framework": "verl", "step_s": 4.0, "placement": "p"}, {"framework": "trl", "step_s": None,
+                                                                      "placement": "q"},
+            {"framework": "prime-rl", "step_s": 3.0, "placement": "r"}]
+    rows = F.reconcile(defaults, same)
+    assert [r["framework"] for r in rows] == ["verl"] and rows[0]["static / continuous"] == "3.00x"
+    assert F.workload_7b().engine == "static"   # what the defaults table prices generation with

@@ -73,15 +73,26 @@ def test_paired_evidence_is_the_ratio_per_seed():
         o = newest(CPU / f"ch06_one_step_off_tis_seed{seed}")["step_seconds_median"]
         by_hand.append(s / o)
     assert ev.values == pytest.approx(by_hand) and ev.basis == "seeds" and ev.decides
-    assert ev.interval.estimate == pytest.approx(statistics.median(by_hand))
+    assert ev.interval.estimate == pytest.approx(statistics.fmean(by_hand)) and ev.interval.method == "Student-t"
     assert len(ev.sources) == 6
 
 
-def test_paired_differences_of_accuracy():
+def test_accuracy_questions_use_chapter_6s_pre_registered_test():
+    """One verdict per question: g08 and g09 ask what chapter 6's 10-seed plan tests, so its word decides."""
+    from rlm_lab.chapters.ch06_async import accuracy_test as A
+    from rlm_lab.record import REPO_ROOT
+
+    finals, _ = A.load_finals(REPO_ROOT / A.ROOT)
+    tests = {r["test"]: r for r in A.decide(finals)["tests"]}
     ev = run.evidence(BY_ID["g09-staleness-accuracy"])
-    by_hand = [newest(CPU / f"ch06_eta8_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"]
-               - newest(CPU / f"ch06_sync_none_seed{k}")["glue"]["curve"]["points"][-1]["accuracy"] for k in (0, 1, 2)]
-    assert ev.values == pytest.approx(by_hand)
+    by_hand = [finals[("sync", None)][k] - finals[("eta8", None)][k] for k in range(10)]
+    assert list(ev.values) == pytest.approx(tests["falls_uncorrected"]["diffs"])
+    assert list(ev.values) == pytest.approx(by_hand)
+    assert ev.basis == "pre-registered test" and ev.interval.n == 10
+    assert ev.interval.estimate == pytest.approx(-statistics.fmean(by_hand))   # eta 8 minus sync: sign -1
+    assert ev.decision == ("for" if tests["falls_uncorrected"]["word"] == "decided" else "undecided")
+    g08 = run.evidence(BY_ID["g08-is-correction"])
+    assert g08.decision == ("for" if tests["tis_recovers"]["word"] == "decided" else "undecided")
 
 
 def test_an_exact_count_is_read_from_the_wire():
@@ -100,7 +111,7 @@ def test_a_within_target_is_read_from_records():
 
 
 def test_single_runs_and_one_run_each_do_not_decide():
-    for gid in ("g07-dynamic-sampling-cost", "g03-colocate-small"):
+    for gid in ("g07-dynamic-sampling-cost", "g25-pp-bubble"):
         ev = run.evidence(BY_ID[gid])
         assert not ev.decides and ev.interval.lo is None, gid
 
@@ -118,24 +129,36 @@ def test_several_runs_each_give_the_conservative_ratio_interval(tmp_path):
     ev = run.evidence(cases.Guideline("x", "x", "x", (), False, None, {"kind": "runs", "a": "cell_a", "b": "cell_b",
                                                                          "metric": "step_seconds_median"},
                                       cases.Check("above", 1.0), None), tmp_path)
-    a, b = run.median_interval([4.0, 5.0, 6.0]), run.median_interval([2.0, 2.5, 3.0])
+    a, b = run.repeat_interval([4.0, 5.0, 6.0]), run.repeat_interval([2.0, 2.5, 3.0])
     assert ev.interval.estimate == 2.0 and ev.basis == "runs" and ev.decides
     assert (ev.interval.lo, ev.interval.hi) == (a.lo / b.hi, a.hi / b.lo)
 
 
-def test_pooled_runs_contradict_the_lora_sync_time_claim():
-    """Two runs of each side (the placement run and the 300-step accuracy run): the interval of the ratio of
-    sync times lies far below the adapter ratio, so the verdict says it plainly."""
+def test_two_runs_each_decide_nothing(tmp_path):
+    """n <= 2 never decides: two runs a side have no interval (a bootstrap of two is their range)."""
+    for side, values in (("a", (4.0, 6.0)), ("b", (2.0, 3.0))):
+        for i, v in enumerate(values):
+            _record(tmp_path / f"cell_{side}" / f"2026010{i}T000000Z", {"step_seconds_median": v})
+    ev = run.evidence(cases.Guideline("x", "x", "x", (), False, None, {"kind": "runs", "a": "cell_a", "b": "cell_b",
+                                                                         "metric": "step_seconds_median"},
+                                      cases.Check("above", 1.0), None), tmp_path)
+    assert ev.interval.estimate == 2.0 and not ev.decides and ev.interval.lo is None
+
+
+def test_evidence_from_a_superseded_record_is_not_current():
+    """The window 20261204T084630Z replaces chapter 5's single runs: g06 and g22 read them and decide nothing;
+    g18 reads the window itself (fused / after there: fusion is slower, so the claim is contradicted)."""
     from rlm_lab.chapters.ch09_guidelines.compare import judge
 
-    g = BY_ID["g06-lora-sync-time"]
-    full = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated", "ch05_accuracy_full")]
-    lora = [newest(CPU / n)["sync"]["seconds_mean"] for n in ("ch05_disaggregated_lora", "ch05_accuracy_lora")]
-    ev = run.evidence(g)
-    assert ev.basis == "runs" and ev.interval.estimate == pytest.approx(statistics.median(full) / statistics.median(lora))
-    assert ev.interval.lo == pytest.approx(min(full) / max(lora)) and ev.interval.hi == pytest.approx(max(full) / min(lora))
-    g_no_scale = g.__class__(**{**g.__dict__, "predict": None, "holds": {}})
-    assert judge(g_no_scale)["verdict"].word == "contradicted"
+    for gid in ("g06-lora-sync-time", "g22-collective-sync"):
+        ev = run.evidence(BY_ID[gid])
+        assert ev.basis == "superseded" and not ev.decides and "replaces" in ev.note, gid
+        assert judge(BY_ID[gid])["verdict"].word == "undecided"
+    ev = run.evidence(BY_ID["g18-fusion"])
+    assert ev.sources == ("data/runs/cpu/reference/20261204T084630Z",) and ev.basis == "paired repeats"
+    win = json.loads((CPU / "reference" / "20261204T084630Z" / "record.json").read_text())["results"]
+    vals = next(r for r in win["references"] if r["name"] == "fusion")["summary"]["values"]
+    assert ev.values == pytest.approx([b / a for a, b in zip(vals["fused"], vals["after"])])
 
 
 def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
@@ -145,7 +168,7 @@ def test_a_protocol_record_gives_its_paired_ratios(tmp_path):
     g = cases.Guideline("x", "x", "x", (), False, None, {"kind": "protocol", "record": "ch05_protocol_colocated_vs_split"},
                         cases.Check("above", 1.0), None)
     ev = run.evidence(g, tmp_path)
-    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.275)
+    assert ev.values == (1.2, 1.3, 1.25, 1.4) and ev.decides and ev.interval.estimate == pytest.approx(1.2875)
 
 
 def test_a_missing_key_names_the_record(tmp_path):
@@ -184,7 +207,7 @@ def test_one_step_off_and_balance_on_a_hand_built_split(monkeypatch):
 def test_the_map_takes_the_faster_option(monkeypatch):
     # the split's one-step-off step is (64 x 3 + 2.5) / 64 = 3.04 s: a 2.5 s colocated step beats it, a 9 s one not
     one = SimpleNamespace(placement=SimpleNamespace(name="colocated", describe=lambda: "all"), step_s=2.5)
-    monkeypatch.setattr(run, "advised", lambda *a: run.Advised(one, one, _fake_split(), 5))
+    monkeypatch.setattr(run, "advised", lambda *a, **k: run.Advised(one, one, _fake_split(), 5))
     row = run.decide(8, "qwen2.5-7b", "fixed 1024")
     assert row["kind"] == "colocated" and row["step_s"] == 2.5 and row["considered"] == 5
     one.step_s = 9.0
@@ -195,7 +218,7 @@ def test_the_map_takes_the_faster_option(monkeypatch):
 
 
 def test_the_map_says_where_nothing_fits(monkeypatch):
-    def nothing(*a):
+    def nothing(*a, **k):
         raise RlmLabError(f"no placement fits ({ROOT}/configs/models/x.json)")
     monkeypatch.setattr(run, "advised", nothing)
     row = run.decide(8, "qwen2.5-7b", "fixed 1024")
@@ -225,3 +248,32 @@ def test_the_band_read_from_the_record_is_the_band_of_a_fresh_prediction():
     band, why = upstream.validation_band()
     assert band is not None, why
     assert band == upstream._band(fresh, published.STEP_QUANTITIES, published.RATIO_QUANTITIES)[0]
+
+
+def test_the_memory_fraction_guideline_is_priced_by_the_engine_model():
+    """g23 once said the cost model had no KV-cache-limited engine; it has one (rlm_lab.cost.engine), and the
+    guideline is now predicted by it. By hand from the engine's formula K = (f M - W - A) / kappa."""
+    from rlm_lab.chapters.ch09_guidelines import upstream as U
+
+    g = BY_ID["g23-memory-fraction"]
+    assert g.predict == "kv_headroom" and "no KV-cache" not in (g.scale_why or "")
+    prof = U.load_profile(run.PROFILE)
+    spec = U.model_spec(str(cases.REPO / U.MODEL_7B))
+    seqs, chunk = (1024, 16384)   # vLLM's defaults on an 80 GB H100 (not an A100)
+    reserve = seqs * spec.head_width * 4 + chunk * (4 * spec.hidden + 2 * spec.intermediate) * 2
+    kappa = 2 * spec.layers * spec.kv_dim * 2
+    k = (0.5 * float(prof.memory_bytes) - spec.params * 2 - reserve) / kappa
+    for n in (8, 64):
+        assert run.kv_headroom(n).value == pytest.approx(k / ((512 / n) * (256 + 1024)))
+
+
+def test_the_map_names_what_its_assumed_overheads_move():
+    from rlm_lab.chapters.ch09_guidelines import upstream as U
+
+    bare = run.bare_profile()
+    keys = [k for g in U.OVERHEAD_GROUPS.values() for k in g] + list(U.ASSUMED_TRL_STEP)
+    assert all(bare.overhead.get(k, 0.0) == 0.0 for k in keys)
+    row = run.decide(8, "qwen2.5-7b", "fixed 1024")
+    by_hand = U.advise(str(cases.REPO / U.MODEL_7B), U.algorithm("grpo", 0), run.workload("fixed 1024"),
+                       U.Cluster(8, "gpu"), bare).ranked[0].step_s
+    assert row["bare_step_s"] == pytest.approx(by_hand) and row["bare_moved"] < 0   # overheads only add time

@@ -81,6 +81,17 @@ def test_multidomain_verdicts_by_hand():
     assert [r["task"] for r in compare.matrix_rows(recs)] == list(COMPONENTS)
 
 
+def test_the_matrix_has_power_only_on_tasks_the_specialists_moved():
+    recs = {s: _matrix(s, 0.1) for s in range(3)}
+    assert all(w == "higher" for _, w in compare.power(recs).values())   # every specialist 0.6 against SFT 0.4
+    flat = list(COMPONENTS)[0]
+    for r in recs.values():   # one task its specialist did not move: no power there, whatever the paradigms say
+        r.results["matrix"][flat][flat]["accuracy"] = 0.4
+    pw = compare.power(recs)
+    assert pw[flat][1] == "undecided" and pw[flat][0].estimate == pytest.approx(0.0)
+    assert sum(w == "higher" for _, w in pw.values()) == len(COMPONENTS) - 1
+
+
 def test_the_glue_names_are_the_closing_notes():
     text = open(report.__file__.replace("rlm_lab/chapters/ch10_open_directions/report.py",
                                         "notebooks/ch10_open_directions.md")).read()

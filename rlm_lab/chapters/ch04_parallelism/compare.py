@@ -22,7 +22,7 @@ import itertools
 import statistics
 
 from ...compare import verdict
-from ...evidence import median_interval, ratio_word
+from ...evidence import repeat_interval, ratio_word
 from .run import _median, predicted_step_time
 
 
@@ -42,7 +42,7 @@ def _pairs(rows: list[dict]) -> tuple[int, int]:
 def _side(row: dict) -> str:
     """A layout against one process from an interval (:mod:`rlm_lab.evidence`): the median of its slowdowns over
     fresh-process repeats (``slowdown_runs``), "faster" only when the interval lies below 1; one run: undecided."""
-    iv = median_interval(row.get("slowdown_runs") or [row["slowdown_measured"]])
+    iv = repeat_interval(row.get("slowdown_runs") or [row["slowdown_measured"]])
     return ratio_word(iv, above="slower", below="faster")
 
 

@@ -83,13 +83,15 @@ def summary(rs: list[dict]) -> dict:
 
 
 def bar_met(abs_errors: list, bar: float) -> str:
-    """The median |error| against ``bar`` from its bootstrap 95 % interval (:mod:`rlm_lab.evidence`): "met" only when
-    the whole interval is at or under the bar, "not met" only when wholly above, else "undecided" (one run too)."""
+    """The median |error| against ``bar`` from its 95 % interval (:func:`rlm_lab.evidence.median_interval`: exact
+    order statistics below 10 errors, none below 6): "met" only when the whole interval is at or under the bar,
+    "not met" only when wholly above, else "undecided" (too few errors too)."""
     from ...evidence import median_interval
 
     iv = median_interval(abs_errors)
     if not iv.decided:
-        return "undecided (one run, no interval)"
+        return ("undecided (one run, no interval)" if iv.n == 1 else
+                f"undecided ({iv.n} errors, too few for a 95 % interval of the median)")
     return "met" if iv.hi <= bar else "not met" if iv.lo > bar else f"undecided ({iv.text('{:.0%}')})"
 
 

@@ -3,7 +3,7 @@ against the goal fixed in advance, the sync bytes' formula, and the predictor as
 
 from __future__ import annotations
 
-from ...evidence import bar_word, error_interval, median_interval, undecided_reason
+from ...evidence import bar_word, error_interval, repeat_interval, undecided_reason
 
 
 def comparison(records: dict) -> list[dict]:
@@ -41,7 +41,7 @@ def step_word(row: dict, goal: float = GOAL) -> str:
     wholly outside it."""
     if row.get("predicted_s") is None or not row.get("measured_s"):
         return "undecided (nothing predicted)"
-    err = error_interval(row["predicted_s"], median_interval(row.get("measured_runs") or [row["measured_s"]]))
+    err = error_interval(row["predicted_s"], repeat_interval(row.get("measured_runs") or [row["measured_s"]]))
     word = bar_word(err, goal)
     return word if word != "undecided" else f"undecided ({undecided_reason(err)})"
 

@@ -229,11 +229,11 @@ def extra_word(predicted: float, paired_extra: list) -> str:
     """The goal's word for a predicted extra time against the paired repeats' extras (:mod:`rlm_lab.evidence`: the
     median's bootstrap interval, the error at both ends): "met" only when the whole error interval is within
     :data:`GOAL`; an interval that reaches 0 s (the extra may not exist) or a single pair is "undecided"."""
-    from ...evidence import bar_word, error_interval, median_interval
+    from ...evidence import bar_word, error_interval, repeat_interval
 
     if not paired_extra:
         return "undecided (no pairs)"
-    iv = median_interval(paired_extra)
+    iv = repeat_interval(paired_extra)
     if not iv.decided:
         return "undecided (one pair, no interval)"
     if iv.lo <= 0:

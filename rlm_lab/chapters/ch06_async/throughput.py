@@ -76,7 +76,7 @@ def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, comma
 def goal(results: dict) -> dict:
     """The goal's word from a protocol record's results (arm A = pick, arm B = plain): the tokens ratio's median
     and interval, both arms' accuracy medians and intervals, and ``met`` / ``not met`` / ``undecided``."""
-    from ...evidence import at_least_word, median_interval, overlap, ratio_interval
+    from ...evidence import at_least_word, repeat_interval, overlap, ratio_interval
 
     rows = results["repeats"]
     pairs = sorted({r["pair"] for r in rows})
@@ -86,8 +86,8 @@ def goal(results: dict) -> dict:
     a_tps = [by[(p, "A")]["tokens_per_s"] for p in pairs]
     b_tps = [by[(p, "B")]["tokens_per_s"] for p in pairs]
     ratio = ratio_interval(a_tps, b_tps)
-    acc_a = median_interval([by[(p, "A")]["accuracy"] for p in pairs])
-    acc_b = median_interval([by[(p, "B")]["accuracy"] for p in pairs])
+    acc_a = repeat_interval([by[(p, "A")]["accuracy"] for p in pairs])
+    acc_b = repeat_interval([by[(p, "B")]["accuracy"] for p in pairs])
     speed = at_least_word(ratio, GOAL)
     over = overlap(acc_a, acc_b)
     above = acc_a.decided and acc_b.decided and acc_a.lo > acc_b.hi

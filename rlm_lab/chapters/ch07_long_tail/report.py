@@ -8,7 +8,7 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 from __future__ import annotations
 
 from ...compare import BAR
-from ...evidence import Interval, bar_word, error_interval, largest, median_interval, ratio_interval, ratio_word
+from ...evidence import Interval, bar_word, error_interval, largest, repeat_interval, ratio_interval, ratio_word
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
 from .run import TECHNIQUES, measure
@@ -63,7 +63,7 @@ def gain_row(technique: str, record) -> dict:
     pred = res["predicted"][key]
     spread = res["measured"].get(f"{key}_spread")  # every repeat's gain, its pair run back to back
     reps = spread.get("reps") if spread else None
-    gain = median_interval(reps) if reps else Interval(res["measured"][key], None, None, 1)
+    gain = repeat_interval(reps) if reps else Interval(res["measured"][key], None, None, 1)
     err = error_interval(pred, gain)
     fmt = lambda iv: f"{iv.lo:.2f}-{iv.hi:.2f}" if iv.decided else "one run"  # noqa: E731
     fmt_err = lambda iv: f"{iv.lo:+.0%} to {iv.hi:+.0%}" if iv.decided else "one run"  # noqa: E731

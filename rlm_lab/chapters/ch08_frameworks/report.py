@@ -144,11 +144,13 @@ def measured_html(rows: list[dict] | None = None) -> str:
     head = "<tr><th>knob</th><th>measured in</th><th>what</th><th>measured</th><th>predicted before the run</th><th>error</th><th>record</th></tr>"
     body = "".join(
         f"<tr><td>{escape(r['knob'])}</td><td>{_link(r['chapter'], r['chapter'] + '.html')}</td><td>{escape(r['what'])}</td>"
-        f"<td>{_num(r['measured'], r['unit'])}</td><td>{_num(r['predicted'], r['unit'])}</td>"
+        f"<td>{_num(r['measured'], r['unit'])}"
+        + (f"<br><small>{escape(r['interval'])}; ledger <code>{escape(r['id'])}</code></small>" if r.get("id") else "")
+        + f"</td><td>{_num(r['predicted'], r['unit'])}</td>"
         f"<td>{'-' if r['error'] is None else format(r['error'], '+.0%')}</td>"
         f"<td><a href=\"{escape(repository_url(r['record']), quote=True)}\"><code>{escape(r['record'])}</code></a></td></tr>"
         for r in rows)
-    return f"<table>{head}{body}</table>"
+    return f"<table class=\"rlm-knobs\">{head}{body}</table>"
 
 
 def published_rows(reg: dict[str, Framework] | None = None) -> list[dict]:
@@ -448,3 +450,20 @@ def survey_rows() -> list[dict]:
     return [{"class": s.survey_class, "system": s.name, "status": s.status,
              "table11": ", ".join(f"{k} {s.column(k)}" for k in TABLE11 if s.column(k) != NOT_READ) or "-"}
             for s in load_survey_systems()]
+
+
+def reconcile(defaults: list[dict], same: list[dict]) -> list[dict]:
+    """The two 7B tables side by side, for each framework in both: the defaults table prices generation with
+    ``workload_7b``'s engine (a static batch: every row waits for the longest), the importers' table with the
+    engine each framework's config names (a vLLM/SGLang continuous engine, with the generation TP the config
+    sets); the step times differ by that, not by a disagreement (placement and mode are tested to agree)."""
+    by = {r["framework"].lower(): r for r in defaults}
+    out = []
+    for s in same:
+        d = by.get(s["framework"].lower())
+        if d is None or d.get("step_s") is None or s.get("step_s") is None:
+            continue
+        out.append({"framework": d["framework"], "defaults table (static batch)": f"{d['step_s']:.1f} s, {d['placement']}",
+                    "importers' table (continuous engine)": f"{s['step_s']:.1f} s, {s['placement']}",
+                    "static / continuous": f"{d['step_s'] / s['step_s']:.2f}x"})
+    return out

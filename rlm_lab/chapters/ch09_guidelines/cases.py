@@ -25,6 +25,12 @@ names, never a path: no ``/``, no ``..``):
 * ``repeats``: ``reps``: a reference to a list of paired repeats' values in one record;
 * ``protocol``: ``record``: a folder written by the measurement protocol (``rlm_lab.protocol.compare``: paired
   repeats A/B, each in a fresh process, interleaved), whose ``summary.ratios`` are the paired ratios;
+* ``window``: ``reference``, ``stat`` (``a/b`` or ``b/a``): the paired repeats of a reference of the newest
+  committed window that measured it (``rlm-lab reference``; the window that replaces the chapter's single runs,
+  :mod:`rlm_lab.supersession`); a within-test's target may then be ``window``: the window's own predicted ratio;
+* ``pretest``: ``test``, ``sign`` (+1 or -1): chapter 6's pre-registered accuracy test
+  (:mod:`rlm_lab.chapters.ch06_async.accuracy_test`, exact sign-flip, Holm): the test's word decides, and its mean
+  paired difference times ``sign`` is the quantity shown;
 * ``exact``: ``value``, ``over`` (optional): counted quantities (bytes on the wire), exact by construction;
 * ``single``: ``value``, ``over`` (optional): one run's number, which decides nothing;
 * ``none``: ``why``: not testable here.
@@ -51,10 +57,10 @@ DEVICES = (8, 64, 512)   # the scales every guideline is predicted at
 PREDICTIONS = ("one_step_off_speedup", "split_balance", "split_over_colocated", "generation_share", "lora_sync_bytes",
                "lora_sync_time", "async_speedup", "capacity_bound", "sync_share", "reshard_share", "rollout_tp",
                "zero3_volume", "pp_bubble", "packing_gain", "overprovision_gain", "tail_batching_gain",
-               "dispatch_gain")
+               "dispatch_gain", "kv_headroom")
 EVIDENCE = {"paired": ("a", "b", "stat"), "per_run": ("runs", "value"), "runs": ("a", "b", "metric"),
             "repeats": ("reps",), "protocol": ("record",), "exact": ("value",), "single": ("value",),
-            "none": ("why",)}
+            "window": ("reference", "stat"), "pretest": ("test", "sign"), "none": ("why",)}
 OPTIONAL = {"paired": ("metric", "metric_a", "metric_b"), "per_run": ("over",), "exact": ("over",),
             "single": ("over",)}
 STATS = ("ratio", "difference")
@@ -154,6 +160,8 @@ def parse_test(d, path: Path, what: str = "test", refs: bool = True) -> Check:
         if bar <= 0:
             raise _fail(path, f"{what}.within must be > 0, not {bar}")
         target = d["target"]
+        if target == "window":
+            return Check("within", bar, target)
         if isinstance(target, str):
             if not refs:
                 raise _fail(path, f"{what}.target must be a number here (a prediction has no record)")
@@ -211,6 +219,13 @@ def _evidence(ev, path: Path) -> dict:
         check_ref(ev["reps"], path, "evidence.reps")
     elif kind == "protocol":
         check_name(ev["record"], path, "evidence.record")
+    elif kind == "window":
+        check_name(ev["reference"], path, "evidence.reference")
+        if ev["stat"] not in ("a/b", "b/a"):
+            raise _fail(path, f"evidence.stat must be a/b or b/a, not {ev['stat']!r}")
+    elif kind == "pretest":
+        if ev["sign"] not in (1, -1):
+            raise _fail(path, f"evidence.sign must be 1 or -1, not {ev['sign']!r}")
     elif kind in ("exact", "single"):
         check_ref(ev["value"], path, "evidence.value")
         if "over" in ev:

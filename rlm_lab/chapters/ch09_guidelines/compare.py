@@ -87,7 +87,12 @@ def verdict(ev, test: Check | None, target: float | None, points, conditions: di
     if not ev.decides:
         why = ev.note or f"{ev.basis}: the interval does not decide"
         return Verdict("undecided", f"{why}; {scale}", "undecided", failing)
-    m = interval_word(test, ev.interval, target)
+    m = ev.decision if ev.decision is not None else interval_word(test, ev.interval, target)
+    if ev.decision is not None:
+        if m == "for" and not failing:
+            return Verdict("supported", f"{ev.note}: it decides for the claim; {scale}", m, failing)
+        return Verdict("undecided", f"{ev.note}: {'it decides nothing' if m != 'for' else 'supported here, but'}; "
+                       f"{scale}", m, failing)
     if m == "against":
         return Verdict("contradicted", f"the interval ({ev.basis}) lies wholly against the claim; {scale}", m, failing)
     if m == "undecided":
@@ -105,7 +110,10 @@ def judge(g, root=None) -> dict:
     root = run.records_root() if root is None else root
     ev = run.evidence(g, root)
     target, target_sources = (None, ())
-    if g.test is not None and g.test.kind == "within":
+    if g.test is not None and g.test.kind == "within" and g.test.target == "window":
+        _, src, target = run.window_values(g.evidence["reference"], g.evidence["stat"], root)
+        target_sources = (src,)
+    elif g.test is not None and g.test.kind == "within":
         target, target_sources = run.target_value(g.test.target, root)
     points = run.predict_at_scale(g)
     v = verdict(ev, g.test, target, points, g.holds)

@@ -41,7 +41,7 @@ def interval_text(ev) -> str:
         return f"{_fmt(iv.estimate)} (exact count)"
     if not iv.decided:
         return f"{_fmt(iv.estimate)} ({ev.basis}, no interval)"
-    return f"{_fmt(iv.estimate)} [{_fmt(iv.lo)}, {_fmt(iv.hi)}] ({ev.basis}, n = {iv.n})"
+    return f"{_fmt(iv.estimate)} [{_fmt(iv.lo)}, {_fmt(iv.hi)}] ({ev.basis}, {iv.label})"
 
 
 def points_text(row) -> str:
@@ -55,8 +55,10 @@ def points_text(row) -> str:
             parts.append(f"{p.devices}: not priced ({p.note})")
         else:
             ok = holds(g.holds[p.devices], p.value)
-            parts.append(f"{p.devices}: {_fmt(p.value)} {'holds' if ok else 'fails'}")
-    return "; ".join(parts)
+            parts.append(f"{p.devices}: {_fmt(p.value)}, {check_text(g.holds[p.devices])}: {'holds' if ok else 'fails'}")
+    # the predicted quantity is not always the measured one (the test column): say which it is
+    what = next((p.note for p in row["points"] if p.value is not None and p.note), "")
+    return (f"{what}: " if what else "") + "; ".join(parts)
 
 
 def record_folders(sources) -> list[str]:
@@ -65,6 +67,8 @@ def record_folders(sources) -> list[str]:
     for s in sources:
         parts = s.split("/")
         name = parts[3] if len(parts) > 3 and parts[:2] == ["data", "runs"] else s
+        if name == "reference" and len(parts) > 4:
+            name = f"reference/{parts[4]}"   # a window: its id names it
         if name not in out:
             out.append(name)
     return out
@@ -199,7 +203,20 @@ def grid_rows(grid: list[dict]) -> list[dict]:
              ("inf" if r["eta"] is None else r["eta"]), "split": r["split"] or "-",
              "step_s": None if r["step_s"] is None else round(r["step_s"], 2),
              "synchronous_step_s": None if r["sync_step_s"] is None else round(r["sync_step_s"], 2),
+             "fastest synchronous step without assumed overheads": "-" if r.get("bare_step_s") is None else
+             (f"{r['bare_step_s']:.2f} s ({r['bare_moved']:+.0%}), "
+              + ("same placement" if r["bare_same"] else f"placement {r['bare_placement']}")),
              "note": r.get("note", "")} for r in grid]
+
+
+def assumed_moves(grid: list[dict]) -> str:
+    """The map's rows ranked by how far the synchronous step moves without the assumed overheads (text)."""
+    rows = [r for r in grid if r.get("bare_moved") is not None]
+    if not rows:
+        return "no row priced"
+    worst = min(rows, key=lambda r: r["bare_moved"])
+    return (f"{worst['bare_moved']:+.0%} ({worst['model']}, {worst['devices']} GPUs, {worst['lengths']}); "
+            f"the least: {max(r['bare_moved'] for r in rows):+.0%}")
 
 
 # ---- the results page --------------------------------------------------------------------------------------------
@@ -278,3 +295,49 @@ def bar_counts(rows) -> dict:
 
 __all__ = ["DEVICES", "decision_grid", "guideline_rows", "counts", "guideline_html", "closing_list", "plot_decision_map", "plot_steps",
            "grid_rows", "results_rows", "results_table", "results_html", "bar_counts"]
+
+
+def ledger_html(table: list[dict]) -> str:
+    """The results page's table from the ledger's rows (:func:`rlm_lab.ledger.item_table`): a compact line per
+    item (id, value with its interval, the bar) and the details (interval method and n, history, records) in a
+    second, smaller line, so that every column fits at 1280 px."""
+    head = ("<tr><th>item</th><th>predicted</th><th>measured [95 %]</th><th>error</th><th>bar (25 %)</th></tr>")
+    body = []
+    for t in table:
+        colour = {"met": "#d8f0d8", "not met": "#f6d6d6"}.get(t["bar"], "#f3ecd0")
+        recs = ", ".join(f"<code>{escape(x)}</code>" for x in record_folders(t["records"]))
+        hist = t["replaced record (history)"]
+        body.append(
+            f'<tr><td><b>{escape(t["item"])}</b><br><small><a href="{t["chapter"]}.html">{t["chapter"]}</a>, '
+            f'<code>{escape(t["id"])}</code></small></td><td>{escape(t["predicted"])}</td>'
+            f'<td>{escape(t["measured [95 %]"])}<br><small>{escape(t["interval"])}'
+            + (f"; replaced record (history): {escape(hist)}" if hist != "-" else "")
+            + f'<br>records: {recs}</small></td><td>{escape(t["error"])}</td>'
+            f'<td style="background:{colour}">{escape(t["bar"])}</td></tr>')
+    return f'<table class="rlm-results">{head}{"".join(body)}</table>'
+
+
+def plot_predicted_measured(points: list[dict]):
+    """Predicted against measured for every results-page row that has both (:func:`rlm_lab.ledger.predicted_measured`),
+    one panel per unit, log axes, the measured interval as a horizontal bar where there is one, the diagonal and
+    the +-25 % bar around it."""
+    import matplotlib.pyplot as plt
+
+    units = sorted({p["unit"] for p in points})
+    fig, axes = plt.subplots(1, max(1, len(units)), figsize=(4.2 * max(1, len(units)), 4.0), squeeze=False)
+    for ax, unit in zip(axes[0], units):
+        ps = [p for p in points if p["unit"] == unit]
+        for p in ps:
+            err = None if p["lo"] is None else [[p["measured"] - p["lo"]], [p["hi"] - p["measured"]]]
+            ax.errorbar(p["measured"], p["predicted"], xerr=err, fmt="o", ms=4, capsize=2)
+            ax.annotate(p["label"], (p["measured"], p["predicted"]), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+        vals = [v for p in ps for v in (p["predicted"], p["measured"], p["lo"], p["hi"]) if v]
+        lo, hi = min(vals) / 1.3, max(vals) * 1.3
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [0.75 * lo, 0.75 * hi], [1.25 * lo, 1.25 * hi], color="0.9")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
+               xlabel=f"measured ({unit or 'x'})", ylabel=f"predicted ({unit or 'x'})")
+    fig.suptitle("Predicted against measured (the grey band: the 25 % bar)")
+    fig.tight_layout()
+    return fig

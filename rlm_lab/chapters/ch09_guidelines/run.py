@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...evidence import Interval, error_interval, median_interval
+from ...evidence import EXACT, Interval, error_interval, mean_interval, repeat_interval, steps_interval
+from ...supersession import superseded, superseded_by
 from . import upstream as U
 from .cases import DEVICES, MAP_LENGTHS, MAP_MODELS, REPO, Guideline, Item
 
 PROFILE = "h100-sxm"    # the GPU profile every prediction at scale uses (chapter 8's)
-DECIDING = ("seeds", "runs", "paired repeats", "exact count")
+DECIDING = ("seeds", "runs", "paired repeats", "exact count", "pre-registered test")
 
 
 # ---- reading records ----------------------------------------------------------------------------------------
@@ -158,6 +159,7 @@ class Evidence:
     values: tuple = ()
     sources: tuple = ()
     note: str = ""
+    decision: str | None = None   # a pre-registered test's own word (for | undecided), which decides instead
 
     @property
     def decides(self) -> bool:
@@ -186,15 +188,80 @@ def _pairs(ev: dict, root: Path):
 
 
 def evidence(g: Guideline, root: Path | None = None) -> Evidence:
-    """The guideline's evidence from the records under ``root`` (default: the committed cpu records)."""
+    """The guideline's evidence from the records under ``root`` (default: the committed cpu records). Evidence
+    that reads a record a committed window replaces (:mod:`rlm_lab.supersession`) is never current: it decides
+    nothing and says which window replaced it. An exact count (bytes on the wire) is not a timing: a window
+    re-measures times, and a count read from a folder whose times it replaced stays current (the note says so)."""
     root = records_root() if root is None else Path(root)
+    out = _evidence(g, root)
+    replaced = superseded(root.name, root / "reference")
+    hits = [(s, superseded_by(s, replaced)) for s in out.sources]
+    hits = [(s, r) for s, r in hits if r is not None]
+    if not hits:
+        return out
+    s, r = hits[0]
+    if out.basis == "exact count":
+        return Evidence(out.interval, out.basis, out.values, out.sources,
+                        f"an exact count; the window {r.window} re-measured this folder's times, not its counts")
+    note = f"reads {s}, which the window {r.window} replaces (its reference {r.reference}): not current"
+    iv = out.interval
+    return Evidence(Interval(iv.estimate, None, None, iv.n, iv.method), "superseded", out.values, out.sources, note)
+
+
+def window_values(reference: str, stat: str, root: Path) -> tuple[list[float], str, float | None]:
+    """The paired values of ``reference`` in the newest committed window that measured it, as ``a/b`` or
+    ``b/a`` per pair, with the window's folder and its predicted ratio in the same orientation (None if none)."""
+    from ...record import RunRecord
+
+    base = root / "reference"
+    for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
+        try:
+            rec = RunRecord.load(d)
+        except RlmLabError:
+            continue
+        ref = next((r for r in rec.results.get("references", []) if r.get("name") == reference), None)
+        if ref is None:
+            continue
+        asked = next(c for c in rec.config["references"] if c["name"] == reference)
+        a, b = asked["arms"]
+        va, vb = ref["summary"]["values"][a], ref["summary"]["values"][b]
+        vals = [x / y for x, y in zip(va, vb)] if stat == "a/b" else [y / x for x, y in zip(va, vb)]
+        preds = {p["arm"]: p.get("predicted") for p in rec.results.get("predictions", []) if p.get("name") == reference}
+        pred = None
+        if preds.get(a) and preds.get(b):
+            pred = preds[a] / preds[b] if stat == "a/b" else preds[b] / preds[a]
+        return vals, rel(rec.dir), pred
+    raise RlmLabError(f"no committed window under {rel(base)} measured the reference {reference}")
+
+
+def pretest(name: str, sign: int) -> Evidence:
+    """Chapter 6's pre-registered accuracy test ``name``: its word decides (``for`` when the Holm-adjusted exact
+    sign-flip test rejects at its alpha, else ``undecided``); the interval shown is the mean paired difference's
+    Student-t interval (times ``sign``), for its size."""
+    from ...record import REPO_ROOT
+
+    A = U.accuracy_test
+    finals, dirs = A.load_finals(REPO_ROOT / A.ROOT)
+    result = A.decide(finals)
+    row = next((r for r in result["tests"] if r["test"] == name), None)
+    if row is None or not row["diffs"]:
+        raise RlmLabError(f"chapter 6's pre-registered test {name!r} has no paired runs under {A.ROOT}")
+    iv = mean_interval([sign * d for d in row["diffs"]])
+    word = "for" if result["status"] == "complete" and row["word"] == "decided" else "undecided"
+    note = (f"chapter 6's pre-registered test {name}: exact one-sided sign-flip, Holm p = {row['p_holm']:.3f} at "
+            f"alpha {result['alpha']:g} ({result['status']})")
+    return Evidence(iv, "pre-registered test", tuple(row["diffs"]),
+                    tuple(f"{A.ROOT}/{d}" for d in sorted(dirs.values())), note, word)
+
+
+def _evidence(g: Guideline, root: Path) -> Evidence:
     ev = g.evidence
     kind = ev["kind"]
     if kind == "none":
         return Evidence(None, "not testable here", note=ev["why"])
     if kind == "paired":
         values, sources = _pairs(ev, root)
-        return Evidence(median_interval(values), "seeds", tuple(values), tuple(sources))
+        return Evidence(repeat_interval(values), "seeds", tuple(values), tuple(sources))
     if kind == "per_run":
         values, sources = [], []
         for f in folders(ev["runs"], root):
@@ -204,10 +271,16 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
             sources.append(rel(rec.dir))
         if not values:
             raise RlmLabError(f"no record folder matches {ev['runs']} under {rel(root)}")
-        return Evidence(median_interval(values), "seeds" if all("seed" in s for s in sources) else "runs",
+        return Evidence(repeat_interval(values), "seeds" if all("seed" in s for s in sources) else "runs",
                         tuple(values), tuple(sources))
     if kind == "runs":
         return _runs_ratio(ev, root)
+    if kind == "window":
+        vals, src, _ = window_values(ev["reference"], ev["stat"], root)
+        return Evidence(repeat_interval(vals), "paired repeats", tuple(vals), (src,),
+                        "fresh processes, interleaved, in one window (the measurement protocol)")
+    if kind == "pretest":
+        return pretest(ev["test"], ev["sign"])
     if kind in ("repeats", "protocol"):
         folder, key = ev["reps"].split(":") if kind == "repeats" else (ev["record"], "summary.ratios")
         (path,) = folders(folder, root) or [None]
@@ -215,7 +288,7 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
             raise RlmLabError(f"no record folder {folder} under {rel(root)}")
         rec = runs_of(path)[-1]
         reps = _list(rec, key)
-        return Evidence(median_interval(reps), "paired repeats" if len(reps) > 1 else "one run", tuple(reps),
+        return Evidence(repeat_interval(reps), "paired repeats" if len(reps) > 1 else "one run", tuple(reps),
                         (rel(rec.dir),), "fresh processes, interleaved (the measurement protocol)"
                         if kind == "protocol" else "")
     v, src = ref_value(ev["value"], root)
@@ -224,7 +297,7 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
         o, src_o = ref_value(ev["over"], root)
         v, sources = v / o, sources + [src_o]
     if kind == "exact":
-        return Evidence(Interval(v, v, v, 1), "exact count", (v,), tuple(sources))
+        return Evidence(Interval(v, v, v, 1, EXACT), "exact count", (v,), tuple(sources))
     return Evidence(Interval(v, None, None, 1), "one run", (v,), tuple(sources))
 
 
@@ -241,9 +314,9 @@ def _list(rec, key: str) -> list[float]:
 
 
 def _runs_ratio(ev: dict, root: Path) -> Evidence:
-    """a / b over every completed run of two sides (a side: one folder, or a list whose runs are pooled). Several
-    runs each: the ratio of their medians with the
-    conservative interval [lo_a / hi_b, hi_a / lo_b] of two independent intervals; one run of either: no interval."""
+    """a / b over every completed run of two sides (a side: one folder, or a list whose runs are pooled). Enough
+    runs each for an interval (:func:`rlm_lab.evidence.repeat_interval`): the ratio of their estimates with the
+    conservative interval [lo_a / hi_b, hi_a / lo_b] of two independent intervals; fewer: no interval."""
     sides = []
     for k in ("a", "b"):
         runs = []
@@ -254,13 +327,14 @@ def _runs_ratio(ev: dict, root: Path) -> Evidence:
             runs += runs_of(path)
         sides.append(([metric(r, ev["metric"]) for r in runs], [rel(r.dir) for r in runs]))
     (va, sa), (vb, sb) = sides
-    est = statistics.median(va) / statistics.median(vb)
-    if len(va) > 1 and len(vb) > 1:
-        ia, ib = median_interval(va), median_interval(vb)
-        iv = Interval(est, ia.lo / ib.hi, ia.hi / ib.lo, min(len(va), len(vb)))
+    ia, ib = repeat_interval(va), repeat_interval(vb)
+    est = ia.estimate / ib.estimate
+    if ia.decided and ib.decided and ib.lo > 0:
+        iv = Interval(est, ia.lo / ib.hi, ia.hi / ib.lo, min(len(va), len(vb)), ia.method)
         return Evidence(iv, "runs", (est,), tuple(sa + sb))
-    return Evidence(Interval(est, None, None, 1), "one run each", (est,), tuple(sa + sb),
-                    note=f"{len(va)} and {len(vb)} completed run(s): a single run has no interval")
+    return Evidence(Interval(est, None, None, min(len(va), len(vb))), "one run each" if max(len(va), len(vb)) == 1
+                    else "too few runs", (est,), tuple(sa + sb),
+                    note=f"{len(va)} and {len(vb)} completed run(s): fewer than 3 have no interval")
 
 
 # ---- predictions at scale -------------------------------------------------------------------------------------
@@ -296,11 +370,25 @@ class Advised:
 
 
 @functools.lru_cache(maxsize=None)
-def advised(devices: int, model: str = "qwen2.5-7b", lengths: str | None = None) -> Advised:
+def bare_profile():
+    """:data:`PROFILE` with every assumed overhead at 0 (the per-call overheads of ``rlm_lab.cost.assumed``'s
+    groups and TRL's per-step bookkeeping: round figures, not measured on the device): what a row of the map
+    is without them."""
+    prof = U.load_profile(PROFILE)
+    keys = [k for group in U.OVERHEAD_GROUPS.values() for k in group] + list(U.ASSUMED_TRL_STEP)
+    d = prof.to_dict()
+    d["overhead"] = dict(prof.overhead) | {k: 0.0 for k in keys}
+    d["name"] = prof.name + "-no-assumed-overheads"
+    return U.load_profile(d)
+
+
+@functools.lru_cache(maxsize=None)
+def advised(devices: int, model: str = "qwen2.5-7b", lengths: str | None = None, bare: bool = False) -> Advised:
     """:func:`rlm_lab.cost.advise.advise` for a GRPO step (beta 0) of ``model`` on ``devices`` H100s (cached: the
-    guidelines, the results page and the map ask the same points)."""
+    guidelines, the results page and the map ask the same points); ``bare``: on :func:`bare_profile`."""
     path = MAP_MODELS.get(model, U.MODEL_7B)
-    adv = U.advise(str(REPO / path), U.algorithm("grpo", 0), workload(lengths), U.Cluster(devices, "gpu"), PROFILE)
+    adv = U.advise(str(REPO / path), U.algorithm("grpo", 0), workload(lengths), U.Cluster(devices, "gpu"),
+                   bare_profile() if bare else PROFILE)
     one = next((p for p in adv.ranked if not p.placement.rollout_separate), None)
     split = next((p for p in adv.ranked if p.placement.rollout_separate), None)
     return Advised(adv.ranked[0], one, split, adv.considered)
@@ -455,13 +543,28 @@ def dispatch_gain(n: int) -> Point:
     return Point(n, rr / lpt, f"512 long-tail requests over {workers} rollout replicas")
 
 
+def kv_headroom(n: int, fraction: float = 0.5) -> Point:
+    """The cost model's KV-cache-limited engine (:func:`rlm_lab.cost.engine.kv_capacity`): at a memory fraction
+    of 0.5, the KV-cache tokens of one tensor-parallel-1 replica per H100 over the tokens its share of the step's
+    sequences holds at their longest (prompt + response each; the step's sequences spread over ``n`` replicas, as
+    colocated on ``n`` GPUs). Above 1: the cache holds the whole share, so the lower end of the range costs no
+    preemption at this workload."""
+    prof = U.load_profile(PROFILE)
+    spec = U.model_spec(str(REPO / U.MODEL_7B))
+    seqs, chunk = U.vllm_defaults(prof)
+    k, _, _ = U.kv_capacity(spec, 2, fraction * float(prof.memory_bytes), seqs, chunk)
+    wl = workload()
+    need = (wl.n / n) * (wl.prompt_len + max(wl.lengths()))
+    return Point(n, k / need, f"KV tokens at memory fraction {fraction:g} / tokens of the replica's sequences")
+
+
 SCALE = {"one_step_off_speedup": one_step_off_speedup, "split_balance": split_balance,
          "split_over_colocated": split_over_colocated, "generation_share": generation_share_at,
          "lora_sync_bytes": lora_sync_bytes, "lora_sync_time": lora_sync_time, "async_speedup": async_speedup,
          "capacity_bound": capacity_bound, "sync_share": sync_share_at, "reshard_share": reshard_share,
          "rollout_tp": rollout_tp, "zero3_volume": zero3_volume, "pp_bubble": pp_bubble_at,
          "packing_gain": packing_gain, "overprovision_gain": overprovision_gain,
-         "tail_batching_gain": tail_batching_gain, "dispatch_gain": dispatch_gain}
+         "tail_batching_gain": tail_batching_gain, "dispatch_gain": dispatch_gain, "kv_headroom": kv_headroom}
 
 
 def predict_at_scale(g: Guideline, devices=DEVICES) -> list[Point]:
@@ -521,7 +624,11 @@ def decide(devices: int, model: str, lengths: str) -> dict:
                         "step_s": mode["step_s"], "sync_step_s": a.split.step_s})
     if not options:
         return row | empty | {"considered": a.considered, "note": "no placement fits"}
-    return row | min(options, key=lambda o: o["step_s"]) | {"note": ""}
+    best = min(options, key=lambda o: o["step_s"])
+    bare = advised(devices, model, lengths, bare=True).best
+    return row | best | {"note": "", "bare_step_s": bare.step_s, "bare_placement": bare.placement.describe(),
+                         "bare_moved": bare.step_s / a.best.step_s - 1,
+                         "bare_same": bare.placement.describe() == a.best.placement.describe()}
 
 
 def decision_grid(models, devices, lengths) -> list[dict]:
@@ -562,9 +669,10 @@ def measured_step(folder: Path) -> Cell:
     runs = runs_of(folder)
     if len(runs) > 1:
         vals = [r.results["step_seconds_median"] for r in runs]
-        return Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), median_interval(vals), "runs")
+        iv = repeat_interval(vals)
+        return Cell(iv.estimate, "measured", tuple(rel(r.dir) for r in runs), iv, "runs")
     steps = _steps(runs[0])
-    iv = median_interval(steps)
+    iv = steps_interval(steps)
     return Cell(iv.estimate, "measured", (rel(runs[0].dir),), iv, "steps of one run")
 
 
@@ -587,6 +695,12 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
     root = records_root() if root is None else Path(root)
     gpu_root = records_root("gpu") if gpu_root is None else Path(gpu_root)
     pred, meas, what = ITEM_SOURCES[item.source](item, root)
+    history = NONE
+    replaced = superseded(root.name, root / "reference")
+    hit = next((r for r in map(lambda s: superseded_by(s, replaced), meas.sources) if r is not None), None)
+    if hit is not None:
+        history = meas
+        pred, meas = window_cells(item, hit, root, meas)
     err, word = _error_and_bar(pred, meas, bar)
     gpu = NONE
     if gpu_root.is_dir():
@@ -596,7 +710,34 @@ def item_row(item: Item, root: Path | None = None, gpu_root: Path | None = None,
         except RlmLabError:
             gpu = NONE
     return {"item": item, "what": what, "predicted": pred, "measured": meas, "error": err, "bar": word, "gpu": gpu,
-            "scale": item_scale(item)}
+            "scale": item_scale(item), "history": history}
+
+
+def window_cells(item: Item, r, root: Path, old: Cell) -> tuple[Cell, Cell]:
+    """(predicted, measured) of an item whose record the window of ``r`` (a
+    :class:`rlm_lab.supersession.Replacement`) replaces: the window's arm (a time) or, for a long-tail gain, the
+    baseline arm over the technique's arm per pair, each with the window's prediction made before its first repeat.
+    A quantity the window did not measure (a weight sync's seconds) is marked superseded and decides nothing."""
+    a, b = r.arms
+    from ...record import RunRecord
+
+    rec = RunRecord.load(REPO / r.window)
+    ref = next(x for x in rec.results["references"] if x["name"] == r.reference)
+    preds = {p["arm"]: p.get("predicted") for p in rec.results.get("predictions", []) if p.get("name") == r.reference}
+    vals = ref["summary"]["values"]
+    if item.source == "ch07":
+        v, p = [y / x for x, y in zip(vals[a], vals[b])], (preds[b] / preds[a] if preds.get(a) and preds.get(b)
+                                                           else None)
+    elif item.source in ("ch04", "ch05") and item.record in (a, b):
+        v, p = vals[item.record], preds.get(item.record)
+    else:
+        return NONE, Cell(old.value, "measured", old.sources, Interval(float(old.value), None, None, 1), "superseded",
+                          f"the window {r.window} replaced this record and did not measure this quantity")
+    iv = repeat_interval(v)
+    pred = Cell(p, "predicted", (r.window,), note="the window's prediction, made before its first repeat") \
+        if p is not None else NONE
+    return pred, Cell(iv.estimate, "measured", (r.window,), iv, "paired repeats",
+                      f"reference {r.reference} of the window (replaces the earlier record)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -616,7 +757,7 @@ def _ch04(item: Item, root: Path):
         raise RlmLabError(f"no chapter 4 record of layout {item.record} under {rel(root)}")
     rec = recs[0]
     profile = _ch04_profile(Path(root))
-    iv = median_interval(rec.results["step_s"])
+    iv = steps_interval(rec.results["step_s"])
     meas = Cell(iv.estimate, "measured", (rel(rec.dir),), iv, "steps of one run")
     pred = NONE
     if profile is not None:
@@ -646,7 +787,8 @@ def _ch05_sync(item: Item, root: Path):
     pred = Cell(metric(rec, "prediction.sync_s"), "predicted", (rel(rec.dir),), note="stored before the run")
     vals = [metric(r, "sync.seconds_mean") for r in runs]
     if len(vals) > 1:
-        meas = Cell(statistics.median(vals), "measured", tuple(rel(r.dir) for r in runs), median_interval(vals), "runs")
+        iv = repeat_interval(vals)
+        meas = Cell(iv.estimate, "measured", tuple(rel(r.dir) for r in runs), iv, "runs")
     else:
         meas = Cell(vals[0], "measured", (rel(rec.dir),), Interval(vals[0], None, None, 1), "one run")
     return pred, meas, f"seconds per weight sync ({rec.results['sync']['mode']})"
@@ -657,7 +799,7 @@ def _ch05_reshard(item: Item, root: Path):
     v = metric(rec, "measured_received_per_device")
     pred = Cell(metric(rec, "formula_received_per_device"), "predicted", (rel(rec.dir),),
                 note="HybridFlow's formula M (s - t_g) / (t_g s)")
-    return pred, Cell(v, "measured", (rel(rec.dir),), Interval(v, v, v, 1), "exact count"), \
+    return pred, Cell(v, "measured", (rel(rec.dir),), Interval(v, v, v, 1, EXACT), "exact count"), \
         "bytes each device receives in the reshard"
 
 
@@ -675,7 +817,7 @@ def _ch06(item: Item, root: Path):
         meas_v.append(metric(rs, "step_seconds_median") / metric(rm, "step_seconds_median"))
         pred_v.append(metric(rm, "prediction.inputs.step_s") / metric(rm, "prediction.step_s"))
         src += [rel(rs.dir), rel(rm.dir)]
-    iv = median_interval(meas_v)
+    iv = repeat_interval(meas_v)
     pred = Cell(statistics.median(pred_v), "predicted", tuple(src[1::2]), note="stored before each run (median)")
     return pred, Cell(iv.estimate, "measured", tuple(src), iv, "seeds"), "speed-up over the synchronous step (x)"
 
@@ -689,7 +831,7 @@ def _ch07(item: Item, root: Path):
     key, meaning = U.CH07_GAIN[item.record]
     spread = rec.results["measured"].get(f"{key}_spread")
     reps = spread.get("reps") if spread else None
-    iv = median_interval(reps) if reps else Interval(row["measured gain"], None, None, 1)
+    iv = repeat_interval(reps) if reps else Interval(row["measured gain"], None, None, 1)
     basis = "paired repeats" if reps and len(reps) > 1 else "one run"
     pred = Cell(row["predicted gain"], "predicted", (rel(rec.dir),), note="stored before the run")
     return pred, Cell(iv.estimate, "measured", (rel(rec.dir),), iv, basis), meaning

@@ -14,6 +14,8 @@ from ..ch05_placement.compare import comparison as ch05_comparison
 from ..ch05_placement.run import latest as ch05_latest
 # chapter 6: one run's final held-out accuracy and tokens per second, as chapter 6 defines them
 from ..ch06_async.compare import final_accuracy, tokens_per_s
+# chapter 6: its pre-registered accuracy test (exact sign-flip, Holm), which decides the accuracy guidelines
+from ..ch06_async import accuracy_test
 # chapter 7: one technique's predicted and measured gain with its interval (the chapter's own estimator)
 from ..ch07_long_tail.report import GAIN as CH07_GAIN
 from ..ch07_long_tail.report import gain_row as ch07_gain_row
@@ -22,6 +24,9 @@ from ..ch08_frameworks.report import MODEL_7B, mode_step, workload_7b
 # the cost model
 from ...cost import comm, longtail as cost_longtail
 from ...cost.advise import advise
+from ...cost.engine import kv_capacity, vllm_defaults
+from ...cost.hardware import load_profile
+from ...cost.assumed import ASSUMED_TRL_STEP, OVERHEAD_GROUPS
 from ...cost.asynchrony import advise_mode, simulate
 from ...cost.lora import Lora, lora_params
 from ...cost.placement import predict_placement

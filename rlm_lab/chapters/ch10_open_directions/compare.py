@@ -146,6 +146,24 @@ def against_specialists(records: dict) -> dict:
     return out
 
 
+def power(records: dict) -> dict:
+    """``{task: (Interval of specialist - SFT start, word)}``, paired by seed: whether GRPO moved the task at all.
+    A task its own specialist did not move (``undecided``) gives the matrix no power there: a mixed run or a merge
+    can neither lose (interference) nor gain (synergy) measurably against a specialist that did not learn."""
+    from ...tasks.mix import COMPONENTS
+
+    seeds = sorted(records)
+    mats = {s: records[s].results["matrix"] for s in seeds}
+    if not all("sft" in mats[s] for s in seeds):
+        return {}
+    out = {}
+    for t in COMPONENTS:
+        d = mean_interval(paired_differences([mats[s][t][t]["accuracy"] for s in seeds],
+                                             [mats[s]["sft"][t]["accuracy"] for s in seeds]))
+        out[t] = (d, sign_word(d))
+    return out
+
+
 def matrix_rows(records: dict) -> list[dict]:
     """The task x paradigm accuracy matrix as rows (one per task), each cell a mean over seeds [95 % interval]."""
     m = matrix(records)

@@ -151,7 +151,7 @@ PARALLEL_GLUE = tuple(f"ch10_{k}" for k in (
     "lat_problems", "seeds", "brent", "pred_depth_seq", "pred_depth_par", "pred_work_seq", "pred_work_par"))
 MD_GLUE = tuple(f"ch10_md_{k}" for k in (
     "seeds", "mixed_vs", "linear_vs", "ties_vs", "dare_vs", "cat_vs", "bubble_mixed", "bubble_pred", "gen_ratio",
-    "gen_word"))
+    "gen_word", "power"))
 
 
 def parallel_values(runs: dict, size: str) -> dict:
@@ -259,7 +259,14 @@ def md_summary(runs: dict, size: str) -> dict:
     vs = compare.against_specialists(recs)
     sysr = compare.systems(runs[cases.name("md", "systems")], runs[cases.name("md", "predict")].results["predicted"])
     words = {p: [f"{t} {w}" for t, (d, w) in cells.items()] for p, cells in vs.items()}
+    pw = compare.power(recs)
+    moved = [t for t, (d, w) in pw.items() if w == "higher"]
+    still = [f"{t} ({d.text('{:+.3f}')})" for t, (d, w) in pw.items() if w != "higher"]
     return {
+        "ch10_md_power": (f"{len(moved)} of {len(pw)} tasks moved under their own specialist's GRPO ("
+                          f"{', '.join(moved) or 'none'}); on the others ({', '.join(still) or 'none'}) the matrix has no "
+                          "power to show interference or synergy, so its words there mean no power, not no effect"
+                          if pw else "not measured"),
         "ch10_md_seeds": str(len(recs)),
         "ch10_md_mixed_vs": "; ".join(words.get("mixed", [])),
         "ch10_md_linear_vs": "; ".join(words.get("merge_linear", [])),

@@ -1,0 +1,503 @@
+"""The results ledger: one entry per quantity the book shows from a measurement or a prediction.
+
+    entries = build("cpu")            # list[Entry], ids unique
+    rlm-lab results [--json]          # prints it
+
+An entry says what the quantity is, its unit, the **estimator** that made the value (one per kind of quantity,
+named in :data:`ESTIMATORS`), the value with its interval and the interval's method (chosen by n,
+:mod:`rlm_lab.evidence`), n and what n counts, the records it read, the load per core they were measured at where
+the records keep it, the record that replaced them (:mod:`rlm_lab.supersession`; a replaced record is never
+current: such an entry is ``current = False``), and the verdict with the rule that gave it.
+
+Every entry is computed from the committed records through the chapters' own readers (chapter 9's evidence and
+results rows, the reference window's rows, chapter 6's pre-registered test, the run records' loaders), never
+typed: the book's pages read the same objects, and ``tests/test_ledger.py`` checks the ledger's promises (one
+value per id, nothing current from a replaced record, no bootstrap over fewer than 10 values).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import RlmLabError
+from .evidence import BOOTSTRAP, Interval
+
+# the estimators, one per kind of quantity: name -> how the value is made
+ESTIMATORS = {
+    "repeats": "over independent repeats (seeds, runs, paired repeats of one window): the mean with Student-t for "
+               "3-9 values, the median with a percentile bootstrap from 10, no interval for 1-2",
+    "paired ratio": "per pair A_i / B_i (measured back to back), then as 'repeats'",
+    "paired difference": "per seed A_s - B_s, then the mean with Student-t (chapter 6's pre-registered exact "
+                         "sign-flip test decides)",
+    "median of steps": "the median of one run's steps after the first (steps of one process decide nothing)",
+    "one run": "one run's recorded value (decides nothing)",
+    "exact count": "a counted quantity (bytes on the wire), exact by construction",
+    "relative error": "predicted / measured - 1, at the estimate and at both ends of the measured interval",
+    "prediction": "the cost model or advisor's number (made before the run where stored in its record)",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    chapter: int
+    what: str
+    unit: str
+    estimator: str
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+    method: str = "none"
+    n: int = 1
+    counts: str = "one run"
+    records: tuple = ()
+    load: str = ""
+    superseded_by: str = ""
+    verdict: str = ""
+    rule: str = ""
+    note: str = ""
+
+    @property
+    def current(self) -> bool:
+        return not self.superseded_by
+
+    def text(self) -> str:
+        v = "-" if self.value is None else f"{self.value:.4g}"
+        iv = f" [{self.lo:.4g}, {self.hi:.4g}]" if self.lo is not None and self.hi is not None else ""
+        return f"{v}{iv} {self.unit}".strip()
+
+
+def _num(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _from_interval(iv: Interval | None) -> dict:
+    if iv is None:
+        return {"value": None}
+    return {"value": _num(iv.estimate), "lo": _num(iv.lo) if iv.decided else None,
+            "hi": _num(iv.hi) if iv.decided else None, "method": iv.method or ("none" if not iv.decided else "given"),
+            "n": iv.n}
+
+
+# ---- load ------------------------------------------------------------------------------------------------------
+
+def _per_core(v, cores: int | None) -> float | None:
+    if isinstance(v, dict):
+        if "per_core" in v:
+            return _num(v["per_core"])
+        v = v.get("1m", v.get("load1"))
+    if isinstance(v, (list, tuple)) and v:
+        v = v[0]
+    v = _num(v)
+    return v / cores if v is not None and cores else v
+
+
+def load_of(paths, repo: Path) -> str:
+    """The load per core the records at ``paths`` were measured at, as "a-b" (from whichever load field the record
+    keeps: ``load_start``/``load_end``, ``loadavg``, ``load_average``...); empty when none keeps one."""
+    from .record import load_record
+
+    loads = []
+    for p in paths:
+        try:
+            rec = load_record(repo / p)
+        except RlmLabError:
+            continue
+        cores = (rec.data.get("provenance", {}).get("hardware") or {}).get("cpu_count")
+        r = rec.results
+        for k in ("load_start", "load_end", "loadavg_before", "loadavg_after", "loadavg", "load_average_start",
+                  "load_average_end", "load_average"):
+            x = _per_core(r.get(k), cores) if k in r else None
+            if x is not None:
+                loads.append(x)
+    if not loads:
+        return ""
+    lo, hi = min(loads), max(loads)
+    return f"{lo:.2f}" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}"
+
+
+# ---- the sources -----------------------------------------------------------------------------------------------
+
+def _guidelines(repo: Path) -> list[Entry]:
+    """Chapter 9: each guideline's measured quantity with its verdict, and its predictions at 8, 64, 512 GPUs."""
+    from .chapters.ch09_guidelines import report as R
+    from .chapters.ch09_guidelines.compare import check_text
+
+    out = []
+    for r in R.guideline_rows():
+        g, ev, v = r["guideline"], r["evidence"], r["verdict"]
+        est = {"paired": "paired ratio" if g.evidence.get("stat") == "ratio" else "paired difference",
+               "window": "paired ratio", "pretest": "paired difference", "exact": "exact count",
+               "single": "one run", "none": "one run"}.get(g.evidence["kind"], "repeats")
+        sup = "" if ev.basis != "superseded" else ev.note.split("which the window ")[1].split(" replaces")[0]
+        vals = _from_interval(ev.interval)
+        out.append(Entry(f"ch09.{g.id}", 9, g.evidence.get("quantity", g.title), "", est,
+                         **vals, counts=ev.basis, records=tuple(ev.sources), load=load_of(ev.sources, repo),
+                         superseded_by=sup, verdict=v.word,
+                         rule=f"test {check_text(g.test, r['target'])}; chapter 9's rule: {v.why}", note=ev.note))
+        for p in r["points"]:
+            if p.value is not None:
+                out.append(Entry(f"ch09.{g.id}.at{p.devices}", 9,
+                                 f"{g.title}: prediction at {p.devices} H100s ({p.note})", "", "prediction",
+                                 _num(p.value), n=1, counts="prediction", verdict=(
+                                     "holds" if R.holds(g.holds[p.devices], p.value) else "fails"),
+                                 rule=f"the claim's condition at scale: {check_text(g.holds[p.devices])}"))
+    return out
+
+
+def _items(repo: Path) -> list[Entry]:
+    """The results page: each taxonomy item's measured, predicted and error cells (chapters 4-7)."""
+    from .chapters.ch09_guidelines import report as R
+    from .chapters.ch09_guidelines.run import NONE
+
+    out = []
+    for r in R.results_rows():
+        it, unit = r["item"], R.unit_of(r["what"])
+        ch = int(it.chapter[2:4])
+        m, p, e, h = r["measured"], r["predicted"], r["error"], r["history"]
+        counts = m.basis or "one run"
+        est = {"steps of one run": "median of steps", "exact count": "exact count", "one run": "one run",
+               "superseded": "one run"}.get(counts, "paired ratio" if it.source in ("ch06", "ch07") else "repeats")
+        sup = ""
+        if counts == "superseded":
+            sup = m.note.split("the window ")[1].split(" replaced")[0]
+        base = f"ch{ch:02d}.{it.key}"
+        if isinstance(m.value, (int, float)):
+            out.append(Entry(f"{base}.measured", ch, f"{it.name}: {r['what']}", unit, est, **_from_interval(m.interval),
+                             counts=counts, records=tuple(m.sources), load=load_of(m.sources, repo),
+                             superseded_by=sup, verdict=r["bar"].value,
+                             rule="the 25 % bar on the error's interval (met / not met only when the whole interval "
+                                  "is inside / outside); only repeats across runs decide", note=m.note))
+        if isinstance(p.value, (int, float)):
+            out.append(Entry(f"{base}.predicted", ch, f"{it.name}: predicted {r['what']}", unit, "prediction",
+                             _num(p.value), records=tuple(p.sources), counts="prediction", note=p.note))
+        if isinstance(e.value, (int, float)):
+            out.append(Entry(f"{base}.error", ch, f"{it.name}: relative error of the prediction", "",
+                             "relative error", **_from_interval(e.interval), counts=counts,
+                             records=tuple(e.sources), superseded_by=sup, verdict=r["bar"].value,
+                             rule="met when the whole interval is within +-25 %"))
+        if isinstance(h.value, (int, float)):
+            new = m.sources[0] if m.sources else ""
+            out.append(Entry(f"{base}.measured.history", ch, f"{it.name}: {r['what']} (the replaced record, history)",
+                             unit, "median of steps" if h.basis == "steps of one run" else est,
+                             **_from_interval(h.interval), counts=h.basis or "one run", records=tuple(h.sources),
+                             load=load_of(h.sources, repo), superseded_by=new or "a reference window"))
+    return out
+
+
+def _windows(size: str, repo: Path) -> list[Entry]:
+    """The newest committed reference window of each chapter: each arm's measured and predicted step, the error
+    against the 25 % goal, and each reference's paired ratio with its word."""
+    from . import reference_report as RR
+
+    out = []
+    for ch in (2, 4, 5, 6, 7):
+        rec = RR.latest_window(size, ch)
+        if rec is None:
+            continue
+        win = str(Path(rec.dir).resolve().relative_to(repo)) if Path(rec.dir).resolve().is_relative_to(repo) \
+            else Path(rec.dir).name
+        load = load_of([win], repo)
+        arms, pairs = RR.rows(rec, ch)
+        for a in arms:
+            base = f"ch{ch:02d}.window.{a['reference']}.{a['arm']}"
+            out.append(Entry(f"{base}.measured", ch, f"{a['arm']} in the window's {a['reference']}", "s", "repeats",
+                             **_from_interval(a["measured"]), counts="paired repeats", records=(win,), load=load,
+                             verdict=a["goal"], rule=f"the {RR.GOAL:.0%} goal on the error's interval"))
+            if a["predicted"] is not None:
+                out.append(Entry(f"{base}.predicted", ch, f"{a['arm']} predicted before the window's first repeat",
+                                 "s", "prediction", _num(a["predicted"]), records=(win,), counts="prediction"))
+                out.append(Entry(f"{base}.error", ch, f"{a['arm']}: relative error of the prediction", "",
+                                 "relative error", **_from_interval(a["error"]), counts="paired repeats",
+                                 records=(win,), load=load, verdict=a["goal"]))
+        for p in pairs:
+            out.append(Entry(f"ch{ch:02d}.window.{p['reference']}.ratio", ch, f"{p['a']} / {p['b']} (paired)", "x",
+                             "paired ratio", **_from_interval(p["ratio"]), counts="paired repeats", records=(win,),
+                             load=load, verdict=p["word"], rule="faster / slower only when the interval excludes 1"))
+    return out
+
+
+def _accuracy_test(repo: Path) -> list[Entry]:
+    """Chapter 6's pre-registered accuracy plan: each test's mean paired difference and its word."""
+    from .chapters.ch06_async import accuracy_test as A
+    from .evidence import mean_interval
+
+    root = repo / A.ROOT
+    if not root.is_dir():
+        return []
+    finals, dirs = A.load_finals(root)
+    result = A.decide(finals)
+    out = []
+    for r in result["tests"]:
+        if not r["diffs"]:
+            continue
+        out.append(Entry(f"ch06.accuracy_test.{r['test']}", 6, r["claim"], "accuracy", "paired difference",
+                         **_from_interval(mean_interval(r["diffs"])), counts="seeds",
+                         records=tuple(f"{A.ROOT}/{d}" for d in sorted(dirs.values())),
+                         verdict=r["word"] if result["status"] == "complete" else "undecided (incomplete)",
+                         rule=f"{A.PLAN['test']}; alpha {A.PLAN['alpha']:g}, {A.PLAN['multiplicity']}; "
+                              f"Holm p = {r['p_holm']:.3f}"))
+    return out
+
+
+# (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
+RUN_FIELDS = (
+    (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
+    (1, "ch01_*", "accuracy_before", "held-out accuracy before RL (after SFT)", "accuracy", "one run"),
+    (1, "ch01_*", "rl_seconds_per_step", "seconds per RL step", "s", "one run"),
+    (2, "ch02_*", "train_seconds", "training seconds of the run", "s", "one run"),
+    (3, "ch03_replicas", "depth_s", "the longest sequence's decode seconds (the fork-join depth)", "s", "one run"),
+    (5, "ch05_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
+    (5, "ch05_*", "sync.seconds_mean", "seconds per weight sync (mean over the run's syncs)", "s", "one run"),
+    (6, "ch06_*", "step_seconds_median", "median step seconds of the run", "s", "median of steps"),
+    (6, "ch06_*", "reward_final", "mean reward of the run's last step", "reward", "one run"),
+    (6, "ch06_*", "prediction.step_s", "step seconds predicted before the run", "s", "prediction"),
+    (5, "ch05_*", "stage_seconds_mean.weight_sync", "weight-sync seconds per step (mean over the run)", "s", "one run"),
+    (4, "ch04_*", "comm.all_gather.bytes", "all-gather bytes a rank sent in one step", "B", "exact count"),
+    (4, "ch04_*", "comm.all_reduce.bytes", "all-reduce bytes a rank sent in one step", "B", "exact count"),
+    (4, "ch04_*", "predicted_comm.all_gather.bytes", "all-gather bytes per rank, predicted", "B", "prediction"),
+    (4, "ch04_*", "predicted_comm.all_reduce.bytes", "all-reduce bytes per rank, predicted", "B", "prediction"),
+    (5, "ch05_*", "trainer_peak_rss_bytes", "the trainer's peak resident memory", "B", "one run"),
+    (10, "ch10_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
+    (10, "ch10_*", "accuracy_before", "held-out accuracy before RL (after SFT)", "accuracy", "one run"),
+    (10, "ch10_*", "rl_seconds_per_step", "seconds per RL step", "s", "one run"),
+)
+
+
+def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
+    """Every committed run of chapters 1, 2, 5, 6 and 10 with a headline field (:data:`RUN_FIELDS`): one entry per
+    folder and field, read from the folder's newest completed run; a folder a window replaces is marked so."""
+    from .chapters.ch09_guidelines.run import folders, metric, rel, runs_of
+    from .record import reference_root
+    from .supersession import superseded_by
+
+    root = reference_root(size)
+    out = []
+    for ch, glob, key, what, unit, est in RUN_FIELDS:
+        for f in folders(glob, root) if root.is_dir() else []:
+            try:
+                rec = runs_of(f)[-1]
+                v = metric(rec, key)
+            except RlmLabError:
+                continue
+            src = rel(rec.dir)
+            hit = superseded_by(src, replaced)
+            exact = est in ("exact count", "prediction")
+            out.append(Entry(f"ch{ch:02d}.run.{f.name}.{key}", ch, f"{what} ({f.name})", unit, est, v,
+                             v if est == "exact count" else None, v if est == "exact count" else None,
+                             "exact" if est == "exact count" else "none", n=1,
+                             counts=est if exact else "one run", records=(src,), load=load_of([src], repo),
+                             superseded_by=hit.window if hit and not exact else "",
+                             verdict="" if exact else "undecided", rule="" if exact else "one run decides nothing"))
+    return out
+
+
+def repo_root() -> Path:
+    """The repository the records are read from (paths in entries are relative to it)."""
+    from .record import REPO_ROOT
+
+    return REPO_ROOT.resolve()
+
+
+def _frameworks() -> list[Entry]:
+    """Chapter 8: the 7B GRPO step under each framework's default (static generation) and as each framework's
+    own config is imported (its engine), both predictions."""
+    from .chapters.ch08_frameworks import report as F
+
+    out = []
+    for r in F.default_rows():
+        if r.get("step_s") is not None:
+            out.append(Entry(f"ch08.default.{r['framework'].lower()}.step_s", 8,
+                             f"7B GRPO step on 64 H100s, {r['framework']}'s default ({r['placement']}, {r['mode']}), "
+                             "static generation", "s", "prediction", _num(r["step_s"]), counts="prediction"))
+    same, _ = F.same_workload_rows()
+    for r in same:
+        if r.get("step_s") is not None:
+            out.append(Entry(f"ch08.imported.{r['framework'].lower()}.step_s", 8,
+                             f"7B GRPO step on 64 H100s, {r['framework']}'s config imported ({r['placement']}, "
+                             f"{r['mode']}), its engine", "s", "prediction", _num(r["step_s"]), counts="prediction"))
+    return out
+
+
+def build(size: str = "cpu") -> list[Entry]:
+    """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
+    repeated id)."""
+    from .record import REPO_ROOT
+    from .supersession import superseded
+
+    repo = REPO_ROOT.resolve()
+    replaced = superseded(size)
+    entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
+               + _runs(size, repo, replaced) + _frameworks())
+    seen: dict = {}
+    for e in entries:
+        if e.id in seen and seen[e.id] != e:
+            raise RlmLabError(f"ledger: the quantity id {e.id} has two entries ({seen[e.id].text()} and {e.text()})")
+        seen[e.id] = e
+    return list(seen.values())
+
+
+def bootstrap_under(entries, n_min: int = 10) -> list[Entry]:
+    """Entries whose interval is labelled a bootstrap over fewer than ``n_min`` values (none should be)."""
+    return [e for e in entries if e.method == BOOTSTRAP and e.n < n_min]
+
+
+def as_json(entries) -> str:
+    return json.dumps([asdict(e) | {"current": e.current} for e in entries], indent=1)
+
+
+def as_text(entries) -> str:
+    from .tables import format_table
+
+    return format_table([{"id": e.id, "value [95 %]": e.text(), "method": e.method, "n": f"{e.n} {e.counts}",
+                          "verdict": e.verdict or "-", "current": "yes" if e.current else f"no: {e.superseded_by}"}
+                         for e in entries])
+
+
+def register(sub) -> None:
+    p = sub.add_parser("results", help="the results ledger: every quantity the book shows, with its estimator, "
+                                       "interval, n, records and verdict",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="cpu", help="the committed records' size (default cpu)")
+    p.add_argument("--json", action="store_true", help="print the entries as JSON")
+    p.add_argument("--chapter", type=int, default=None, help="only this chapter's entries")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    entries = build(args.size)
+    if args.chapter is not None:
+        entries = [e for e in entries if e.chapter == args.chapter]
+    print(as_json(entries) if args.json else as_text(entries))
+    return 0
+
+
+# ---- what the pages show, read from the entries ----------------------------------------------------------------
+
+def by_id(entries) -> dict:
+    return {e.id: e for e in entries}
+
+
+def verdict_counts(entries, prefix: str, words) -> dict:
+    """How many of the top-level entries under ``prefix`` (``ch09.g``: the guidelines) got each word."""
+    tops = [e for e in entries if e.id.startswith(prefix) and ".at" not in e.id[len(prefix):]]
+    return {w: sum(e.verdict == w for e in tops) for w in words}
+
+
+def _value(e: Entry | None) -> str:
+    if e is None or e.value is None:
+        return "-"
+    pct = e.estimator == "relative error"
+    f = (lambda v: f"{v:+.0%}") if pct else (lambda v: f"{v * 1e3:.1f} ms" if e.unit == "s" and abs(v) < 1 else
+                                             f"{v / 2**20:.3f} MiB" if e.unit == "B" else f"{v:.3g}")
+    iv = f" [{f(e.lo)}, {f(e.hi)}]" if e.lo is not None and e.hi is not None and e.method != "exact" else ""
+    return f"{f(e.value)}{iv}"
+
+
+def item_table(entries, items) -> list[dict]:
+    """The results page's rows, read from the ledger's ``chNN.<item>.*`` entries: the prediction, the current
+    measurement with its interval, method and n, the error, the bar, and the replaced record's value (history)."""
+    d = by_id(entries)
+    out = []
+    for it in items:
+        base = f"ch{int(it.chapter[2:4]):02d}.{it.key}"
+        m, p, e, h = (d.get(f"{base}.{k}") for k in ("measured", "predicted", "error", "measured.history"))
+        replaced = m is not None and not m.current
+        out.append({"item": it.name, "chapter": it.chapter, "id": base,
+                    "predicted": _value(p), "measured [95 %]": (f"not current: {m.superseded_by} replaced the record "
+                                                                "and did not re-measure this") if replaced else _value(m),
+                    "interval": "-" if m is None else f"{m.method}, n = {m.n} ({m.counts})",
+                    "error": _value(e), "bar": m.verdict if m else "-",
+                    "replaced record (history)": "-" if h is None else f"{_value(h)} ({h.counts})",
+                    "records": sorted({s for x in (m, p) if x for s in x.records})})
+    return out
+
+
+# chapter 8's measured knobs (``ch08_frameworks.report.KNOBS``: a record folder and a field) -> the ledger quantity
+# that is their one value: the results page's item where there is one, else the run's own entry
+KNOB_IDS = {("ch05_colocated", "step_seconds_mean"): "ch05.colocated",
+            ("ch05_disaggregated", "step_seconds_mean"): "ch05.disaggregated",
+            ("ch05_disaggregated", "stage_seconds_mean.weight_sync"): "ch05.sync_collective",
+            ("ch07_overprovision", "measured.speedup"): "ch07.overprovision",
+            ("ch07_dynamic_sampling", "measured.inflation"): "ch07.dynamic_sampling",
+            ("ch07_packing", "measured.speedup"): "ch07.packing"}
+RUN_KEY = {"step_seconds_mean": "step_seconds_median"}   # one estimator for a run's step: the median of its steps
+
+
+def knob_rows(entries, knobs) -> list[dict]:
+    """Chapter 8's "what the book measured of each knob" rows, read from the ledger: the same value the results
+    page and the chapter show, with its interval method; a record a window replaced and did not re-measure is
+    said so instead of a number."""
+    d = by_id(entries)
+    rows = []
+    for k in knobs.values():
+        for m in k.measures:
+            folder = Path(m.record).name
+            base = KNOB_IDS.get((folder, m.measured))
+            if base is not None:
+                meas, pred = d.get(f"{base}.measured"), d.get(f"{base}.predicted")
+            else:
+                ch = folder[2:4]
+                meas = d.get(f"ch{ch}.run.{folder}.{RUN_KEY.get(m.measured, m.measured)}")
+                pred = d.get(f"ch{ch}.run.{folder}.{m.predicted}") if m.predicted else None
+            current = meas is not None and meas.current
+            mv = meas.value if current else None
+            pv = pred.value if pred is not None and current else None
+            what = m.what if meas is None or current else f"{m.what} (not current: {meas.superseded_by} replaced " \
+                                                            "the record and did not re-measure it)"
+            rows.append({"knob": k.title, "chapter": k.chapter, "what": what, "measured": mv, "predicted": pv,
+                         "error": (pv - mv) / mv if pv is not None and mv else None, "unit": m.unit,
+                         "record": (meas.records[0] if meas is not None and meas.records else m.record),
+                         "id": meas.id if meas is not None else "-",
+                         "interval": "-" if meas is None else f"{meas.method}, n = {meas.n} ({meas.counts})"})
+    return rows
+
+
+def values(entries, prefix: str, suffix: str) -> list[float]:
+    """The values of the entries whose id starts with ``prefix`` and ends with ``suffix`` (e.g. every seed of one
+    arm), in id order."""
+    return [e.value for e in sorted(entries, key=lambda e: e.id)
+            if e.id.startswith(prefix) and e.id.endswith(suffix) and e.value is not None]
+
+
+def spread_text(xs, fmt: str = "{:.2f}") -> str:
+    """``mean (min to max, n = k)`` of a few values, for prose that states a spread without an interval."""
+    if not xs:
+        return "not measured"
+    if min(xs) == max(xs):
+        return f"{fmt.format(xs[0])} (the same in all {len(xs)} runs: one model)"
+    return f"{fmt.format(sum(xs) / len(xs))} ({fmt.format(min(xs))} to {fmt.format(max(xs))}, n = {len(xs)})"
+
+
+def chapter_summary(entries) -> list[dict]:
+    """One row per chapter of the ledger: how many quantities, how many predictions and measurements, how many
+    read a record a newer one replaced (history), and the verdict words of its measured quantities."""
+    out = []
+    for ch in sorted({e.chapter for e in entries}):
+        es = [e for e in entries if e.chapter == ch]
+        meas = [e for e in es if e.estimator not in ("prediction", "relative error")]
+        words = {w: sum(e.verdict == w for e in meas if e.current)
+                 for w in ("met", "not met", "supported", "contradicted", "faster", "slower", "decided")}
+        out.append({"chapter": ch, "quantities": len(es), "predictions": sum(e.estimator == "prediction" for e in es),
+                    "measured": len(meas), "history (replaced)": sum(not e.current for e in es),
+                    "decided": ", ".join(f"{n} {w}" for w, n in words.items() if n) or "none",
+                    "undecided": sum(e.verdict.startswith("undecided") for e in meas if e.current)})
+    return out
+
+
+def predicted_measured(entries, items) -> list[dict]:
+    """For the results page's figure: every item whose current measurement and prediction both exist, as numbers
+    (label, unit, predicted, measured, lo, hi), read from the ledger's ``chNN.<item>.*`` entries."""
+    d = by_id(entries)
+    out = []
+    for it in items:
+        base = f"ch{int(it.chapter[2:4]):02d}.{it.key}"
+        m, p = d.get(f"{base}.measured"), d.get(f"{base}.predicted")
+        if m is None or p is None or not m.current or m.value is None or p.value is None:
+            continue
+        out.append({"label": it.key, "unit": m.unit, "predicted": p.value, "measured": m.value, "lo": m.lo,
+                    "hi": m.hi})
+    return out
