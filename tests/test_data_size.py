@@ -27,7 +27,8 @@ READERS = {
     "SHA256SUMS": ("rlm_lab/tasks/__init__.py", "SHA256SUMS"),
     ".md": ("rlm_lab/gpu_archive.py", "summary.md"),         # a GPU archive's summary; README.md files for people
     ".sh": ("rlm_lab/frameworks/importers/shell.py", "bash"),  # upstream run scripts of the config corpus
-    "SOURCES": ("rlm_lab/frameworks/importers/corpus.py", '"SOURCES"'),  # the corpus' repository, commit, path
+    "SOURCES": ("rlm_lab/frameworks/importers/corpus.py", '"SOURCES"'),
+    ".tsv": ("rlm_lab/frameworks/importers/census.py", "corpus_census.tsv"),  # the corpus census's record  # the corpus' repository, commit, path
 }
 
 

@@ -45,6 +45,7 @@ MODES = ("sync", "one_step_off", "async")
 MODEL_MAP = {
     "qwen/qwen2.5-7b": "qwen2.5-7b", "qwen/qwen2.5-7b-instruct": "qwen2.5-7b", "qwen/qwen2.5-math-7b": "qwen2.5-7b",
     "qwen/qwen2-7b": "qwen2.5-7b", "qwen/qwen2-7b-instruct": "qwen2.5-7b",
+    "qwen/qwen2.5-3b": "qwen2.5-3b", "qwen/qwen2.5-3b-instruct": "qwen2.5-3b",
     "qwen/qwen2.5-1.5b": "qwen2.5-1.5b", "qwen/qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
     "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
     # Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads, MLP 4864, vocabulary 151936, tied)
