@@ -157,8 +157,11 @@ class TrainerWorker:
         from transformers.utils import logging as hf_logging
 
         from ..tasks import ensure_data, parse_task
+        from transformers import TrainerCallback
+
+        from ..record import append_jsonl
+        from ..train.callbacks import quiet_progress
         from ..train.config import from_dict
-        from ..train.callbacks import metrics_logger, quiet_progress
         from ..train.rl import make_trainer
         from .critic_role import split_trainer_class
         from .trl_rollout import RolloutFunc

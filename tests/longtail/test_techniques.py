@@ -321,7 +321,7 @@ def test_technique_text_and_runs_status():
                    "speedup_spread": {"reps": [1.15, 1.2, 1.25]}}, "loadavg": [0.51, 0.4, 0.3]}
 
     text = report.technique_text("packing", Rec(), ["t"], ["s"], "cpu")
-    assert "0.123" in text and "median of 3 paired repeats, 95% interval 1.15-1.25" in text and ": met;" in text
+    assert "0.123" in text and "median of 3 paired repeats, 95% interval 1.08-1.32" in text  # Student-t: 1.2 ± 4.30 × 0.05/√3 and ": met;" in text
     assert report.technique_text("packing", None, [], [], "cpu") == "packing: not measured yet at cpu size"
     status = report.runs_status({"packing": Rec(), "fusion": None}, "cpu")
     assert "not measured yet at cpu size: fusion." in status and "--size cpu" in status
