@@ -41,6 +41,14 @@ def test_the_rule_is_compared_by_code_not_by_comments():
     assert B.fit_rule_source(a) != B.fit_rule_source(c)
 
 
+def test_a_renamed_type_hint_or_docstring_is_not_a_new_rule():
+    a = "def elasticities(cases: list[Case], values: dict) -> dict:\n    return {c: 1 for c in cases}\n"
+    b = 'def elasticities(cases: list[PublishedCase], values) -> dict:\n    """doc"""\n    return {c: 1 for c in cases}\n'
+    c = a.replace("1 for", "2 for")
+    assert B.fit_rule_source(a) == B.fit_rule_source(b)
+    assert B.fit_rule_source(a) != B.fit_rule_source(c)
+
+
 def _git(repo, *args):
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
                    env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",

@@ -81,13 +81,27 @@ def _fit_values(commit: str) -> dict | None:
     return {n: (p.get("fitted"), "not_fitted" in p) for n, p in sorted(params.items())}
 
 
+def _behaviour(fn: ast.FunctionDef) -> ast.FunctionDef:
+    """``fn`` without what Python does not execute: type annotations (a renamed class in a hint changes no number)
+    and the docstring."""
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+            if ast.get_docstring(node) is not None and len(node.body) > 1:
+                node.body = node.body[1:]
+        elif isinstance(node, ast.arg):
+            node.annotation = None
+    return fn
+
+
 def fit_rule_source(text: str) -> dict:
-    """{name: source text} of :data:`RULE_NAMES` in a version of the fit's module."""
+    """{name: source text} of :data:`RULE_NAMES` in a version of the fit's module, compared by behaviour: comments,
+    docstrings and type annotations do not count (:func:`_behaviour`)."""
     tree = ast.parse(text)
     out = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in RULE_NAMES:
-            out[node.name] = ast.unparse(node)
+            out[node.name] = ast.unparse(_behaviour(node))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
