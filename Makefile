@@ -30,7 +30,7 @@ book: venv
 # The phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
 test: venv
 	@rm -f _build/phases.txt; rc=0; \
-	for phase in unit book fake-machine; do \
+	for phase in lint unit book fake-machine; do \
 		$(PHASE) $$phase $(MAKE) --no-print-directory test-$$phase || rc=1; \
 	done; \
 	cat _build/phases.txt; exit $$rc

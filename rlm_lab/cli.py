@@ -18,7 +18,9 @@ import importlib
 import os
 import sys
 
+from .calibrate.quick import warn_machine
 from .errors import RlmLabError
+from .insitu import this_machine as TM
 
 DESCRIPTION = ("Predict and measure the cost of RL post-training for tiny reasoning language models: "
                "train (SFT, GRPO, RLOO, PPO), predict, calibrate, parallel layouts, task data.")
@@ -132,7 +134,6 @@ def _this_machine(args) -> None:
     point hands it to them). Its one line goes to standard error (``--json`` keeps standard output JSON)."""
     if args.command not in ("predict", "validate") or getattr(args, "from_", None) is not None:
         return
-    from .insitu import this_machine as TM
 
     def say(msg):
         print(msg, file=sys.stderr)
@@ -148,7 +149,6 @@ def _main(argv, only) -> int:
         result = _command(args)(args)
         sys.stdout.flush()
         if getattr(args, "profile_used", None):  # predict: is the profile's machine this one?
-            from .calibrate.quick import warn_machine
 
             warn_machine(args.profile_used, getattr(args, "check_machine", False))  # here, not at exit: a full disk or /dev/full under stdout is then one line too
     except RlmLabError as e:

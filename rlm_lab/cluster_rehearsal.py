@@ -27,21 +27,26 @@ under the head's ``/tmp`` that their machines do not have.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from .chapters.ch05_placement.cases import configs
+from .chapters.ch05_placement.run import predict
 from .compat import installed
 from .errors import RlmLabError
 from .host import bound_sockets, descendants, free_port, loopback, still_alive
 from .launches import _machine_lines, _ray_job
+from .placement.runtime import run_placement
 from .placement.session import _die_with_driver
 from .record import REPO_ROOT
 
@@ -232,8 +237,6 @@ class Rehearsal:
             raise RlmLabError(f"the cluster did not come up: {text.strip()[-200:]}")
 
     def wait_port(self, port: int, machine: int, timeout_s: float = 300.0) -> None:
-        import socket
-
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.procs[machine].poll() is not None:
@@ -289,18 +292,12 @@ class Rehearsal:
 
 def one_node(steps: int, out: Path) -> dict:
     """The same placement, config and steps on one node (a local Ray in this process)."""
-    from .chapters.ch05_placement.cases import configs
-    from .chapters.ch05_placement.run import predict
-    from .placement.runtime import run_placement
-
     cfgs, chosen = configs("smoke", ("disaggregated",), rl_steps=steps)
     p, cfg = chosen["disaggregated"], cfgs["disaggregated"]
     return run_placement(p, cfg, out, prediction=predict(p, cfg))
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.cluster_rehearsal", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--keep", default=None, help="the machines' folders go here (default: a temporary folder, removed)")

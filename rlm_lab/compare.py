@@ -21,6 +21,8 @@ from __future__ import annotations
 import statistics
 
 from .errors import RlmLabError
+from .evidence import median_interval
+from .record import reference_root
 
 BAR = 0.25   # the first goal of every comparison: |relative error| <= 25 %
 GOAL = 0.10  # the goal after that: <= 10 %
@@ -32,8 +34,6 @@ OTHER = "other (not modelled)"      # measured time outside every modelled stage
 def reference_dir(size: str = "cpu"):
     """Where the committed reference records of ``size`` are read from (``data/runs/<size>``), which is
     never where a command writes by default (``rlm_lab.record.runs_root``)."""
-    from .record import reference_root
-
     return reference_root(size)
 
 
@@ -63,8 +63,6 @@ def verdict(errors, bar: float = BAR, goal: float = GOAL) -> str:
     interval is at or under the goal, "meets the bar" when it is under the bar (and "not yet the goal" only when
     wholly above the goal), "not met" only when it is wholly above the bar; otherwise "undecided", and so is a
     single error (one workload, one run: no interval)."""
-    from .evidence import median_interval
-
     errs = [abs(float(e)) for e in ([errors] if isinstance(errors, (int, float)) else errors) if _finite(e)]
     if not errs:
         return "no comparison (nothing both predicted and measured)"

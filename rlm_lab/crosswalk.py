@@ -15,6 +15,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .errors import RlmLabError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,8 +44,6 @@ class CrosswalkItem:
 
 def load(path: Path | str = REGISTRY) -> tuple[dict, list[CrosswalkItem]]:
     """(source, items) of the registry; raises RlmLabError naming the file and the field."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise RlmLabError(f"{p}: crosswalk registry not found")

@@ -20,6 +20,7 @@ mixed precision is on, how peak memory is read, and what a GPU's profile is call
 from __future__ import annotations
 
 import os
+import platform
 import re
 from pathlib import Path
 
@@ -118,7 +119,6 @@ def cpu_name() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
 
     return platform.processor() or platform.machine()
 

@@ -1,4 +1,10 @@
 """One error type for bad input: the CLI prints its message as one line and exits 2."""
+import math
+import numbers
+import os
+import stat
+import tempfile
+from pathlib import Path
 
 
 class RlmLabError(Exception):
@@ -15,10 +21,6 @@ def check_output_location(path, what: str = "output location") -> None:
     """Refuse, before any work, a folder that cannot be written: ``path`` must be a folder (or not exist yet)
     under a writable one. Checked by creating and removing a temporary file in the nearest existing ancestor,
     because ``os.access`` says yes to root on a read-only folder."""
-    import os
-    import tempfile
-    from pathlib import Path
-
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise RlmLabError(f"{what} {path} is a file, not a folder")
@@ -40,9 +42,6 @@ def finite_number(value, what: str, *, minimum: float = 0.0, inclusive: bool = F
     """``value`` if it is a finite number above ``minimum`` (``>=`` with ``inclusive``) and at most ``maximum``
     (an int when ``integer``); else one :class:`RlmLabError` naming ``what``. NaN fails every comparison, so a
     plain ``v <= 0`` check lets it through: this one refuses NaN and infinities first."""
-    import math
-    import numbers
-
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral if integer else numbers.Real):
         raise RlmLabError(f"{what} must be {kind}, got {value!r}")
@@ -78,9 +77,6 @@ def read_input_text(path, label: str, limit: int = 1_000_000) -> str:
     device named ``*.yaml`` would block ``read`` for ever), opened non-blocking and checked again on the open
     descriptor (so a file swapped between the two checks is refused too), and at most ``limit`` bytes are
     read (the bound is in the message)."""
-    import os
-    import stat
-
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Sequence
 
+import numpy as np
+
 from .errors import RlmLabError
 
 LEVEL = 0.95
@@ -109,7 +111,6 @@ def repeat_interval(values: Sequence[float], level: float = LEVEL, resamples: in
         return mean_interval(xs, level)
     if min(xs) == max(xs):
         return Interval(xs[0], xs[0], xs[0], n, BOOTSTRAP)
-    import numpy as np
     from scipy.stats import bootstrap
 
     res = bootstrap((np.asarray(xs),), np.median, confidence_level=level, n_resamples=resamples,
@@ -138,7 +139,6 @@ def median_interval(values: Sequence[float], level: float = LEVEL, resamples: in
     if n >= BOOTSTRAP_MIN:
         iv = repeat_interval(xs, level, resamples, seed)
         return iv
-    import numpy as np
     from scipy.stats import quantile_test
 
     if n < 2:

@@ -40,8 +40,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .device import pick_device
 from .errors import RlmLabError, finite_number, number_arg
+from .evidence import Interval, error_interval, mean_interval, sign_word
 from .gpu_archive_steps import SKIP_EXIT  # a step's process that cannot run on this machine exits with it
+from .record import atomic_write_text
 
 REPO = Path(__file__).resolve().parent.parent
 RESERVE_S = 5.0  # kept back from the budget for the summary
@@ -128,8 +131,6 @@ def run_step(step: Step, out: Path, size: str, device: str, limit_s: float) -> d
 
 def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None = None) -> tuple[Path, int]:
     """Run the plan into ``out``; returns (summary path, number of failed steps)."""
-    from .device import pick_device
-
     plan_fits()
     finite_number(budget_s, "--budget-s", minimum=RESERVE_S)  # NaN would skip every step and "succeed"
     device = "cpu" if dry_run else pick_device("cuda")
@@ -164,7 +165,6 @@ def archive(out: Path, budget_s: float, dry_run: bool, steps: list[str] | None =
     summary = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dry_run": dry_run,
                "size": size, "device": device, "budget_s": budget_s,
                "wall_s": round(time.monotonic() - start, 1), "failed": failed, "steps": rows}
-    from .record import atomic_write_text
 
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     atomic_write_text(out / "summary.md", summary_markdown(summary))
@@ -438,8 +438,6 @@ def window_rows(chapter: int, data: Path = REPO / "data") -> list[dict]:
     prediction's error over it and the word it allows. A quantity labelled an upper bound is judged as a bound
     (``contradicted`` when the whole measured interval lies above it, ``holds`` when wholly at or below); any
     other as a point (``too low`` / ``too high`` when the error interval excludes 0); else ``undecided``."""
-    from .evidence import Interval, error_interval, mean_interval, sign_word
-
     groups: dict[tuple, list[dict]] = {}
     for _, r in archive_comparisons(chapter, data):
         c = r["compare"]

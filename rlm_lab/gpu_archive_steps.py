@@ -9,6 +9,7 @@ runs the chapter's own experiment code (nothing here re-implements a measurement
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 import sys
@@ -16,8 +17,15 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .chapters import ch03_work_depth as wd
+from .chapters.ch05_placement.cases import configs
+from .chapters.ch05_placement.run import _now, predict
+from .device import datasheet_for, gpu_slug
 from .errors import RlmLabError
-from .record import atomic_write_text
+from .placement.inprocess import run_inprocess
+from .record import RunRecord, atomic_write_text
+from .train.config import make_config
+from .validate.traced_case import Case, predict_case
 
 # GPU-size overrides that keep each step inside its share of a ten-minute lease (the presets are for hours).
 TRAIN_GPU = ["rl_steps=40", "sft_steps=300", "eval_problems=256", "eval_every=0"]
@@ -35,8 +43,6 @@ def reference_profile(device: str) -> str:
     if device != "cuda":
         return "cpu-2core-epyc"
     import torch
-
-    from .device import datasheet_for
 
     name = torch.cuda.get_device_name(0)
     prof = datasheet_for(name)
@@ -74,7 +80,7 @@ def predict_both(fn, out: Path, step: dict, device: str) -> dict:
 # ---- runners ----------------------------------------------------------------------------------------
 
 def run_calibrate(step, out, size, device) -> dict:
-    from .cli import main
+    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
 
     name = "cpu-rehearsal-quick" if device == "cpu" else _gpu_profile_name()
     path = out / "hardware" / f"{name}.json"
@@ -92,8 +98,6 @@ def run_calibrate(step, out, size, device) -> dict:
 def _gpu_profile_name() -> str:
     import torch
 
-    from .device import gpu_slug
-
     return f"{gpu_slug(torch.cuda.get_device_name(0))}-calibrated-{datetime.now(timezone.utc):%Y%m%d}"
 
 
@@ -102,10 +106,7 @@ def _runs(out: Path, size: str) -> Path:
 
 
 def run_train(step, out, size, device) -> dict:
-    from .cli import main
-    from .validate.traced_case import Case, predict_case
-    from .record import RunRecord
-    from .train.config import make_config
+    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
 
     algo = step["args"]["algo"]
     overrides = TRAIN_GPU if size == "gpu" else []
@@ -125,7 +126,7 @@ def run_train(step, out, size, device) -> dict:
 
 
 def run_anatomy(step, out, size, device) -> dict:
-    from .chapters.ch02_anatomy import algorithm_cases, predict_case, run_case
+    from .chapters.ch02_anatomy import algorithm_cases, predict_case, run_case  # noqa: PLC0415  name clash: predict_case means something else in this module
 
     case = algorithm_cases(size)[step["args"]["case"]]
     if size == "gpu":
@@ -139,8 +140,6 @@ def run_anatomy(step, out, size, device) -> dict:
 
 
 def run_decode_knee(step, out, size, device) -> dict:
-    from .chapters import ch03_work_depth as wd
-
     over = DECODE_KNEE_GPU if size == "gpu" else None
     p = wd.sweep(size, over)
     model = p["models"][0]
@@ -154,8 +153,6 @@ def run_decode_knee(step, out, size, device) -> dict:
 
 
 def run_long_tail(step, out, size, device) -> dict:
-    from .chapters import ch03_work_depth as wd
-
     over = LONG_TAIL_GPU if size == "gpu" else None
     p = wd.sweep(size, over)
     dists = [d.values(0) for d in wd.distributions(size, p)]
@@ -169,8 +166,7 @@ def run_long_tail(step, out, size, device) -> dict:
 
 
 def run_parallel_single(step, out, size, device) -> dict:
-    from .cli import main
-    from .record import RunRecord
+    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
 
     run_dir = _runs(out, size) / step["name"]
     model = "micro" if size == "smoke" else "small"
@@ -193,23 +189,15 @@ def run_placement(step, out, size, device) -> dict:
     itself before it runs and keeps that prediction in its record; where Ray is not installed (a lent GPU's image
     has none, and its wheel is larger than the device tool carries) the same placement in this process
     (:mod:`rlm_lab.placement.inprocess`: one set, the same trainer code, no Ray), predicted first as well."""
-    import importlib.util
-
-    from .record import RunRecord
-
     root = _runs(out, size) / step["name"]
     if importlib.util.find_spec("ray") is None:
-        from .chapters.ch05_placement.cases import configs
-        from .chapters.ch05_placement.run import _now, predict
-        from .placement.inprocess import run_inprocess
-
         cfgs, chosen = configs(size, ("colocated",))
         prediction = predict(chosen["colocated"], cfgs["colocated"])  # before the run
         run_inprocess(chosen["colocated"], cfgs["colocated"], root / "ch05_colocated" / _now(), prediction=prediction,
                       command=["gpu-archive", step["name"]])
         label = "colocated GRPO step in-process, no Ray (median)"
     else:
-        from .cli import main
+        from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
 
         if main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
             raise RlmLabError("rlm-lab place --placement colocated failed")

@@ -9,12 +9,19 @@ platform without it gives ``None`` in a record instead of an error after the run
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import ipaddress
 import json
 import os
 import re
+import signal
 import socket
+import sys
+import time
+from pathlib import Path
+
+from .device import FAKE_HOST, cpu_name, faked
 
 KEY_FIELDS = ("host", "cpu_model", "cores", "torch", "threads")
 
@@ -45,8 +52,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (children, grandchildren, ...), from /proc (empty where there is none)."""
-    from pathlib import Path
-
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if d.name.isdigit():
@@ -65,8 +70,6 @@ def descendants(pid: int) -> list[int]:
 
 def alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting for its parent counts as gone)."""
-    from pathlib import Path
-
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
@@ -75,8 +78,6 @@ def alive(pid: int) -> bool:
 
 def still_alive(pids, wait_s: float, poll_s: float = 0.2) -> list[int]:
     """Those of ``pids`` still running after waiting up to ``wait_s`` for all of them to end (sorted)."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while True:
         left = sorted(p for p in pids if alive(p))
@@ -87,8 +88,6 @@ def still_alive(pids, wait_s: float, poll_s: float = 0.2) -> list[int]:
 
 def host_name() -> str:
     """This machine's host name (``socket.gethostname``), ``device.FAKE_HOST`` under ``$RLM_FAKE_MACHINE``."""
-    from .device import FAKE_HOST, faked
-
     return FAKE_HOST if faked() else socket.gethostname()
 
 
@@ -97,8 +96,6 @@ def machine_key(**override) -> dict:
     count. Two machines can share a key (a VM image keeps its host name; a CPU model line names a family), so a
     key that matches is necessary, not sufficient: :func:`rlm_lab.calibrate.quick_check` measures the rest."""
     import torch
-
-    from .device import cpu_name
 
     key = {"host": host_name(), "cpu_model": cpu_name(), "cores": os.cpu_count(),
            "torch": torch.__version__, "threads": torch.get_num_threads()}
@@ -131,10 +128,6 @@ def die_with_parent(sig=None, parent: int | None = None) -> None:
     running without its driver. Call it in the child (a rank's first line, or a ``preexec_fn``); ``parent``:
     the pid the child expects as its parent, so that a parent that died before the call is caught too.
     The signal follows the parent *thread* that forked the child (prctl(2)): fork from a long-lived thread."""
-    import ctypes
-    import signal
-    import sys
-
     sig = signal.SIGKILL if sig is None else sig
     if sys.platform.startswith("linux"):
         try:
@@ -156,7 +149,7 @@ def loopback(ip: str) -> bool:
 
 def bound_sockets(pids) -> list[tuple]:
     """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
-    import psutil  # accelerate's dependency; imported here so that host stays light
+    import psutil  # accelerate's dependency; imported here so that host stays light  # noqa: PLC0415  optional: psutil is not a dependency every install has
 
     bound = []
     for pid in sorted(pids):

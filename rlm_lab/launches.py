@@ -31,14 +31,25 @@ cluster of a head and 2 worker nodes, :mod:`rlm_lab.placement.session`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import os
 import shlex
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
+from .cli import build_parser
+from .compat import installed
 from .errors import RlmLabError
+from .parallel.cli import layout_from_args
+from .placement.session import ray_env
 
 REPO = Path(__file__).resolve().parent.parent
 # Every launch here is one machine's (torchrun --standalone, accelerate on one node). The largest single machines
@@ -87,11 +98,6 @@ def _runnable_module(name: str) -> None:
 
 def _script_args(module: str, args: list[str], gpus: int) -> None:
     """The launched program's own parser accepts ``args`` (and a parallel layout fills the GPUs)."""
-    import contextlib
-    import io
-
-    from .cli import build_parser
-
     argv = args if module == "rlm_lab.cli" else ["parallel", *args] if module == "rlm_lab.parallel.cli" else None
     if argv is None:
         raise RlmLabError(f"no argument check for module {module}")
@@ -105,8 +111,6 @@ def _script_args(module: str, args: list[str], gpus: int) -> None:
     except RlmLabError as e:
         raise RlmLabError(f"{module} refuses {shlex.join(args)}: {e}") from None
     if argv[0] == "parallel":
-        from .parallel.cli import layout_from_args
-
         layout = layout_from_args(parsed)
         if layout.world != gpus:
             raise RlmLabError(f"layout {layout.name} uses {layout.world} processes, not the {gpus} GPUs")
@@ -272,10 +276,6 @@ def _slurm_tasks(text: str, n: int) -> list[list[str]]:
     """What each of Slurm's ``n`` tasks would execute: the script run by bash with stand-ins for ``scontrol``
     (the node list), ``srun`` (each task its own ``SLURM_PROCID``, as Slurm sets it,
     https://slurm.schedmd.com/srun.html#OPT_SLURM_PROCID) and ``torchrun`` (prints its arguments, one per line)."""
-    import os
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="rlm_slurm_") as d:
         stand_ins = {
             "scontrol": 'for i in $(seq 0 $((SLURM_NNODES - 1))); do echo node$i; done',
@@ -304,8 +304,6 @@ def _slurm_tasks(text: str, n: int) -> list[list[str]]:
 
 
 def _check_slurm(launch: ClusterLaunch, n: int, g: int) -> None:
-    import subprocess
-
     text = launch.text(n, g)
     syntax = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
     if syntax.returncode != 0:
@@ -361,8 +359,6 @@ def _ray_job(n: int, g: int) -> str:
 
 
 def _ray_version() -> str:
-    from .compat import installed
-
     return installed("ray")
 
 
@@ -378,9 +374,7 @@ def _check_entrypoint(name: str, argv: list[str], n: int) -> None:
 
 
 def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
-    import click
-
-    from .placement.session import ray_env
+    import click  # noqa: PLC0415  optional: click is not a dependency every install has
 
     ray_env()  # before Ray is imported: a local Ray started later in this process needs its settings at import
     from ray.dashboard.modules.job.cli import submit
@@ -440,10 +434,6 @@ BOOK_IMAGE = "rlm-lab:ray{version}-gpu"  # that image with this repository insta
 
 def _rayjob(n: int, g: int) -> str:
     """A KubeRay ``RayJob``: a cluster of a head (no CPUs) and N GPU workers, made for the job and removed after."""
-    import yaml
-
-    from .compat import installed
-
     image = BOOK_IMAGE.format(version=installed("ray"))
     manifest = {
         "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rlm-lab-ch05"},
@@ -469,10 +459,6 @@ def _rayjob(n: int, g: int) -> str:
 
 
 def _check_rayjob(launch: ClusterLaunch, n: int, g: int) -> None:
-    import yaml
-
-    from .compat import installed
-
     m = yaml.safe_load(launch.text(n, g))
     try:
         spec, cluster = m["spec"], m["spec"]["rayClusterSpec"]

@@ -22,8 +22,17 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import reference_report as RR
+from .chapters.ch06_async import accuracy_test as A
+from .chapters.ch08_frameworks import report as F
+from .chapters.ch09_guidelines import report as R
+from .chapters.ch09_guidelines.compare import check_text
+from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
 from .errors import RlmLabError
-from .evidence import BOOTSTRAP, Interval
+from .evidence import BOOTSTRAP, Interval, mean_interval
+from .record import load_record, reference_root
+from .supersession import superseded, superseded_by
+from .tables import format_table
 
 # the estimators, one per kind of quantity: name -> how the value is made
 ESTIMATORS = {
@@ -98,8 +107,6 @@ def _per_core(v, cores: int | None) -> float | None:
 def load_of(paths, repo: Path) -> str:
     """The load per core the records at ``paths`` were measured at, as "a-b" (from whichever load field the record
     keeps: ``load_start``/``load_end``, ``loadavg``, ``load_average``...); empty when none keeps one."""
-    from .record import load_record
-
     loads = []
     for p in paths:
         try:
@@ -123,9 +130,6 @@ def load_of(paths, repo: Path) -> str:
 
 def _guidelines(repo: Path) -> list[Entry]:
     """Chapter 9: each guideline's measured quantity with its verdict, and its predictions at 8, 64, 512 GPUs."""
-    from .chapters.ch09_guidelines import report as R
-    from .chapters.ch09_guidelines.compare import check_text
-
     out = []
     for r in R.guideline_rows():
         g, ev, v = r["guideline"], r["evidence"], r["verdict"]
@@ -150,9 +154,6 @@ def _guidelines(repo: Path) -> list[Entry]:
 
 def _items(repo: Path) -> list[Entry]:
     """The results page: each taxonomy item's measured, predicted and error cells (chapters 4-7)."""
-    from .chapters.ch09_guidelines import report as R
-    from .chapters.ch09_guidelines.run import NONE
-
     out = []
     for r in R.results_rows():
         it, unit = r["item"], R.unit_of(r["what"])
@@ -191,8 +192,6 @@ def _items(repo: Path) -> list[Entry]:
 def _windows(size: str, repo: Path) -> list[Entry]:
     """The newest committed reference window of each chapter: each arm's measured and predicted step, the error
     against the 25 % goal, and each reference's paired ratio with its word."""
-    from . import reference_report as RR
-
     out = []
     for ch in (2, 4, 5, 6, 7):
         rec = RR.latest_window(size, ch)
@@ -222,9 +221,6 @@ def _windows(size: str, repo: Path) -> list[Entry]:
 
 def _accuracy_test(repo: Path) -> list[Entry]:
     """Chapter 6's pre-registered accuracy plan: each test's mean paired difference and its word."""
-    from .chapters.ch06_async import accuracy_test as A
-    from .evidence import mean_interval
-
     root = repo / A.ROOT
     if not root.is_dir():
         return []
@@ -270,10 +266,6 @@ RUN_FIELDS = (
 def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
     """Every committed run of chapters 1, 2, 5, 6 and 10 with a headline field (:data:`RUN_FIELDS`): one entry per
     folder and field, read from the folder's newest completed run; a folder a window replaces is marked so."""
-    from .chapters.ch09_guidelines.run import folders, metric, rel, runs_of
-    from .record import reference_root
-    from .supersession import superseded_by
-
     root = reference_root(size)
     out = []
     for ch, glob, key, what, unit, est in RUN_FIELDS:
@@ -297,7 +289,7 @@ def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
 
 def repo_root() -> Path:
     """The repository the records are read from (paths in entries are relative to it)."""
-    from .record import REPO_ROOT
+    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     return REPO_ROOT.resolve()
 
@@ -305,8 +297,6 @@ def repo_root() -> Path:
 def _frameworks() -> list[Entry]:
     """Chapter 8: the 7B GRPO step under each framework's default (static generation) and as each framework's
     own config is imported (its engine), both predictions."""
-    from .chapters.ch08_frameworks import report as F
-
     out = []
     for r in F.default_rows():
         if r.get("step_s") is not None:
@@ -325,8 +315,7 @@ def _frameworks() -> list[Entry]:
 def build(size: str = "cpu") -> list[Entry]:
     """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
     repeated id)."""
-    from .record import REPO_ROOT
-    from .supersession import superseded
+    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     repo = REPO_ROOT.resolve()
     replaced = superseded(size)
@@ -350,8 +339,6 @@ def as_json(entries) -> str:
 
 
 def as_text(entries) -> str:
-    from .tables import format_table
-
     return format_table([{"id": e.id, "value [95 %]": e.text(), "method": e.method, "n": f"{e.n} {e.counts}",
                           "verdict": e.verdict or "-", "current": "yes" if e.current else f"no: {e.superseded_by}"}
                          for e in entries])

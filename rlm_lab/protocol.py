@@ -47,13 +47,17 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RlmLabError
 from .evidence import Interval, ratio_interval, ratio_word
-from .host import machine_load
+from .host import die_with_parent, key_slug, machine_key, machine_load
+from .record import RunRecord, atomic_write_json
+from .records.lifecycle import interruptible, restore_handlers
+from .sizes import get
 
 GATE_LOAD_PER_CORE = 0.75
 GATE_TIMEOUT_S = 300.0
@@ -116,7 +120,6 @@ def report(**values) -> Path | None:
     target = os.environ.get(RESULT_ENV)
     if not target:
         return None
-    from .record import atomic_write_json
 
     return atomic_write_json(target, values)
 
@@ -126,10 +129,6 @@ def child_main(work, say) -> int:
     :class:`RlmLabError` is one ``rlm-lab: error:`` line (exit 2), an interrupt one line (exit 130). ``work``
     returns an exit code, or one run's results: those are handed to the protocol (:func:`report`), then to
     ``say`` (its summary line), and the exit code is 0."""
-    import sys
-
-    from .records.lifecycle import interruptible
-
     interruptible()
     try:
         out = work()
@@ -151,7 +150,6 @@ def new_window() -> str:
     UTC time now and this machine key's short hash."""
     if os.environ.get(WINDOW_ENV):
         return os.environ[WINDOW_ENV]
-    from .host import key_slug, machine_key
 
     return f"w{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{key_slug(machine_key())[-6:]}"
 
@@ -229,8 +227,6 @@ def run_once(arm: Arm, folder: Path, tag: str, env: dict, timeout_s: float) -> d
     """One repeat of ``arm`` in a fresh process: its own session (so a stop reaches its whole group), ended by
     the kernel if this process dies (PR_SET_PDEATHSIG); stdout and stderr to ``<folder>/<tag>.log``.
     Returns ``{"wall_s", "returncode", "report", "log"}``; a child that fails or overruns is one error line."""
-    from .host import die_with_parent
-
     log_path, result_path = folder / f"{tag}.log", folder / f"{tag}.json"
     me = os.getpid()
     env = dict(env, **{RESULT_ENV: str(result_path)})
@@ -290,16 +286,11 @@ def compare(a: Arm, b: Arm, metric: str, out: str | os.PathLike, *, size: str | 
     ``metric``: the key of each child's :func:`report` (or ``wall_s``); ``higher_is_better``: True for a rate
     (tokens/s), False for a time. ``repeats``: pairs, default the size's ``protocol_repeats``. Returns the
     record's results: ``repeats`` (one row per run), ``summary`` (:func:`summarize`), ``gate_timeouts``."""
-    from .record import RunRecord
-    from .records.lifecycle import interruptible, restore_handlers
-    from .sizes import get
-
     if repeats is None:
         if size is None:
             raise RlmLabError("protocol: give the size (its repeat count is fixed in rlm_lab.sizes) or repeats")
         repeats = get(size).protocol_repeats
     _check(a, b, metric, repeats, gate_load, gate_timeout_s, run_timeout_s)
-    from .host import machine_key
 
     window = window or new_window()
     key = machine_key()

@@ -49,13 +49,21 @@ takes to schedule the exits. No process outlives the SIGKILL.
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
 from .chapters.registry import reference_registries
+from .cost.hardware import save_profile
 from .errors import RlmLabError
-from .protocol import WINDOW_ENV, Reference, gate
+from .host import machine_key, machine_load
+from .insitu.run import calibrate, run
+from .protocol import GATE_TIMEOUT_S, WINDOW_ENV, Arm, Reference, child_main, compare, gate, new_window
+from .record import RunRecord
+from .records.lifecycle import interruptible, restore_handlers
+from .sizes import check_size, get
 
 # chapter -> the module whose REFERENCES it reads (its cases module); chapters 2-7 are the measured ones
 REGISTRIES = reference_registries()  # chapter -> its cases module (rlm_lab.chapters.registry)
@@ -88,8 +96,6 @@ def references(chapter: int) -> tuple[Reference, ...]:
 def plan(chapters, size: str) -> list[tuple[int, Reference]]:
     """(chapter, reference) in the order they run: every reference at cpu and gpu size, the first one per chapter
     at smoke size (the size's ``reference_all``)."""
-    from .sizes import get
-
     every = get(size).reference_all
     return [(c, r) for c in chapters for i, r in enumerate(references(c)) if every or i == 0]
 
@@ -97,8 +103,6 @@ def plan(chapters, size: str) -> list[tuple[int, Reference]]:
 def estimate_s(chapter: int, size: str = "cpu") -> float:
     """The chapter's estimated seconds at ``size`` on 2 cores: every repeat's estimate (``cpu_run_s``) times
     2 arms times the size's pairs; the window's calibration is counted once per window (:data:`INSITU_CPU_S`)."""
-    from .sizes import get
-
     pairs = get(size).reference_repeats
     return sum(2 * pairs * r.cpu_run_s for c, r in plan([chapter], size))
 
@@ -156,9 +160,6 @@ def predictions(todo, size: str, profile: str) -> list[dict]:
 
 def insitu_window(size: str, folder: Path, say=print) -> Path:
     """The window's in-situ calibration into ``folder`` (runs, then the fitted profile ``folder/profile.json``)."""
-    from .cost.hardware import save_profile
-    from .insitu.run import calibrate, run
-
     run(size, folder, say=say)
     prof = calibrate(size, folder, name=f"insitu-{folder.parent.name}")
     return save_profile(prof, folder / "profile.json")
@@ -173,14 +174,6 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
                gate_timeout_s: float | None = None) -> dict:
     """The whole window (module docstring); returns the window record's results. ``gate_timeout_s``: the load
     gate's longest wait before a repeat (default the protocol's; a repeat started past it is marked)."""
-    import os
-
-    from .host import machine_key, machine_load
-    from .protocol import GATE_TIMEOUT_S, Arm, compare, new_window
-    from .record import RunRecord
-    from .records.lifecycle import interruptible, restore_handlers
-    from .sizes import check_size, get
-
     size = check_size(size)
     chapters = [check_chapter(c) for c in chapters]
     if not chapters:
@@ -217,7 +210,7 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
                 for k in PROFILE_ENVS:   # the repeats' own predictions come from the window's profile too
                     os.environ[k] = profile
             else:
-                from .cost.hardware import CPU_PROFILE as profile
+                from .cost.hardware import CPU_PROFILE as profile  # noqa: PLC0415  name clash: profile means something else in this module
             record.update(predictions=predictions(todo, size, profile), predicted_from=Path(profile).name)
             done = []
             for chapter, ref in todo:
@@ -261,8 +254,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from .record import REPO_ROOT
-    from .sizes import check_size
+    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     size = check_size(args.size)
     chapters = list(REGISTRIES) if args.all else [check_chapter(c) for c in args.chapter]
@@ -288,10 +280,6 @@ def main(args) -> int:
 
 def _child(argv=None) -> int:
     """``python -m rlm_lab.reference --arm CHAPTER REFERENCE ARM --size S --out DIR``: one repeat (a protocol child)."""
-    import argparse
-
-    from .protocol import child_main
-
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.reference", description=_child.__doc__)
     ap.add_argument("--arm", nargs=3, required=True, metavar=("CHAPTER", "REFERENCE", "ARM"))
     ap.add_argument("--size", default="smoke")

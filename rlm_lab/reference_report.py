@@ -21,21 +21,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import RlmLabError
+from .evidence import bar_word, error_interval, ratio_interval, ratio_word, repeat_interval
+from .record import RunRecord, reference_root
+from .tables import format_table
 
 GOAL = 0.25   # the step-time error goal of chapters 2-5, fixed before their measurements
 
 
 def windows_root(size: str) -> Path:
-    from .record import reference_root
-
     return reference_root(size) / "reference"
 
 
 def latest_window(size: str, chapter: int, root: Path | None = None):
     """The newest completed window record (folders are window ids, which start with the UTC time) under
     ``root`` (default :func:`windows_root`) that measured ``chapter``; None if there is none."""
-    from .record import RunRecord
-
     base = Path(root) if root is not None else windows_root(size)
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
         try:
@@ -49,8 +48,6 @@ def latest_window(size: str, chapter: int, root: Path | None = None):
 
 def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
     """(per-arm rows, per-reference rows) of ``chapter`` in the window record ``rec`` (module docstring)."""
-    from .evidence import bar_word, error_interval, repeat_interval, ratio_interval, ratio_word
-
     preds = {(p["name"], p["arm"]): p for p in rec.results.get("predictions", []) if p.get("chapter") == chapter}
     asked = {c["name"]: c for c in rec.config.get("references", []) if c.get("chapter") == chapter}
     arms, pairs = [], []
@@ -81,8 +78,6 @@ def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
 def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dict]:
     """(text, glue values) of the chapter's newest committed window at ``size`` (module docstring); where none
     was committed, one line saying how to make one, and every value "not measured"."""
-    from .tables import format_table
-
     c = f"ch{chapter:02d}_win"
     rec = latest_window(size, chapter, root)
     keys = ("id", "machine", "load", "profile", "pairs", "met", "not_met", "undecided", "decided_pairs")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RlmLabError
+from .record import RunRecord, reference_root
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,6 @@ class Replacement:
 
 
 def _windows(size: str, root: Path | None) -> list:
-    from .record import RunRecord, reference_root
-
     base = Path(root) if root is not None else reference_root(size) / "reference"
     out = []
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
@@ -43,7 +42,7 @@ def _windows(size: str, root: Path | None) -> list:
 def superseded(size: str = "cpu", root: Path | None = None) -> dict:
     """``{folder: Replacement}`` for every folder (a name under ``data/runs/<size>/``, possibly ``a/b``) that a
     completed window declares it replaces; the newest window wins where two replace the same folder."""
-    from .record import REPO_ROOT
+    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     out: dict = {}
     for rec in _windows(size, root):

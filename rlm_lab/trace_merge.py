@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .trace_plots import STAGE_COLORS, _figure, _save
+
 
 def merge(processes: dict[str, dict], t0: float) -> dict:
     """``processes``: name -> ``{"steps": tracer step rows (optional), "t0": their tracer t0,
@@ -81,8 +83,6 @@ def gantt(trace: dict, path=None, title=None, window: tuple[float, float] | None
     """One Gantt of a merged trace: a row per process lane, bars coloured by stage (``trace_plots`` colours).
     ``window`` = (start, end) seconds limits the x axis (e.g. two steps)."""
     from matplotlib.patches import Patch
-
-    from .trace_plots import STAGE_COLORS, _figure, _save
 
     rows = lanes(trace)
     fig = _figure(9.0, 1.1 + 0.45 * max(1, len(rows)))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .compare import relative_error
 from .stages import STAGE_ORDER, Stage
 
@@ -69,8 +71,6 @@ def predicted_vs_measured(table: list[dict], path=None, title=None, unit="s", lo
     """Grouped bars per stage: predicted and measured, the relative error written above each pair.
 
     ``table`` rows: ``{"stage", "predicted", "measured"}`` (any unit, said by ``unit``)."""
-    import numpy as np
-
     fig = _figure(max(6.0, 0.9 * len(table) + 2), 3.6)
     ax = fig.add_subplot()
     x = np.arange(len(table))

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import time
 
+from ..tasks import parse_task
+from ..train.evaluate import evaluate, test_rows
+
 
 def _callback_base():
     from transformers import TrainerCallback
@@ -25,9 +28,6 @@ def _callback_base():
 def make_eval_curve(task: str, every: int, problems: int, max_new_tokens: int, batch_size: int = 500):
     """An :class:`EvalCurve` callback (built lazily: importing this module does not import transformers).
     Set ``.trainer`` before training (the glue's ``attach`` or the caller does)."""
-    from ..tasks import parse_task
-    from ..train.evaluate import evaluate, test_rows
-
     the_task = parse_task(task)
     rows = test_rows(the_task, problems)
 

@@ -17,9 +17,13 @@ run's record folder instead. Not in the committed campaign runs (they add I/O to
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
+
+from ..models import load
+from ..record import append_jsonl, atomic_write_json, read_jsonl
 
 
 class SampleLog:
@@ -27,23 +31,17 @@ class SampleLog:
         self.path = Path(path)
 
     def put(self, sample) -> None:
-        from ..record import append_jsonl
-
         b, i, completion, logprobs = sample.payload
         append_jsonl(self.path, {"uid": sample.uid, "version": sample.version, "call": b, "index": i,
                                  "completion_ids": list(completion), "logprobs": [float(x) for x in logprobs]})
 
     def taken(self, samples, version: int) -> None:
-        from ..record import append_jsonl
-
         append_jsonl(self.path, {"taken": [s.uid for s in samples], "version": version})
 
 
 def read_samples(path) -> dict:
     """``{"samples": {uid: row}, "taken": set of uids, "pending": uids generated but never trained on}``
     from a (possibly crash-torn) sample log."""
-    from ..record import read_jsonl
-
     rows = read_jsonl(path, torn_tail="drop")
     samples = {r["uid"]: r for r in rows if "uid" in r}
     taken = {u for r in rows if "taken" in r for u in r["taken"]}
@@ -52,8 +50,7 @@ def read_samples(path) -> dict:
 
 def save_checkpoint(model, tokenizer, folder, step: int) -> Path:
     """Save to ``folder`` atomically: write ``folder``.tmp, move the old ``folder`` aside, rename, drop the old."""
-    from ..models import save
-    from ..record import atomic_write_json
+    from ..models import save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
 
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
@@ -73,10 +70,6 @@ def save_checkpoint(model, tokenizer, folder, step: int) -> Path:
 def load_checkpoint(folder):
     """The newest complete checkpoint: ``folder``, or the one moved aside if a crash hit between the two
     renames. Returns (model, tokenizer, step)."""
-    import json
-
-    from ..models import load
-
     folder = Path(folder)
     for cand in (folder, folder.with_name(folder.name + ".old")):
         if (cand / "step.json").exists():

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cost.placement_spec import Cluster, get_placement
 from ..errors import RlmLabError
+from ..placement.runtime import algo_roles, run_placement
+from .correction import check_correction
 
 ROLLOUT_FUNC = "rlm_lab.asynchrony.trl_rollout:AsyncRolloutFunc"
 NAMED = {"sync": 0, "one_step_off": 1, "async": None}
@@ -36,9 +39,6 @@ def mode_eta(mode: str):
 
 
 def mode_placement(cfg, devices: int = 2, sync: str = "object_store", rollout_devices: int = 1):
-    from ..placement.runtime import algo_roles
-    from ..cost.placement_spec import Cluster, get_placement
-
     return get_placement("disaggregated", Cluster(devices, "cpu"), algo_roles(cfg),
                          rollout_devices=rollout_devices, sync=sync)
 
@@ -62,13 +62,10 @@ def run_mode(mode: str, cfg, run_dir: str | Path, *, session=None, sync: str | N
     trainer crash (:mod:`rlm_lab.asynchrony.durable`); 0 (default) off. ``generation``: the rollout workers'
     generation options beyond TRL's (:class:`rlm_lab.asynchrony.trl_rollout.AsyncRolloutFunc`). Other keywords
     (``role_threads``, ``command``...) go to :func:`rlm_lab.placement.runtime.run_placement`."""
-    from .correction import check_correction
-
     check_correction(correction)
     eta = mode_eta(mode)
     sync = sync or ("collective" if eta == 0 else "object_store")
     placement = mode_placement(cfg, devices, sync)
-    from ..placement.runtime import run_placement
 
     return run_placement(placement, cfg, run_dir, session=session, prediction=prediction, glue=ROLLOUT_FUNC,
                          glue_kwargs={"eta": eta, "ahead": ahead, "importance": importance, "correction": correction,

@@ -45,8 +45,14 @@ from __future__ import annotations
 import time
 
 from ..compat import train_batch_size, train_sampler
+from ..placement.rollout import chunk_seed, chunks
 from ..placement.trl_rollout import PlacementRunError, RolloutFunc
+from ..placement.weights import state_for_object_store
+from . import correction
 from .buffer import StalenessBuffer, check_eta
+from .correction import check_correction, is_ratio_steps
+from .curves import curve_record, make_eval_curve
+from .durable import SampleLog, make_checkpointer
 
 
 class AsyncRolloutFunc(RolloutFunc):
@@ -54,8 +60,6 @@ class AsyncRolloutFunc(RolloutFunc):
                  bucket_bytes: int, eta: int | None = 0, ahead: int | None = None, importance: bool = True,
                  correction: str | None = None, curve: dict | None = None, spill: str | None = None,
                  checkpoint: dict | None = None, generation: dict | None = None):
-        from .correction import check_correction
-
         super().__init__(trainer, rollouts, group, sync, chunks, seed, timeout_s, bucket_bytes)
         self.correction = check_correction(correction)
         self.importance = importance and self.correction is None  # with correction TRL computes the ratio
@@ -67,7 +71,6 @@ class AsyncRolloutFunc(RolloutFunc):
         self.checkpoint = checkpoint  # {"folder", "every"}: the policy saved atomically (durable.py)
         self.spill = None
         if spill:  # every sample put and handed out, one JSON line each (survives a trainer crash)
-            from .durable import SampleLog
 
             self.spill = SampleLog(spill)
         if not self.rollouts:
@@ -91,20 +94,14 @@ class AsyncRolloutFunc(RolloutFunc):
     # ---- the trainer this glue feeds
     def attach(self, trainer) -> None:
         """Called once the trainer exists (before training): TRL's correction on, the accuracy curve."""
-        from . import correction
-
         self.trainer = trainer
         if self.correction:
             correction.enable(trainer, self.correction)
         if self.curve_spec:
-            from .curves import make_eval_curve
-
             self._curve = make_eval_curve(**self.curve_spec)
             self._curve.trainer = trainer
             trainer.add_callback(self._curve)
         if self.checkpoint:
-            from .durable import make_checkpointer
-
             cb = make_checkpointer(self.checkpoint["folder"], self.checkpoint["every"])
             cb.trainer = trainer
             trainer.add_callback(cb)
@@ -139,8 +136,6 @@ class AsyncRolloutFunc(RolloutFunc):
         else:
             import ray
 
-            from ..placement.weights import state_for_object_store
-
             self._check_loads()
             state = state_for_object_store(self.trainer.accelerator.unwrap_model(self.trainer.model))
             ref = ray.put(state)
@@ -169,8 +164,6 @@ class AsyncRolloutFunc(RolloutFunc):
 
     # ---- generation requests
     def _submit(self, b: int, chunk_ids=None) -> None:
-        from ..placement.rollout import chunk_seed, chunks
-
         prompt_ids = self.trainer.processing_class(text=self._batch(b))["input_ids"]
         slices = chunks(len(prompt_ids), self.chunks, self.trainer.num_generations)
         reqs = self.inflight.setdefault(b, [])
@@ -217,8 +210,6 @@ class AsyncRolloutFunc(RolloutFunc):
             self._submit(b, chunk_ids=todo)  # raises when no worker is left
 
     def _expected_chunks(self, b: int) -> set:
-        from ..placement.rollout import chunks
-
         return set(range(len(chunks(len(self._prompt_ids[b]), self.chunks, self.trainer.num_generations))))
 
     # ---- the rollout_func
@@ -295,13 +286,9 @@ class AsyncRolloutFunc(RolloutFunc):
                 "num_tokens": self._num_tokens()}
 
     def _is_ratio(self) -> list:
-        from .correction import is_ratio_steps
-
         return is_ratio_steps(self.trainer.state.log_history) if self.trainer is not None else []
 
     def _curve_record(self):
-        from .curves import curve_record
-
         if self._curve is None:
             return None
         return curve_record(self._curve, self.curve_spec["every"], self.curve_spec["problems"])

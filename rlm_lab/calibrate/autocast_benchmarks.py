@@ -33,12 +33,16 @@ layers' compute itself is charged by ``timing.backward_time(recompute=True)`` at
 
 from __future__ import annotations
 
+import os
 import statistics
 
+from ..cost.fitting import fit_line
+from ..cost.hardware import load_profile
+from ..host import load_average
+from ..record import RunRecord
 from .benchmarks import LAYERS_HI, _tiny_lm
 from .benchmarks import timeit as _timeit
-from ..cost.fitting import fit_line
-from ..host import load_average
+from .kernel_benchmarks import bench_attention
 
 
 def bench_matmul_autocast(device, quick, op_s, budget) -> dict:
@@ -143,8 +147,6 @@ def bench_autocast_overhead(device, budget) -> dict:
 
 def bench_autocast_and_checkpoint(device, quick, op_s, budget) -> dict:
     """The measurements above, as calibrate's ``measure_once`` stores them."""
-    from .kernel_benchmarks import bench_attention
-
     out = {"overhead": bench_checkpoint(device, budget)}
     if device == "cpu":  # on CUDA calibrate measures bf16 products directly (benchmarks.bench_matmul)
         out["matmul"] = bench_matmul_autocast(device, quick, op_s, budget)
@@ -156,8 +158,6 @@ def bench_autocast_and_checkpoint(device, quick, op_s, budget) -> dict:
 def with_autocast_terms(profile, measured: dict) -> dict:
     """``profile`` (name, path, object or dict) as a dict with :func:`bench_autocast_and_checkpoint`'s results
     in their places (matmul_curve/matmul_flops bf16 and bf16_backward, kernels.attention_bf16, overhead)."""
-    from ..cost.hardware import load_profile
-
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], **measured["overhead"]}
     if "matmul" in measured:
@@ -172,10 +172,7 @@ def with_autocast_terms(profile, measured: dict) -> dict:
 
 def record(run_dir, budget: float = 0.3):
     """:func:`bench_autocast_and_checkpoint` (CPU) into a RunRecord at ``run_dir`` (load before and after)."""
-    import os
-
-    from ..record import RunRecord
-    from .benchmarks import bench_op
+    from .benchmarks import bench_op  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_op: read at call time
 
     rec = RunRecord(run_dir, {"device": "cpu", "budget_s": budget},
                     command=f"python -m rlm_lab.calibrate.autocast_benchmarks {run_dir}", seed=0)

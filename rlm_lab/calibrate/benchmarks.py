@@ -13,7 +13,7 @@ import time
 
 from ..cost.comm import OPS, bytes_per_rank
 from ..cost.fitting import fit_line
-
+from ..parallel.launch import spawn
 
 # ---- timing helper ----------------------------------------------------------------------------------
 
@@ -200,8 +200,6 @@ def _collective_rank(rank, world, sizes, reps, device):
 
 def bench_collectives(device, quick) -> dict:
     """alpha-beta fit per op from 2 processes; the slowest rank's time counts."""
-    from ..parallel.launch import spawn
-
     backend = "nccl" if device == "cuda" else "gloo"
     world = 2
     sizes = [1024, 65536, 1 << 20] if quick else [256, 4096, 65536, 1 << 20, 8 << 20]

@@ -30,11 +30,26 @@ import os
 import statistics
 from pathlib import Path
 
-from ..errors import RlmLabError
-from ..parallel.bench.framework import (BATCH, COMPANION_DIR, DEPTHS, PP_DEPTH, SEQ,  # noqa: F401 (re-exported)
-                                       at_threads, distributed_section, spec_of, tiny)
-from ..parallel.bench.step_time import fit_framework, framework_terms  # noqa: F401 (re-exported)
 from ..cost.hardware import load_profile
+from ..errors import RlmLabError
+from ..host import machine_load
+from ..parallel.bench.framework import (  # noqa: F401 (re-exported)
+    BATCH,
+    COMPANION_DIR,
+    DEPTHS,
+    PP_DEPTH,
+    SEQ,
+    at_threads,
+    distributed_section,
+    spec_of,
+    tiny,
+)
+from ..parallel.bench.measure import run_layout
+from ..parallel.bench.step_time import fit_framework, framework_terms  # noqa: F401 (re-exported)
+from ..parallel.launch import spawn
+from ..parallel.mesh import Layout
+from ..record import atomic_write_json, provenance
+from .kernel_benchmarks import bench_attention, bench_elementwise
 
 THREADS = (1,)
 STEPS = 20
@@ -52,8 +67,7 @@ def bench_threads(threads: int, device: str = "cpu", quick: bool = False) -> dic
     """The rates a rank with ``threads`` torch threads computes at (this process, threads restored after)."""
     import torch
 
-    from .benchmarks import bench_matmul, bench_op, bench_overheads
-    from .kernel_benchmarks import bench_attention, bench_elementwise
+    from .benchmarks import bench_matmul, bench_op, bench_overheads  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_matmul: read at call time
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -79,9 +93,6 @@ def _cases():
 
 def _framework_rank(rank, world, cases, steps):
     """In each of the 2 processes: the median step of every case (run_layout, the chapter's harness)."""
-    from ..parallel.bench.measure import run_layout
-    from ..parallel.mesh import Layout
-
     out = []
     for kw, fam, layers, count in cases:
         lay = Layout(**kw)
@@ -93,8 +104,6 @@ def _framework_rank(rank, world, cases, steps):
 
 def bench_framework(steps: int = STEPS) -> list[dict]:
     """Measured points: {layout, family, layers, counted, step_s, comm} per case (rank 0's, slowest = barrier)."""
-    from ..parallel.launch import spawn
-
     cases = _cases()
     one = [c for c in cases if c[1] == "single"]  # one process (the harness alone), then the 2-process layouts
     two = [c for c in cases if c[1] != "single"]
@@ -111,8 +120,6 @@ def measure_distributed(profile, quick: bool = False) -> dict:
     """The ``distributed`` section for ``profile`` (whose collectives price the messages of the fit)."""
     import torch
 
-    from ..host import machine_load
-
     before = machine_load()
     thr = {str(n): bench_threads(n, quick=quick) for n in THREADS}
     base = load_profile(profile).to_dict()
@@ -127,8 +134,6 @@ def measure_distributed(profile, quick: bool = False) -> dict:
 
 def write_companion(profile_name: str, out: str | Path | None = None, quick: bool = False, force: bool = False) -> Path:
     """Measure the distributed section for an existing profile and write it beside it (with provenance)."""
-    from ..record import atomic_write_json, provenance
-
     prof = load_profile(profile_name)
     out = Path(out) if out else COMPANION_DIR / f"{prof.name}.json"
     if out.exists() and not force:

@@ -6,11 +6,12 @@ time model uses each). Fits are non-negative least squares (``fitting.py``).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from pathlib import Path
 
-from .benchmarks import timeit as _timeit
 from ..cost.fitting import fit_line, fit_nonneg
+from .benchmarks import timeit as _timeit
 
 
 def bench_elementwise(device, quick, budget) -> dict:
@@ -115,8 +116,6 @@ def bench_attention(device, quick, op_s, budget, autocast: bool = False) -> dict
     (q = k) and decode (q = 1) shapes. Returns ``{"curve": [[flops, FLOP/s], ...], "backward_curve":
     [[flops, FLOP/s], ...]}``: the backward's rate is its forward FLOPs over its own seconds (prefill shapes).
     """
-    import contextlib
-
     import torch
     import torch.nn.functional as Fn
 

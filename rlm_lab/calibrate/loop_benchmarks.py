@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import statistics
 
+from ..cost.fitting import fit_nonneg
+from ..cost.hardware import load_profile
+from ..cost.spec import spec_from_config
+from ..cost.timing import decode_step_time
+from ..host import load_average
+from ..record import RunRecord
 from .benchmarks import _tiny_lm
 from .benchmarks import timeit as _timeit
-from ..cost.fitting import fit_nonneg
-from ..host import load_average
 
 BATCHES = (1, 16, 64, 256)
 LAYERS = (1, 4)
@@ -56,10 +60,6 @@ def bench_generate_loop(profile, device: str = "cpu", budget: float = 0.3, new: 
     time model's prediction of the same step under ``profile``, and the NNLS fit of the residual."""
     import torch
 
-    from ..cost.hardware import load_profile
-    from ..cost.spec import spec_from_config
-    from ..cost.timing import decode_step_time
-
     prof = load_profile(profile)
     torch.manual_seed(0)
     points = []
@@ -83,8 +83,6 @@ def bench_generate_loop(profile, device: str = "cpu", budget: float = 0.3, new: 
 
 def with_loop_terms(profile, fit: dict) -> dict:
     """``profile`` (name, path or object) as a dict with the fitted loop terms added to its overheads."""
-    from ..cost.hardware import load_profile
-
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], "generate_loop_base_s": fit["generate_loop_base_s"],
                      "generate_loop_row_s": fit["generate_loop_row_s"]}
@@ -93,8 +91,6 @@ def with_loop_terms(profile, fit: dict) -> dict:
 
 def record(run_dir, profile: str = "cpu-2core-epyc", budget: float = 0.3):
     """Run :func:`bench_generate_loop` into a RunRecord at ``run_dir`` (load before and after recorded)."""
-    from ..record import RunRecord
-
     rec = RunRecord(run_dir, {"profile": str(profile), "batches": BATCHES, "layers": LAYERS, "prompt": PROMPT,
                               "budget_s": budget},
                     command=f"python -m rlm_lab.calibrate.loop_benchmarks {run_dir}", seed=0)

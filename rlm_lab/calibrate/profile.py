@@ -51,11 +51,16 @@ import statistics
 import sys
 from pathlib import Path
 
-from ..cost.hardware import HARDWARE_DIR, profile_from_dict, save_profile
-from ..host import machine_load
+from ..cost.hardware import HARDWARE_DIR, load_profile, profile_from_dict, save_profile
 from ..cost.spread import HEADLINES, spread_summary
 from ..device import cpu_name, default_name
 from ..errors import RlmLabError
+from ..host import machine_load
+from ..record import provenance
+from .autocast_benchmarks import bench_autocast_and_checkpoint
+from .dist_benchmarks import measure_distributed
+from .kernel_benchmarks import bench_attention, bench_elementwise, bench_logprob_head, bench_weight_stream
+from .step_benchmarks import KEYS, bench_trl_step
 
 REPO = HARDWARE_DIR.parents[1]
 
@@ -158,8 +163,7 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     """One pass of every micro-benchmark: the measured part of a profile."""
     import torch
 
-    from .benchmarks import bench_bandwidth, bench_collectives, bench_matmul, bench_op, bench_overheads
-    from .kernel_benchmarks import bench_attention, bench_elementwise, bench_logprob_head, bench_weight_stream
+    from .benchmarks import bench_bandwidth, bench_collectives, bench_matmul, bench_op, bench_overheads  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_bandwidth: read at call time
 
     # seconds per timed benchmark: a GPU kernel takes microseconds to milliseconds, so 0.1 s is still hundreds of
     # repeats; 0.5 s on CUDA made one pass of every benchmark take over half a minute
@@ -170,13 +174,11 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     bw = bench_bandwidth(device, quick, budget)
     overhead = bench_overheads(device, quick, budget)
     if device == "cpu" and not quick:  # TRL's per-step bookkeeping on a real GRPOTrainer (~30 s; step_benchmarks.py)
-        from .step_benchmarks import KEYS, bench_trl_step
 
         trl = bench_trl_step(device)
         overhead.update({k: trl[k] for k in KEYS})
     autocast = None
     if not quick:  # bf16 autocast (CPU) and gradient checkpointing, TRL's defaults (autocast_benchmarks.py)
-        from .autocast_benchmarks import bench_autocast_and_checkpoint
 
         autocast = bench_autocast_and_checkpoint(device, quick, op_s, 0.4 * budget)  # ~1 min a repeat
         overhead.update(autocast["overhead"])
@@ -207,8 +209,6 @@ def calibrate(out: str | Path | None = None, quick: bool = False, device: str = 
     Refuses to overwrite an existing profile unless ``force``; returns the profile's path."""
     import torch
 
-    from ..record import provenance
-
     if device == "cuda" and not torch.cuda.is_available():
         raise RlmLabError("--device cuda asked for, but torch sees no CUDA device; use --device cpu")
     repeats = repeats or (1 if quick else 5)
@@ -235,7 +235,6 @@ def calibrate(out: str | Path | None = None, quick: bool = False, device: str = 
     }
     profile_from_dict(profile, where=name)
     if device == "cpu" and collectives and not quick:  # once, after the repeats (~2 min; dist_benchmarks.py)
-        from .dist_benchmarks import measure_distributed
 
         profile["distributed"] = measure_distributed(profile)
     return save_profile(profile, out)
@@ -266,7 +265,6 @@ def _run(args) -> int:
         raise RlmLabError(f"--max-load must be a positive number, got {args.max_load}")
     path = calibrate(args.out, args.quick, args.device, not args.no_collectives, args.name, args.repeats,
                      args.max_load, args.allow_busy, args.force)
-    from ..cost.hardware import load_profile
 
     prof = load_profile(path)
     o = prof.overhead

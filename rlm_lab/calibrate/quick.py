@@ -32,7 +32,10 @@ import os
 import statistics
 import sys
 
-from ..host import key_differences, key_of_provenance, machine_load
+from ..cost import load_profile
+from ..cost.cli import predict_from_config
+from ..cost.hardware import _interp
+from ..host import key_differences, key_of_provenance, machine_key, machine_load
 
 BUDGET_S = 0.08  # per shape: warm-up + at least 3 repeats, about 2 s in all
 ROUND_BUDGET_S = BUDGET_S / 2  # per shape in each round of the repeated check (3 rounds at least: about 3 s)
@@ -61,8 +64,7 @@ def matched_threads(profile) -> int:
 def quick_check(profile, budget_s: float = BUDGET_S) -> dict:
     """This machine's micro-benchmark rates against ``profile``'s (a :class:`rlm_lab.cost.HardwareProfile`):
     ``{"ratios": {quantity: here / profile}, "median": ..., "n": ...}``; products by FLOP count, ``memory``."""
-    from ..cost.hardware import _interp
-    from .benchmarks import bench_bandwidth, bench_matmul, bench_op
+    from .benchmarks import bench_bandwidth, bench_matmul, bench_op  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_bandwidth: read at call time
 
     with _threads(matched_threads(profile)):
         op_s = bench_op("cpu", budget_s)
@@ -105,8 +107,6 @@ def step_error(profile, ratio: float, config: dict | None = None) -> float:
     profile's rates (above 1: faster) and whose per-call costs are the profile's: predicted / true - 1, for the
     default ``rlm-lab predict`` workload (or ``config``). The kernel ratio alone overstates it by the share of
     the step that is not kernels."""
-    from ..cost.cli import predict_from_config
-
     d = profile.to_dict()
     ins = dict(d.get("insitu") or {})
     kf, kb, kbb = profile.kernel_factor, profile.product_factor("bf16"), profile.product_factor("bf16_backward")
@@ -125,7 +125,6 @@ def machine_line(profile, check: bool = False, key: dict | None = None, run_chec
     the keys match. None when there is nothing to say (a datasheet profile, or matching keys without ``check``)."""
     if profile.kind != "calibrated" or not profile.provenance:
         return None
-    from ..host import machine_key
 
     theirs = key_of_provenance(profile.provenance)
     key = key or machine_key()
@@ -158,8 +157,6 @@ def machine_line(profile, check: bool = False, key: dict | None = None, run_chec
 def warn_machine(profile_name, check: bool = False, say=None) -> str | None:
     """Print :func:`machine_line` for the profile named ``profile_name`` as one ``rlm-lab: WARNING:`` line (or, for
     a match that ``check`` asked about, a note); returns the line."""
-    from ..cost import load_profile
-
     prof = load_profile(profile_name)
     line = machine_line(prof, check)
     if line:

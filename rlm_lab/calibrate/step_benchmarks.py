@@ -30,7 +30,15 @@ import tempfile
 from pathlib import Path
 
 from ..cost.fitting import fit_nonneg
+from ..cost.hardware import load_profile
 from ..host import load_average
+from ..models.tokenizer import char_tokenizer
+from ..models.zoo import ZooSpec, make_config, save
+from ..record import RunRecord
+from ..tasks import ensure_data, parse_task
+from ..train.config import RunConfig
+from ..train.rl import make_trainer
+from ..train.tracer import trace
 
 BATCHES = (16, 64)   # completions per optimizer step (G = 4)
 LAYERS = (1, 4)      # parameter tensors: 1 + 9 L + 2 (embedding, norms, head)
@@ -46,9 +54,6 @@ def _tiny_model_dir(layers: int, folder: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..models.tokenizer import char_tokenizer
-    from ..models.zoo import ZooSpec, make_config, save
-
     tok = char_tokenizer()
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(make_config(ZooSpec(16, layers, 2, 2, 32), len(tok)), dtype=torch.float32)
@@ -61,11 +66,6 @@ def trl_step_other(layers: int, batch: int, folder: Path, steps: int = STEPS, wa
     minus the traced stages), the median step wall and the policy's parameter tensors."""
     import torch
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    from ..tasks import ensure_data, parse_task
-    from ..train.config import RunConfig
-    from ..train.rl import make_trainer
-    from ..train.tracer import trace
 
     task = parse_task(TASK)
     cfg = RunConfig(algo="grpo", task=TASK, model="nano", size="smoke", seed=0, rl_steps=steps, batch_size=batch,
@@ -103,8 +103,6 @@ def bench_trl_step(device: str = "cpu") -> dict:
 
 def with_trl_step_terms(profile, fit: dict) -> dict:
     """``profile`` (name, path, object or dict) as a dict with the fitted bookkeeping terms in its overheads."""
-    from ..cost.hardware import load_profile
-
     d = load_profile(profile).to_dict() if not isinstance(profile, dict) else dict(profile)
     d["overhead"] = {**d["overhead"], **{k: float(fit[k]) for k in KEYS}}
     return d
@@ -114,8 +112,6 @@ def record(run_dir, repeats: int = 3):
     """:func:`bench_trl_step` ``repeats`` times into a RunRecord at ``run_dir`` (median of each point's
     ``other`` over the repeats, then the fit; load before and after recorded). Run it under
     ``flock -x /tmp/rlm-lab-measure.lock`` when the record is to be committed."""
-    from ..record import RunRecord
-
     rec = RunRecord(run_dir, {"batches": BATCHES, "layers": LAYERS, "group": GROUP, "length": LENGTH,
                               "steps": STEPS, "warmup": WARMUP, "repeats": repeats},
                     command=f"python -m rlm_lab.calibrate.step_benchmarks {run_dir}", seed=0)

@@ -37,9 +37,34 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ..errors import RlmLabError, number_arg
+from ..records.files import json_text
+from .assumed import apply_assumptions, assumption_lines, fitted_assumptions, parse_assume
+from .cli import (
+    DEFAULTS,
+    add_run_flags,
+    check_inputs,
+    hardware_line,
+    load_config,
+    require_workload,
+    run_workload,
+    shipped_model,
+)
+from .hardware import load_profile
+from .lora import lora_from
+from .modes import MODE_HELP, MODES, check_mode
+from .placement import (
+    GIB,
+    PlacementPrediction,
+    _Predictor,
+    check_offline_mode,
+    cluster_profile,
+    cluster_topology,
+    predict_placement,
+    set_cost,
+)
+from .placement_config import cluster_from
 from .placement_spec import Cluster, Placement, ResourceSet, enumerate_groupings, roles_for
-from .placement import GIB, PlacementPrediction, _Predictor, check_offline_mode, cluster_profile, cluster_topology, \
-    predict_placement, set_cost
+from .units import _bytes, _seconds
 from .validated import VALIDATION_FILE, validated_error  # noqa: F401 - re-exported (predict prints it too)
 from .workload import offline_group_size, workload_from_dict
 
@@ -211,8 +236,6 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     """Enumerate, price and rank placements x modes (module docstring). ``modes``: execution modes to rank
     (modes.MODES); ``eta``: the staleness bound of ``stale`` (default 2) and ``async`` (default unbounded).
     Raises RlmLabError when nothing fits."""
-    from .modes import check_mode
-
     if isinstance(cluster, int) and not isinstance(cluster, bool):
         cluster = Cluster(cluster)
     if not isinstance(cluster, Cluster):
@@ -230,12 +253,10 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
     if not mode_etas:
         raise RlmLabError("advise needs at least one mode")
     wl = workload if workload is not None and not isinstance(workload, dict) else workload_from_dict(workload or {})
-    from .hardware import load_profile
 
     pr = _Predictor(model, algo, wl, cluster_profile(load_profile(profile), cluster), critic, reward_model, beta)
     for mm, _ in mode_etas:
         check_offline_mode(pr.alg, mm)
-    from .lora import lora_from
 
     lora = lora_from(lora)
     capacity = (cluster.memory_per_device_gib * GIB if cluster.memory_per_device_gib else float(pr.prof.memory_bytes))
@@ -332,8 +353,6 @@ def describe_workload(wl) -> str:
 
 
 def format_advice(advice: Advice, k: int = 5) -> str:
-    from .units import _bytes, _seconds
-
     c = advice.cluster
     best = advice.ranked[0].step_s
     top = advice.top(k)
@@ -364,8 +383,6 @@ def format_advice(advice: Advice, k: int = 5) -> str:
 
 # ---- the command ---------------------------------------------------------------------------------
 def register(subparsers) -> None:
-    from .modes import MODE_HELP
-
     p = subparsers.add_parser("advise", help="rank placements x modes of the RL models on a cluster by predicted step "
                                              "time",
                               description="Enumerate placements (groupings of the models into sets x device "
@@ -409,7 +426,6 @@ def register(subparsers) -> None:
     p.add_argument("--from", dest="from_", metavar="FRAMEWORK:CONFIG",
                    help="advise one change (split, mode, eta, TP) to a verl, openrlhf, trl, nemo-rl, areal or slime config")
     p.add_argument("--precision", help="fp32 | bf16-mixed | bf16")
-    from .cli import add_run_flags
 
     add_run_flags(p, tp=False)
     p.set_defaults(func=run)
@@ -417,8 +433,6 @@ def register(subparsers) -> None:
 
 def parse_modes(text: str) -> tuple:
     """``--mode``: ``all`` or a comma-separated list of modes.MODES (``-`` read as ``_``)."""
-    from .modes import MODES, check_mode
-
     if str(text).strip().lower() == "all":
         return MODES
     out = tuple(check_mode(m, None)[0] for m in str(text).split(",") if m.strip())
@@ -428,10 +442,6 @@ def parse_modes(text: str) -> tuple:
 
 
 def run(args) -> int:
-    from .assumed import apply_assumptions, fitted_assumptions, parse_assume
-    from .cli import DEFAULTS, check_inputs, hardware_line, load_config
-    from .placement_config import cluster_from
-
     cfg = load_config(args.config) if args.config else {}
     for key in ("model", "algorithm", "hardware", "lora", "critic"):
         if getattr(args, key, None) is not None:
@@ -456,7 +466,6 @@ def run(args) -> int:
             wl[key] = getattr(args, key)
     if args.response_len is not None:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
-    from .cli import require_workload, run_workload, shipped_model
 
     wl = run_workload(args, wl)
     wl = offline_group_size(cfg.get("algorithm"), wl) if wl else wl
@@ -482,15 +491,11 @@ def run(args) -> int:
                  reward_model=cfg.get("reward_model"), beta=cfg.get("beta"), modes=modes, eta=eta, max_ep=args.max_ep,
                  max_pp=args.max_pp, hsdp=args.hsdp, max_sp=args.max_sp)
     if args.json:
-        from ..records.files import json_text
-
         print(json_text({"considered": adv.considered, "dropped": adv.dropped, "modes": list(adv.modes),
                          "hardware": prof.name, "workload": adv.workload.to_dict(), "tie_rule": TIE_RULE,
                          "validated_error": validated_error(fitted=args.fitted),
                          "ranked": [pp.to_dict() for pp in adv.top(args.top)]}))
     else:
-        from .assumed import assumption_lines
-
         lines = [hardware_line(cfg, given_hw), describe_workload(adv.workload), validated_error(fitted=args.fitted),
                  format_advice(adv, args.top)]
         lines += [f"assumed: {a}" for a in sorted({a for pp in adv.top(args.top) for a in pp.assumptions})]

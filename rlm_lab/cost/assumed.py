@@ -10,12 +10,15 @@ alpha = 0): a conclusion that changes with it leans on the assumption (issue 12 
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Callable
 
 from ..errors import RlmLabError
+from .engine import engine_step_overhead
 from .hardware import HardwareProfile, load_profile
+from .units import _bytes
 
 # The named assumptions a user can override (``assume:`` in a predict config, ``--assume NAME=VALUE``): name ->
 # (where it lives in a profile, what it means). Each is a round figure in the datasheet profiles (their ``notes``);
@@ -40,8 +43,6 @@ def fitted_assumptions(profile, path: Path = FIT_FILE) -> dict:
     """{eta_F: value, ...}: the efficiencies of ``data/published/fit.json`` as named assumptions (``--fitted``).
     They scale a datasheet profile's peaks, as the fit did; a calibrated profile, no fit, or a damaged one is one
     error line."""
-    import json
-
     prof = load_profile(profile)
     if prof.kind != "datasheet":
         raise RlmLabError(f"--fitted scales a datasheet profile's peaks as the published fit did; {prof.name} is "
@@ -172,8 +173,6 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
             lines.append(f"assumed: TRL per-step bookkeeping {vals} (round figures of a CPU host, not measured on "
                          f"this device){moved(_variant(prof, overhead=zeroed))}")
         if engine:
-            from .engine import engine_step_overhead
-
             t = engine_step_overhead(prof)
             lines.append(f"assumed: a serving engine's host cost per decode step engine_step_s={_fmt_s(t)} (CUDA-graph "
                          f"replay, vLLM V1; a round figure){moved(_variant(prof, overhead=prof.overhead | {'engine_step_s': 0.0}))}")
@@ -185,8 +184,6 @@ def assumption_lines(profile, step: Callable[[HardwareProfile], float] | None = 
                          f"{moved(_variant(prof, efficiency={'matmul': 1.0, 'attention': 1.0, 'memory': 1.0}))}")
         net = prof.network
         if net:
-            from .units import _bytes
-
             lines.append(f"assumed: nodes of {net.get('devices_per_node')} devices, a network card of "
                          f"{_bytes(net.get('bandwidth', 0))}/s per device at eta_N={eff.get('network', 1.0):g}, "
                          f"{prof.network_alpha() * 1e6:g} us per ring step across nodes, host link "

@@ -26,12 +26,27 @@ called without the entry point, and for ``advise``, it is the committed profile 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from ..errors import RlmLabError
-from .units import _bytes, _count, _seconds, _si  # noqa: F401 - the report formats
+import yaml
 
-from .hardware import CPU_PROFILE
+from ..errors import RlmLabError
+from ..models.zoo import ZOO
+from ..records.files import json_text
+from .assumed import apply_assumptions, assumption_lines, fitted_assumptions, parse_assume
+from .hardware import CPU_PROFILE, load_profile
+from .lora import lora_params
+from .mode_memory import mode_memory, mode_memory_line
+from .modes import check_mode
+from .placement import predict_placement
+from .placement_config import format_placement, predict_placement_from_config
+from .predict import predict
+from .spec import model_spec
+from .table9 import table9_rows
+from .units import _bytes, _count, _seconds, _si  # noqa: F401 - the report formats
+from .validated import validated_error
+from .workload import Workload, offline_group_size
 
 CONFIG_KEYS = ("model", "algorithm", "hardware", "beta", "critic", "reward_model", "workload", "brent_p", "lora",
                "placement", "cluster", "mode", "eta", "assume")
@@ -41,8 +56,6 @@ DEFAULTS = {"model": "micro", "algorithm": "grpo", "hardware": CPU_PROFILE}
 def hardware_line(cfg: dict, given: bool, origin: dict | None = None) -> str:
     """One line naming the hardware profile a report used, whether it is the default (issue 21 item 5) and,
     with ``origin`` (``rlm_lab.insitu.this_machine.origin``, given by the entry point), whose machine it is."""
-    from .hardware import load_profile
-
     prof = load_profile(cfg["hardware"])
     if origin is not None:
         k = origin.get("machine_key") or {}
@@ -57,8 +70,6 @@ def hardware_line(cfg: dict, given: bool, origin: dict | None = None) -> str:
 
 def load_config(path) -> dict:
     """Read a predict config; a folder, binary or malformed YAML, a model config.json and unknown keys are named."""
-    import yaml
-
     p = Path(path)
     if p.is_dir():
         raise RlmLabError(f"config {path} is a folder; pass a predict config YAML (see configs/predict/)")
@@ -83,13 +94,10 @@ def load_config(path) -> dict:
 
 def check_inputs(cfg: dict) -> None:
     """What the cost model cannot catch itself: a finite beta >= 0, no more devices than sequences, Brent's p."""
-    import math
-
     beta = cfg.get("beta")
     if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float))
                              or not math.isfinite(beta) or beta < 0):
         raise RlmLabError(f"beta must be a finite number >= 0 (0 drops the reference model), got {beta!r}")
-    from .workload import Workload
 
     wl = cfg.get("workload") or {}
     if isinstance(wl, dict) and any(k in wl for k in WORKLOAD_GIVEN):  # none given: refused as missing instead
@@ -120,9 +128,6 @@ def check_inputs(cfg: dict) -> None:
 
 
 def predict_from_config(cfg: dict):
-    from .assumed import apply_assumptions
-    from .predict import predict
-
     cfg = DEFAULTS | {k: v for k, v in cfg.items() if v is not None}
     return predict(cfg["model"], cfg["algorithm"], cfg.get("workload") or {},
                    apply_assumptions(cfg["hardware"], cfg.get("assume")),
@@ -137,8 +142,6 @@ def format_prediction(pred, brent_p=(1, 2, 4, 8)) -> str:
              f"n = {wl.prompts}x{wl.group_size} sequences, P = {wl.prompt_len}, {wl.precision}, "
              f"{wl.devices} device(s) of {prof.name} [{prof.kind}]"]
     if getattr(pred, "lora", None):
-        from .lora import lora_params
-
         lines.append(f"LoRA r={pred.lora.rank} on {', '.join(pred.lora.targets)}: "
                      f"{_count(lora_params(pred.spec, pred.lora))} trainable params (base frozen, no reference copy)")
     head = f"{'stage':<15}{'model':<11}{'FLOPs':>11}{'bytes':>11}{'memory':>11}{'time':>11}{'calls':>7}" \
@@ -194,8 +197,6 @@ def run_workload(args, wl: dict) -> dict:
 def shipped_model(name):
     """``--model qwen2.5-7b``: a model config shipped in configs/models/ by its short name (a zoo name or a path
     is left as it is)."""
-    from ..models.zoo import ZOO
-
     if not isinstance(name, str) or name in ZOO or Path(name).exists():
         return name
     p = Path(__file__).resolve().parents[2] / "configs" / "models" / f"{name}.config.json"
@@ -229,9 +230,6 @@ def require_workload(cfg: dict, command: str) -> None:
     toy too): neither tool prices a default workload (the toy one, 8 prompts x 4 with 8-token prompts, that the
     Python API's ``predict`` keeps for chapters 1-3, is no run's). A workload is given when a config's workload: or
     the flags set any of prompts, group_size, prompt_len, response."""
-    from .hardware import load_profile
-    from .spec import model_spec
-
     wl = cfg.get("workload") or {}
     model_spec(cfg.get("resolved_model") or cfg.get("model") or DEFAULTS["model"])   # a bad model file is named first
     if isinstance(cfg.get("hardware"), str):
@@ -245,9 +243,6 @@ def require_workload(cfg: dict, command: str) -> None:
 def validated_line(cfg: dict) -> str:
     """The validated error band that applies to a prediction's regime: the published GPU-cluster validation for a
     GPU profile, none for a CPU one (chapters 2-3 compare CPU predictions with measurements case by case)."""
-    from .hardware import load_profile
-    from .validated import validated_error
-
     if not load_profile(cfg.get("hardware") or DEFAULTS["hardware"]).overlap_overhead:   # placement_config's GPU test
         return ("validated error: none applies to a CPU profile's prediction (the published validation is of GPU "
                 "clusters; chapters 2-3 compare CPU predictions with their measurements)")
@@ -302,9 +297,6 @@ def register(subparsers) -> None:
 
 def mode_inputs(cfg: dict, args) -> None:
     """``--mode``, ``--eta`` and ``--assume`` into the config, checked before any work (one line each)."""
-    from .assumed import apply_assumptions, fitted_assumptions, parse_assume
-    from .modes import check_mode
-
     for key in ("mode", "eta"):
         if getattr(args, key, None) is not None:
             cfg[key] = getattr(args, key)
@@ -338,7 +330,6 @@ def run(args) -> int:
         wl["response"] = {"kind": "fixed", "length": args.response_len}
     if args.trl_defaults:
         wl.update(autocast=True, gradient_checkpointing=True)
-    from .workload import offline_group_size
 
     cfg["workload"] = offline_group_size(cfg.get("algorithm"), run_workload(args, wl))
     given_model = cfg.get("model")
@@ -367,8 +358,6 @@ def run(args) -> int:
         return _run_placement(DEFAULTS | {k: v for k, v in cfg.items() if v is not None}, args.json, given_hw, origin,
                               getattr(args, "table9", False))
     pred = predict_from_config(cfg)
-    from .assumed import assumption_lines
-    from .predict import predict
 
     step = None
     if pred.fits:
@@ -377,8 +366,6 @@ def run(args) -> int:
                            reward_model=cfg.get("reward_model"), lora=pred.lora).total_time
     assumed = assumption_lines(pred.profile, step, engine=pred.workload.engine == "continuous")
     if args.json:
-        from ..records.files import json_text
-
         print(json_text(pred.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})))
     else:
         head, _, rest = format_prediction(pred, tuple(cfg.get("brent_p", (1, 2, 4, 8)))).partition("\n")
@@ -392,20 +379,12 @@ def _dry_run(cfg: dict) -> None:
     if cfg.get("placement") is None:
         predict_from_config(cfg)
     else:
-        from .placement_config import predict_placement_from_config
-
         predict_placement_from_config(DEFAULTS | {k: v for k, v in cfg.items() if v is not None})
 
 
 def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict | None = None,
                    table9: bool = False) -> int:
     """``predict`` with a placement: per-set times, exposed sync and reshard, memory per set (placement.py)."""
-    from .assumed import assumption_lines
-    from .placement import predict_placement
-    from .placement_config import format_placement, predict_placement_from_config
-
-    from .assumed import apply_assumptions
-
     pp = predict_placement_from_config(cfg)
     step = None
     if pp.fits:
@@ -417,18 +396,13 @@ def _run_placement(cfg: dict, as_json: bool, given_hw: bool = True, origin: dict
     assumed = [f"assumed: {a}" for a in pp.assumptions]
     assumed += assumption_lines(apply_assumptions(cfg["hardware"], cfg.get("assume")), step,
                                 engine=pp.workload.engine == "continuous")
-    from .mode_memory import mode_memory, mode_memory_line
 
     extra = mode_memory(pp, pp.mode, cfg["model"])
     mem = [mode_memory_line(extra, pp.mode)] if any(m.shadow or m.reshard for m in extra.values()) else []
     rows = {}
     if table9 and pp.fits:
-        from .table9 import table9_rows
-
         rows = table9_rows(pp)
     if as_json:
-        from ..records.files import json_text
-
         print(json_text(pp.to_dict() | {"assumed": assumed} | ({"profile_origin": origin} if origin else {})
                         | ({"table9_s": rows} if rows else {})
                         | {"mode_memory_bytes": {k: {"shadow": m.shadow, "reshard": m.reshard, "total": m.total,

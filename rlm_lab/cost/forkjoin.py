@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..errors import RlmLabError
 from .longtail import expected_order_statistic, pmf
+from .timing import generate_time
 from .workdepth import WorkDepth
 
 
@@ -55,8 +56,6 @@ def latency(spec, profile, prompt_len: int, outline: int, bodies, join: int, hea
             dtype: str = "fp32", dtype_bytes: int = 4) -> dict:
     """Predicted seconds of one fork-join trace decoded alone: the outline call (one row), the branch call
     (one row per branch, prompt + outline + header), the join call (one row, prompt + the whole trace)."""
-    from .timing import generate_time
-
     bodies = list(bodies)
     fork_join_dag(outline, bodies, join)  # checks the counts
     kw = dict(dtype=dtype, dtype_bytes=dtype_bytes)
@@ -69,8 +68,6 @@ def latency(spec, profile, prompt_len: int, outline: int, bodies, join: int, hea
 
 def sequential_latency(spec, profile, prompt_len: int, length: int, dtype: str = "fp32", dtype_bytes: int = 4) -> float:
     """Predicted seconds of one sequential trace decoded alone (one ``generate`` call)."""
-    from .timing import generate_time
-
     return generate_time(spec, profile, prompt_len, [_tokens(length, "a sequential trace's length")], dtype=dtype,
                          dtype_bytes=dtype_bytes)
 

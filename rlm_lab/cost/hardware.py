@@ -63,10 +63,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..device import gpu_profile
 from ..errors import RlmLabError
+from ..record import atomic_write_json
+from ..records.portable import portable
+from ..sizes import check_size
 
 HARDWARE_DIR = Path(__file__).resolve().parents[2] / "data" / "hardware"
 # The calibrated profile of the machine the committed cpu runs were made on; $RLM_CPU_PROFILE points
@@ -267,8 +271,6 @@ class HardwareProfile:
         return ops[op] | {"world": self.collectives.get("world", 2)}
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
@@ -293,9 +295,6 @@ def profile_for(size: str):
     """The hardware profile predictions at ``size`` use: the calibrated CPU profile for smoke/cpu; for gpu
     ``$RLM_GPU_PROFILE``, else a calibrated profile of this GPU if one was written, else its datasheet
     (:func:`rlm_lab.device.gpu_profile`, which asks torch; this module imports none)."""
-    from ..device import gpu_profile
-    from ..sizes import check_size
-
     if check_size(size) != "gpu":
         return CPU_PROFILE
     if os.environ.get("RLM_GPU_PROFILE"):
@@ -390,9 +389,6 @@ def profile_of_machine(hardware: dict, check=None, folder: Path = HARDWARE_DIR) 
 
 
 def save_profile(profile: HardwareProfile | dict, path) -> Path:
-    from ..record import atomic_write_json
-    from ..records.portable import portable
-
     d = portable(profile.to_dict() if isinstance(profile, HardwareProfile) else profile)  # no machine paths
     profile_from_dict(d, where=str(path))  # never write a profile we could not read back
     return atomic_write_json(path, d)

@@ -42,8 +42,10 @@ without raising it (so it hides in the baseline): compare in a fresh process per
 
 from __future__ import annotations
 
+from ..compare import relative_error
 from ..stages import Stage
 from . import memory as M
+from .spec import scalar_head
 
 FP32 = 4
 GENERATE, TRAIN = Stage.GENERATE.value, (Stage.ACTOR_FORWARD.value, Stage.ACTOR_BACKWARD.value)
@@ -75,8 +77,6 @@ def training_bytes(spec, rows: int, seq_len: int, logit_tokens: int, dtype_bytes
 def stage_peaks(pred, checkpointing: bool = False) -> dict[str, dict]:
     """``{stage: {term: bytes, ..., "total": bytes}}`` for every predicted stage (prefill and decode joined
     as ``generate``); each total includes the model states held (:attr:`Prediction.persistent`)."""
-    from .spec import scalar_head
-
     wl, spec, db = pred.workload, pred.spec, pred.workload.dtype_bytes
     P, R = wl.prompt_len, int(wl.response.length)
     seq, rows, micro = P + R, wl.gen, wl.micro
@@ -113,8 +113,6 @@ def stage_peaks(pred, checkpointing: bool = False) -> dict[str, dict]:
 def peak_rows(record, pred, baseline: int, checkpointing: bool = False) -> list[dict]:
     """Per measured stage: predicted peak (``baseline`` + :func:`stage_peaks`) against the tracer's peak
     RSS, and the part above the baseline alone (``transient_*``). ``record`` is a traced run record."""
-    from ..compare import relative_error
-
     stages = record.results["trace"]["stages"]
     peaks = stage_peaks(pred, checkpointing)
     floor = retained_floor(pred.profile, peaks)

@@ -6,10 +6,12 @@ The prediction itself is :func:`rlm_lab.cost.placement.predict_placement`.
 from __future__ import annotations
 
 from ..errors import RlmLabError
-from .placement_spec import Cluster, Placement, get_placement, placement_from_dict
 from ..stages import STAGE_ORDER, Stage
+from .assumed import apply_assumptions
 from .hardware import load_profile
-from .placement import GIB, PlacementPrediction, _Predictor, predict_placement
+from .placement import GIB, PlacementPrediction, _Predictor, cluster_profile, predict_placement
+from .placement_spec import Cluster, Placement, get_placement, placement_from_dict
+from .units import _bytes, _seconds
 
 S = Stage
 
@@ -21,8 +23,6 @@ def _order(stage) -> int:
 
 def format_placement(pp: PlacementPrediction) -> str:
     """Text report: one line per set, the phases, step time, reason; "DOES NOT FIT" with the numbers."""
-    from .units import _bytes, _seconds
-
     lines = [f"placement {pp.placement.name}: {pp.placement.describe()}  ({pp.algo.name}, {pp.profile_name})"]
     for s in pp.sets:
         st = ", ".join(f"{k} {_seconds(v)}" for k, v in sorted(s.stages.items(), key=lambda kv: _order(kv[0])))
@@ -91,9 +91,6 @@ def placement_from(value, cluster: Cluster, algo) -> Placement:
 def predict_placement_from_config(cfg: dict) -> PlacementPrediction:
     """The ``placement:`` path of ``rlm-lab predict`` (cfg already has the CLI's defaults; ``mode``/``eta`` the
     execution mode, modes.py)."""
-    from .assumed import apply_assumptions
-    from .placement import cluster_profile
-
     prof = apply_assumptions(cfg["hardware"], cfg.get("assume"))
     wl = cfg.get("workload") or {}
     cluster = cluster_from(cfg.get("cluster"), prof, wl.get("devices") if isinstance(wl, dict) else None)

@@ -54,7 +54,9 @@ from ..errors import RlmLabError
 from ..stages import Stage
 from . import flops as F
 from . import memory as M
-from .comm import Layout, collective_time, layer_comm_time
+from .assumed import trl_step_terms
+from .comm import Layout, Topology, collective_time, layer_comm_time
+from .engine import AUTO_MEMORY_FRACTION, Engine, EngineInfo, EngineRun, arrival_order, kv_capacity, vllm_defaults
 from .hardware import HardwareProfile, load_profile
 from .lora import Lora, lora_forward_flops, lora_from, lora_params, lora_tensors
 from .spec import ModelSpec, model_spec, scalar_head
@@ -200,8 +202,6 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
     critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
     rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
     if layout is None:
-        from .comm import Topology
-
         layout = Layout(dp_nodes=Topology(prof.devices_per_node).nodes(0, wl.devices))
     return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec, lora_from(lora), layout).run()
 
@@ -373,8 +373,6 @@ class _Assembler:
     def bookkeeping(self) -> float:
         """TRL's bookkeeping of one iteration: per optimizer step, base + rows x row + trainable tensors x tensor
         (``step_benchmarks``); the profile's measured terms, else (datasheet) the assumed ones."""
-        from .assumed import trl_step_terms
-
         base, row, tensor = trl_step_terms(self.prof)
         steps = self.wl.epochs * self.wl.minibatches
         tensors = lora_tensors(self.spec, self.lora) if self.lora else self.spec.param_tensors
@@ -439,9 +437,6 @@ class _Assembler:
         memory pool (the workload's fraction of the device, or 0.9 of it less what the other models hold), the KV
         capacity left in it, and the drained batch's prefill and decode; ZeRO-3 gathers the weights once per step
         to refresh the engine's copy."""
-        from .engine import AUTO_MEMORY_FRACTION, Engine, EngineInfo, EngineRun, arrival_order, kv_capacity, \
-            vllm_defaults
-
         spec, wl, prof, P, lay = self.spec, self.wl, self.prof, self.wl.prompt_len, self.layout
         capacity = float(lay.capacity or prof.memory_bytes)
         held = float(lay.held if lay.held is not None else self.persistent.total)

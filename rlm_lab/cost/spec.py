@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import RlmLabError, read_input_text
+from ..models.tokenizer import ALPHABET, SPECIALS
+from ..models.zoo import ZOO
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,6 @@ def scalar_head(spec: ModelSpec) -> ModelSpec:
 
 def _zoo_spec(name: str) -> ModelSpec:
     """A zoo model's spec from the zoo table, without importing transformers (keeps the CLI fast)."""
-    from ..models.tokenizer import ALPHABET, SPECIALS
-    from ..models.zoo import ZOO
-
     z = ZOO[name]
     cfg = dict(model_type=z.arch, vocab_size=len(SPECIALS) + len(ALPHABET), hidden_size=z.hidden,
                num_hidden_layers=z.layers, num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
@@ -252,8 +251,6 @@ def model_spec(model) -> ModelSpec:
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (str, Path)):
-        from ..models.zoo import ZOO
-
         if str(model) in ZOO:
             return _zoo_spec(str(model))
         path = Path(model)

@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 
 from .hardware import HARDWARE_DIR, HardwareProfile, load_profile
+from .predict import predict
 
 CALIBRATIONS_DIR = HARDWARE_DIR / "calibrations"
 
@@ -90,8 +91,6 @@ def bound_profiles(profile) -> tuple[HardwareProfile, HardwareProfile]:
 def predict_interval(model, algo="grpo", workload=None, profile="cpu-2core-epyc", **kw) -> dict:
     """{"low", "median", "high"} predicted seconds of one iteration (``predict``'s arguments), the ends
     from the calibration's interquartile range (module docstring); low == high without a spread."""
-    from .predict import predict
-
     fast, slow = bound_profiles(profile)
     mid = predict(model, algo, workload, load_profile(profile), **kw).total_time
     return {"low": predict(model, algo, workload, fast, **kw).total_time, "median": mid,

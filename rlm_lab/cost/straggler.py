@@ -28,6 +28,8 @@ against the closed form of the maximum of exponential sums and against brute-for
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import RlmLabError
 
 DRAWS = 2000
@@ -44,7 +46,6 @@ def straggler_factor(lengths, dp: int, per_rank: int, prompt_len: int = 0, balan
             raise RlmLabError(f"straggler_factor: {name} must be an integer >= 1, got {v!r}")
     if dp == 1 or balanced:
         return 1.0
-    import numpy as np
 
     pool = np.asarray(lengths.sample(512) if hasattr(lengths, "sample") else list(lengths), dtype=float)
     if pool.size == 0 or not np.all(np.isfinite(pool)) or pool.min() < 0:

@@ -37,8 +37,10 @@ imbalance (perfect balance assumed).
 
 from __future__ import annotations
 
+from ..errors import RlmLabError
 from .flops import gemm_shapes
-from .spec import ModelSpec
+from .hardware import load_profile
+from .spec import ModelSpec, model_spec
 
 
 def _gemm_time(profile, m: int, k: int, n: int, dtype: str, dtype_bytes: int, count: int = 1) -> float:
@@ -209,9 +211,6 @@ def decode_step_time(spec: ModelSpec, batch: int, context: int, profile, dtype: 
     context-free part :func:`decode_step_parts` is computed once per batch size there (the same numbers;
     a sum over a long generation otherwise recomputes it for every step).
     """
-    from .hardware import load_profile
-    from .spec import model_spec
-
     profile, spec = load_profile(profile), model_spec(spec)
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
     if parts is None:
@@ -250,14 +249,9 @@ def generate_time(spec: ModelSpec, profile, prompt_len: int, lengths, batch: int
     ``static`` (transformers): b_k = b for every step, finished rows keep computing until the
     longest ends; ``continuous`` (vLLM-style): b_k = rows with R_i > k.
     """
-    from .hardware import load_profile
-    from .spec import model_spec
-
     profile, spec = load_profile(profile), model_spec(spec)
     lengths = list(lengths)
     if not lengths or min(lengths) < 1:
-        from ..errors import RlmLabError
-
         raise RlmLabError("generate_time needs a non-empty list of response lengths >= 1")
     dtype_bytes = dtype_bytes or (4 if dtype == "fp32" else 2)
     b = batch or len(lengths)

@@ -3,8 +3,8 @@ in one line, for ``predict`` and ``advise`` alike (its own module so that neithe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-
 
 VALIDATION_FILE = Path(__file__).resolve().parents[2] / "data" / "published" / "validation.json"
 
@@ -13,8 +13,6 @@ def validated_error(path: Path = VALIDATION_FILE, fitted: bool | None = None) ->
     """The predictor's error against published cluster measurements, from ``rlm-lab validate --published``'s result
     file (``data/published/validation.json``: its ``summary`` of the validation split, ``ratio`` and ``step``
     groups with ``median_abs_error``, ``priced``, ``direction_right``), or "not validated" when there is none."""
-    import json
-
     try:
         doc = json.loads(Path(path).read_text())
         summary = doc["summary"]

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from ..errors import RlmLabError, unknown
 from ..stages import MODELS_HELD, OFFLINE
 from .memory import PRECISIONS
+from .offload import check_offload
 
 # Bounds that keep a prediction from materializing more than it can hold (the model builds per-token and
 # per-sequence lists): 2^20 tokens is past the longest context windows models offer (1M tokens), and 2^20
@@ -300,7 +301,6 @@ class Workload:
         c = self.logprob_chunk
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
             raise RlmLabError(f"workload.logprob_chunk must be an integer >= 1 (positions) or omitted, got {c!r}")
-        from .offload import check_offload
 
         object.__setattr__(self, "offload", check_offload(self.offload))
         if self.reward_s_per_sample < 0:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
+from ..errors import RlmLabError
 from .generate import Limits, fork_join_generate, sequential_generate, text
-
 
 MODES = ("seq", "par")
 
@@ -16,8 +16,6 @@ def decode(model, tokenizer, prompts: list[str], mode: str, limits: Limits, max_
     """Greedy traces of ``prompts`` (:class:`~rlm_lab.forkjoin.generate.Decoded`): ``mode`` "par" decodes
     fork-join within ``limits``, "seq" one call to EOS within ``max_new_tokens``."""
     if mode not in MODES:
-        from ..errors import RlmLabError
-
         raise RlmLabError(f"decoding mode must be seq or par, got {mode!r}")
     out = []
     for i in range(0, len(prompts), batch_size):

@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ..errors import RlmLabError
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -237,8 +239,6 @@ def _cell(path: Path, knob: str, raw) -> KnobCell:
 
 
 def load_framework(path: Path) -> Framework:
-    import yaml
-
     try:
         raw = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
@@ -323,8 +323,6 @@ class SurveySystem:
 
 def load_survey_only(path: Path) -> SurveySystem:
     """One survey-only row; one error line naming the file and the field."""
-    import yaml
-
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cost.hardware import save_profile
 from ..errors import RlmLabError, number_arg
-from .run import NAME, PREFIX, SUITE
+from ..host import machine_load
+from ..validate.suite import SUITE as VAL_SUITE
+from ..validate.suite import run_dir
+from .fit import check_base
+from .run import NAME, PREFIX, SUITE, _repo_relative, base_path, calibrate, calibration_cases, run
 
 
 def register(subparsers) -> None:
@@ -30,11 +35,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ..cost.hardware import save_profile
-    from ..host import machine_load
-    from ..record import REPO_ROOT, runs_root
-    from .fit import check_base
-    from .run import base_path, calibrate, calibration_cases, run
+    from ..record import REPO_ROOT, runs_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     cases = calibration_cases(args.size)  # an unknown size: one clear error, before any work
     check_base(base_path(args.base))        # an unknown or unusable base profile: one clear error
@@ -50,8 +51,6 @@ def _run(args) -> int:
         raise RlmLabError("--run writes one folder: give --out one folder")
     root = roots[0]
     if args.validation_root:
-        from ..validate.suite import SUITE as VAL_SUITE
-
         if not (Path(args.validation_root) / VAL_SUITE).is_dir():
             raise RlmLabError(f"--validation-root {args.validation_root} holds no {VAL_SUITE}/")
     if args.run:
@@ -60,16 +59,12 @@ def _run(args) -> int:
             raise RlmLabError(f"the machine is busy: 1-minute load {load['loadavg'][0]:.2f} on {load['cores']} cores "
                               f"(> {args.max_load} per core); run on a quiet machine or pass --allow-busy")
         if not str(root.resolve()).startswith(str(runs_root(args.size).resolve())):
-            from ..validate.suite import run_dir
-
             for d in [root / SUITE] + [run_dir(root, c, PREFIX) for c in cases]:
                 if d.is_dir() and any(d.iterdir()):
                     raise RlmLabError(f"{d} already holds a run; write to another folder (--out)")
         run(args.size, root)
     prof = calibrate(args.size, roots, args.base, args.name, args.bootstrap)
     if args.validation_root:
-        from .run import _repo_relative
-
         prof["insitu"]["validation_root"] = _repo_relative(args.validation_root)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_profile(prof, out)

@@ -47,7 +47,15 @@ import statistics
 
 import numpy as np
 
+from ..compare import OTHER, STEP
+from ..cost.fitting import bounded_lsq, fit_nonneg, nnls
+from ..cost.hardware import load_profile
+from ..cost.peak import stage_peaks
 from ..errors import RlmLabError
+from ..records.provenance import provenance, utc_now
+from ..validate.compare import _kept_steps
+from ..validate.suite import reward_s_per_sample
+from ..validate.traced_case import case_of, predict_case, time_table
 
 UNIT = 1e-4  # s: the reference value of a FREE term (its feature is what 0.1 ms of it would add)
 # group -> overhead keys. SCALED: one factor on the microbenchmarked values (their ratios kept).
@@ -152,10 +160,6 @@ def _with(base: dict, values: dict, kernels: dict | None = None) -> dict:
 def _stage_seconds(rec, profile: dict) -> dict:
     """{stage: predicted seconds} of ``rec``'s case under ``profile`` (chapter 2's time table; "other" =
     TRL's predicted bookkeeping, the step = stages + bookkeeping)."""
-    from ..validate.traced_case import case_of, predict_case, time_table
-    from ..compare import OTHER, STEP
-    from ..validate.suite import reward_s_per_sample
-
     pred = predict_case(case_of(rec), profile, reward_s_per_sample())
     out = {r["stage"]: r["predicted"] for r in time_table(rec, pred)}
     out[OTHER] = pred.bookkeeping_s
@@ -182,9 +186,6 @@ def features(rec, base: dict) -> tuple[dict, dict]:
 def measured(rec, steps: list[dict] | None = None) -> dict:
     """{stage: measured seconds}: the median over the traced steps after warm-up (``steps``: a resample of
     them), "other" = the tracer's unmodelled time, "step" = the step wall."""
-    from ..compare import OTHER, STEP
-    from ..validate.compare import _kept_steps
-
     steps = _kept_steps(rec) if steps is None else steps
     names = {n for s in steps for n in s["stages"]}
     out = {n: statistics.median(s["stages"].get(n, 0.0) for s in steps) for n in names}
@@ -195,8 +196,6 @@ def measured(rec, steps: list[dict] | None = None) -> dict:
 
 def _system(prepared: list, meas: list[dict]):
     """Weighted rows (A, y) of the fit: every (run, stage) >= SHARE_MIN of its step, and each run's other."""
-    from ..compare import OTHER, STEP
-
     a, y = [], []
     for (fixed, feats), m in zip(prepared, meas):
         step = m[STEP]
@@ -215,8 +214,6 @@ def solve(prepared: list, meas: list[dict]) -> dict:
     (:func:`_system`), plus ``_unexercised`` (groups no row touches: :func:`unexercised_factor`) and
     ``_at_bound`` ({group: {"side", "bound", "unbounded"}}: factors the bounds held, with the non-negative
     unbounded fit's value)."""
-    from ..cost.fitting import bounded_lsq, nnls
-
     a, y = _system(prepared, meas)
     if not len(y):
         raise RlmLabError("in-situ fit: no stage of the calibration runs to fit")
@@ -253,8 +250,6 @@ def held_out(prepared: list, meas: list[dict], names: list[str]) -> dict:
     error of the step and of its worst stage (stages >= SHARE_MIN of the step, as fitted); then the median
     absolute step error, the median signed one (bias) and the worst stage over all runs. Empty with fewer than
     2 workloads."""
-    from ..compare import OTHER, STEP
-
     workloads = sorted({workload_of(n) for n in names})
     if len(workloads) < 2:
         return {}
@@ -309,8 +304,6 @@ def fitted_values(base: dict, factors: dict) -> dict:
 def check_base(base_profile):
     """The base profile, loaded, if the fit can use it: a microbenchmark calibration of a CPU; one clear error
     otherwise (called before any run starts)."""
-    from ..cost.hardware import load_profile
-
     prof = load_profile(base_profile)
     if prof.insitu:
         raise RlmLabError("in-situ fit: the base profile was itself fitted in situ; fit on a microbenchmark "
@@ -326,8 +319,6 @@ def fit_terms(recs: dict, base_profile, bootstrap: int = BOOTSTRAP, seed: int = 
 
     Returns ``{"factors", "values", "quartiles" (per fitted key, over the bootstrap), "rows", "rms"
     (relative, of the fitted rows), "unexercised"}``."""
-    from ..validate.compare import _kept_steps
-
     base = check_base(base_profile).to_dict()
     names = sorted(recs)
     prepared = [features(recs[n], base) for n in names]
@@ -360,10 +351,6 @@ def fit_retention(recs: dict, baselines: dict, base_profile) -> dict:
     per run, the smallest measured stage peak above its baseline (every stage starts from the floor) against
     the run's largest predicted stage total, floor = base_bytes + factor x largest (NNLS, relative).
     ``{"base_bytes", "factor", "points": [[largest, floor], ...]}``."""
-    from ..cost.fitting import fit_nonneg
-    from ..cost.peak import stage_peaks
-    from ..validate.traced_case import case_of, predict_case
-
     points = []
     for name in sorted(recs):
         rec, case = recs[name], case_of(recs[name])
@@ -381,8 +368,6 @@ def fit_retention(recs: dict, baselines: dict, base_profile) -> dict:
 def fitted_profile(base_profile, result: dict, name: str, records: list[str], retention: dict | None = None) -> dict:
     """``base_profile`` as a dict with the in-situ values in ``overhead``, their bootstrap quartiles in
     ``spread.quartiles.overhead`` and the fit in ``insitu``."""
-    from ..cost.hardware import load_profile
-
     base = load_profile(base_profile)
     d = base.to_dict()
     d["name"] = name
@@ -397,7 +382,6 @@ def fitted_profile(base_profile, result: dict, name: str, records: list[str], re
                                    "of each calibration run's traced steps")
     d["spread"] = spread
     d["source"] = f"{base.source or base.name} + rlm-lab insitu"
-    from ..records.provenance import provenance, utc_now
 
     d["provenance"] = provenance("rlm-lab insitu")
     d["insitu"] = {**{key: result["factors"][g] for g, key in KERNEL_GROUPS.items()}, "bf16_scope": BF16_SCOPE,

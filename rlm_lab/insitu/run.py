@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cost.hardware import HARDWARE_DIR
 from ..errors import RlmLabError
+from ..sizes import check_size, get
+from ..validate.suite import load_suite, reward_s_per_sample, run_suite, workloads
+from ..validate.traced_case import Case, predict_case
+from .fit import BOOTSTRAP, fit_retention, fit_terms, fitted_profile
 
 SUITE = "insitu_suite"   # the calibration suite's own record (workloads, baseline RSS, load)
 PREFIX = "insitu_"       # its runs: <root>/insitu_<name>
@@ -19,17 +24,12 @@ REPEAT_TOL = 0.05
 
 def base_path(base: str | None = None):
     """The base profile (name or path); default :data:`BASE_PROFILE` under ``data/hardware``."""
-    from ..cost.hardware import HARDWARE_DIR
-
     return base if base else HARDWARE_DIR / BASE_PROFILE
 
 
 def calibration_cases(size: str):
     """The size's calibration suite (``rlm_lab.sizes.get(size).calibration``) as Cases; a size without one
     is one clear error."""
-    from ..validate.traced_case import Case
-    from ..sizes import check_size, get
-
     size = check_size(size)
     cases = tuple(Case(*fields) for fields in get(size).calibration)
     if not cases:
@@ -39,24 +39,18 @@ def calibration_cases(size: str):
 
 def run(size: str, root: Path, seed: int = 0, say=print):
     """Run the calibration suite into ``root`` (each workload in a fresh process, as the validation suite)."""
-    from ..validate.suite import run_suite
-
     return run_suite(size, root, seed=seed, say=say, suite_cases=calibration_cases(size), suite_name=SUITE,
                      command=f"rlm-lab insitu --size {size} --run", prefix=PREFIX)
 
 
 def load(size: str, root: Path) -> tuple:
     """(suite record, {name: RunRecord}) of a completed calibration suite in ``root``."""
-    from ..validate.suite import load_suite
-
     return load_suite(size, Path(root), suite_name=SUITE, prefix=PREFIX)
 
 
 def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | None = None) -> dict:
     """The fitted profile (a dict) from the calibration records in ``roots`` (one folder or several: the
     runs of repeated calibration suites, pooled) on ``base``."""
-    from .fit import BOOTSTRAP, fit_retention, fit_terms, fitted_profile
-
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     recs, baselines = {}, {}
     for root in roots:
@@ -72,7 +66,7 @@ def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | No
 
 def _repo_relative(path) -> str:
     """``path`` relative to the repository when it is inside it (what a committed profile names), else absolute."""
-    from ..record import REPO_ROOT
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     p = Path(path).resolve()
     try:
@@ -84,9 +78,6 @@ def _repo_relative(path) -> str:
 def predicted_steps(size: str, profile) -> dict:
     """{validation workload: predicted whole step (stages + TRL bookkeeping)} under ``profile``; workloads it
     cannot predict (no bf16 rates) are left out."""
-    from ..validate.traced_case import predict_case
-    from ..validate.suite import reward_s_per_sample, workloads
-
     out = {}
     for case in workloads(size):
         try:

@@ -22,8 +22,20 @@ import os
 import time
 from pathlib import Path
 
+from ..cost.hardware import (
+    CPU_PROFILE,
+    HARDWARE_DIR,
+    INSITU_PROFILE,
+    load_profile,
+    profile_of_machine,
+    same_machine,
+    save_profile,
+)
 from ..errors import RlmLabError
+from ..host import key_of_provenance, key_slug, machine_key, machine_load
+from ..record import atomic_write_json, hardware
 from ..records.portable import portable
+from .run import calibrate, run
 
 CACHE_ENV = "RLM_CACHE_DIR"
 NO_CALIBRATE_ENV = "RLM_NO_CALIBRATE"
@@ -36,7 +48,7 @@ LOADAVG, SLEEP = os.getloadavg, time.sleep  # tests stand in for them
 
 def cache_root() -> Path:
     """The user's cache folder for rlm-lab; one line when it would be inside the repository."""
-    from ..record import REPO_ROOT
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV]).expanduser()
@@ -56,15 +68,11 @@ def no_calibrate_env() -> bool:
 
 
 def _folder(key: dict) -> Path:
-    from ..host import key_slug
-
     return cache_root() / "profiles" / key_slug(key)
 
 
 def cached(key: dict | None = None) -> Path | None:
     """The in-situ profile cached for ``key`` (default this machine's), if it was made for that key."""
-    from ..host import machine_key
-
     key = key or machine_key()
     folder = _folder(key)
     try:
@@ -79,10 +87,6 @@ def origin(profile, fitted: bool = False) -> dict:
     """Whose ``profile`` is, and how it was made: ``machine_key`` (its provenance's; None for a datasheet),
     ``this_machine`` (its provenance names this machine's CPU model and cores), ``method``: datasheet, in-situ,
     microbenchmarks, or fitted (the published fit's efficiencies on a datasheet profile)."""
-    from ..cost.hardware import load_profile, same_machine
-    from ..host import key_of_provenance
-    from ..record import hardware
-
     prof = load_profile(profile)
     if prof.kind == "datasheet":
         return {"machine_key": None, "this_machine": False, "method": "fitted" if fitted else "datasheet"}
@@ -93,10 +97,6 @@ def origin(profile, fitted: bool = False) -> dict:
 
 def _committed_of_this_machine():
     """A committed calibrated profile of this machine (an in-situ one first), or None."""
-    from ..cost.hardware import HARDWARE_DIR, load_profile, profile_of_machine, same_machine
-    from ..cost.hardware import INSITU_PROFILE
-    from ..record import hardware
-
     hw = hardware()
     try:
         insitu = load_profile(INSITU_PROFILE)
@@ -109,9 +109,6 @@ def _committed_of_this_machine():
 
 def calibrate_in_situ(key: dict, folder: Path, say=print) -> dict:
     """The real calibrator: the in-situ calibration suite run into ``folder/runs`` and fitted (a profile dict)."""
-    from ..host import key_slug
-    from .run import calibrate, run
-
     runs = folder / "runs"
     run(SIZE, runs, say=say)
     return calibrate(SIZE, [runs], name=f"this-machine-{key_slug(key)}")
@@ -122,8 +119,6 @@ CALIBRATOR = calibrate_in_situ  # tests put a fake here: no test runs a real two
 
 def _gate(max_load: float, wait_s: float) -> dict:
     """Wait (at most ``wait_s``) for the 1-minute load per core to fall to ``max_load``; one line if it does not."""
-    from ..host import machine_load
-
     loadavg, sleep = LOADAVG, SLEEP
     waited = 0.0
     load = machine_load(None, loadavg)
@@ -143,9 +138,6 @@ def default_profile(no_calibrate: bool = False, say=print) -> tuple[str, dict]:
     else a committed profile of this machine, else (calibrating unless ``no_calibrate`` or
     ``$RLM_NO_CALIBRATE``) a new in-situ calibration cached by machine key; with no calibration, the chapters'
     committed profile (``cost.hardware.CPU_PROFILE``), said in one line to be another machine's."""
-    from ..cost.hardware import CPU_PROFILE, save_profile
-    from ..host import machine_key
-
     key = machine_key()
     path = cached(key)
     if path is not None:
@@ -160,10 +152,9 @@ def default_profile(no_calibrate: bool = False, say=print) -> tuple[str, dict]:
         f"it in situ now (about 2 minutes, behind the load gate), cached by machine key in {portable(str(cache_root()))} "
         "for next time "
         "(--no-calibrate: use another machine's profile instead)")
-    from ..record import atomic_write_json
 
     folder.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock
+    from filelock import FileLock  # noqa: PLC0415  optional: filelock is not a dependency every install has
 
     with FileLock(folder / ".calibration.lock"):  # a second command waits for the first's calibration
         path = cached(key)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..models.generation import force_lengths_class
+
 EOS, PAD = 1, 0  # the zoo's character tokenizer: <pad>=0, <eos>=1 (rlm_lab.models.tokenizer.SPECIALS)
 
 
@@ -88,8 +90,6 @@ def generate(model, rows: list[list[int]], lengths=None, stop_after=None, on_fin
     (the last one EOS), or None for the model's own lengths."""
     import torch
     from transformers import LogitsProcessorList, StoppingCriteriaList
-
-    from ..models.generation import force_lengths_class
 
     ids, mask = left_pad(rows)
     width = ids.shape[1]

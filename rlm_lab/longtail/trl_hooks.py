@@ -17,9 +17,11 @@ importance-sampling path (``use_vllm and vllm_importance_sampling_correction``),
 
 from __future__ import annotations
 
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ..errors import RlmLabError
 from . import engine
 
 FIELD = "fused_reward"
@@ -97,10 +99,7 @@ class DynamicSamplingRollout(FusedRollout):
     def __init__(self, reward_func, pool, seed: int = 0, force_length=None, max_rounds: int = 8):
         super().__init__(reward_func, seed, force_length)
         if not pool:
-            from ..errors import RlmLabError
-
             raise RlmLabError("dynamic sampling needs a pool of prompts to draw replacements from (empty)")
-        import random
 
         self.pool, self.max_rounds, self.rng = list(pool), max_rounds, random.Random(seed)
         self.groups_generated = self.groups_returned = self.all_equal_left = 0
@@ -108,8 +107,6 @@ class DynamicSamplingRollout(FusedRollout):
     def __call__(self, prompts, trainer) -> dict:
         g = trainer.num_generations
         if g < 2:
-            from ..errors import RlmLabError
-
             raise RlmLabError("group size 1: every group's rewards are all equal, so dynamic sampling never "
                               "fills a batch; use num_generations >= 2")
         prompts = list(prompts)
@@ -143,8 +140,6 @@ def fused_reward(completions, **columns) -> list[float]:
     column)."""
     values = columns.get(FIELD)
     if not isinstance(values, list) or len(values) != len(completions):
-        from ..errors import RlmLabError
-
         raise RlmLabError("fused_reward needs the rewards of FusedRollout: pass rollout_func=FusedRollout(...) "
                           "to the GRPOTrainer")
     return [float(v) for v in values]

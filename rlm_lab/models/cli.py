@@ -1,4 +1,5 @@
 """``rlm-lab models``: list the zoo with parameter counts."""
+from .zoo import ZOO, make_config
 
 
 def register(sub):
@@ -8,8 +9,6 @@ def register(sub):
 
 
 def run(args):
-    from .zoo import ZOO, make_config
-
     print(f"{'name':<10} {'arch':<8} {'hidden':>6} {'layers':>6} {'heads':>5} {'kv':>3} {'experts':>7} {'params':>10}")
     for name, s in ZOO.items():
         cfg = make_config(name)

@@ -19,7 +19,7 @@ def char_tokenizer(alphabet: str = ALPHABET):
     The tokenizer adds no BOS/EOS on its own; training code appends ``eos_token`` to targets
     (TRL's SFTTrainer does this itself), and generation stops at it.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415  optional: tokenizers is not a dependency every install has
     from transformers import PreTrainedTokenizerFast
 
     if len(set(alphabet)) != len(alphabet):

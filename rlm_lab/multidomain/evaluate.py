@@ -3,12 +3,12 @@ evaluation: :func:`rlm_lab.train.evaluate.generate`), and the lengths it generat
 
 from __future__ import annotations
 
+from ..train.evaluate import generate
+
 
 def per_task(model, tokenizer, task, rows: list[dict], max_new_tokens: int, batch_size: int = 256) -> dict:
     """``{task name: {"n", "accuracy", "mean_length"}}`` over ``rows`` of a :class:`rlm_lab.tasks.Mix`
     (each row's ``task`` column names its task); the length counts the EOS unless the row ran to the limit."""
-    from ..train.evaluate import generate
-
     outs = generate(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens, batch_size)
     by: dict = {}
     for c, r in zip(outs, rows):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..models import load
 
 # method: PEFT's add_weighted_adapter keyword arguments (density 0.5: keep / drop half the entries)
 METHODS = {
@@ -59,8 +60,6 @@ def merged_model(base: str | Path, adapters: dict, method: str, seed: int = 0, w
     import torch
     from peft import PeftModel
 
-    from ..models import load
-
     check_methods([method])
     if len(adapters) < 2:
         raise RlmLabError(f"merging needs at least two adapters, got {len(adapters)}")
@@ -86,8 +85,6 @@ def merged_model(base: str | Path, adapters: dict, method: str, seed: int = 0, w
 def folded(base: str | Path, adapter: str | Path):
     """The SFT model at ``base`` with one LoRA adapter folded into its weights."""
     from peft import PeftModel
-
-    from ..models import load
 
     model, _ = load(str(base))
     return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()

@@ -20,12 +20,25 @@ process within the tolerance or its counted collectives differ from the formula 
 
 from __future__ import annotations
 
+import argparse
+import datetime as _dt
 import math
 import os
+import statistics
 import sys
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import die_with_parent
+from ..models import check_model
+from ..models.tokenizer import ALPHABET, SPECIALS
+from ..record import RunRecord, runs_root
+from ..sizes import check_size, size_from_env
+from .bench.measure import TOLERANCE, run_layout, tolerance_problem, write_record
+from .launch import bound_store
+from .mesh import Layout, backend_for, device_type, validate
+from .nodes import check_nnodes
+from .predict import comm_mismatches, layout_of, predicted_comm
 
 
 def add_layout_args(p) -> None:
@@ -66,21 +79,12 @@ def _arguments(p) -> None:
 
 
 def layout_from_args(args):
-    from .mesh import Layout
-
     return Layout(dp=args.dp, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep, zero=args.zero, sp=args.sp,
                   schedule=args.schedule, microbatches=args.microbatches)
 
 
 def check_args(args):
     """Validate every input (no process, no torch); returns ``(layout, run_dir)``."""
-    from ..models import check_model
-    from ..models.tokenizer import ALPHABET, SPECIALS
-    from ..record import runs_root
-    from ..sizes import check_size, size_from_env
-    from .mesh import validate
-    from .nodes import check_nnodes
-
     args.size = check_size(args.size) if args.size else size_from_env("smoke")
     args.model = check_model(args.model or ("nano-moe" if args.ep > 1 else "nano"))
     if args.steps < 1:
@@ -116,8 +120,6 @@ def in_torchrun() -> bool:
 
 
 def _run(args, argv: list[str] | None = None) -> int:
-    from ..record import RunRecord
-
     layout, run_dir = check_args(args)
     kw = dict(model=args.model, steps=args.steps, batch=args.batch, seq=args.seq, lr=args.lr, seed=args.seed,
               reference=not args.no_check)
@@ -130,12 +132,12 @@ def _run(args, argv: list[str] | None = None) -> int:
         if in_torchrun():
             res = _run_rank(args, layout, kw)
         elif args.nnodes > 1:
-            from .nodes import run_nodes
+            from .nodes import run_nodes  # noqa: PLC0415  optional: guarded by except ImportError
 
             res = run_nodes(args.nnodes, layout.world // args.nnodes, rank_args(args), rec.scratch("nodes-"),
                             timeout_s=600 + 10 * args.timeout)
         elif layout.world > 1:
-            from .bench.measure import spawn_layouts
+            from .bench.measure import spawn_layouts  # noqa: PLC0415  optional: guarded by except ImportError
 
             res = spawn_layouts([(layout, kw)], world=layout.world, timeout_s=args.timeout)[0]
         else:
@@ -164,8 +166,6 @@ def rank_args(args) -> list[str]:
 
 def _report(res: dict, rec) -> int:
     """Complete the record, print the summary; 1 (with one error line per failed check) if a check failed."""
-    from .bench.measure import write_record
-
     run_dir = write_record(rec, res)
     print(summary_line(res) + f"  -> {run_dir}")
     problems = failed_checks(res)
@@ -178,9 +178,6 @@ def failed_checks(res: dict, tol: dict | None = None) -> list[str]:
     """What failed: every rank's comparison with one process (a pipeline rank holds only its stage, so
     the stages' gradient counts must add up to the model's), and the counted collectives against the
     formula (where the formula exists for the layout: not EP, not PP beyond 2 stages)."""
-    from .bench.measure import TOLERANCE, tolerance_problem
-    from .predict import comm_mismatches, layout_of, predicted_comm
-
     tol = tol or TOLERANCE
     layout = layout_of(res)
     out = []
@@ -226,14 +223,8 @@ def deterministic_cuda() -> None:
 
 def _run_rank(args, layout, kw: dict):
     """This process as one rank (under torchrun) or as the only rank (a group of one)."""
-    import datetime as _dt
-
     import torch
     import torch.distributed as dist
-
-    from .bench.measure import run_layout
-    from .launch import bound_store
-    from .mesh import backend_for, device_type
 
     device = device_type()
     if device == "cuda":
@@ -255,8 +246,6 @@ def _run_rank(args, layout, kw: dict):
 
 
 def summary_line(res: dict) -> str:
-    import statistics
-
     times = res["step_s"][1:] or res["step_s"]
     comm = ", ".join(f"{k} {v['calls']}x/{v['bytes']:,} B" for k, v in res["comm"].items()) or "no collectives"
     check = res.get("check")
@@ -268,11 +257,8 @@ def summary_line(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point under torchrun: ``python -m rlm_lab.parallel.cli --dp 2 ...``. Only rank 0 prints
     an error (every rank finds the same one before the process group starts)."""
-    import argparse
-
     argv = sys.argv[1:] if argv is None else argv
     if in_torchrun():  # a rank whose agent dies (SIGKILLed: it cannot stop us) goes with it
-        from ..host import die_with_parent
 
         die_with_parent()
     p = argparse.ArgumentParser(prog="rlm-lab parallel", description=__doc__.splitlines()[0])

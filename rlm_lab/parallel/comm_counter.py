@@ -41,8 +41,13 @@ import contextlib
 from collections import defaultdict
 
 import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+from torch.distributed.tensor.debug import CommDebugMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from ..cost.comm import bytes_per_rank
 
 NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd")
 
@@ -71,8 +76,6 @@ _COST_OP = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scat
 def wire_bytes(kind: str, nbytes: int, group_size: int) -> float:
     """Bytes one rank sends for a collective on a message of ``nbytes`` among ``group_size`` ranks
     (ring algorithms, ``rlm_lab.cost.comm.bytes_per_rank``); a receive costs the receiver nothing."""
-    from ..cost.comm import bytes_per_rank
-
     if group_size <= 1 or kind not in _COST_OP:
         return 0.0
     return bytes_per_rank(_COST_OP[kind], nbytes, group_size)
@@ -85,9 +88,6 @@ def _nbytes(obj) -> int:
 
 def _group_size(args, kwargs) -> int:
     """The size of the process group a collective runs on (a ProcessGroup object or a group name)."""
-    import torch.distributed as dist
-    from torch.distributed import distributed_c10d as c10d
-
     flat, _ = tree_flatten((args, kwargs))
     for a in flat:
         if isinstance(a, torch.ScriptObject) or isinstance(a, dist.ProcessGroup):
@@ -113,8 +113,6 @@ class CommCounter(TorchDispatchMode):
         self._phase = "all"
         self._cross = None
         if cross_check:
-            from torch.distributed.tensor.debug import CommDebugMode
-
             self._cross = CommDebugMode()
 
     def __enter__(self):

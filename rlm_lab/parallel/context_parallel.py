@@ -33,10 +33,10 @@ Prediction: per layer and rank, forward sends (c-1) blocks of K and V,
 from __future__ import annotations
 
 import functools
-
 import time
 
 from ..compat import set_attn_implementation
+from ..cost.comm import cp_ring_bytes
 from ..errors import RlmLabError
 
 IMPL = "rlm_ring"  # name registered with transformers' AttentionInterface
@@ -65,8 +65,6 @@ def predicted_kv_bytes(batch: int, seq: int, kv_heads: int, head_dim: int, cp: i
                        bytes_per_elem: int = 4) -> dict:
     """Bytes one rank sends per step: ``cost.comm.cp_ring_bytes`` (the formula's one home, (c-1)/c·2·b·s·n_kv·d_h
     bytes per layer forward) times the layers, same backward; an integer (the ring needs s divisible by 2c)."""
-    from ..cost.comm import cp_ring_bytes
-
     fwd = round(layers * cp_ring_bytes(seq, kv_heads, head_dim, cp, batch, bytes_per_elem))
     return {"fwd": fwd, "bwd": fwd, "total": 2 * fwd}
 

@@ -15,11 +15,14 @@ Ignores: bucketing latency (one α per bucket), overlap of the all-reduce with t
 
 from __future__ import annotations
 
+import warnings
+
+from ..cost.comm import dp_allreduce_bytes
+from .mesh import local_tensor
+
 
 def apply_ddp(model, dp_mesh=None, bucket_cap_mb: float = 25.0):
     """Wrap ``model`` in ``DistributedDataParallel`` over ``dp_mesh`` (default: the whole world)."""
-    import warnings
-
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     group = dp_mesh.get_group() if dp_mesh is not None else None
@@ -30,8 +33,6 @@ def apply_ddp(model, dp_mesh=None, bucket_cap_mb: float = 25.0):
 
 def grad_bytes(model) -> int:
     """Ψ: bytes of all trainable parameters (= their gradients), local shards for DTensors."""
-    from .mesh import local_tensor
-
     return sum(local_tensor(p).numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
@@ -39,7 +40,6 @@ def predicted_bytes(param_bytes: int, d: int) -> dict:
     """Collectives of one DDP step: ``{kind: {"bytes": message bytes, "wire_bytes": per-rank ring bytes}}``."""
     if d <= 1:
         return {}
-    from ..cost.comm import dp_allreduce_bytes
 
     return {"all_reduce": {"bytes": param_bytes, "wire_bytes": dp_allreduce_bytes(param_bytes, d)}}
 

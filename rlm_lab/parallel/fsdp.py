@@ -33,6 +33,9 @@ from __future__ import annotations
 
 from math import ceil
 
+from .data_parallel import apply_ddp
+from .tensor_parallel import local_shape
+
 
 def fsdp_groups(model) -> list:
     """The modules that become FSDP2 groups, innermost first: each decoder layer, then the root."""
@@ -56,8 +59,6 @@ def apply_zero1(model, dp_mesh, lr: float, weight_decay: float = 0.0):
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    from .data_parallel import apply_ddp
-
     ddp = apply_ddp(model, dp_mesh)
     opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
                                   process_group=dp_mesh.get_group(), lr=lr, weight_decay=weight_decay)
@@ -75,8 +76,6 @@ def group_bytes(model, d: int, bytes_per: int = 4, tp: int = 1, sp: bool = False
     """Padded parameter bytes Ψ_g of each FSDP2 group (layers first, root last), from the *unsharded*
     model; with ``tp > 1`` from the shapes each rank holds after tensor parallelism (FSDP2 then
     shards those local shards over the ``dp`` dimension)."""
-    from .tensor_parallel import local_shape
-
     names = {id(p): n for n, p in model.named_parameters()}
     seen, out = set(), []
     for module in fsdp_groups(model):

@@ -17,7 +17,10 @@ report for a short grace period (at most 1 s, or a twentieth of the timeout), th
 from __future__ import annotations
 
 import datetime as _dt
+import multiprocessing.connection as mpc
 import os
+import signal
+import socket
 import time
 import traceback
 
@@ -37,8 +40,6 @@ def bound_store(host: str, port: int, world_size: int | None, is_master: bool, t
     (``master_listen_fd``, https://pytorch.org/docs/stable/distributed.html#torch.distributed.TCPStore), which
     owns it from then on. A port already taken is a RuntimeError, as torch's own store raises. A client
     (``is_master`` false) is torch's store unchanged."""
-    import socket
-
     import torch.distributed as dist
 
     timeout = _dt.timedelta(seconds=timeout_s)
@@ -92,8 +93,6 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "gloo", timeout_
     raises one :class:`RlmLabError` (see the module docstring) within about the collective timeout
     ``timeout_s`` plus the grace period.
     """
-    import multiprocessing.connection as mpc
-
     import torch.multiprocessing as mp
 
     if not isinstance(world_size, int) or world_size < 1:
@@ -160,8 +159,6 @@ def _kill(procs) -> None:
 
 def _cause(procs, errors: dict, alive: list, timeout_s: float) -> str:
     """One line: the rank that caused the failure and how (see the module docstring)."""
-    import signal
-
     def peer(msg):
         return any(c in msg for c in _CONSEQUENCES)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import RlmLabError, unknown
+from ..models import ZOO, check_model
 
 DIMS = ("pp", "dp", "ep", "cp", "tp")  # mesh dimension order, outermost first
 SCHEDULES = ("gpipe", "1f1b")
@@ -86,8 +87,6 @@ class Layout:
 
 def _spec(model):
     """A ``ZooSpec`` for a zoo name, or the spec itself."""
-    from ..models import ZOO, check_model
-
     return ZOO[check_model(model)] if isinstance(model, str) else model
 
 

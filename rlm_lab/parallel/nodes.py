@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,8 +39,11 @@ import time
 import uuid
 from pathlib import Path
 
+from ..compat import torchrun_store_sites
 from ..errors import RlmLabError
-from ..host import alive, descendants, free_port, still_alive
+from ..host import alive, descendants, die_with_parent, free_port, still_alive
+from ..record import RunRecord
+from .launch import bound_store
 
 GRACE_S = 5.0  # after the first node fails, how long the others get to report before they are killed
 
@@ -175,8 +179,6 @@ def _state(pid: int) -> str:
 
 
 def _die_with(driver: int) -> None:
-    from ..host import die_with_parent
-
     die_with_parent(signal.SIGTERM, parent=driver)  # torchrun stops its workers on SIGTERM
 
 
@@ -196,8 +198,6 @@ def _last_line(log: Path) -> str:
 def run_nodes(nnodes: int, nproc: int, module_args: list[str], scratch: Path, timeout_s: float) -> dict:
     """Run ``python -m rlm_lab.parallel.cli <module_args>`` under ``nnodes`` torchrun agents of ``nproc`` ranks
     each; return rank 0's results (its record, written under ``scratch/rank0``) with where the ranks ran."""
-    from ..record import RunRecord
-
     inner = scratch / "rank0"
     agents = Agents(nnodes, nproc, [*module_args, "--out", str(inner)], scratch)
     try:
@@ -223,16 +223,12 @@ def run_nodes(nnodes: int, nproc: int, module_args: list[str], scratch: Path, ti
 
 def _tcp_store(host_name, port, world_size=None, is_master=False, timeout=_dt.timedelta(seconds=300), **kwargs):
     """torch's ``TCPStore(...)`` as the c10d rendezvous calls it, its server bound to ``host_name`` alone."""
-    from .launch import bound_store
-
     return bound_store(host_name, port, world_size, is_master, timeout.total_seconds(), **kwargs)
 
 
 def _store_server(handler, master_addr, master_port):
     """``DynamicRendezvousHandler._create_tcp_store_server``: the store agent 0 shares with the workers, bound
     to this agent's ``--local-addr``."""
-    from .launch import bound_store
-
     return bound_store(master_addr, master_port, None, True, 300.0, multi_tenant=True)
 
 
@@ -240,8 +236,6 @@ def main(argv: list[str] | None = None) -> None:
     """``torchrun`` (``torch.distributed.run.main``) with its rendezvous stores bound to the address they are
     given (checked adapters: :func:`rlm_lab.compat.torchrun_store_sites`)."""
     from torch.distributed.run import main as torchrun
-
-    from ..compat import torchrun_store_sites
 
     c10d, handler = torchrun_store_sites()
     c10d.TCPStore = _tcp_store
@@ -256,8 +250,6 @@ def _remove_orphaned_scratch() -> None:
     """The finalizer of a SIGKILLed driver: when this agent ends and the driver that started it is gone (this
     process was handed to another parent), remove the driver's scratch folder (``.scratch-nodes-*`` in --out),
     which nothing else would. A driver that is alive removes its own when its record ends."""
-    import shutil
-
     scratch, driver = os.environ.get(SCRATCH_ENV), os.environ.get(DRIVER_ENV)
     if not scratch or not driver or os.getppid() == int(driver):
         return

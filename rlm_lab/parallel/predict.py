@@ -10,6 +10,7 @@ predicted from the routing counts (``expert_parallel.predicted_a2a_bytes``), not
 from __future__ import annotations
 
 from ..errors import RlmLabError
+from ..models import build_model
 from . import context_parallel, data_parallel, fsdp, pipeline_parallel, tensor_parallel
 from .mesh import Layout
 
@@ -21,8 +22,6 @@ def predicted_comm(layout: Layout, model: str = "nano", batch: int = 8, seq: int
 
     Parameter sizes come from an unsharded copy of the model (shapes only matter).
     """
-    from ..models import build_model
-
     if layout.ep > 1:
         raise RlmLabError("EP bytes depend on the router's choices: expert_parallel.predicted_a2a_bytes "
                           "predicts them from the counts each rank sends")

@@ -25,6 +25,14 @@ from __future__ import annotations
 
 import os
 import time
+import types
+
+from ..device import pick_device
+from ..models import load
+from .proc import peak_rss as _peak_rss
+from .proc import pin as _pin
+from .shipping import local_copy
+from .trl_rollout import PlacementRunError
 
 
 class CriticWorker:
@@ -32,21 +40,15 @@ class CriticWorker:
 
     def __init__(self, threads: int, model, learning_rate: float, adam_epsilon: float = 1e-8):
         """``model``: the warm start, a folder or the files Ray carried (:mod:`rlm_lab.placement.shipping`)."""
-        from .proc import pin as _pin
-
         _pin(threads)
         from accelerate import Accelerator
         from transformers.utils import logging as hf_logging
 
-        from ..models import load
-        from ..train.critic import CriticTrainer, build_critic
-
-        from .shipping import local_copy
+        from ..train.critic import CriticTrainer, build_critic  # noqa: PLC0415  heavy: rlm_lab.train.critic imports torch at its top
 
         hf_logging.disable_progress_bar()
         with local_copy(model) as model_path:
             policy, _ = load(str(model_path))
-        from ..device import pick_device
 
         accelerator = Accelerator(cpu=pick_device() == "cpu")  # the GPU Ray gave this actor, if any
         self.ct = CriticTrainer(accelerator, build_critic(policy), learning_rate, adam_epsilon)
@@ -60,8 +62,6 @@ class CriticWorker:
         self.span_list.append({"name": name, "stage": stage, "start": t0, "end": time.perf_counter()})
 
     def make_scheduler(self, scheduler_type: str, warmup_steps: int, num_training_steps: int, kwargs: dict):
-        import types
-
         args = types.SimpleNamespace(lr_scheduler_type=scheduler_type, lr_scheduler_kwargs=kwargs or {},
                                      get_warmup_steps=lambda n: warmup_steps)
         self.ct.make_scheduler(args, num_training_steps)
@@ -77,7 +77,7 @@ class CriticWorker:
                cliprange: float, vf_coef: float, normalizer: float, step: bool, max_grad_norm):
         """One micro-batch of the clipped value loss (+ the optimizer step when the actor steps): what
         ``PPOTrainer._critic_step`` does in-process. Returns (value loss, clip fraction)."""
-        from ..train.advantages import clipped_value_loss
+        from ..train.advantages import clipped_value_loss  # noqa: PLC0415  heavy: rlm_lab.train.advantages imports torch at its top
 
         t0 = time.perf_counter()
         values = self.ct.train_values(input_ids, attention_mask, logits_to_keep)
@@ -96,8 +96,6 @@ class CriticWorker:
         return list(self.span_list)
 
     def peak_rss(self) -> int:
-        from .proc import peak_rss as _peak_rss
-
         return _peak_rss()
 
     def save(self, checkpoint_dir: str, with_optimizer: bool = True) -> None:
@@ -127,8 +125,6 @@ class RemoteCritic:
         return self.handle.update.remote(*args)
 
     def wait(self, ref, method: str = "update"):
-        from .trl_rollout import PlacementRunError
-
         try:
             return self._get_fn(ref, timeout=self.timeout_s)
         except Exception as e:  # noqa: BLE001 - Ray's GetTimeoutError / RayActorError: one line
@@ -155,7 +151,7 @@ def split_trainer_class():
     """``PPOTrainer`` whose critic is a :class:`RemoteCritic` (set as ``trainer.critic_trainer`` after init)."""
     from trl.extras.profiling import profiling_context
 
-    from ..train.ppo import PPOTrainer
+    from ..train.ppo import PPOTrainer  # noqa: PLC0415  heavy: rlm_lab.train.ppo imports torch at its top
 
     class SplitPPOTrainer(PPOTrainer):
         def use_remote_critic(self, remote: RemoteCritic) -> None:

@@ -31,18 +31,22 @@ the rollout and critic workers').
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import free_port, load_average
+from ..record import RunRecord, write_trace
+from ..trace_merge import merge
 from .hybrid_rank import HybridWorker, rank_config, train_rank  # noqa: F401 - the rank's side, in the actors
-from ..host import load_average
+from .resources import actor_options, bundle
+from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release, startup_timeout
+from .trl_rollout import PlacementRunError
 
 
 def check_hybrid(placement, cfg) -> int:
     """The world size (ranks) of a runnable hybrid placement for ``cfg``, else one RlmLabError line."""
-    import importlib.util
-
     if not placement.reshard or len(placement.sets) != 1:
         raise RlmLabError(f"placement {placement.name!r} is no hybrid engine (one set, reshard=True)")
     rset = placement.sets[0]
@@ -71,10 +75,6 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     """GRPO (``cfg``) under the hybrid ``placement`` on Ray; writes ``run_dir``'s record, metrics and merged
     timeline like :func:`rlm_lab.placement.runtime.run_placement`. ``prediction`` (made before) is stored
     first; ``startup_timeout_s`` as there (default from the machine's load). Returns the record's results."""
-    from ..record import RunRecord
-    from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release, startup_timeout
-    from ..host import free_port
-
     startup_timeout_s = startup_timeout() if startup_timeout_s is None else startup_timeout_s
 
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
@@ -93,9 +93,6 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
     ray = session.ray
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from .trl_rollout import PlacementRunError
-    from .resources import actor_options, bundle
 
     rset = placement.sets[0]
     pg, actors, t_start = None, [], time.perf_counter()
@@ -183,9 +180,6 @@ def _steady(each: list) -> float:
 
 def _timeline(folder: Path, placement, outs: list[dict]) -> None:
     """trace.json.gz (a process per rank: its stage tracer's steps plus its gather/release spans)."""
-    from ..record import write_trace
-    from ..trace_merge import merge
-
     t0 = outs[0]["tracer_t0"]
     processes = {f"rank{o['rank']}": {"steps": o["tracer_steps"], "t0": o["tracer_t0"], "spans": o["reshard_spans"]}
                  for o in outs}

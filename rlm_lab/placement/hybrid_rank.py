@@ -7,9 +7,17 @@ spawned process.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import tempfile
 import time
 
+from ..parallel.bench.e2e import require
+from ..tasks import ensure_data, parse_task
+from ..train.callbacks import metrics_logger, quiet_progress
+from ..train.config import from_dict
+from ..train.rl import make_trainer
+from ..train.tracer import trace
 from .proc import peak_rss, pin
 
 ZERO3_CONFIG = "configs/deepspeed/zero3.json"
@@ -19,7 +27,7 @@ TRAIN_STAGES = ("actor_forward", "actor_backward", "optimizer")
 def rank_config(cfg, world: int, timeout_s: float):
     """``cfg`` for one rank: ZeRO-3 through TRL, the gather for generation on, per-device batch = batch / s,
     the process group's timeout (``ddp_timeout``: a dead peer fails the collective instead of waiting 30 min)."""
-    from ..record import REPO_ROOT
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     extra = {"deepspeed": str(REPO_ROOT / ZERO3_CONFIG), "ds3_gather_for_generation": True,
              "ddp_timeout": int(max(10, timeout_s))}
@@ -32,7 +40,7 @@ class _Reshard:
     exited, not during ``generate`` (a dispatch mode would slow every op of the generation)."""
 
     def __init__(self):
-        from ..parallel.comm_counter import CommCounter
+        from ..parallel.comm_counter import CommCounter  # noqa: PLC0415  heavy: rlm_lab.parallel.comm_counter imports torch at its top
 
         self.counter, self.spans, self.gathers, self.per_gather = CommCounter(), [], 0, []
         import trl.trainer.grpo_trainer as grpo
@@ -82,8 +90,6 @@ def _no_shm_comm() -> None:
     it probes every op's compiler). The op serves only ``inference_all_reduce`` (DeepSpeed's AutoTP inference),
     which ZeRO-3 training never calls, so the backend is told there is none: every collective then goes
     through ``torch.distributed`` (gloo), which is also what the counter sees."""
-    import importlib
-
     # by sys.modules' name: the package attribute ``deepspeed.comm.torch`` is the torch library itself
     importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
 
@@ -91,16 +97,8 @@ def _no_shm_comm() -> None:
 def train_rank(job: dict) -> dict:
     """One rank of the hybrid run (the body of :class:`HybridWorker`; plain, so tests can run it without Ray).
     ``job``: cfg (the rank's RunConfig dict), model_path, metrics_path (rank 0 writes it), world."""
-    import tempfile
-
     import torch
     from transformers.utils import logging as hf_logging
-
-    from ..tasks import ensure_data, parse_task
-    from ..train.callbacks import metrics_logger, quiet_progress
-    from ..train.config import from_dict
-    from ..train.tracer import trace
-    from ..train.rl import make_trainer
 
     hf_logging.disable_progress_bar()
     _no_shm_comm()
@@ -115,7 +113,6 @@ def train_rank(job: dict) -> dict:
             trainer = make_trainer(cfg, job["model_path"], ensure_data(task)["train"], task, scratch,
                                    [metrics_logger(metrics_path, cfg.algo)])
             quiet_progress(trainer)
-            from ..parallel.bench.e2e import require
 
             parallelism = require(trainer, "zero3")  # refuse a run that is not really ZeRO-3
             tracer = trace(trainer, record=None, out_dir=None, warmup=1)

@@ -16,6 +16,12 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..host import load_average
+from ..record import RunRecord
+from .resources import threads
+from .runtime import LORA, _results, _sft_checkpoint, _write_timeline, check_placement, fail_record
+from .weights import DEFAULT_BUCKET_BYTES
+from .workers import TrainerWorker
 
 STRATEGY = "in-process (no Ray)"
 
@@ -24,14 +30,7 @@ def run_inprocess(placement, cfg, run_dir: str | Path, *, prediction: dict | Non
                   timeout_s: float = 120.0) -> dict:
     """Run GRPO ``cfg`` under the one-set ``placement`` in this process; write ``run_dir``'s record, metrics and
     timeline as :func:`~rlm_lab.placement.runtime.run_placement` does. Returns the record's results."""
-    from ..host import load_average
-    from ..record import RunRecord
-    from .resources import threads
     import torch
-
-    from .runtime import LORA, _results, _sft_checkpoint, _write_timeline, check_placement, fail_record
-    from .weights import DEFAULT_BUCKET_BYTES
-    from .workers import TrainerWorker
 
     if len(placement.sets) != 1 or placement.rollout_separate:
         raise RlmLabError(f"placement {placement.name!r} has {len(placement.sets)} resource sets; only a one-set "

@@ -35,7 +35,10 @@ worker node's sockets carry its node name instead (:func:`named_sockets`).
 from __future__ import annotations
 
 import os
+import sys
 import time
+
+from ..compat import ray_start_privates, ray_worker_node_privates
 
 REGISTER_WAIT_ENV = "RLM_RAY_REGISTER_WAIT_S"
 DEFAULT_REGISTER_WAIT_S = 120.0
@@ -114,11 +117,7 @@ def option(argv: list[str], name: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import sys
-
     from ray.scripts.scripts import main as ray_main
-
-    from ..compat import ray_start_privates, ray_worker_node_privates
 
     argv = sys.argv[1:] if argv is None else argv
     services, Node, _ = ray_start_privates()

@@ -20,6 +20,10 @@ without rewriting its modules), GPU memory (on CPU the RSS is what there is).
 
 from __future__ import annotations
 
+from ..models import build_model
+from ..parallel.fsdp import apply_fsdp, fsdp_groups, group_bytes
+from ..parallel.launch import spawn
+
 
 def _peak_rss() -> int:
     for line in open("/proc/self/status"):
@@ -40,9 +44,7 @@ def _rank(rank: int, world: int, model_name: str, steps: int) -> dict:
     import torch
     from torch.distributed.device_mesh import init_device_mesh
 
-    from ..models import build_model
-    from ..parallel.comm_counter import CommCounter
-    from ..parallel.fsdp import apply_fsdp, fsdp_groups, group_bytes
+    from ..parallel.comm_counter import CommCounter  # noqa: PLC0415  heavy: rlm_lab.parallel.comm_counter imports torch at its top
 
     torch.manual_seed(0)
     model, _ = build_model(model_name, seed=0)
@@ -87,8 +89,6 @@ def _rank(rank: int, world: int, model_name: str, steps: int) -> dict:
 
 def measure(model: str = "micro", world: int = 2, steps: int = 2, timeout_s: float = 120.0) -> dict:
     """Run the reshard on ``world`` gloo ranks; returns rank 0's numbers plus the formula's."""
-    from ..parallel.launch import spawn
-
     results = spawn(_rank, world, args=(model, steps), timeout_s=timeout_s)
     r = results[0]
     s, t_g, m = world, 1, r["param_bytes"]

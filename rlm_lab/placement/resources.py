@@ -13,6 +13,8 @@ GPU branch (the ``gpu`` size) is unit-tested on a machine without one (``tests/p
 
 from __future__ import annotations
 
+import sys
+
 from ..device import dist_backend
 from ..errors import RlmLabError
 
@@ -51,8 +53,6 @@ def sync_backend(placement) -> str:
 def local_gpus() -> int:
     """GPUs a placement can use: the Ray cluster's, when this process is a driver connected to one (a job on a
     multi-node cluster runs its driver on a head without GPUs), else the GPUs torch sees here (0 without CUDA)."""
-    import sys
-
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         return int(ray.cluster_resources().get("GPU", 0))

@@ -25,14 +25,24 @@ this module started it) Ray itself are torn down: no orphaned processes.
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import types
 from pathlib import Path
 
-from ..errors import RlmLabError
-from .trl_rollout import PlacementRunError
-from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
 from ..cost.placement_spec import Cluster, Placement, PlacementError
-from ..host import load_average
+from ..errors import RlmLabError
+from ..host import load_average, machine_load
+from ..record import RunRecord, write_trace
+from ..tasks import ensure_data, parse_task
+from ..trace_merge import merge
+from ..train.sft import train_sft
+from .resources import actor_options, bundle, sync_backend, threads
+from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
+from .shipping import pack
+from .trl_rollout import PlacementRunError
+from .weights import DEFAULT_BUCKET_BYTES
+from .workers import RolloutWorker, TrainerWorker
 
 # LoRA of a ``lora=True`` placement: PEFT's default targets for Llama (q_proj, v_proj) at rank 8, what the
 # cost model assumes for ``placement.lora`` (rlm_lab.cost.lora); no dropout, so placements stay comparable.
@@ -40,8 +50,6 @@ LORA = dict(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_p
 
 def algo_roles(cfg):
     """What the run places: GRPO with beta = 0 holds no reference model (TRL builds none)."""
-    import types
-
     models = ("actor", "verifier") if cfg.beta == 0 else ("actor", "reference", "verifier")
     if cfg.algo == "ppo":  # PPO adds its critic; its reward is the rule-based verifier (no reward-model role)
         models = models[:-1] + ("critic", "verifier")
@@ -54,7 +62,7 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
         raise RlmLabError(f"the placement runtime runs GRPO and PPO; got algo={cfg.algo!r}")
     if cfg.algo == "ppo" and placement.rollout_separate:
         raise RlmLabError("PPO generates with TRL's own generate on the actor's set; place rollout with the actor")
-    from .resources import check_devices, local_gpus
+    from .resources import check_devices, local_gpus  # noqa: PLC0415  tests patch rlm_lab.placement.resources.local_gpus: read at call time
 
     kind = placement.sets[0].kind if placement.sets else "cpu"
     if kind == "cpu" and cfg.size == "gpu":
@@ -124,12 +132,8 @@ def _sft_checkpoint(cfg) -> Path:
     """The SFT warm start every placement of one config shares: TRL's SFTTrainer (``rlm_lab.train.sft``),
     cached under ``<cache>/placement_sft/<cfg.sft_key()>`` and written to a temp folder then renamed, so a
     crash never leaves half a checkpoint."""
-    import shutil
-
-    from ..models import load, save
-    from ..record import REPO_ROOT
-    from ..tasks import ensure_data, parse_task
-    from ..train.sft import train_sft
+    from ..models import load, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint)
@@ -166,8 +170,6 @@ def startup_timeout(base_s: float = STARTUP_BASE_S, cap_s: float = STARTUP_CAP_S
     take on this machine now: ``base_s`` when idle, scaled by the 1-minute load per core above 1 (an actor's start is
     CPU-bound imports), at most ``cap_s``. On a machine shared with four busy loops the actors of a placement did not
     start within a fixed 300 s (issue 18); the wait that expires still ends in one clear line."""
-    from ..host import machine_load
-
     per_core = (load or machine_load())["per_core"]
     return min(cap_s, base_s * max(1.0, per_core))
 
@@ -195,9 +197,6 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     ``startup_timeout_s``: each start-up wait's limit (default :func:`startup_timeout`, from the machine's load).
     Returns the record's results (plus ``weights`` if asked).
     """
-    from ..record import RunRecord
-    from .weights import DEFAULT_BUCKET_BYTES
-
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     startup_timeout_s = startup_timeout() if startup_timeout_s is None else startup_timeout_s
     check_placement(placement, cfg, session.cpus() if session is not None and not session.owned else None)
@@ -224,10 +223,6 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
     ray = session.ray
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from .resources import actor_options, bundle, sync_backend, threads
-    from .shipping import pack
-    from .workers import RolloutWorker, TrainerWorker
 
     pg, actors, t_start, set_nodes = None, [], time.perf_counter(), {}
     try:
@@ -270,7 +265,7 @@ def run_placement(placement: Placement, cfg, run_dir: str | Path, *, session: Ra
                      role_threads.get("actor", threads(train_set, train_set.devices)), max_concurrency=2)
         critic = None
         if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
-            from .critic_role import CriticWorker
+            from .critic_role import CriticWorker  # noqa: PLC0415  optional: guarded by except ImportError
 
             cset = placement.set_of("critic")
             # PPOConfig.critic_learning_rate defaults to the actor's (rl_args does not set it)
@@ -426,9 +421,6 @@ def _results(out: dict, placement: Placement, spans: dict, pids: list, startup_s
 
 def _write_timeline(folder: Path, placement: Placement, out: dict, spans: dict) -> None:
     """trace.json.gz (one Perfetto/Chrome trace, a process per actor; ``trace_merge.gantt`` draws it on demand)."""
-    from ..record import write_trace
-    from ..trace_merge import merge
-
     processes = {"trainer": {"steps": out["tracer_steps"], "t0": out["tracer_t0"], "spans": spans["trainer"]}}
     for name, sp in spans.items():
         if name != "trainer":

@@ -20,13 +20,18 @@ several nodes: https://docs.ray.io/en/latest/cluster/cli.html#ray-start.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ..errors import RlmLabError
-from ..host import alive as _alive, descendants, still_alive  # noqa: F401 - part of this module's API (tests use them)
+from ..host import alive as _alive  # noqa: F401 - part of this module's API (tests use them)
+from ..host import descendants, die_with_parent, free_port, still_alive
 from ..records.lifecycle import interruptible, restore_handlers
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
@@ -235,9 +240,6 @@ def ray_env() -> None:
     imports Ray before it starts a session (``rlm-lab launches`` parses Ray's own CLI) calls this first; a
     session started later in that process then finds the same settings (else its driver, imported without a
     token, is refused by its own head: InvalidAuthToken)."""
-    import secrets
-    import sys
-
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     # Ray starts its workers at niceness 15 so that they yield to its GCS and raylet (ray-project/ray PR 24928;
@@ -283,12 +285,6 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
     their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
     Ray Serve) is switched off, so a stop takes seconds.
     """
-    import subprocess
-    import sys
-    import tempfile
-
-    from ..host import free_port
-
     ray_env()
     ports = [free_port() for _ in range(5)]
     where = ["--head", "--port", str(ports[0]), "--include-dashboard=false"] if head_port is None else \
@@ -311,8 +307,6 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
 
 def _die_with_driver(driver: int) -> None:
-    from ..host import die_with_parent
-
     die_with_parent(signal.SIGTERM, parent=driver)
 
 

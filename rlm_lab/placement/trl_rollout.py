@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 
 from ..errors import RlmLabError
+from .rollout import RolloutEngine, chunk_seed, chunks
+from .weights import broadcast_weights, state_for_object_store
 
 
 class PlacementRunError(RlmLabError):
@@ -45,8 +47,6 @@ class RolloutFunc:
         return t.generation_config.to_dict(), t._tokenizer.pad_token_id, t.eos_token_ids
 
     def _engine(self):
-        from .rollout import RolloutEngine
-
         if self._local is None:
             gen, pad, eos = self._gen_settings()
             self._local = RolloutEngine(self.trainer.accelerator.unwrap_model(self.trainer.model), gen, pad, eos)
@@ -79,8 +79,7 @@ class RolloutFunc:
 
     # ---- the sync
     def _sync_collective(self) -> dict:
-        from ..parallel.comm_counter import CommCounter
-        from .weights import broadcast_weights
+        from ..parallel.comm_counter import CommCounter  # noqa: PLC0415  heavy: rlm_lab.parallel.comm_counter imports torch at its top
 
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         t0 = time.perf_counter()
@@ -99,8 +98,6 @@ class RolloutFunc:
 
     def _sync_object_store(self) -> dict:
         import ray
-
-        from .weights import state_for_object_store
 
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         t0 = time.perf_counter()
@@ -137,7 +134,6 @@ class RolloutFunc:
             self.sync_events.append(info)
             self._span(f"sync ({self.sync})", "weight_sync", t0)
         prompt_ids = trainer.processing_class(text=prompts)["input_ids"]
-        from .rollout import chunk_seed, chunks
 
         slices = chunks(len(prompt_ids), self.chunks, trainer.num_generations)
         t0 = time.perf_counter()

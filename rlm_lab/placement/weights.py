@@ -19,7 +19,10 @@ Bytes of one sync, the formula the chapter checks: the sum of the parameter byte
 from __future__ import annotations
 
 import datetime
+import hashlib
 import time
+
+from ..parallel.launch import bound_store
 
 DEFAULT_BUCKET_BYTES = 1 << 20  # 1 MiB buckets: several per sync at cpu size, few calls at gpu size
 
@@ -28,8 +31,6 @@ def make_group(host: str, port: int, rank: int, world: int, timeout_s: float, ba
     """A process group over ``world`` ranks that is not the default group (see the module docstring)."""
     import torch
     import torch.distributed as dist
-
-    from ..parallel.launch import bound_store
 
     timeout = datetime.timedelta(seconds=timeout_s)
     store = bound_store(host, port, world, rank == 0, timeout_s, wait_for_workers=True)
@@ -126,8 +127,6 @@ def broadcast_weights(model, group, src: int = 0, bucket_bytes: int = DEFAULT_BU
 def weights_digest(model) -> str:
     """SHA-256 of every parameter's name and bytes (registration order): two runs that end with the same
     weights, bit for bit, have the same digest, whichever process or node computed it."""
-    import hashlib
-
     import torch
 
     h = hashlib.sha256()

@@ -13,10 +13,29 @@ without clock-offset estimation (a multi-node cluster would need one).
 
 from __future__ import annotations
 
+import importlib
 import os
+import signal
+import tempfile
 import time
 
-from .proc import peak_rss as _peak_rss, pin as _pin  # noqa: F401 - the names this module always used
+from ..device import pick_device
+from ..host import free_port
+from ..models import load
+from ..record import append_jsonl
+from ..tasks import ensure_data, parse_task
+from ..train.callbacks import quiet_progress
+from ..train.config import from_dict
+from ..train.evaluate import evaluate, test_rows
+from ..train.rl import make_trainer
+from ..train.tracer import trace, window_throughput
+from .critic_role import RemoteCritic, split_trainer_class
+from .proc import peak_rss as _peak_rss  # noqa: F401 - the names this module always used
+from .proc import pin as _pin
+from .rollout import RolloutEngine
+from .shipping import local_copy
+from .trl_rollout import RolloutFunc
+from .weights import broadcast_weights, load_synced, make_group, weights_digest
 
 
 class RolloutWorker:
@@ -30,10 +49,6 @@ class RolloutWorker:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        from ..models import load
-
-        from ..device import pick_device
-        from .shipping import local_copy
 
         with local_copy(model) as model_path:
             model, _ = load(str(model_path))
@@ -54,15 +69,11 @@ class RolloutWorker:
 
     def _sync_fault(self, *_):
         if self._syncs == self._die_in_sync:
-            import signal
-
             os.kill(os.getpid(), signal.SIGKILL)
 
     def configure(self, gen: dict, pad_token_id: int, eos_token_ids, compile: bool = False) -> bool:
         """TRL's generation settings, sent by the trainer once its GRPOTrainer exists (``compile``: see
         :class:`rlm_lab.placement.rollout.RolloutEngine`)."""
-        from .rollout import RolloutEngine
-
         self.engine = RolloutEngine(self.model, gen, pad_token_id, eos_token_ids, compile=compile)
         self.engine.spans.extend(self._early_spans)
         return True
@@ -73,14 +84,10 @@ class RolloutWorker:
     def join_group(self, port: int, rank: int, world: int, timeout_s: float, backend: str = "gloo",
                    host: str = "127.0.0.1") -> int:
         """Join the sync group whose store the trainer serves at ``host:port`` (the trainer's node)."""
-        from .weights import make_group
-
         self.group = make_group(host, port, rank, world, timeout_s, backend)
         return rank
 
     def receive_weights(self, bucket_bytes: int) -> dict:
-        from .weights import broadcast_weights
-
         t0 = time.perf_counter()
         self._syncs += 1
         info = broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes, on_bucket=self._sync_fault)
@@ -89,8 +96,6 @@ class RolloutWorker:
         return info
 
     def load_state(self, state: dict) -> int:
-        from .weights import load_synced
-
         t0 = time.perf_counter()
         self._syncs += 1
         self._sync_fault()
@@ -132,15 +137,11 @@ class TrainerWorker:
 
     def node_free_port(self, host: str = "127.0.0.1") -> int:
         """A free port on this actor's node, for the sync group's store (rank 0 serves it)."""
-        from ..host import free_port
-
         return free_port(host)
 
     def join_group(self, port: int, world: int, timeout_s: float, backend: str = "gloo",
                    host: str = "127.0.0.1") -> int:
         """Serve the sync group's store at ``host:port`` (this actor's node address) as rank 0 and join it."""
-        from .weights import make_group
-
         self.group = make_group(host, port, 0, world, timeout_s, backend)
         return 0
 
@@ -152,27 +153,14 @@ class TrainerWorker:
         :mod:`rlm_lab.placement.shipping`; ``model_path`` is the folder's older name), metrics_path (a file of this
         machine to append the metrics to, optional: they are kept for :meth:`metrics` anyway), rollouts (actor
         handles; empty for colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
-        import tempfile
-
-        from transformers.utils import logging as hf_logging
-
-        from ..tasks import ensure_data, parse_task
         from transformers import TrainerCallback
-
-        from ..record import append_jsonl
-        from ..train.callbacks import quiet_progress
-        from ..train.config import from_dict
-        from ..train.rl import make_trainer
-        from .critic_role import split_trainer_class
-        from .trl_rollout import RolloutFunc
-        from .weights import weights_digest
+        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         cfg = from_dict(job["cfg"])
         task = parse_task(cfg.task)
         data = ensure_data(task)["train"]
         metrics_path, rows = job.get("metrics_path"), self.rows
-        from .shipping import local_copy
 
         class Metrics(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kwargs):
@@ -185,7 +173,6 @@ class TrainerWorker:
                 local_copy(job["model"] if "model" in job else job["model_path"]) as model_path:
             glue_cls = RolloutFunc
             if job.get("glue"):  # another rollout_func glue, "module:Class" (rlm_lab.asynchrony): same arguments + its own
-                import importlib
 
                 module, name = job["glue"].split(":")
                 glue_cls = getattr(importlib.import_module(module), name)
@@ -202,13 +189,10 @@ class TrainerWorker:
             if critic is not None:
                 import ray
 
-                from .critic_role import RemoteCritic
-
                 trainer.use_remote_critic(RemoteCritic(critic, ray.get, job["timeout_s"]))
             if hasattr(glue, "attach"):  # a glue's own trainer set-up (ch. 6: off-policy correction, eval curve)
                 glue.attach(trainer)
             quiet_progress(trainer)
-            from ..train.tracer import trace, window_throughput
 
             tracer = trace(trainer, record=None, out_dir=None, warmup=1)
             t0 = time.perf_counter()
@@ -235,7 +219,6 @@ class TrainerWorker:
             "weights_sha256": weights_digest(model),
         }
         if job.get("evaluate"):  # greedy held-out accuracy after training (rlm_lab.train.evaluate)
-            from ..train.evaluate import evaluate, test_rows
 
             model.eval()
             ev = evaluate(model, trainer.processing_class, task, test_rows(task, cfg.eval_problems),

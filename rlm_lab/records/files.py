@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -198,8 +199,6 @@ def _jsonable(o):
 def json_text(obj, indent: int | None = 2) -> str:
     """``obj`` as standard JSON for a reader's program (``rlm-lab ... --json``): a NaN or infinite float
     becomes ``null`` (Python's ``json`` would print a bare ``NaN``, which RFC 8259 JSON parsers refuse)."""
-    import math
-
     def clean(o):
         if isinstance(o, float) and not math.isfinite(o):
             return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import datetime as _dt
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -38,9 +39,17 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .files import RecordError, append_jsonl, atomic_write_bytes, atomic_write_json, read_jsonl, stored
-from .portable import portable
+from .files import (
+    RecordError,
+    append_jsonl,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    stored,
+)
 from .lock import LOCK_NAME, FolderLock, lock_holder
+from .portable import portable
 from .provenance import REPO_ROOT, provenance, utc_now
 from .read import RECORD_NAME, check_completed, effective_status, read_record_file
 
@@ -214,10 +223,6 @@ class RunRecord:
 
 
 def atomic_write_json_lines(path: Path, rows: list[dict]) -> None:
-    import json
-
-    from .files import atomic_write_text
-
     atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 

@@ -16,6 +16,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from ..device import cpu_name
+from ..host import host_name, key_of_provenance
+from .portable import portable
+
 WINDOW_ENV = "RLM_WINDOW"
 PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy", "rlm_lab")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -51,8 +55,6 @@ def git_commit(repo: str | os.PathLike | None = None) -> dict:
 def hardware() -> dict:
     """CPU model (:func:`rlm_lab.device.cpu_name`, faked under ``$RLM_FAKE_MACHINE``), cores, memory and GPUs of
     this machine."""
-    from ..device import cpu_name
-
     info = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_model": cpu_name() or None}
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -91,8 +93,6 @@ def provenance(command: str | list[str] | None = None, seed: int | None = None) 
         command = sys.argv
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
-    from ..host import host_name, key_of_provenance
-    from .portable import portable
 
     out = {
         "date": utc_now(),

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import random
+
+from ..record import atomic_write_text
+from . import CHECKSUMS, checksums, generate, parse_task
+
 
 def _counter(most: int):
     """argparse type: an integer in [1, most] (``--train -5`` or ``--test 0`` would write empty files, and
     ``--train 10**12`` would run until memory runs out)."""
 
     def count(text: str) -> int:
-        import argparse
-
         try:
             n = int(text)
         except ValueError:
@@ -45,9 +49,6 @@ DEFAULT_TASKS = ("arithmetic:digits=2", "arithmetic:digits=3,ops=add+sub", "coun
 
 
 def _generate(args):
-    from ..record import atomic_write_text
-    from . import CHECKSUMS, checksums, generate, parse_task
-
     for spec in args.task or DEFAULT_TASKS:
         paths = generate(parse_task(spec), args.root, args.train, args.test, args.seed)
         if args.checksums:
@@ -56,10 +57,6 @@ def _generate(args):
 
 
 def _show(args):
-    import random
-
-    from . import parse_task
-
     task = parse_task(args.task)
     rng = random.Random(0)
     for _ in range(args.n):

@@ -8,6 +8,8 @@ Nothing here imports torch at package import time; ``run`` and the trainers load
 
 import warnings
 
+from .run import run as _run
+
 # TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` on every step; the warning is
 # about TRL's code, not the reader's, and would repeat in every notebook output. Only that message is muted.
 warnings.filterwarnings("ignore", message=r".*`is_gradient_checkpointing` is deprecated", category=FutureWarning)
@@ -18,8 +20,6 @@ from .presets import preset
 
 def run(cfg, callbacks=(), reward_funcs=None, command=None):
     """See :func:`rlm_lab.train.run.run`."""
-    from .run import run as _run
-
     return _run(cfg, callbacks=callbacks, reward_funcs=reward_funcs, command=command)
 
 

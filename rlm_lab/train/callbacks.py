@@ -6,6 +6,10 @@ without importing the module that imports them (an import loop).
 
 from __future__ import annotations
 
+import time
+
+from ..record import append_jsonl
+
 
 def quiet_progress(trainer):
     """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
@@ -31,8 +35,6 @@ def step_clock():
     """A ``transformers.TrainerCallback`` that keeps, per optimizer step, its wall seconds and the process's
     CPU seconds (``time.process_time``: all threads; on a shared machine closer to what the step costs than
     the wall time). ``clock.rows``: ``[{"step", "wall_s", "cpu_s"}, ...]``."""
-    import time
-
     from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
@@ -57,8 +59,6 @@ def metrics_logger(path, phase: str):
     """A ``transformers.TrainerCallback`` that appends every log dict the Trainer emits to ``path`` (a record's
     ``metrics.jsonl``) as ``{"phase", "step", **logs}``; with ``path`` None it writes nothing (a rank other than 0)."""
     from transformers import TrainerCallback
-
-    from ..record import append_jsonl
 
     class MetricsLogger(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):

@@ -30,6 +30,8 @@ import zipfile
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..models.tokenizer import char_tokenizer
+from ..models.zoo import ZOO, make_config
 
 TORCH_FILES = ("*.pt", "*.pth", "*.bin")
 STATE = "trainer_state.json"
@@ -94,7 +96,7 @@ def _check_state(cfg, ckpt: Path, step: int) -> None:
 
 def _check_safetensors(ckpt: Path, path: Path) -> None:
     import torch
-    from safetensors import SafetensorError, safe_open
+    from safetensors import SafetensorError, safe_open  # noqa: PLC0415  optional: safetensors is not a dependency every install has
 
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -126,9 +128,6 @@ def expected_shapes(model: str) -> dict[str, tuple] | None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from ..models.tokenizer import char_tokenizer
-    from ..models.zoo import ZOO, make_config
-
     if model in ZOO:
         conf = make_config(model, vocab_size=len(char_tokenizer()))
     elif (Path(model) / "config.json").is_file():
@@ -141,7 +140,7 @@ def expected_shapes(model: str) -> dict[str, tuple] | None:
 
 
 def _check_shapes(cfg, ckpt: Path) -> None:
-    from safetensors import safe_open
+    from safetensors import safe_open  # noqa: PLC0415  optional: safetensors is not a dependency every install has
 
     want = expected_shapes(cfg.model)
     if want is None:

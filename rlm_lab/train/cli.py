@@ -16,15 +16,21 @@ No torch/TRL import here: ``rlm-lab train --help`` and config errors are instant
 
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
 
+import yaml
+
+from ..errors import RlmLabError
+from ..tasks import parse_task
+from .config import FIELD_TYPES, make_config
+from .evaluate import test_rows
+from .run import resume_config, run
+from .validation import check_output_location
+
 
 def register(sub):
-    import argparse
-
-    from .config import FIELD_TYPES
-
     fields = ", ".join(f"{k} ({v})" for k, v in FIELD_TYPES.items())
     p = sub.add_parser("train", help="train a tiny reasoning LM: SFT warm start, then GRPO, RLOO or PPO",
                        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -49,25 +55,17 @@ def register(sub):
 
 
 def _train(args):
-    from .config import make_config
-
     if args.resume:
         return _resume(args)
     cfg = make_config(args.algo, args.size, args.task, config_file=args.config, overrides=args.overrides,
                       model=args.model, seed=args.seed, out=args.out)
     if args.print_config:
-        import yaml
-
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
         return 0
-    from .validation import check_output_location
 
     check_output_location(cfg.run_dir)  # an unwritable --out fails now, not after SFT
-    from ..tasks import parse_task
-    from .evaluate import test_rows
 
     test_rows(parse_task(cfg.task), cfg.eval_problems)  # task files readable, enough test problems: before the record
-    from .run import run
 
     record = run(cfg, command=["rlm-lab", *sys.argv[1:]], force=args.force)
     _summary(cfg, record)
@@ -75,19 +73,14 @@ def _train(args):
 
 
 def _resume(args):
-    from ..errors import RlmLabError
-
     given = [f"--{k.replace('_', '-')}" for k in ("algo", "task", "size", "model", "seed", "config", "out")
              if getattr(args, k) is not None] + (["--set"] if args.overrides else []) + \
         (["--force"] if args.force else [])
     if given:
         raise RlmLabError(f"--resume continues a run with the config it was started with; drop {', '.join(given)}")
-    from .run import resume_config, run
 
     cfg = resume_config(args.resume)
     if args.print_config:
-        import yaml
-
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
         return 0
     _summary(cfg, run(cfg, command=["rlm-lab", *sys.argv[1:]], resume=True))

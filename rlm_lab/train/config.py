@@ -20,9 +20,11 @@ import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import RlmLabError, unknown
-from ..sizes import check_size
+import yaml
 
+from ..errors import RlmLabError, unknown
+from ..record import runs_root
+from ..sizes import check_size
 from .presets import ALGOS, preset  # noqa: F401 - ALGOS: part of this module's API
 from .validation import LOSS_TYPES, LR_SCHEDULERS, closest  # noqa: F401 - part of this module's API
 from .validation import validate as _validate
@@ -94,7 +96,6 @@ class RunConfig:
     def run_dir(self) -> Path:
         if self.out:
             return Path(self.out)
-        from ..record import runs_root
 
         return runs_root(self.size) / self.run_name
 
@@ -183,8 +184,6 @@ def parse_overrides(pairs) -> dict:
 
 def read_yaml(path: str | Path) -> dict:
     """Read a YAML file of RunConfig fields; every problem is one error naming the file."""
-    import yaml
-
     path = Path(path)
     if path.is_dir():
         raise RlmLabError(f"config {path} is a folder; pass a YAML file of RunConfig fields")

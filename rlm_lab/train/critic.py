@@ -41,6 +41,7 @@ import os
 import torch
 from torch import nn
 
+from ..compat import track_step_override
 from ..errors import RlmLabError
 
 CRITIC_DIR = "critic"
@@ -53,8 +54,8 @@ def build_critic(policy, value_model_path: str | None = None):
     The score head starts at zero, so every first value is 0 and the first advantages are the rewards.
     Dropout is off (values must be deterministic for the clipped value loss).
     """
-    from transformers import AutoModelForTokenClassification
-    from trl.trainer.utils import disable_dropout_in_model
+    from transformers import AutoModelForTokenClassification  # noqa: PLC0415  heavy: transformers (this module loads only torch at import)
+    from trl.trainer.utils import disable_dropout_in_model  # noqa: PLC0415  heavy: trl (this module loads only torch at import)
 
     if value_model_path:
         critic = AutoModelForTokenClassification.from_pretrained(value_model_path, num_labels=1, classifier_dropout=0.0)
@@ -89,7 +90,7 @@ class CriticTrainer:
 
     def make_scheduler(self, args, num_training_steps: int):
         """The actor's schedule (type, warm-up, length) on the critic's optimizer."""
-        from transformers import get_scheduler
+        from transformers import get_scheduler  # noqa: PLC0415  heavy: transformers (this module loads only torch at import)
 
         # torch's LRScheduler tracks optimizer.step() by wrapping the *class's* step (lr_scheduler.py,
         # patch_track_step_called) and fails on an instance-level override, such as a memory probe's wrapper
@@ -100,8 +101,6 @@ class CriticTrainer:
                                        num_training_steps=num_training_steps,
                                        scheduler_specific_kwargs=args.lr_scheduler_kwargs)
         if override is not None:
-            from ..compat import track_step_override
-
             track_step_override(self.optimizer, override)
         return self.scheduler
 
@@ -160,8 +159,8 @@ class CriticTrainer:
 
     def load(self, checkpoint_dir: str) -> None:
         """Weights, optimizer and schedule from ``<checkpoint_dir>/critic/`` (what :meth:`save` wrote)."""
-        from safetensors.torch import load_file
-        from transformers.utils import SAFE_WEIGHTS_NAME
+        from safetensors.torch import load_file  # noqa: PLC0415  optional: safetensors is not a dependency every install has
+        from transformers.utils import SAFE_WEIGHTS_NAME  # noqa: PLC0415  heavy: transformers (this module loads only torch at import)
 
         folder = os.path.join(checkpoint_dir, CRITIC_DIR)
         weights = os.path.join(folder, SAFE_WEIGHTS_NAME)

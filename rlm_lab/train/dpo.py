@@ -21,6 +21,7 @@ the reference pass runs once before training, outside every step.
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -104,8 +105,6 @@ def dpo_trainer(model, tokenizer, pairs: list[dict], output_dir: str | Path, ste
     """TRL's ``DPOTrainer`` on ``pairs`` (CPU, fp32, no logging services): ``batch_pairs`` pairs per step, the
     reference a frozen copy of ``model`` (a zoo model has no hub path TRL could reload it from), or its log-probs
     computed once before training. Its passes carry TRL's profiling names (:func:`profiled_dpo_class`)."""
-    import copy
-
     from datasets import Dataset
     from trl import DPOConfig
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 
+from ..errors import RlmLabError
+from ..tasks import ensure_data
+
 
 def test_rows(task, n: int) -> list[dict]:
     """The first ``n`` problems of the task's fixed test split."""
-    from ..errors import RlmLabError
-    from ..tasks import ensure_data
-
     rows = ensure_data(task)["test"]
     if n > len(rows):
         raise RlmLabError(f"asked for {n} eval problems but {task.slug} has {len(rows)} test problems; "

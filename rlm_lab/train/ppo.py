@@ -45,6 +45,7 @@ silently ignore are refused when the config is built (:mod:`rlm_lab.train.ppo_co
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -56,8 +57,15 @@ from ..compat import check_overrides
 from ..errors import RlmLabError
 from ..tasks import checked
 from . import shared_critic as SC
-from .advantages import clipped_policy_loss, clipped_value_loss, explained_variance, gae, masked_mean, \
-    masked_whiten, token_rewards
+from .advantages import (
+    clipped_policy_loss,
+    clipped_value_loss,
+    explained_variance,
+    gae,
+    masked_mean,
+    masked_whiten,
+    token_rewards,
+)
 from .critic import CriticTrainer, build_critic
 from .ppo_config import IGNORED_OPTIONS, LOSS_TYPES, REWARD_SOURCES, PPOConfig  # noqa: F401 - this module's API
 
@@ -85,7 +93,7 @@ class PPOTrainer(GRPOTrainer):
         n_verifier = len(funcs)
         if args.reward_source == "reward_model":
             if reward_model is None:
-                from transformers import AutoModelForSequenceClassification
+                from transformers import AutoModelForSequenceClassification  # noqa: PLC0415  heavy: transformers (this module loads only torch, trl at import)
 
                 reward_model = AutoModelForSequenceClassification.from_pretrained(args.reward_model_path, num_labels=1)
             funcs.append(reward_model)
@@ -103,7 +111,7 @@ class PPOTrainer(GRPOTrainer):
             # TRL names a model reward after its folder; one fixed name makes the stage join with Stage.REWARD.
             self.reward_func_names[n_verifier] = "reward_model"
 
-        from accelerate.utils import DistributedType
+        from accelerate.utils import DistributedType  # noqa: PLC0415  heavy: accelerate (this module loads only torch, trl at import)
 
         if self.accelerator.distributed_type == DistributedType.DEEPSPEED:
             raise RlmLabError("PPO's critic is a second trainable model, which the Trainer's DeepSpeed path cannot "
@@ -136,8 +144,6 @@ class PPOTrainer(GRPOTrainer):
 
     def _capture(self):
         """The backbone's hidden states of the passes inside the block (shared critic), else nothing."""
-        import contextlib
-
         if not self.shared_critic:
             return contextlib.nullcontext()
         return SC.HiddenCapture(self.accelerator.unwrap_model(self.model))
@@ -315,7 +321,7 @@ class PPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
         if self.args.should_save and self.critic_trainer is not None:  # a shared head is saved with the policy
-            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: PLC0415  heavy: transformers (this module loads only torch, trl at import)
 
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
             self.critic_trainer.save(folder, with_optimizer=not self.args.save_only_model)

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..record import atomic_write_text
+from ..tasks import ensure_data
 
 
 def _wrong_completion(task, row: dict, sample: str, rng: random.Random) -> str:
@@ -117,9 +119,6 @@ def train_reward_model(task, base_model_path: str | Path, steps: int, out_dir: s
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
     from trl import RewardConfig, RewardTrainer
-
-    from ..record import atomic_write_text
-    from ..tasks import ensure_data
 
     base_model_path, out_dir = Path(base_model_path), Path(out_dir)
     if not (base_model_path / "config.json").exists():

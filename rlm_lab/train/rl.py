@@ -17,9 +17,13 @@ The model is passed as a *path* on disk: with beta > 0 TRL builds the reference 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..models import load
+from ..tasks import checked
+from ..tasks import reward_funcs as default_rewards
 from .sft import trainer_switches
 
 
@@ -35,7 +39,7 @@ def trainer_classes(algo: str):
         return RLOOTrainer, RLOOConfig
     if algo == "ppo":
         try:
-            from .ppo import PPOConfig, PPOTrainer
+            from .ppo import PPOConfig, PPOTrainer  # noqa: PLC0415  heavy: rlm_lab.train.ppo imports torch at its top
         except ImportError as e:
             raise RlmLabError(f"PPO is not available in this build ({e}); use --algo grpo or rloo") from None
         return PPOTrainer, PPOConfig
@@ -53,8 +57,6 @@ def rl_dataset(rows: list[dict]):
 def rl_args(cfg, config_cls, output_dir: str | Path, on_cuda: bool = False):
     """The TRL config for ``cfg``: CPU-safe switches plus the RL knobs; fields the config class lacks
     (e.g. ``loss_type`` for RLOO) are dropped, unknown ``extra`` fields are an error."""
-    import dataclasses
-
     accepted = {f.name for f in dataclasses.fields(config_cls)}
     kwargs = dict(
         output_dir=str(output_dir),
@@ -90,9 +92,6 @@ def rl_args(cfg, config_cls, output_dir: str | Path, on_cuda: bool = False):
 
 def task_rewards(task, format_weight: float, reward_funcs=None) -> list:
     """The task's verifier rewards (or the caller's), each wrapped so a crash is one clear error."""
-    from ..tasks import checked
-    from ..tasks import reward_funcs as default_rewards
-
     funcs = list(reward_funcs) if reward_funcs is not None else default_rewards(task, format_weight)
     return [checked(f) for f in funcs]
 
@@ -108,8 +107,6 @@ def make_trainer(cfg, model_path: str | Path, rows: list[dict], task, output_dir
     ``trainer_cls``: a subclass of the algorithm's trainer to build instead (chapter 5's PPO with its critic in
     another actor, :func:`rlm_lab.placement.critic_role.split_trainer_class`)."""
     import torch
-
-    from ..models import load
 
     default_cls, config_cls = trainer_classes(cfg.algo)
     trainer_cls = trainer_cls or default_cls

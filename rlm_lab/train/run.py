@@ -25,20 +25,30 @@ and data position come back, so the result equals an uninterrupted run with the 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from ..errors import RlmLabError
-from ..record import REPO_ROOT, RunRecord, atomic_write_json, read_jsonl
+from ..models import load
+from ..models.tokenizer import char_tokenizer
+from ..record import REPO_ROOT, RunRecord, append_jsonl, atomic_write_json, read_jsonl, read_record_file
 from ..records.lifecycle import atomic_write_json_lines
+from ..tasks import ensure_data, ensure_files, parse_task
+from .checkpoint import check_checkpoint
+from .config import from_dict
+from .evaluate import evaluate, test_rows
+from .rl import make_trainer
+from .sft import sft_cache_key, train_sft
 
 CHECKPOINTS = "checkpoints"
-from .callbacks import quiet_progress
 from ..host import load_average
+from .callbacks import quiet_progress
 
 
 def cache_root() -> Path:
@@ -78,8 +88,7 @@ def _throughput(log_history: list[dict], seconds: float) -> float | None:
 
 def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, log_cached: bool = True):
     """Train the SFT model (or reuse the cached one); returns (model_path, info dict)."""
-    from ..models import load, save
-    from .sft import train_sft
+    from ..models import load, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
 
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint), {"sft_cached": True, "sft_checkpoint": cfg.sft_checkpoint}
@@ -127,9 +136,6 @@ def publish(folder: Path, write) -> Path:
     aside (never removed in place while the new one is not there yet) and removed after; when another run put its
     copy in place between the two renames, the same cache key means the same model: theirs stays, ours is dropped.
     A reader sees the old folder, the new one, or (for the instant between two renames) none, never half of one."""
-    import errno
-    import tempfile
-
     folder.parent.mkdir(parents=True, exist_ok=True)
     # .<name>.<random>.<pid>.tmp: unique per call; the pid lets _clean_stale_cache_temps remove a killed writer's
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=f".{os.getpid()}.tmp", dir=folder.parent))
@@ -189,8 +195,6 @@ class _Tee:
     """Log to the run record and to the SFT cache's own metric file."""
 
     def __init__(self, record: RunRecord, path: Path):
-        from ..record import append_jsonl
-
         self._append, self.record, self.path = append_jsonl, record, path
 
     def log(self, row: dict) -> None:
@@ -211,8 +215,6 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = Fal
     # The folder first (lock, no-overwrite check): a refused run costs no import and no work. A resume checks
     # its checkpoint against the record before it takes the folder over (nothing changes when it is refused).
     if resume:
-        from .checkpoint import check_checkpoint
-
         check_checkpoint(cfg, last_checkpoint(cfg.run_dir))
     record = RunRecord.reopen(cfg.run_dir) if resume else \
         RunRecord(cfg.run_dir, cfg.to_dict(), command, cfg.seed, force=force)
@@ -229,9 +231,6 @@ def run(cfg, callbacks=(), reward_funcs=None, command=None, *, force: bool = Fal
 
 def resume_config(run_dir):
     """The RunConfig an unfinished run in ``run_dir`` was started with (from its record)."""
-    from ..record import read_record_file
-    from .config import from_dict
-
     cfg = from_dict(read_record_file(run_dir)["config"])
     return cfg if Path(cfg.run_dir).resolve() == Path(run_dir).resolve() else cfg.replace(out=str(run_dir))
 
@@ -269,11 +268,6 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
          peft_config=None) -> None:
     import torch
 
-    from ..models import load
-    from ..tasks import ensure_data, ensure_files, parse_task
-    from .evaluate import evaluate, test_rows
-    from .sft import sft_cache_key
-
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.disable_tqdm:  # no Trainer bar; silence transformers' per-model "Loading weights" bars too
@@ -291,8 +285,6 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
         if evaluate_fn is not None:
             return evaluate_fn(model, tokenizer_, task, eval_rows)
         return evaluate(model, tokenizer_, task, eval_rows, cfg.eval_max_new_tokens, cfg.eval_batch_size)
-
-    from ..models.tokenizer import char_tokenizer
 
     tokenizer_ = char_tokenizer() if not ("/" in cfg.model and not Path(cfg.model).exists()) else load(cfg.model)[1]
     results: dict = {"algo": cfg.algo, "task": task.slug, "eval_problems": cfg.eval_problems}
@@ -315,8 +307,6 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     before = evaluator(model)
     del model
 
-    from .rl import make_trainer
-
     offset = cfg.sft_steps
     cb = _record_callback(record, cfg.algo, evaluator, cfg.eval_every, step_offset=offset)
     trainer = make_trainer(cfg, sft_path, train_rows, task, record.dir / CHECKPOINTS, [cb, *callbacks], reward_funcs,
@@ -326,7 +316,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     quiet_progress(trainer)
     if cfg.trace:
         try:
-            from .tracer import trace
+            from .tracer import trace  # noqa: PLC0415  optional: guarded by except ImportError
         except ImportError as e:
             raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
                               "run with --set trace=false") from None

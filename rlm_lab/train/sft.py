@@ -13,15 +13,16 @@ the cpu records were made on: no native bf16 matmul), no gradient checkpointing,
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+
+from .callbacks import quiet_progress
 
 
 def sft_cache_key(cfg, task_file: str | Path) -> str:
     """The SFT cache folder's name: a hash of the config fields that decide the SFT model
     (``RunConfig.sft_key``) and of the task file's bytes, so an edited or regenerated task file never
     reuses a model trained on the old one."""
-    import hashlib
-
     digest = hashlib.sha256()
     digest.update(cfg.sft_key().encode())
     with open(task_file, "rb") as f:
@@ -97,7 +98,6 @@ def train_sft(model, tokenizer, rows: list[dict], cfg, output_dir: str | Path, c
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
-    from .callbacks import quiet_progress
 
     quiet_progress(trainer).train()
     return trainer

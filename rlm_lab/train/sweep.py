@@ -22,6 +22,11 @@ import argparse
 import json
 from pathlib import Path
 
+from ..errors import unknown
+from ..record import runs_root
+from .config import make_config, parse_overrides
+from .run import run
+
 AIM_ACCURACY, AIM_SECONDS = 0.95, 180.0
 
 # name -> (what it tests, overrides of the cpu preset)
@@ -54,17 +59,11 @@ SETTINGS: dict[str, tuple[str, dict]] = {
 def sweep_dir(name: str, root: Path | None = None) -> Path:
     """``<root>/ch01_sweep_<name>``; by default under ``_build/runs/cpu`` (to refresh the committed records,
     pass ``root=reference_root("cpu")``: never a default output)."""
-    from ..record import runs_root
-
     return (root or runs_root("cpu")) / f"ch01_sweep_{name}"
 
 
 def run_setting(name: str, extra: dict | None = None, root: Path | None = None, algo: str = "grpo"):
     """Run one named setting (plus ``extra`` overrides) at cpu size and return its record."""
-    from ..errors import unknown
-    from .config import make_config
-    from .run import run
-
     if name not in SETTINGS:
         raise unknown("sweep setting", name, SETTINGS)
     overrides = {**SETTINGS[name][1], **(extra or {})}
@@ -77,7 +76,7 @@ def run_setting(name: str, extra: dict | None = None, root: Path | None = None, 
 
 def summarize(root: Path | None = None) -> list[dict]:
     """One row per recorded sweep run, read from the run records."""
-    from ..record import REPO_ROOT, atomic_write_json, load_record, reference_root
+    from ..record import REPO_ROOT, atomic_write_json, load_record, reference_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     root = root or reference_root("cpu")
     rows = []
@@ -134,7 +133,6 @@ def main(argv=None):
                    help="where the runs go (default _build/runs/cpu; the committed ones: data/runs/cpu) and "
                         "which folder is summarized (default data/runs/cpu)")
     args = p.parse_args(argv)
-    from .config import parse_overrides
 
     extra = parse_overrides(args.overrides)
     root = Path(args.root) if args.root else None

@@ -35,13 +35,17 @@ what happens on other ranks (each rank traces itself; files are written per rank
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import threading
 import time
 from pathlib import Path
 
+from ..compat import profiling_context
 from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
+from ..trace_plots import gantt
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
 # grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss), the PPO trainer of
@@ -155,8 +159,6 @@ _INSTALL_LOCK = threading.Lock()
 
 
 def _install_profiling_hook() -> None:
-    from ..compat import profiling_context
-
     ProfilingContext = profiling_context()
     with _INSTALL_LOCK:
         if getattr(ProfilingContext, "_rlm_lab_hooked", False):
@@ -386,8 +388,6 @@ def _make_tracer_class():
                    "peak_bytes": root.peak, "stages": stages, "peaks": peaks, "spans": self._spans}
             self.steps.append(row)
             if self._spans_file is not None:
-                import json
-
                 self._spans_file.write(json.dumps(row, sort_keys=True) + "\n")
                 self._spans_file.flush()
 
@@ -399,8 +399,6 @@ def _make_tracer_class():
             return chrome_trace(self.steps)
 
         def gantt(self, path=None, show=None):
-            from ..trace_plots import gantt
-
             return gantt(self.steps, path=path, show=show)
 
         def write_outputs(self) -> None:
@@ -418,8 +416,6 @@ def summarize(steps: list[dict], warmup: int = 1, memory_kind: str | None = None
     """Per-stage time per optimizer step (median and mean over steps after ``warmup``), share of the
     step, number of calls and peak memory. A stage that runs every k-th step (generation with
     ``steps_per_generation=k``) is averaged over all steps: the mean is its amortized cost per step."""
-    import statistics
-
     kept = steps[warmup:] if len(steps) > warmup else steps
     if not kept:
         return {"steps": 0}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import types
 import typing
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from ..errors import RlmLabError, unknown
 from ..errors import check_output_location as _check_location
+from ..models.zoo import ZOO
 from ..sizes import check_size
+from ..tasks import parse_task
 from .presets import ALGOS
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
@@ -137,8 +140,6 @@ def validate(cfg, field_types: dict) -> None:
 
 
 def _check_model(name: str) -> None:
-    from ..models.zoo import ZOO
-
     if not name:
         raise unknown("model", name, ZOO)
     if name in ZOO:
@@ -155,17 +156,11 @@ def _check_model(name: str) -> None:
 
 
 def _check_task(spec: str):
-    from ..tasks import parse_task
-
     return parse_task(spec)
 
 
 def model_positions(model: str) -> int | None:
     """Positions the model can attend over (zoo spec or a saved folder's config.json); None if unknown."""
-    import json
-
-    from ..models.zoo import ZOO
-
     if model in ZOO:
         return ZOO[model].max_positions
     p = Path(model) / "config.json"
@@ -204,7 +199,7 @@ def rl_config_class(algo: str):
         from trl import RLOOConfig
 
         return RLOOConfig
-    from .ppo import PPOConfig
+    from .ppo import PPOConfig  # noqa: PLC0415  heavy: rlm_lab.train.ppo imports torch at its top
 
     return PPOConfig
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from pathlib import Path as _P
 
+from ..calibrate.quick import warn_machine
+from ..cost import load_profile
 from ..cost.hardware import same_machine
 from ..errors import RlmLabError
-from ..record import hardware
+from ..record import hardware, runs_root
+from ..records.files import atomic_write_text, json_text
 from ..records.read import read_record_file
 from .compare import STATISTICS, report, table
+from .published import load_published
+from .published_blind import record_blind, rounds_blind
+from .published_predict import FIT_FILE, fit_efficiencies, load_fit
 from .suite import SHARE_MIN, SUITE, run_dir, run_suite, workloads
 
 
@@ -95,11 +102,7 @@ def register(subparsers) -> None:
 
 def _run_published(args) -> int:
     """``--published`` (see :mod:`rlm_lab.validate.published_report`); every argument checked before any work."""
-    from pathlib import Path as _P
-
-    from .published import load_published
-    from .published_predict import FIT_FILE, fit_efficiencies, load_fit
-    from .published_report import format_report, report, write_record
+    from .published_report import format_report, report, write_record  # noqa: PLC0415  name clash: report means something else in this module
 
     suite_only = [f"--{k}" for k in ("run", "only", "profile", "out") if getattr(args, k)]
     if suite_only:
@@ -120,8 +123,6 @@ def _run_published(args) -> int:
     registry = load_published()
     fit = None
     if args.fit:
-        from ..records.files import atomic_write_text, json_text
-
         fit = fit_efficiencies(registry)
         atomic_write_text(target, json_text(fit, indent=1) + "\n")   # a full disk names the file, leaves none torn
         print(f"fit written to {target}")
@@ -133,8 +134,6 @@ def _run_published(args) -> int:
     else:
         rep = report(registry, fit, use_fit=not args.assumed)
     if args.json:
-        from ..records.files import json_text
-
         print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
                                              "summary", "bars")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
                                                                      for r in rep["rows"]]}, indent=1))
@@ -147,8 +146,6 @@ def _run_published(args) -> int:
 def _blind_lines() -> str:
     """Which fresh rounds are blind evidence: as first priced, and for the current record (issue 39 deliverable 4,
     :mod:`.published_blind`)."""
-    from .published_blind import record_blind, rounds_blind
-
     first, now = rounds_blind(), record_blind()
     word = {True: "blind", False: "post-hoc", None: "undecided"}
     lines = ["", "blind rounds (calibration cases, fitted parameters and fit rule predate the round's cases; git):"]
@@ -165,8 +162,6 @@ def _run(args) -> int:
     for flag in ("fit", "fit_out", "assumed", "write", "note"):
         if getattr(args, flag):
             raise RlmLabError(f"--{flag.replace('_', '-')} needs --published")
-    from ..cost import load_profile
-    from ..record import runs_root
 
     cases = workloads(args.size)  # an unknown size: one clear error
     if args.only and not args.run:
@@ -188,12 +183,9 @@ def _run(args) -> int:
     if getattr(args, "origin_of", None):  # whose profile priced whose records (rlm_lab.cli gives origin_of)
         print(whose_line(rep, args.origin_of), file=sys.stderr)
     if args.json:
-        from ..records.files import json_text
-
         print(json_text({k: rep[k] for k in ("root", "profile", "summary", "load")}, indent=1))
     else:
         _print(rep)
-    from ..calibrate.quick import warn_machine
 
     name = rep["profile"] if isinstance(rep["profile"], str) else rep["profile"].get("name")
     if name:  # one line when the profile's machine is not this one (rlm_lab.calibrate.quick)

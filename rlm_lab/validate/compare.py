@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import statistics
 from pathlib import Path
 
+from ..calibrate.loop_benchmarks import with_loop_terms
+from ..calibrate.step_benchmarks import KEYS, with_trl_step_terms
+from ..compare import OTHER, STEP, relative_error
+from ..cost import load_profile
+from ..cost.hardware import CPU_PROFILE, INSITU_PROFILE
+from ..cost.peak import peak_rows
 from ..errors import RlmLabError
+from ..record import load_record, read_jsonl
 from .suite import BARS, SHARE_MIN, load_suite, reward_s_per_sample
-
+from .traced_case import case_of, predict_case, time_table
 
 STATISTICS = ("median", "min")
 
@@ -20,8 +28,6 @@ def least_disturbed(rec):
     estimate of the undisturbed cost (the rule of Python's ``timeit`` docs:
     https://docs.python.org/3/library/timeit.html, "the min() of the result" is what to look at).
     Both statistics are reported; the median stays the chapters' statistic."""
-    import copy
-
     kept = _kept_steps(rec)
     out = copy.copy(rec)
     out.data = copy.deepcopy(rec.data)
@@ -34,8 +40,6 @@ def least_disturbed(rec):
 
 def _kept_steps(rec) -> list[dict]:
     """The traced steps of ``rec`` after its warm-up (the tracer's ``spans.jsonl``, one line per step)."""
-    from ..record import read_jsonl
-
     steps = read_jsonl(rec.dir / "spans.jsonl")
     return steps[rec.results["trace"].get("warmup_steps_excluded", 0):] or steps
 
@@ -45,14 +49,10 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
     """Rows ``{run, stage, predicted, measured, rel_error, share}`` of every run (anatomy's time_table,
     ``share`` = measured stage / measured step), plus the predicted and measured peak memory per stage
     when ``baselines`` (runtime RSS per run) are given."""
-    from ..cost.peak import peak_rows
-    from .traced_case import case_of, predict_case, time_table
-
     reward_s = reward_s_per_sample() if reward_s is None else reward_s
     rows = []
     if statistic not in STATISTICS:
         raise RlmLabError(f"unknown statistic {statistic!r}; choose {' or '.join(STATISTICS)}")
-    from ..compare import STEP
 
     for name, rec in recs.items():
         try:
@@ -78,8 +78,6 @@ def compare(recs: dict, profile: str, reward_s: float | None = None, baselines: 
 def with_bookkeeping(rows: list[dict], pred) -> list[dict]:
     """Chapter 2's time table with TRL's predicted per-step bookkeeping (``Prediction.bookkeeping_s``, 0 for
     a profile without the terms) as the prediction of the measured "other" row and added to the step."""
-    from ..compare import OTHER, STEP, relative_error
-
     extra = getattr(pred, "bookkeeping_s", 0.0)
     out = []
     for r in rows:
@@ -92,8 +90,6 @@ def with_bookkeeping(rows: list[dict], pred) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     """The suite's numbers and verdicts against :data:`BARS` (see the module docstring)."""
-    from ..compare import OTHER, STEP
-
     def fin(x):
         return x == x
 
@@ -132,8 +128,6 @@ def _verdict(value: float, bar: float) -> str:
 
 def table(rows: list[dict]) -> list[dict]:
     """The rows a reader reads: every judged stage (>= 5 % of its step) and every whole step, in %."""
-    from ..compare import OTHER, STEP
-
     out = []
     for r in rows:
         if r["stage"] == OTHER or (r["stage"] != STEP and r["share"] < SHARE_MIN):
@@ -150,7 +144,7 @@ def paired_root(profile):
     (``insitu.validation_root``: the suite measured on the same machine, in the same session, before the
     fit), else the committed suite (``data/runs/<size>``). A profile describes one machine at one time: this
     project's machines are re-provisioned between sessions and ran the same suite about twice as fast or slow."""
-    from ..record import REPO_ROOT
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     where = (profile.insitu or {}).get("validation_root")
     return (REPO_ROOT / where) if where else None
@@ -160,9 +154,6 @@ def report(size: str, root: Path | None = None, profile: str | None = None, stat
     """Load the suite's records, compare them with the predictions of ``profile`` (default: the machine's
     in-situ profile, ``INSITU_PROFILE``: rlm_lab.insitu) and summarise: ``{"root", "profile", "rows", "summary",
     "load"}``."""
-    from ..cost import load_profile
-    from ..cost.hardware import INSITU_PROFILE
-
     profile = profile or INSITU_PROFILE
     prof = load_profile(profile)  # an unknown profile is one clear error before any record is read
     root = root if root is not None else paired_root(prof)
@@ -179,10 +170,6 @@ def loop_terms_effect(size: str, loop_record, root: Path | None = None, profile:
     """Issue 12, item 3: the suite's summary without and with the generation-loop terms fitted by
     ``rlm_lab.calibrate.loop_benchmarks`` (``loop_record``: its run folder); a term is adopted only if
     the validation error improves. ``{"before", "after", "fit", "improves"}``."""
-    from ..calibrate.loop_benchmarks import with_loop_terms
-    from ..cost.hardware import CPU_PROFILE
-    from ..record import load_record
-
     fit = load_record(loop_record, require=("generate_loop_base_s",)).results
     before = report(size, root, profile, statistic)
     after = report(size, root, with_loop_terms(profile or CPU_PROFILE, fit), statistic)
@@ -196,10 +183,6 @@ def trl_step_terms_effect(size: str, step_record, root: Path | None = None, prof
     """Issue 12, item 3: the suite's summary without and with TRL's per-step bookkeeping terms fitted by
     ``rlm_lab.calibrate.step_benchmarks`` (``step_record``: its run folder); the term is kept only if the
     whole-step error improves and no stage gets worse. ``{"before", "after", "fit", "improves"}``."""
-    from ..calibrate.step_benchmarks import KEYS, with_trl_step_terms
-    from ..cost.hardware import CPU_PROFILE
-    from ..record import load_record
-
     fit = {k: load_record(step_record, require=KEYS).results[k] for k in KEYS}
     before = report(size, root, profile, statistic)
     after = report(size, root, with_trl_step_terms(profile or CPU_PROFILE, fit), statistic)

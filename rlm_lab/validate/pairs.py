@@ -11,6 +11,8 @@ is judged on the suite measured on its own machine in its own session. :data:`PA
 from __future__ import annotations
 
 from ..cost.hardware import HARDWARE_DIR
+from ..errors import RlmLabError
+from .compare import report
 
 CAL = HARDWARE_DIR / "calibrations"
 # The suites measured this session on this session's machine: before any in-situ fit (the headline),
@@ -34,9 +36,7 @@ PAIRS = (
 
 def pair_rows(size: str = "cpu", statistic: str = "median") -> list[dict]:
     """One row per pair of :data:`PAIRS` whose records and profile are present: its summary and verdicts."""
-    from ..errors import RlmLabError
-    from ..record import REPO_ROOT
-    from .compare import report
+    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     rows = []
     for key, label, profile, root in PAIRS:

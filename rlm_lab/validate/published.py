@@ -56,7 +56,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cost.workload import ASSUMED_TAIL_MEDIAN_FRACTION, ASSUMED_TAIL_SIGMA, assumed_lengths  # noqa: F401
+import yaml
+
+from ..cost.workload import ASSUMED_TAIL_MEDIAN_FRACTION, ASSUMED_TAIL_SIGMA, assumed_lengths, workload_from_dict  # noqa: F401
 from ..errors import RlmLabError, read_input_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,8 +166,6 @@ class Registry:
 
 # ---- reading ----------------------------------------------------------------------------------------
 def _yaml(path: Path):
-    import yaml
-
     text = read_input_text(path, f"published registry {path.name}", MAX_BYTES)
     try:
         return yaml.safe_load(text)
@@ -337,8 +337,6 @@ def load_case(path: Path, sources: dict, split: dict) -> PublishedCase:
     if not isinstance(data["assumed"], list) or not all(isinstance(a, str) and a for a in data["assumed"]):
         raise RlmLabError(f"{name}: assumed must be a list of sentences (empty if nothing is assumed)")
     try:
-        from ..cost.workload import workload_from_dict
-
         for w in (workload, workload | variant.get("workload", {})):
             workload_from_dict(w | {"response": expand_response(w.get("response", {}))})
     except RlmLabError as e:

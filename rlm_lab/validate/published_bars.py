@@ -37,6 +37,8 @@ import math
 import statistics
 from collections import Counter
 
+import numpy as np
+
 from .published import DIRECTION_REFERENCE
 
 BARS = {"gain_median": 0.30, "direction": 0.90, "step_median": 0.20}   # issue 39, fixed before the next validation
@@ -139,8 +141,6 @@ def cluster_share_interval(hits: list[tuple[str, bool]], level: float = LEVEL) -
             total += w
         dist = [(s, w / total) for s, w in dist]
     else:
-        import numpy as np
-
         rng = np.random.default_rng(SEED)
         ks = np.array([c[0] for c in clusters])
         ns = np.array([c[1] for c in clusters])

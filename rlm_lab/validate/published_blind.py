@@ -24,6 +24,8 @@ import ast
 import json
 import subprocess
 
+import yaml
+
 from .published import PUBLISHED, REPO
 
 CASES = "data/published/cases"
@@ -48,16 +50,12 @@ def _show(commit: str, path: str) -> str | None:
 
 
 def _calibration_sources(commit: str) -> tuple:
-    import yaml
-
     text = _show(commit, SPLIT)
     return tuple((yaml.safe_load(text) or {}).get("calibration", ())) if text else ()
 
 
 def _calibration_files(commit: str) -> dict:
     """{case file: its text} of the calibration cases at ``commit``."""
-    import yaml
-
     sources = set(_calibration_sources(commit))
     names = (_git("ls-tree", "--name-only", f"{commit}:{CASES}") or "").split()
     out = {}
@@ -117,8 +115,6 @@ def _rule(commit: str) -> dict | None:
 
 def round_cases(entry: dict, frozen: dict) -> list[str]:
     """The case ids of a round: the priced cases whose file names one of the round's sources."""
-    import yaml
-
     out = []
     for cid in frozen.get("priced", {}):
         path = PUBLISHED / "cases" / f"{cid}.yaml"

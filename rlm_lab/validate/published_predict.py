@@ -43,14 +43,19 @@ after that fit had been validated; chapter 5 says so.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from ..cost.assumed import ASSUMPTIONS
-from ..cost.assumed import FRACTIONS as FIT_PARAMETERS   # the named assumed efficiencies the fit adjusts
+from ..cost.assumed import FRACTIONS as FIT_PARAMETERS  # the named assumed efficiencies the fit adjusts
+from ..cost.hardware import load_profile
+from ..cost.placement_config import predict_placement_from_config
 from ..errors import RlmLabError, read_input_text
 from .published import MODELS, PUBLISHED, REPO, PublishedCase, Registry, expand_response
 
@@ -113,10 +118,6 @@ _CACHE: dict = {}     # predict configuration (as JSON) -> placement prediction:
 
 
 def _placement(case: PublishedCase, part: dict, values: dict | None):
-    import json
-
-    from ..cost.placement_config import predict_placement_from_config
-
     cfg = predict_config(case, part, values)
     key = json.dumps(cfg, sort_keys=True, default=str)
     if key not in _CACHE:
@@ -185,8 +186,6 @@ def split_sha256(path: Path = SPLIT_FILE) -> str:
 def assumed_values(profiles) -> dict:
     """{parameter: the value the known ``profiles`` assume} (None when none of them is known); one error line when
     they assume different values (one common fitted value would hide that)."""
-    from ..cost.hardware import load_profile
-
     out = {}
     for name in FIT_PARAMETERS:
         section, key = ASSUMPTIONS[name][0]
@@ -205,7 +204,6 @@ def assumed_values(profiles) -> dict:
 def fit_efficiencies(registry: Registry) -> dict:
     """Fit :data:`FIT_PARAMETERS` on the calibration cases the cost model prices (see the module docstring); the
     record to write to ``fit.json``."""
-    import numpy as np
     import scipy
     from scipy.optimize import least_squares
 
@@ -283,8 +281,6 @@ def load_fit(path: Path = FIT_FILE) -> dict | None:
     """The committed fit record, or None when there is none; a malformed one is one error line naming the file and
     the field. Every fitted value is an efficiency the fit keeps inside :data:`FIT_BOUNDS`: a NaN, 0, a negative or
     an absurd value (``1e308``) would price nothing (or everything wrongly) without a word, so it is refused here."""
-    import json
-
     if not path.exists() and not path.is_symlink():   # no fit; anything else named fit.json is read (or refused)
         return None
     text = read_input_text(path, f"fit file {path.name}", 10_000_000)

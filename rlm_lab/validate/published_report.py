@@ -29,14 +29,27 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..evidence import median_interval
+from ..records.files import atomic_write_text, json_text
 from .published import DIRECTION_REFERENCE, PUBLISHED, QUANTITIES, Registry, load_published
 from .published_bars import format_bars, judge
-from .published_predict import FIT_FILE, Outcome, fitted_values, load_fit, predict_all
+from .published_predict import (
+    ELASTICITY_STEP,
+    FIT_FILE,
+    MIN_ELASTICITY,
+    Outcome,
+    _git,
+    assumed_values,
+    fitted_values,
+    load_fit,
+    predict_all,
+)
 
 BARS = {"ratio_median": 0.25, "ratio_direction": 0.90, "step_median": 0.50}   # issue 21, fixed in advance
 MIN_CASES = 3
@@ -65,8 +78,6 @@ def group_summary(outcomes: list[Outcome], group: str) -> dict:
     the percentile bootstrap from 10), the direction share's
     the exact (Clopper-Pearson) binomial interval (``scipy.stats.binomtest``,
     https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.binomtest.html)."""
-    from ..evidence import median_interval
-
     cases = [o for o in outcomes if o.case.group == group]
     priced = [o for o in cases if o.predicted is not None]
     errs = [abs(o.error) for o in priced]
@@ -279,8 +290,6 @@ def case_sha256(case_id: str, folder: Path = PUBLISHED) -> str:
 
 
 def _frozen(path: Path = FRESH_ROUNDS) -> dict:
-    import json
-
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -352,7 +361,6 @@ def book_numbers(rep: dict) -> dict:
     out["fresh_moved"] = str(sum(r["moved"] for r in fresh))
     out |= {f"earlier_{k}": v for k, v in rows_numbers([r for r in rep["rows"] if r["split"] == "validation"
                                                         and r["source"] not in FRESH_SOURCES]).items()}
-    from .published_predict import ELASTICITY_STEP, MIN_ELASTICITY, assumed_values
 
     out["elasticity_step"] = f"{ELASTICITY_STEP - 1:.0%}"                       # the fit's identifiability rule
     out["elasticity_move"] = f"{MIN_ELASTICITY * (ELASTICITY_STEP - 1):.0%}"
@@ -383,8 +391,6 @@ def prediction_record(rep_outcomes: dict, fit: dict | None) -> dict:
     """The record of one ``--published`` run: every case's prediction (assumed and fitted efficiencies) or reason,
     with what it was computed from (the registry's and the fit's hashes, the predictor's commit, the time);
     :func:`write_record` adds the validation split's ``summary``."""
-    from .published_predict import _git
-
     cases = {}
     for key, outs in rep_outcomes.items():
         for o in outs or []:
@@ -444,8 +450,6 @@ def _carried(old: dict | None) -> list:
 
 def _old_record(path: Path) -> dict | None:
     """The record at ``path`` (None when there is none); an unreadable one is one error line, never a lost history."""
-    import json
-
     if not path.is_file():
         return None
     try:
@@ -470,9 +474,7 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
     the record it replaces (with its note) into the history. Writers are serialised by a lock on the record's folder
     (``filelock``: the read of the old record and the write of the new one are one step, so two concurrent writers
     each keep the other's note)."""
-    from filelock import FileLock, Timeout
-
-    from ..records.files import atomic_write_text, json_text
+    from filelock import FileLock, Timeout  # noqa: PLC0415  optional: filelock is not a dependency every install has
 
     values = fitted_values(fit)
     assumed = predict_all(registry)
@@ -505,8 +507,6 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
 def history_rows(path: Path = RECORD) -> list[dict]:
     """Every validation the record knows, oldest first, the current one last: date, predictor commit, the three
     numbers the bars judge (for the book's table of validation rounds)."""
-    import json
-
     rec = json.loads(path.read_text(encoding="utf-8"))
     rows = []
     for h in [*rec.get("history", []), history_entry(rec)]:
@@ -539,8 +539,6 @@ def record_outcomes(path: Path = RECORD) -> list[Outcome]:
 
 def _current_record(path: Path):
     """(record, registry, fit) or one error line when the record is missing or from another registry or fit."""
-    import json
-
     if not path.is_file():
         raise RlmLabError(f"no prediction record {path.name}; write it with `rlm-lab validate --published --write`")
     rec = json.loads(path.read_text(encoding="utf-8"))

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing as mp
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import RlmLabError
-from .traced_case import Case
 from ..host import load_average
+from ..record import RecordError, RunRecord, load_record, reference_root, runs_root
+from ..sizes import check_size, get
+from .traced_case import Case
 
 # The suite of each size is in the one registry (rlm_lab.sizes: ``validation``), as tuples of Case fields.
 # B / G >= 8 prompts per step, so the longest prompt of a batch is almost always 6 tokens (the PROMPT_LEN
@@ -24,8 +28,6 @@ BARS = {"step_median": 0.15, "stage_worst": 0.25, "bias": 0.10, "peak_worst": 0.
 
 def workloads(size: str) -> tuple[Case, ...]:
     """The size's suite (``rlm_lab.sizes.get(size).validation``); a size without one is one clear error."""
-    from ..sizes import check_size, get
-
     size = check_size(size)
     cases = tuple(Case(*fields) for fields in get(size).validation)
     if not cases:
@@ -53,7 +55,7 @@ def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, con
     thread pools) so that the baseline holds it; what an earlier workload allocated and freed (and the
     allocator kept) is not in this process at all, so the peak above the baseline is this workload's own."""
     try:
-        from .traced_case import run_case
+        from .traced_case import run_case  # noqa: PLC0415  optional: guarded by except ImportError
 
         run_case(WARMUP_CASE, size, Path(warmup_dir), seed=seed)
         gc.collect()
@@ -68,8 +70,6 @@ def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, con
 
 def _run_in_fresh_process(case: Case, size: str, out: Path, warmup_dir: Path, seed: int) -> tuple:
     """(baseline RSS bytes, load average before) of ``case`` run by :func:`_fresh_case` in a spawned process."""
-    import multiprocessing as mp
-
     ctx = mp.get_context("spawn")  # not fork: a fork would inherit this process's heap and runtime
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_fresh_case, args=(case, size, str(out), str(warmup_dir), seed, send),
@@ -96,10 +96,6 @@ def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print, suite
     (:func:`_fresh_case`). Run it under ``flock -x /tmp/rlm-lab-measure.lock`` when the records are to be
     committed. ``suite_cases`` / ``suite_name`` / ``command``: another suite run the same way (the in-situ
     calibration's, :mod:`rlm_lab.insitu`), its run folders ``<root>/<prefix><name>``; default the validation suite."""
-    import time
-
-    from ..record import RunRecord
-
     every = tuple(suite_cases) if suite_cases is not None else workloads(size)
     cases = [c for c in every if names is None or c.name in names]
     unknown = set(names or ()) - {c.name for c in cases}
@@ -124,8 +120,6 @@ def run_suite(size: str, root: Path, names=None, seed: int = 0, say=print, suite
 def load_suite(size: str, root: Path | None = None, suite_name: str = SUITE, prefix: str = "validation_"):
     """(suite record, {name: case record}) from ``root``; default: the committed records of ``size``
     (``data/runs/<size>``) when the suite is there, else this build's own (``_build/runs/<size>``)."""
-    from ..record import RecordError, load_record, reference_root, runs_root
-
     if root is None:
         root = reference_root(size) if (reference_root(size) / suite_name).exists() else runs_root(size)
     root = Path(root)
@@ -145,8 +139,6 @@ def load_suite(size: str, root: Path | None = None, suite_name: str = SUITE, pre
 def reward_s_per_sample() -> float:
     """The verifier's seconds per sample from chapter 2's committed calibration (an input of the model,
     measured apart from the runs it is judged on); 0 if it was never committed."""
-    from ..record import RecordError, load_record, reference_root
-
     try:
         return load_record(reference_root("cpu") / "ch02_reward_calibration").results["reward_s_per_sample"]
     except RecordError:

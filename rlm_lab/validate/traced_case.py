@@ -17,11 +17,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..compare import OTHER, STEP, relative_error
+from ..cost import predict
+from ..cost.run_input import from_run
 from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord
 from ..stages import Stage
+from ..tasks import ensure_data, parse_task
+from ..train.config import RunConfig
 from ..train.memory_probes import Probe, measure_kv_cache, measured_memory
+from ..train.rl import make_trainer
+from ..train.tracer import trace
 
 TASK = "arithmetic:digits=2"
 PROMPT_LEN = 6  # "99+99=": TRL left-pads each batch to its longest prompt, and 8+ prompts almost always hold a 6
@@ -52,8 +58,6 @@ class Case:
 def run_config(case: Case, size: str, seed: int = 0, trace_on: bool = True):
     """The :class:`rlm_lab.train.config.RunConfig` that :func:`run_case` trains for ``case``: lengths forced to
     ``case.length`` (``min_new_tokens``), no SFT, no evaluation."""
-    from ..train.config import RunConfig
-
     return RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
                      batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
                      beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
@@ -65,19 +69,15 @@ def run_case(case: Case, size: str, run_dir: Path, seed: int = 0, trace_on: bool
              extra_callbacks=()) -> RunRecord:
     """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts in
     ``run_dir`` (chapter 2's folder for a case is :func:`rlm_lab.chapters.ch02_anatomy.cases.case_dir`)."""
-    from ..models import build_model, save
-    from ..tasks import ensure_data, parse_task
-    from ..train.rl import make_trainer
-    from ..train.tracer import trace
+    from ..models import build_model, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
 
     run_dir = Path(run_dir)
     cfg = run_config(case, size, seed, trace_on)
     task = parse_task(TASK)
     record = RunRecord(run_dir, {"case": asdict(case), "run_config": cfg.to_dict(), "prompt_len": PROMPT_LEN},
                        command=f"rlm_lab.validate.traced_case.run_case({case.name!r}, size={size!r})", seed=seed)
-    from transformers.utils import logging as hf_logging
-
     import torch
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # weight-loading bars of every model load
     load_before = load_average()
@@ -119,9 +119,6 @@ def _quiet(trainer) -> None:
 def predict_case(case: Case, profile, reward_s_per_sample: float = 0.0):
     """The cost model's prediction for ``case``: its run config (:func:`run_config`, what :func:`run_case` trains)
     through :func:`rlm_lab.cost.run_input.from_run`, the one path from a run to the predictor."""
-    from ..cost import predict
-    from ..cost.run_input import from_run
-
     algo, wl = from_run(run_config(case, "cpu"), PROMPT_LEN, reward_s_per_sample=reward_s_per_sample)
     return predict(case.model, algo, wl, profile)
 

@@ -57,6 +57,7 @@ import time
 
 from ...errors import RlmLabError
 from ...placement.rollout import RolloutEngine, cut_completions, left_pad
+from ...placement.weights import load_synced
 from ...placement.workers import RolloutWorker
 
 POLICIES = ("keep", "reprefill")
@@ -156,8 +157,6 @@ class InterruptibleEngine(RolloutEngine):
             return self._pending is not None
 
     def _apply(self, pending, where: str, at_token: int | None = None) -> None:
-        from ...placement.weights import load_synced
-
         state, version, offered = pending
         t0 = time.perf_counter()
         load_synced(self.model, state)

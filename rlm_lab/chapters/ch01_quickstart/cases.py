@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
+
+from ...train import make_config
 
 RUNS = ("ch01_grpo", "ch01_ppo")  # this build's runs, named as the committed reference runs they stand beside
 
@@ -11,9 +15,7 @@ RUNS = ("ch01_grpo", "ch01_ppo")  # this build's runs, named as the committed re
 def build_run_dir(name: str, size: str) -> Path:
     """Where a notebook's own run goes: ``_build/runs/<size>/<name>`` (never the committed data/runs),
     so executing the book at cpu size cannot overwrite the reference records."""
-    import os
-
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     root = Path(os.environ.get("RLM_RUNS_DIR") or REPO_ROOT / "_build" / "runs")
     return root / size / name
@@ -22,10 +24,6 @@ def build_run_dir(name: str, size: str) -> Path:
 def configs(size: str) -> tuple:
     """(GRPO config, PPO config) of ``size``: the presets, quiet, each writing to :func:`build_run_dir`, emptied
     first (each build makes its own runs afresh; the committed ones are in ``data/``)."""
-    import shutil
-
-    from ...train import make_config
-
     for name in RUNS:
         shutil.rmtree(build_run_dir(name, size), ignore_errors=True)
     return tuple(make_config(algo, size, out=str(build_run_dir(name, size)), disable_tqdm=True)

@@ -8,7 +8,12 @@ Matplotlib only; torch only to count a zoo model's parameters (:func:`config_tex
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ...models import build_model, count_parameters
+from ...record import load_records, reference_root
+from ...tables import format_table
 
 
 def _rows(record, key: str, phase: str | None = None) -> list[dict]:
@@ -99,8 +104,6 @@ def summary_rows(records) -> list[dict]:
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:
     """The committed reference runs ``data/runs/<size>/<name>``, as RunRecords: each must exist and be a
     finished training run (a RecordError naming the folder otherwise, never a shorter list)."""
-    from ...record import load_records, reference_root
-
     return list(load_records(reference_root(size), names, require=("accuracy_after", "total_seconds")).values())
 
 
@@ -128,8 +131,6 @@ CONFIG_KEYS = ("model", "task", "sft_steps", "rl_steps", "batch_size", "num_gene
 def config_text(cfg) -> tuple[str, dict]:
     """The fields of ``cfg`` a reader checks first and its model's parameter count, as text; and the glued value
     ``ch01_micro_params`` (the ``micro`` model's parameters, thin-space thousands: the cpu size's model)."""
-    from ...models import build_model, count_parameters
-
     lines = [f"{key:>16}: {getattr(cfg, key)}" for key in CONFIG_KEYS]
     n_params = {name: count_parameters(build_model(name)[0]) for name in {cfg.model, "micro"}}
     lines.append(f"{cfg.model} model: {n_params[cfg.model]:,} parameters")
@@ -145,11 +146,6 @@ def sweep_section(refs, root=None) -> tuple[str, dict]:
     """The tuning sweep's table (``<root>/ch01_sweep.json``, default the committed cpu records; columns no row
     fills are left out) and the aim judged on the reference run ``ch01_grpo_aim`` of ``refs``, as text; and the
     values the page glues (``ch01_aim_*``: "n/a" without that run)."""
-    import json
-
-    from ...record import reference_root
-    from ...tables import format_table
-
     sweep_file = (root or reference_root("cpu")) / "ch01_sweep.json"
     sweep_data = json.loads(sweep_file.read_text()) if sweep_file.exists() else {"rows": [], "aim": {}}
     sweep = [{**r, "load_1min": (r.get("load_average") or [None])[0]} for r in sweep_data["rows"]]

@@ -3,21 +3,22 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 
-from ...cost.hardware import CPU_PROFILE
-from ...record import RunRecord
-from ...stages import Stage
 from ...compare import STEP, relative_error, step_summary, verdict
+from ...cost import memory as M
+from ...cost import scalar_head
+from ...cost.hardware import CPU_PROFILE
+from ...cost.spread import calibration_files
+from ...record import RunRecord
+from ...stages import MODELS_HELD, Stage
 from ...validate.traced_case import case_of, predict_case, time_table
 from .cases import algorithm_cases
 
 
 def memory_table(record: RunRecord, prediction) -> list[dict]:
     """Bytes per held model and kind, predicted (cost model) against counted from the live tensors."""
-    from ...cost import memory as M
-    from ...cost import scalar_head
-
     meas = record.results["memory_measured"]
     spec, prec = prediction.spec, prediction.workload.precision
     actor = M.model_memory(spec, True, prec)
@@ -57,8 +58,6 @@ def share_row(record: RunRecord, prediction, label: str) -> dict:
 
 def algorithms_table(size: str, profile=CPU_PROFILE) -> list[dict]:
     """Per algorithm: models held, stages run, predicted model-state bytes (weights + grads + AdamW)."""
-    from ...stages import MODELS_HELD
-
     rows = []
     for name, case in algorithm_cases(size).items():
         pred = predict_case(case, profile)
@@ -118,10 +117,6 @@ def errors_by_calibration(records: dict, name: str = "cpu-2core-epyc") -> list[d
     (``data/hardware/calibrations/<name>-<date>.json``, see ``rlm_lab.cost.spread``), so that the spread
     of the machine's calibrations shows as a spread of the verdict. ``kernels``: whether that calibration
     measured the kernel terms (elementwise, attention, log-prob head, weight streaming)."""
-    import json
-
-    from ...cost.spread import calibration_files
-
     rows = []
     for path in calibration_files(name):
         h = headline(records, str(path))

@@ -23,14 +23,22 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...compare import OTHER, STEP, relative_error
+from ...compare import OTHER, STEP, reference_dir, relative_error
+from ...cost import predict as cost_predict
+from ...cost.hardware import load_profile, profile_for
+from ...cost.workload import ResponseLengths, Workload
 from ...errors import RlmLabError
 from ...host import load_average
-from ...record import RunRecord
+from ...models import build_model
+from ...record import RunRecord, load_record, runs_root
 from ...records.provenance import utc_now
 from ...sizes import get
 from ...stages import Stage
-from ...validate.traced_case import TASK
+from ...tasks import ensure_data, parse_task
+from ...train.dpo import dpo_trainer, preference_pairs
+from ...train.memory_probes import Probe
+from ...train.tracer import trace
+from ...validate.traced_case import TASK, _quiet
 
 STAGES = (Stage.REF_LOGPROB, Stage.ACTOR_FORWARD, Stage.ACTOR_BACKWARD, Stage.OPTIMIZER)
 
@@ -66,8 +74,6 @@ def shapes(trainer) -> tuple[int, int]:
 
 def workload(case: DpoCase, prompt_len: int, completion_len: int):
     """The cost model's workload of ``case`` (module docstring)."""
-    from ...cost.workload import ResponseLengths, Workload
-
     rows = 2 * case.pairs
     return Workload(prompts=case.pairs, group_size=2, prompt_len=prompt_len,
                     response=ResponseLengths("fixed", length=completion_len), epochs=1, micro_batch=rows,
@@ -78,8 +84,6 @@ def workload(case: DpoCase, prompt_len: int, completion_len: int):
 def predict(case: DpoCase, prompt_len: int, completion_len: int, profile) -> dict:
     """The prediction as the record keeps it: seconds per stage, their sum (the chapter's ``step``), TRL's
     bookkeeping (``bookkeeping_s``, in no stage), the profile's name and when it was made."""
-    from ...cost import predict as cost_predict
-
     pred = cost_predict(case.model, "dpo", workload(case, prompt_len, completion_len), profile)
     stages = {r.stage.value: r.seconds for r in pred.rows}
     return {"made": utc_now(), "profile": pred.profile.name, "stages": stages,
@@ -93,14 +97,6 @@ def run_dpo_case(case: DpoCase, size: str, run_dir, profile=None, seed: int = 0)
     tracer; the record keeps the prediction, the tracer's summary, the step walls and the load around the run."""
     import torch
     from transformers.utils import logging as hf_logging
-
-    from ...cost.hardware import profile_for
-    from ...models import build_model
-    from ...tasks import ensure_data, parse_task
-    from ...train.dpo import dpo_trainer, preference_pairs
-    from ...train.memory_probes import Probe
-    from ...train.tracer import trace
-    from ...validate.traced_case import _quiet
 
     profile = profile or profile_for(size)
     task = parse_task(TASK)
@@ -170,9 +166,6 @@ def headline(record: RunRecord) -> dict:
 def ensure_dpo(size: str) -> RunRecord:
     """The DPO record of ``size``: the committed one (``data/runs/<size>/ch02_dpo``), else this build's finished
     one under ``runs_root(size)``, else run now."""
-    from ...compare import reference_dir
-    from ...record import load_record, runs_root
-
     for folder in (reference_dir(size) / "ch02_dpo", runs_root(size) / "ch02_dpo"):
         if (folder / "record.json").exists():
             try:
@@ -186,8 +179,6 @@ def ensure_dpo(size: str) -> RunRecord:
 def glue_values(record: RunRecord) -> dict[str, str]:
     """The DPO prose's glued values (formatted): predicted and measured step, the error of this one run (no
     interval: one run decides nothing), the reference pass's share, and whose profile priced it."""
-    from ...cost.hardware import load_profile
-
     h = headline(record)
     hw = record.data["provenance"].get("hardware", {})
     prof = load_profile(h["profile"])

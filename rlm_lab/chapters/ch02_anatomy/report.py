@@ -15,26 +15,41 @@ record or profile is missing from the checkout). Sections that draw also return 
 
 from __future__ import annotations
 
+import itertools
+import json
+import statistics
 from pathlib import Path
 
-from ...cost.hardware import CPU_PROFILE, INSITU_PROFILE
+from ... import validate as V
+from ...calibrate.autocast_benchmarks import with_autocast_terms
+from ...calibrate.step_benchmarks import KEYS, with_trl_step_terms
+from ...compare import BAR, GOAL, OTHER
+from ...cost import load_profile
+from ...cost.hardware import CPU_PROFILE, HARDWARE_DIR, INSITU_PROFILE
+from ...cost.spread import calibration_spread
+from ...device import datasheet_for
+from ...evidence import mean_interval
+from ...insitu import REPEAT_TOL, repeat_agreement
+from ...insitu import load as load_insitu
+from ...record import load_record, read_jsonl, reference_root
 from ...tables import format_table, text
+from ...trace_plots import gantt, predicted_vs_measured, share_bars
+from ...validate import SUITE
+from ...validate.compare import with_bookkeeping
+from ...validate.pairs import BEFORE, MORNING, pair_rows
+from ...validate.traced_case import case_of, predict_case, time_table
+from .compare import ALGORITHMS, errors_by_calibration, generation_shares, headline
 
 NA = "n/a"
 
 
 def have_validation() -> bool:
     """Whether this checkout holds the committed validation suite (``data/runs/cpu/validation_suite``)."""
-    from ...record import reference_root
-    from ...validate import SUITE
-
     return (reference_root("cpu") / SUITE).exists()
 
 
 def insitu_profile():
     """``(the committed in-situ profile, None)``, or ``(None, why)`` in a checkout without it."""
-    from ...cost import load_profile
-
     try:
         return load_profile(INSITU_PROFILE), None
     except Exception as e:  # a checkout without the in-situ profile: say so, judge nothing
@@ -51,8 +66,7 @@ def validation_section() -> tuple[str, dict]:
     """The in-situ profile on the suite measured on its own machine before the fit (``rlm_lab.validate``): the
     table per workload and stage, the verdicts against ``BARS``, the contention of the machine, the
     least-disturbed steps; and every ``ch02_val_*`` value of the prose (the bars too)."""
-    from ... import validate as V
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     lines = []
     have_val = have_validation()
@@ -113,11 +127,7 @@ def pairs_section() -> tuple[str, dict]:
     """Each calibration judged on the suite measured on its own machine in its own session
     (``rlm_lab.validate.pairs``), and how much slower the in-situ machine ran the suite than the morning's
     (median over the workloads of the ratio of their measured steps)."""
-    import statistics
-
-    from ... import validate as V
-    from ...record import REPO_ROOT
-    from ...validate.pairs import BEFORE, MORNING, pair_rows
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     have_val = have_validation()
     pairs = pair_rows("cpu") if have_val else []
@@ -145,11 +155,7 @@ def insitu_section() -> tuple[str, dict]:
     """Whether the in-situ calibration repeats (every pair of the three committed calibrations A, B, C against
     the goal ``REPEAT_TOL`` fixed before the first run), the fitted factors with their bootstrap IQR, and the
     spread of the calibration runs themselves."""
-    import itertools
-
-    from ...cost.hardware import HARDWARE_DIR
-    from ...insitu import REPEAT_TOL, load as load_insitu, repeat_agreement
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     insitu, _ = insitu_profile()
     out = {"ch02_insitu_tol": text(REPEAT_TOL, ".0%")}
@@ -216,9 +222,6 @@ def insitu_section() -> tuple[str, dict]:
 def loop_terms_section() -> str:
     """The generation loop's per-step and per-row costs (``rlm_lab.calibrate.loop_benchmarks``), measured apart,
     tried on the suite: its errors without and with them."""
-    from ... import validate as V
-    from ...record import reference_root
-
     loop_dir = reference_root("cpu") / "validation_generate_loop"
     if not (have_validation() and loop_dir.exists()):
         return "no committed generation-loop benchmark in this checkout"
@@ -241,12 +244,6 @@ def loop_terms_section() -> str:
 def bookkeeping_section() -> str:
     """TRL's own bookkeeping (``rlm_lab.calibrate.step_benchmarks``) and TRL's defaults (bf16 autocast, gradient
     checkpointing: ``rlm_lab.calibrate.autocast_benchmarks``), each measured apart, tried on the suite."""
-    from ... import validate as V
-    from ...calibrate.autocast_benchmarks import with_autocast_terms
-    from ...calibrate.step_benchmarks import KEYS, with_trl_step_terms
-    from ...compare import OTHER
-    from ...record import load_record, reference_root
-
     trl_dir, ac_dir = reference_root("cpu") / "validation_trl_step", reference_root("cpu") / "validation_autocast_terms"
     if not (have_validation() and trl_dir.exists() and ac_dir.exists()):
         return "no committed bookkeeping or autocast benchmark in this checkout"
@@ -278,9 +275,6 @@ def ms_rows(rows):
 
 def ppo_timeline(record, size: str):
     """The last traced step of a PPO run (its ``spans.jsonl``) as a timeline, one bar per span."""
-    from ...record import read_jsonl
-    from ...trace_plots import gantt
-
     steps = read_jsonl(record.dir / "spans.jsonl")
     return gantt(steps, show=[steps[-1]["step"]], title=f"PPO, one step ({size})")
 
@@ -289,11 +283,6 @@ def reference_section(ref: dict, have_ref: bool) -> tuple[str, list, dict]:
     """The committed cpu runs (``ref``: :func:`load_reference`), predicted against measured per stage in
     milliseconds, one figure per algorithm, the whole step first and the stages second against the goals; and
     the values the prose quotes (``ch02_step_error``, the verdicts, the bars, "other"'s share, generation)."""
-    from ...compare import BAR, GOAL
-    from ...trace_plots import predicted_vs_measured
-    from .compare import ALGORITHMS, headline
-    from ...validate.traced_case import case_of
-
     lines, figures = [], []
     if have_ref:
         head = headline(ref, CPU_PROFILE)
@@ -319,9 +308,6 @@ def reference_section(ref: dict, have_ref: bool) -> tuple[str, list, dict]:
 def calibrations_section(ref: dict, have_ref: bool) -> str:
     """How far the machine's quiet calibrations' headline quantities differ (``rlm_lab.cost.spread``), and the
     chapter's errors under each calibration, busy ones included and marked."""
-    from ...cost.spread import calibration_spread
-    from .compare import errors_by_calibration
-
     spread = calibration_spread(include_busy=False)  # quiet calibrations; the busy ones are in the next table
     lines = [format_table([{"quantity": r["quantity"], "calibrations": r["n"], "min": r.get("min"),
                             "median": r.get("median"), "max": r.get("max"), "range_over_median": r.get("rel_range")}
@@ -339,9 +325,6 @@ def shares_section(ref: dict, have_ref: bool) -> tuple[list, str, object]:
     """Generation's FLOP share (the cost model's exact counts) against its predicted and measured time share,
     for the GRPO step at other lengths R and batches B: the rows, their table and the bar figure (None without
     the committed runs)."""
-    from ...trace_plots import share_bars
-    from .compare import generation_shares
-
     sweep = [n for n in SHARE_SWEEP if n in ref]
     if not have_ref:
         return [], "", None
@@ -355,14 +338,7 @@ def gpu_stages_section(data: Path | None = None) -> str:
     stage, the mean of the archives' medians with its Student-t 95 % interval beside the datasheet prediction of
     the same case (the GPU's datasheet profile, as the archive predicted its total before it ran; the cost model is
     deterministic, so the stages are the prediction the archive made). Empty when there is no GPU record."""
-    import json
-
-    from ...device import datasheet_for
-    from ...evidence import mean_interval
-    from ...record import REPO_ROOT, RunRecord
-    from ...compare import OTHER
-    from ...validate.compare import with_bookkeeping
-    from ...validate.traced_case import case_of, predict_case, time_table
+    from ...record import REPO_ROOT, RunRecord  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     data = data or REPO_ROOT / "data"
     tables = []

@@ -4,25 +4,26 @@ one repeat of one algorithm for ``rlm-lab reference --chapter 2``."""
 
 from __future__ import annotations
 
+import argparse
+import datetime as _dt
+import random
 import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...record import RunRecord, runs_root
-from ...sizes import check_size
 from ...compare import reference_dir
-from ...validate.traced_case import TASK, run_case
-from .cases import algorithm_cases, case_dir, sweep_cases
+from ...errors import RlmLabError
 from ...host import load_average
+from ...record import RecordError, RunRecord, load_record, runs_root
+from ...sizes import check_size
+from ...tasks import ensure_data, parse_task, reward_funcs
+from ...validate.traced_case import TASK, predict_case, run_case
+from .cases import algorithm_cases, case_dir, sweep_cases
 
 
 def reward_calibration(size: str, n: int = 4096, run_dir: Path | None = None, seed: int = 0) -> RunRecord:
     """Seconds per sample of the task's verifier rewards on synthetic completions (calibration input)."""
-    import random
-
-    from ...tasks import ensure_data, parse_task, reward_funcs
-
     task = parse_task(TASK)
     rows = ensure_data(task)["train"][:n]
     rng = random.Random(seed)
@@ -85,9 +86,6 @@ def predict_arm(arm: str, size: str, profile: str) -> float:
     """One algorithm's predicted step (the sum of its predicted stages, as the page's step row) from ``profile``
     for ``rlm-lab reference --chapter 2``; the verifier's seconds per sample from the committed calibration run of
     this size (else cpu's; none: 0), a separate earlier run, never the window's own."""
-    from ...errors import RlmLabError
-    from ...validate.traced_case import predict_case
-
     reward_s = 0.0
     for where in dict.fromkeys((size, "cpu")):
         try:
@@ -102,8 +100,6 @@ def predict_arm(arm: str, size: str, profile: str) -> float:
 def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one algorithm's traced case for ``rlm-lab reference --chapter 2`` (:data:`.cases.REFERENCES`),
     into ``<out>/ch02_<arm>/<UTC time>``: ``{"step_s": median step after the warm-up steps, "record": folder}``."""
-    import datetime as _dt
-
     case = algorithm_cases(size)[arm]
     folder = Path(out) / f"ch02_{arm}" / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     rec = run_case(case, size, folder)
@@ -112,8 +108,6 @@ def reference_arm(arm: str, size: str, out) -> dict:
 
 def _own(run_dir: Path, force: bool, require) -> RunRecord | None:
     """This build's finished record in ``run_dir`` holding ``require``, or None (missing, unfinished, damaged)."""
-    from ...record import RecordError, load_record
-
     if force or not (run_dir / "record.json").exists():
         return None
     try:
@@ -134,8 +128,6 @@ def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
 
 def main(argv=None) -> int:
     """``python -m rlm_lab.chapters.ch02_anatomy --size cpu [--force] [--overhead]``: make the chapter's records."""
-    import argparse
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--size", default="cpu")
     ap.add_argument("--force", action="store_true", help="re-run records that exist")

@@ -8,6 +8,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
+from ...cost import tail_bubble
 from ...errors import RlmLabError
 from ...sizes import get
 
@@ -63,8 +64,6 @@ def distributions(size: str, p: dict | None = None) -> list[Lengths]:
 
 def bubble(lengths) -> float:
     """1 - sum R_i / (n R_max) (the cost model's ``tail_bubble``)."""
-    from ...cost import tail_bubble
-
     return tail_bubble(lengths)
 
 

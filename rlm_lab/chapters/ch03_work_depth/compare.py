@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import statistics
 
-from ...record import RunRecord
 from ...compare import relative_error, verdict
+from ...cost import decode_step_time, load_profile, model_spec
+from ...cost.timing import generate_time
+from ...record import RunRecord
 from .cases import PROMPT_LEN, assign
+
 
 def predicted_decode_steps(model_name: str, batches, k0: int, k1: int, profile) -> list[float]:
     """Mean predicted t_step(b, c) over the contexts the measurement spans (fp32, as measured)."""
-    from ...cost import decode_step_time, load_profile, model_spec
-
     spec, prof = model_spec(model_name), load_profile(profile)
     ctx = range(PROMPT_LEN + k0, PROMPT_LEN + k1)
     return [statistics.mean(decode_step_time(spec, b, c, prof, "fp32", 4) for c in ctx) for b in batches]
@@ -28,8 +29,6 @@ def knee(batches, times, factor: float = 1.5) -> int | None:
 
 def predicted_generate(model_name: str, lengths, profile, batch: int | None = None) -> float:
     """The cost model's static ``generate`` of these rows (``rlm_lab.cost.timing.generate_time``, fp32)."""
-    from ...cost.timing import generate_time
-
     return generate_time(model_name, profile, PROMPT_LEN, lengths, batch, "static", "fp32", 4)
 
 

@@ -7,7 +7,12 @@ quotes a number ("n/a" without the committed records).
 
 from __future__ import annotations
 
+from ...compare import BAR, GOAL
+from ...cost import load_profile
+from ...cost.engine import engine_step_overhead
 from ...tables import format_table, text
+from ...trace_plots import curve
+from .scale import scaling
 
 NA = "n/a"
 
@@ -15,8 +20,6 @@ NA = "n/a"
 def knee_section(ref: dict, head: dict) -> tuple[str, list]:
     """Decode step time against batch size: the knees, measured and predicted, one curve per model, and the
     table of every batch in milliseconds."""
-    from ...trace_plots import curve
-
     cfg = ref["decode_knee"].config
     figures = []
     for model in ref["decode_knee"].results["step_s"]:
@@ -36,8 +39,6 @@ def knee_section(ref: dict, head: dict) -> tuple[str, list]:
 def tail_section(head: dict) -> tuple[str, object]:
     """The long tail: one row per length distribution (same mean, growing tails) and the slowdown against
     R_max / mean R, measured and by the bubble law 1 / (1 - bubble)."""
-    from ...trace_plots import curve
-
     tail_rows = head["tail_rows"]
     table = format_table(tail_rows, ["lengths", "mean_R", "max_R", "bubble", "predicted", "measured", "rel_error",
                                      "slowdown_measured", "slowdown_law"])
@@ -52,8 +53,6 @@ def replica_section(ref: dict, head: dict | None) -> tuple[str, list, dict]:
     """Replicas and Brent's bounds: the table, the measured and the predicted T_p between their bounds (round
     robin), the rows above the upper bound and real processes against the simulation; and the values the prose
     quotes (``ch03_n_above`` ... ``ch03_replicas_load``). ``head`` is None without the committed records."""
-    from ...trace_plots import curve
-
     have_ref = head is not None
     lines, figures = [], []
     if have_ref:
@@ -88,11 +87,6 @@ def scale_section(profile: str = "h200") -> tuple[str, object, dict]:
     """What depth means at scale, by prediction only (:func:`.scale.scaling` on a datasheet profile): the table,
     the critical path, W, D and the average parallelism W / D, the engine's assumed cost per decode step, the curve;
     and the two values the prose quotes."""
-    from ...cost import load_profile
-    from ...cost.engine import engine_step_overhead
-    from ...trace_plots import curve
-    from .scale import scaling
-
     scale = scaling(profile)
     prof = load_profile(profile)
     lines = [format_table(scale, ["devices", "lower_s", "predicted_s", "upper_s"]),
@@ -112,8 +106,6 @@ def scale_section(profile: str = "h200") -> tuple[str, object, dict]:
 def closing_section(head: dict | None) -> tuple[str, dict]:
     """The whole generation times first, then single decode steps, then every comparison of the chapter, each
     median |error| with its verdict against the goals fixed in advance; and the values the prose quotes."""
-    from ...compare import BAR, GOAL
-
     have_ref = head is not None
     lines = []
     if have_ref:

@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import RlmLabError
-from ...models.generation import force_lengths_class
-from ...record import RunRecord, runs_root
-from ...sizes import check_size
 from ...compare import reference_dir
-from .cases import EOS, PROMPT_LEN, assign, bubble, distributions, params
+from ...device import pick_device, synchronize
+from ...errors import RlmLabError
 from ...host import load_average
+from ...models import build_model
+from ...models.generation import force_lengths_class
+from ...parallel.launch import spawn
+from ...record import RunRecord, finished, load_record, reference_root, runs_root
+from ...sizes import check_size
+from .cases import EOS, PROMPT_LEN, assign, bubble, distributions, params
 
 # ---- generation with forced lengths --------------------------------------------------------------
 
@@ -31,8 +35,6 @@ def generate_timed(model, lengths, seed: int = 0) -> tuple[float, list[int]]:
     """Seconds of one ``generate`` call whose rows have exactly ``lengths`` new tokens; the lengths it produced."""
     import torch
     from transformers import LogitsProcessorList
-
-    from ...device import synchronize
 
     device = next(model.parameters()).device
     ids, mask = (t.to(device) for t in _prompts(len(lengths), seed))
@@ -52,9 +54,6 @@ def generate_timed(model, lengths, seed: int = 0) -> tuple[float, list[int]]:
 
 
 def _load(name: str, seed: int = 0):
-    from ...device import pick_device
-    from ...models import build_model
-
     model, _ = build_model(name, seed=seed)
     model.eval()
     return model.to(pick_device())
@@ -140,8 +139,6 @@ def replicas(size: str, run_dir: Path | None = None, seed: int = 0, dist_index: 
     """T_p for p replicas, simulated (sequential, 1 thread) and real (processes) where the cores allow."""
     import torch
 
-    from ...parallel.launch import spawn
-
     p = params(size)
     dist = distributions(size)[dist_index]
     lengths = dist.values(seed)
@@ -194,8 +191,6 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
     this build's own finished run (``_build/runs/<size>``), else measured now (an unfinished or damaged
     build run is moved aside by the new run, which says so). A committed reference record that is damaged
     or unfinished is an error naming it, not a silent re-measurement."""
-    from ...record import finished, load_record, reference_root
-
     out = {}
     for name, fn in (("decode_knee", decode_knee), ("long_tail", long_tail), ("replicas", replicas)):
         ref, own = reference_root(size) / f"ch03_{name}", runs_root(size) / f"ch03_{name}"
@@ -210,8 +205,6 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
 
 def main(argv=None) -> int:
     """``python -m rlm_lab.chapters.ch03_work_depth --size cpu [--force] [--only decode_knee ...]``."""
-    import argparse
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--size", default="cpu")
     ap.add_argument("--force", action="store_true")

@@ -3,6 +3,9 @@ Brent's bounds from the one-device work and depth. Prediction only; it rests on 
 
 from __future__ import annotations
 
+from ...cost import Workload, predict
+from ...cost.workload import ResponseLengths
+
 # ---- depth at scale (prediction only) -----------------------------------------------------------------
 
 # Qwen2.5-1.5B's shape (its config.json on the Hugging Face Hub, Qwen/Qwen2.5-1.5B).
@@ -15,9 +18,6 @@ def scaling(profile: str = "h200", devices=(1, 2, 4, 8, 16, 32, 64), model=None)
     """Predicted GRPO iteration time on p data-parallel devices against Brent's bounds from the
     one-device work and depth (a worked example: B = 32 prompts, G = 8, P = 256, lognormal
     lengths with median 690 and mean ~946, clipped at 4096; continuous-batching engine). Prediction only."""
-    from ...cost import Workload, predict
-    from ...cost.workload import ResponseLengths
-
     spec = model or QWEN25_1_5B
     resp = ResponseLengths("lognormal", median=690, sigma=0.794, max=4096)
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from ...parallel.mesh import Layout
 from ...protocol import Reference
+from ...sizes import get
 
 
 def run_args(size: str) -> dict:
     """The run arguments of every layout at ``size`` (model, steps, batch, sequence): ``rlm_lab.sizes``."""
-    from ...sizes import get
-
     return dict(get(size).parallel)
 
 
@@ -21,8 +20,6 @@ def suite(size: str) -> dict:
     """The layouts of ``size``: ``{world: [(layout, kwargs)]}``. ``gpu`` adapts to the visible GPUs (1-8):
     every ZeRO stage over all of them, and TP 2 (x DP over the rest, FSDP2) with and without SP.
     The other sizes' layouts are in the size registry (``rlm_lab.sizes``, ``parallel_layouts``)."""
-    from ...sizes import get
-
     if size != "gpu":
         return {world: [(Layout(**deg), dict(kw)) for deg, kw in items] for world, items in get(size).parallel_layouts}
     import torch
@@ -40,8 +37,6 @@ def suite(size: str) -> dict:
 def measurements(size: str) -> list:
     """``[(kind, kwargs)]`` of ``size`` from the size registry (``rlm_lab.sizes``, ``parallel_sweeps``); the
     gpu size runs the cpu list. "oversubscribed" (world > cores) is recorded with each run."""
-    from ...sizes import get
-
     return [(kind, dict(kw)) for kind, kw in (get(size).parallel_sweeps or get("cpu").parallel_sweeps)]
 
 

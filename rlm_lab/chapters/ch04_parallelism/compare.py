@@ -22,7 +22,10 @@ import itertools
 import statistics
 
 from ...compare import verdict
-from ...evidence import repeat_interval, ratio_word
+from ...errors import RlmLabError
+from ...evidence import ratio_word, repeat_interval
+from ...parallel.bench.measure import within_tolerance
+from ...parallel.predict import comm_mismatches, layout_of, predicted_comm
 from .run import _median, predicted_step_time
 
 
@@ -78,8 +81,6 @@ def record_step_time(rec, profile) -> tuple[dict, int]:
     """The profile's prediction of a layout record's step (:func:`predicted_step_time` on the collectives the
     run counted, timed under the counter, on the record's cores) and the torch threads a rank ran with:
     spawned ranks run 1 thread each (launch.spawn), the one-process layout the CLI's threads."""
-    from ...parallel.predict import layout_of
-
     r, hw = rec.results, rec.data["provenance"]["hardware"]
     threads = 1 if r["world"] > 1 else hw.get("torch_threads")
     return predicted_step_time(layout_of(r), r["model"], r["batch"], r["seq"], profile, comm=r["comm"],
@@ -88,9 +89,6 @@ def record_step_time(rec, profile) -> tuple[dict, int]:
 
 def compare(records, profile=None) -> list[dict]:
     """One row per record: measured median step time and counted bytes next to the predictions."""
-    from ...errors import RlmLabError
-    from ...parallel.predict import comm_mismatches, layout_of, predicted_comm
-
     rows = []
     for rec in records:
         r = rec.results
@@ -118,6 +116,4 @@ def compare(records, profile=None) -> list[dict]:
 
 
 def _ok(check) -> bool:
-    from ...parallel.bench.measure import within_tolerance
-
     return within_tolerance(check)

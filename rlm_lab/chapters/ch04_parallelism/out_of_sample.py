@@ -13,10 +13,15 @@ Bar, fixed before the runs: median |error| of the whole step <= 25 % (:data:`BAR
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
-from ...parallel.mesh import Layout
+from ...evidence import median_interval
 from ...host import load_average
+from ...parallel.bench.measure import spawn_layouts, write_record
+from ...parallel.mesh import Layout
+from .compare import compare
+from .run import load_records, oversubscribed
 
 BAR = 0.25
 PREFIX = "validation_dist_"
@@ -41,9 +46,6 @@ def case_name(layout: Layout, kw: dict) -> str:
 def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
     """Run the cases without a record under ``root`` (one set of processes per world size) and write one
     record each; an existing record is kept, never overwritten (its case is skipped and said so)."""
-    from ...parallel.bench.measure import spawn_layouts, write_record
-    from .run import oversubscribed
-
     root = Path(root)
     todo: dict[int, list] = {}
     for lay, kw in CASES:
@@ -66,9 +68,6 @@ def run(root: str | Path, steps: int = STEPS, say=print) -> list[Path]:
 
 def rows(root: str | Path, profile) -> list[dict]:
     """Measured vs predicted (``suite.compare``) for the validation records under ``root``."""
-    from .run import load_records
-    from .compare import compare
-
     return compare(load_records(root, PREFIX), profile)
 
 
@@ -86,8 +85,6 @@ def bar_met(abs_errors: list, bar: float) -> str:
     """The median |error| against ``bar`` from its 95 % interval (:func:`rlm_lab.evidence.median_interval`: exact
     order statistics below 10 errors, none below 6): "met" only when the whole interval is at or under the bar,
     "not met" only when wholly above, else "undecided" (too few errors too)."""
-    from ...evidence import median_interval
-
     iv = median_interval(abs_errors)
     if not iv.decided:
         return ("undecided (one run, no interval)" if iv.n == 1 else
@@ -97,9 +94,7 @@ def bar_met(abs_errors: list, bar: float) -> str:
 
 def main(argv=None) -> int:
     """``rlm-lab chapter 4 out-of-sample [RUNS_ROOT]`` (default ``data/runs/cpu``): run the out-of-sample layouts."""
-    import sys
-
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     argv = sys.argv[1:] if argv is None else argv
     run(Path(argv[0]) if argv else REPO_ROOT / "data" / "runs" / "cpu")

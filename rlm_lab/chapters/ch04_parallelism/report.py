@@ -4,10 +4,26 @@ each the text it prints, its tables and the values its prose glues."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import statistics
 from pathlib import Path
 
+from ...compare import BAR, GOAL
+from ...cost.hardware import profile_of_machine
+from ...errors import RlmLabError
+from ...models import build_model, count_parameters
+from ...parallel import data_parallel, fsdp
+from ...parallel.bench.framework import distributed_section
+from ...parallel.bench.step_time import framework_terms, predict_sweep, predicted_step_time
+from ...parallel.mesh import Layout, validate
+from ...parallel.predict import layout_of
+from ...record import reference_root
 from ...tables import text
-from .run import load_records
+from . import out_of_sample
+from .compare import compare, summary
+from .run import load_records, run_suite
 
 FAMILIES = ("DP", "ZeRO", "TP", "PP", "CP", "EP")
 
@@ -27,8 +43,6 @@ def family(layout: dict) -> str:
 
 def rows(records, profile=None) -> list[dict]:
     """:func:`suite.compare` rows plus family, oversubscription and model-state memory (rank 0)."""
-    from .compare import compare
-
     out = []
     cmp = compare(records, profile)
     base = next((r for r in cmp if r["layout"] == "single"), None)
@@ -50,7 +64,7 @@ def rows(records, profile=None) -> list[dict]:
 
 def table(rs, columns=None):
     """A pandas DataFrame of the rows (the notebook displays it)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415  optional: pandas is not a dependency every install has
 
     cols = columns or ["layout", "world", "oversubscribed", "measured_ms", "predicted_ms", "predicted_compute_ms",
                        "predicted_framework_ms", "predicted_comm_ms", "time_rel_err",
@@ -108,9 +122,6 @@ def calibrated_profile(records):
     """The calibrated CPU profile (with collectives) of the machine that made ``records`` (their provenance
     names it: :func:`rlm_lab.cost.hardware.profile_of_machine`), or None when no profile of that machine is
     committed (then no time predictions). Records of several machines raise: one table prices one machine."""
-    from ...cost.hardware import profile_of_machine
-    from ...errors import RlmLabError
-
     machines = {(h.get("cpu_model"), h.get("cpu_count")): h
                 for h in ((r.data.get("provenance") or {}).get("hardware") or {} for r in records)}
     if len(machines) > 1:
@@ -123,11 +134,8 @@ def calibrated_profile(records):
 
 def _predicted_state(r: dict) -> float:
     """Model-state bytes per rank from the ZeRO table (arXiv 1910.02054, Fig. 1): AdamW fp32, N parameters."""
-    from ...parallel import data_parallel, fsdp
-
     n = r["memory"]["params"] // 4 if r["layout"]["zero"] == 0 else None
     if n is None:  # sharded: N from the gradient all-reduce/reduce-scatter message of the record's model
-        from ...models import build_model, count_parameters
 
         n = count_parameters(build_model(r["model"])[0])
     d, z = r["layout"]["dp"], r["layout"]["zero"]
@@ -169,9 +177,7 @@ def sweep_table(root: str | Path, kind: str, profile=None):
     (``step_s_profile``, ``step_time.predict_sweep``; needs ``profile``) and against the recorded
     ``step_s_predicted`` (a one-process step measured in the same run + modelled messages: not a
     prediction), bubble and bytes."""
-    import pandas as pd
-
-    from ...parallel.bench.step_time import predict_sweep
+    import pandas as pd  # noqa: PLC0415  optional: pandas is not a dependency every install has
 
     recs = load_records(root, f"ch04_e2_{kind}")
     rs = []
@@ -196,9 +202,6 @@ def with_and_without(records, profile, sweeps=()) -> list[dict]:
     without them (the profile's own thread count, no framework cost), and both errors. ``sweeps``: the
     ``ch04_e2_*`` records too (without the terms their compute is the profile's; the recorded
     baseline-plus-messages number is no prediction and is not used here)."""
-    from ...parallel.predict import layout_of
-    from ...parallel.bench.step_time import predict_sweep, predicted_step_time
-
     out = []
     for rec in records:
         r, hw = rec.results, rec.data["provenance"]["hardware"]
@@ -224,8 +227,6 @@ def with_and_without(records, profile, sweeps=()) -> list[dict]:
 
 
 def _step_median(xs):
-    import statistics
-
     return statistics.median(xs[1:] or xs)
 
 
@@ -238,9 +239,6 @@ def bad_layouts(model: str = "nano") -> str:
     """Degrees checked against the model before any process starts (``rlm_lab.parallel.mesh.validate``): 3-way
     tensor parallelism of ``model`` (4 attention heads), 3 pipeline stages of its 2 layers, then a world size
     that does not match the degrees; one error line each."""
-    from ...errors import RlmLabError
-    from ...parallel.mesh import Layout, validate
-
     lines = []
     for bad, world in ((Layout(tp=3), 3), (Layout(pp=3), 3), (Layout(tp=2), 3)):
         try:
@@ -252,9 +250,7 @@ def bad_layouts(model: str = "nano") -> str:
 
 def repo_paths(msg) -> str:
     """``msg`` with paths relative to the repository, never a machine's absolute or temporary paths."""
-    import re
-
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     return re.sub(r"/tmp/\S+", "<tmp>", str(msg).replace(f"{REPO_ROOT}/", ""))
 
@@ -263,11 +259,7 @@ def this_build(size: str, say=print):
     """Run the layouts of ``size`` into ``_build/runs/<size>-ch04`` (emptied first: each build makes its own runs
     afresh, the committed ones are in ``data/``; DTensor's redistribution notes stay out of the page) and return
     their table against the calibrated profile."""
-    import os
-    import shutil
-
-    from ...record import REPO_ROOT
-    from .run import run_suite
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     os.environ["TORCH_LOGS"] = "-dtensor"  # inherited by the ranks: DTensor's redistribution notes stay in its logs
     here = REPO_ROOT / "_build" / "runs" / f"{size}-ch04"
@@ -279,8 +271,6 @@ def this_build(size: str, say=print):
 
 def models_text(records) -> str:
     """One line per model of ``records``: its parameters and the (sequences, tokens, steps) it ran."""
-    from ...models import build_model, count_parameters
-
     lines = []
     for model in sorted({r.results["model"] for r in records}):
         shape = sorted({(r.results["batch"], r.results["seq"], r.results["steps"]) for r in records
@@ -300,13 +290,7 @@ def distributed_terms_section(records, rows_: list[dict], profile, root) -> tupl
     and sweep records under ``root``) and out of sample (:mod:`.out_of_sample`'s records): the text, the tables
     (framework terms, with and without, the out-of-sample runs) and every ``ch04_dist_*`` value of the prose
     ("n/a" without a distributed calibration of ``profile``)."""
-    import statistics
-
-    import pandas as pd
-
-    from ...parallel.bench.framework import distributed_section
-    from ...parallel.bench.step_time import framework_terms
-    from . import out_of_sample
+    import pandas as pd  # noqa: PLC0415  optional: pandas is not a dependency every install has
 
     values = {"ch04_dist_bar": text(out_of_sample.BAR, ".0%")}
     terms, source = framework_terms(profile) if profile is not None else (None, None)
@@ -352,7 +336,7 @@ def distributed_terms_section(records, rows_: list[dict], profile, root) -> tupl
 def e2e_table(root):
     """The end-to-end GRPO runs through the Trainer (``ch04_e2e_*``): mode, what the Trainer wrapped, seconds per
     step, the generation stage and the predicted gradient synchronisation per rank (kB)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415  optional: pandas is not a dependency every install has
 
     return pd.DataFrame([{"mode": r.config["mode"], "runs": r.results["parallelism"]["wrapped"],
                           "s/step": r.results["seconds_per_step"],
@@ -365,9 +349,6 @@ def verdict_section(rows_: list[dict]) -> tuple[str, dict]:
     """What the numbers say (:func:`.compare.summary`): every layout against one process and the formula, the
     step time and the slowdown against one process with their verdicts, which layouts are faster, how many
     pairs are ordered alike; and every value the closing prose quotes."""
-    from ...compare import BAR, GOAL
-    from .compare import summary
-
     v = summary(rows_)
     ok = v["layouts"] > 0
     checks_ok = all(r["check_ok"] for r in rows_)
@@ -403,8 +384,6 @@ def committed(size: str = "cpu") -> tuple[list, list[dict], object, Path]:
     """The committed layout records of ``size`` (``data/runs/<size>/ch04_*``), their rows against the calibrated
     profile of the machine that made them (None when none is committed: no time predictions), the profile and
     the records' root."""
-    from ...record import reference_root
-
     root = reference_root(size)
     records = load_records(root)
     profile = calibrated_profile(records)

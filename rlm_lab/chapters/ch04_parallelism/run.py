@@ -15,10 +15,20 @@ optimizer, alpha-beta messages, calibrated framework cost, oversubscription).
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 
+from ...errors import unknown
+from ...parallel.bench.measure import run_layout, spawn_layouts, write_record
+from ...parallel.bench.step_time import predicted_step_time as predict
+from ...parallel.launch import init_process_group
 from ...parallel.mesh import Layout
+from ...record import RecordError, load_record, runs_root
+from ...sizes import check_size
 from .cases import run_args, suite
 
 
@@ -34,8 +44,6 @@ def predicted_step_time(layout: Layout, model: str, batch: int, seq: int, profil
     time is judged on the same collectives that ran). ``harness``: the step was timed under
     ``CommCounter`` (``run_layout``): add the counter's calibrated cost.
     """
-    from ...parallel.bench.step_time import predicted_step_time as predict
-
     return predict(layout, model, batch, seq, profile, comm=comm, cores=cores, threads=threads, harness=harness)
 
 
@@ -50,10 +58,6 @@ def oversubscribed(world: int) -> bool:
 def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, say=print) -> list:
     """Run the layouts of ``size`` (only those of ``worlds`` processes, if given) and write one record
     per layout; returns the run directories."""
-    from ...sizes import check_size
-    from ...record import runs_root
-    from ...parallel.bench.measure import spawn_layouts, write_record
-
     check_size(size)
     root = out_root or runs_root(size)
     dirs = []
@@ -73,8 +77,6 @@ def run_suite(size: str, worlds=None, out_root=None, timeout_s: float = 300.0, s
 def _reference_layout(arm: str, size: str):
     """(layout, extra run arguments) of a reference arm: ``single`` (one process) or a 2-process layout of the
     size's suite; an unknown arm is one error naming the known ones."""
-    from ...errors import unknown
-
     layouts = {lay.name(): (lay, kw) for lay, kw in suite(size).get(2, [])}
     if arm != "single" and arm not in layouts:
         raise unknown("layout", arm, ("single", *layouts))
@@ -86,8 +88,6 @@ def predict_arm(arm: str, size: str, profile: str) -> float:
     runs it: the size's run arguments, the collectives of the formulas (the page judges on the counted ones,
     equal wherever a formula exists), timed under the counter, on this machine's cores; a spawned rank runs one
     torch thread (launch.spawn), ``single`` torch's default (one per core, ``os.cpu_count()`` here)."""
-    import os
-
     lay, kw = _reference_layout(arm, size)
     args = run_args(size) | kw
     cores = os.cpu_count() or 1
@@ -100,17 +100,12 @@ def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one layout for ``rlm-lab reference --chapter 4`` (:data:`.cases.REFERENCES`): ``single`` in this
     process, a 2-process layout of the size's suite on 2 spawned ranks (gloo), as :func:`run_suite` runs it; its
     record under ``<out>/ch04_<arm>/<UTC time>``; ``{"step_s": median step after the first, "record": folder}``."""
-    import datetime as _dt
-
-    from ...parallel.bench.measure import run_layout, spawn_layouts, write_record
-    from .cases import Layout, run_args
+    from .cases import Layout, run_args  # noqa: PLC0415  name clash: Layout means something else in this module
 
     lay, kw = _reference_layout(arm, size)
     args = run_args(size)
     if arm == "single":  # a group of one (its store on loopback), the code path `rlm-lab parallel` runs
         import torch.distributed as dist
-
-        from ...parallel.launch import init_process_group
 
         init_process_group(0, 1, 0)
         try:
@@ -126,8 +121,6 @@ def reference_arm(arm: str, size: str, out) -> dict:
 
 
 def _median(xs):
-    import statistics
-
     return statistics.median(xs[1:] or xs)
 
 
@@ -138,10 +131,7 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
     """The same GRPO run through the HF Trainer under torchrun on 2 processes (1 for ``single``, the
     baseline), once per mode; each
     writes ``ch04_e2e_grpo_<mode>`` (``fsdp`` is expected to be refused on CPU: exit status 2)."""
-    import subprocess
-    import sys
-
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     codes = {}
     for mode in modes:
@@ -160,8 +150,6 @@ def load_records(root: str | Path, prefix: str = "ch04_") -> list:
     """Every run record under ``root`` whose folder starts with ``prefix``, sorted by name. Each must be a
     completed run: a folder without a record, a damaged record or an unfinished run (killed, interrupted,
     failed) is a RecordError naming the folder, never a row silently left out; so is a missing ``root``."""
-    from ...record import RecordError, load_record
-
     root = Path(root)
     if not root.is_dir():
         raise RecordError(f"no run records at {root}: the folder does not exist")

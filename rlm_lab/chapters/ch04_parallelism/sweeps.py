@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from ...parallel.bench.common import cores
+from pathlib import Path
+
 from ...host import load_average
+from ...parallel.bench import cp, ep, pp
+from ...parallel.bench.common import cores
+from ...record import RunRecord, runs_root
 from .cases import measurements
 
 
@@ -18,11 +22,6 @@ def run_measurements(size: str = "smoke", only: str | None = None, root=None) ->
     """Run the :func:`measurements` of ``size`` (``only``: pp, cp or ep) and write one run record each
     under ``root`` (default ``rlm_lab.record.runs_root(size)``, under ``_build``; the committed records are
     ``data/runs/<size>``, re-recorded under the exclusive measurement lock). Returns the record directories."""
-    from pathlib import Path
-
-    from ...record import RunRecord, runs_root
-    from ...parallel.bench import cp, ep, pp
-
     fns = {"pp": pp.measure_pp, "cp": cp.measure_cp, "ep": ep.measure_ep}
     root = Path(root) if root else runs_root(size)
     dirs = []

@@ -14,10 +14,13 @@
 
 from __future__ import annotations
 
+from ...cost.placement_spec import Cluster, get_placement
 from ...errors import RlmLabError
+from ...placement.runtime import algo_roles
 from ...protocol import Reference
 from ...sizes import get
-from ...cost.placement_spec import Cluster, get_placement
+from ...train.config import make_config
+from ...train.presets import preset
 
 KEYS = ("colocated", "disaggregated", "disaggregated_object_store", "disaggregated_lora")
 PPO_KEYS = ("ppo_colocated", "ppo_split")  # PPO (our TRL subclass): critic beside the actor, or on its own core
@@ -25,8 +28,6 @@ ALL_KEYS = KEYS + PPO_KEYS
 
 
 def run_config(size: str, algo: str = "grpo", **overrides):
-    from ...train.config import make_config
-
     fields = dict(rl_steps=get(size).placement_steps, disable_tqdm=True, eval_every=0)
     fields.update(overrides)
     return make_config(algo, size, **fields)
@@ -41,15 +42,13 @@ def size_cluster(cfg) -> Cluster:
     gpu size the GPUs torch sees (at least 2, so that a disaggregated placement exists to ask for)."""
     if cfg.size != "gpu":
         return cluster()
-    from ...placement.resources import local_gpus
+    from ...placement.resources import local_gpus  # noqa: PLC0415  tests patch rlm_lab.placement.resources.local_gpus: read at call time
 
     return cluster(max(2, local_gpus()), "gpu")
 
 
 def placements(cfg, devices: int | None = None) -> dict:
     """key -> Placement for the keys of :data:`KEYS` on ``devices`` CPU cores (default: :func:`size_cluster`)."""
-    from ...placement.runtime import algo_roles
-
     algo = algo_roles(cfg)
     c = cluster(devices) if devices else size_cluster(cfg)
     return {
@@ -67,8 +66,6 @@ def ppo_placements(cfg, devices: int | None = None) -> dict:
     """key -> Placement for :data:`PPO_KEYS`: PPO colocated on every core, and ``split`` (NeMo-Aligner style):
     actor + reference (+ TRL's generation) on ``devices - 1`` cores, the critic on one (the reward is the
     rule-based verifier, no model, so the value set holds the critic alone)."""
-    from ...placement.runtime import algo_roles
-
     algo = algo_roles(cfg)
     c = cluster(devices) if devices else size_cluster(cfg)
     return {"ppo_colocated": get_placement("colocated", c, algo),
@@ -90,8 +87,6 @@ LORA_LR = 1e-3  # adapters train at a higher learning rate than full fine-tuning
 
 
 def run_config_preset_steps(size: str) -> int:
-    from ...train.presets import preset
-
     return preset("grpo", size)["rl_steps"]
 
 

@@ -15,11 +15,22 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+from pathlib import Path
+
+from ...cost.placement_spec import get_placement
+from ...errors import RlmLabError
+from ...placement.hybrid import check_hybrid
+from ...placement.runtime import RaySession, algo_roles, check_placement, check_spread
+from ...placement.session import check_nodes, node_name, node_shares
+from ...record import runs_root
+from ...records.lifecycle import interruptible
+from ...sizes import check_size
+from .cases import ALL_KEYS, MEMORY_RUN, cluster, configs, run_config
+from .run import measure, measure_hybrid, measure_lora_accuracy, measure_lora_memory, measure_reshard
 
 
 def register(sub) -> None:
-    from .cases import ALL_KEYS
-
     p = sub.add_parser("place", help="run GRPO and PPO under placements on Ray (colocated, disaggregated, split), "
                                      "predicted first")
     p.add_argument("--placement", action="append", choices=ALL_KEYS, help="placement(s) to run (default: all)")
@@ -48,8 +59,6 @@ def register(sub) -> None:
 
 def check_address(address: str | None) -> None:
     """An unreachable Ray address is one error line now, not a minute of retries inside ray.init."""
-    from ...errors import RlmLabError
-
     if not address or address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
@@ -63,10 +72,6 @@ def check_address(address: str | None) -> None:
 def check_modes(args) -> None:
     """--lora-accuracy and --reshard are whole experiments of their own: no flag they would ignore silently,
     and an --out that is a file is refused before Ray or a model starts."""
-    from pathlib import Path
-
-    from ...errors import RlmLabError
-
     modes = [f for f, on in (("--lora-accuracy", args.lora_accuracy), ("--lora-memory", args.lora_memory),
                              ("--reshard", args.reshard), ("--hybrid", args.hybrid),
                              ("--hybrid-memory", args.hybrid_memory)) if on]
@@ -84,28 +89,15 @@ def check_modes(args) -> None:
 
 
 def main(args) -> int:
-    from ...errors import RlmLabError
-    from ...record import runs_root
-    from ...sizes import check_size
-    from .cases import configs
-    from .run import measure
-    from ...records.lifecycle import interruptible
-    from ...placement.runtime import RaySession, check_placement, check_spread
-    from ...placement.session import check_nodes, node_name, node_shares
-
     interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop the local Ray, within seconds
     size = check_size(args.size)
     check_modes(args)
     if args.lora_accuracy:
-        from .run import measure_lora_accuracy
-
         for key, r in measure_lora_accuracy(size, args.out or runs_root(size)).items():
             print(f"{key}: accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f}, step "
                   f"{r['step_seconds_median']:.4f} s, sync {r['sync']['bytes_per_sync']:,} B -> {r['dir']}")
         return 0
     if args.lora_memory:
-        from .run import measure_lora_memory
-
         for key, r in measure_lora_memory(size, args.out or runs_root(size)).items():
             sb = r["state_bytes"]
             print(f"{key}: trainer peak RSS {r['trainer_peak_rss_bytes'] / 2**20:.0f} MiB; reference "
@@ -113,8 +105,6 @@ def main(args) -> int:
                   f"{sb['optimizer_state']:,} B -> {r['dir']}")
         return 0
     if args.reshard:
-        from .run import measure_reshard
-
         rec = measure_reshard(size, args.out or runs_root(size))
         r = rec.results
         print(f"reshard {r['model']} on {r['world']} ranks: all-gather {r['allgather'].get('bytes', 0):,} B message, "
@@ -159,8 +149,6 @@ def main(args) -> int:
 def spread_keys(size: str, nodes: int, overrides: dict) -> tuple:
     """The default placements: all of them on one node; over several nodes, those of several resource sets
     (one set per node), since a one-set placement holds all the CPUs that the nodes share out."""
-    from .cases import ALL_KEYS, configs
-
     if nodes <= 1:
         return ALL_KEYS
     _, chosen = configs(size, ALL_KEYS, **overrides)
@@ -170,15 +158,6 @@ def spread_keys(size: str, nodes: int, overrides: dict) -> tuple:
 def _hybrid(args, size: str) -> int:
     """``--hybrid``: predicted, then run; bad input (no deepspeed, a world that does not split the batch, an
     unreachable --address) is refused before Ray starts."""
-    import sys
-
-    from ...record import runs_root
-    from .cases import MEMORY_RUN, cluster, run_config
-    from .run import measure_hybrid
-    from ...placement.hybrid import check_hybrid
-    from ...placement.runtime import RaySession, algo_roles, check_placement
-    from ...cost.placement_spec import get_placement
-
     run = dict(key="hybrid_memory", **MEMORY_RUN) if args.hybrid_memory else {}
     cfg = run_config(size, **{**{k: v for k, v in run.items() if k != "key"},
                               **({"rl_steps": args.steps} if args.steps else {})})

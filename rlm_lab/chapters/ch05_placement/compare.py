@@ -4,6 +4,8 @@ against the goal fixed in advance, the sync bytes' formula, and the predictor as
 from __future__ import annotations
 
 from ...evidence import bar_word, error_interval, repeat_interval, undecided_reason
+from ...models import load
+from ...placement.runtime import LORA
 
 
 def comparison(records: dict) -> list[dict]:
@@ -65,13 +67,9 @@ def verdict(row: dict, goal: float = GOAL) -> str:
 def formula_sync_bytes(record) -> int:
     """The formula for one sync of the record's run, computed from a fresh model: the bytes of every
     parameter (full fine-tuning) or of the LoRA adapters only (PEFT's trainable parameters)."""
-    from ...models import load
-
     model = load(record.config["run"]["model"])[0]
     if record.config["placement"].get("lora"):
         from peft import LoraConfig, get_peft_model
-
-        from ...placement.runtime import LORA
 
         model = get_peft_model(model, LoraConfig(**LORA))
         return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)

@@ -4,18 +4,30 @@ the comparison and sync tables, LoRA, the hybrid engine, PPO split (each section
 
 from __future__ import annotations
 
+import re
+import shutil
+import statistics
 from pathlib import Path
 
+from ...cost.placement import predict_placement
+from ...cost.placement_spec import Cluster, get_placement
+from ...cost.workload import algorithm
+from ...errors import RlmLabError
+from ...placement.runtime import algo_roles, check_placement, local_cpus
+from ...record import RunRecord, read_trace, reference_root
 from ...tables import text
+from ...trace_merge import gantt
 from ...validate import published_report as published  # noqa: F401  (the published-cases table, section 5.x)
+from ...validate.published_report import BARS, FRESH_SOURCES
+from .cases import KEYS, PPO_KEYS, cluster, run_config
+from .compare import GOAL, comparison, formula_sync_bytes, step_word
+from .run import latest, measure, measure_reshard, predicted_memory, workload
 
 
 def representative_window(durations: list[float], steps: int) -> int:
     """The first index of the ``steps`` consecutive steps whose total is closest to ``steps`` x the median
     step (the earliest such run of steps on a tie): the steps a timeline shows beside a table of median step
     times, so that a warm-up or a final checkpoint's step does not stand for the run."""
-    import statistics
-
     if len(durations) <= steps:
         return 0
     target = steps * statistics.median(durations)
@@ -26,9 +38,6 @@ def representative_window(durations: list[float], steps: int) -> int:
 def timeline(record, steps: int = 3, title: str | None = None):
     """The merged Gantt (every actor of the run) of the record's trace (``trace.json.gz``), over ``steps`` consecutive steps
     chosen by :func:`representative_window` (their numbers are in the title)."""
-    from ...record import read_trace
-    from ...trace_merge import gantt
-
     trace = read_trace(record.dir)
     spans = sorted((e for e in trace["traceEvents"] if e.get("cat") == "step"), key=lambda e: e["ts"])
     window, shown = None, ""
@@ -47,9 +56,7 @@ NA = "n/a (no committed run)"
 
 def rel(path) -> str:
     """``path`` relative to the repository, never a machine's absolute or temporary path."""
-    import re
-
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     return re.sub(r"/tmp/\S+", "<tmp>", str(path).replace(f"{REPO_ROOT}/", ""))
 
@@ -57,10 +64,6 @@ def rel(path) -> str:
 def placements_text(chosen: dict, cfg) -> str:
     """Each placement of ``chosen`` in words, then a placement asking for more cores than this machine has:
     one error before Ray starts."""
-    from ...cost.placement_spec import Cluster, get_placement
-    from ...errors import RlmLabError
-    from ...placement.runtime import algo_roles, check_placement, local_cpus
-
     lines = [f"{key:28s} {p.describe()}" for key, p in chosen.items()]
     try:
         check_placement(get_placement("disaggregated", Cluster(local_cpus() + 6), algo_roles(cfg)), cfg)
@@ -73,10 +76,7 @@ def live_runs(size: str) -> tuple[dict, str]:
     """At smoke size, this build's own runs of ``colocated`` and ``disaggregated`` (``_build/runs/smoke-ch05``,
     emptied first: each build makes its own runs; the committed ones are in ``data/``): key -> results, and a line
     each (rewards, sync, folder). At other sizes nothing runs here."""
-    import shutil
-
-    from ...record import REPO_ROOT
-    from .run import measure
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     if size != "smoke":
         return {}, ""
@@ -91,12 +91,6 @@ def comparison_section(live: dict, size: str) -> tuple[dict, list, object, list,
     """The committed cpu records of every GRPO placement (this build's own ``live`` runs where none is committed)
     and the hybrid engine's: ``(records, rows, hybrid record or None, hybrid rows, text)``, the rows predicted
     against measured (:func:`.compare.comparison`) with the load at the start and end of each run."""
-    from ...errors import RlmLabError
-    from ...record import RunRecord, reference_root
-    from .cases import KEYS
-    from .compare import comparison
-    from .run import latest
-
     lines = []
     try:
         records = {key: latest(reference_root("cpu"), key) for key in KEYS}
@@ -124,8 +118,6 @@ def sync_bytes_section(records: dict, rows: list[dict]) -> tuple[str, bool]:
     """Per placement: one sync's bytes by the formula (a fresh model, PEFT-wrapped for LoRA), the predictor's, the
     shipped and the counted ones, and the sync time measured and predicted; and whether every shipped count
     equals the formula."""
-    from .compare import formula_sync_bytes
-
     lines, equal = [], True
     for key, r in zip(records, rows):
         if not r["sync_bytes_measured"]:
@@ -142,11 +134,6 @@ def sync_bytes_section(records: dict, rows: list[dict]) -> tuple[str, bool]:
 def sync_calibration_section(records: dict, rows: list[dict]) -> str:
     """The weight-sync calibration (:mod:`.sync_calibration`, never fitted on the placement runs): its fit, and
     each collective row's measured sync against the prediction without and with its fixed cost t0."""
-    from ...errors import RlmLabError
-    from ...record import reference_root
-    from .compare import GOAL
-    from .run import latest
-
     try:
         cal = latest(reference_root("cpu"), "sync_calibration")
     except RlmLabError as e:
@@ -172,10 +159,6 @@ def sync_calibration_section(records: dict, rows: list[dict]) -> str:
 def full_and_lora(stem: str) -> tuple[dict, str | None]:
     """``({"full": record, "lora": record}, None)``: the newest completed committed cpu records
     ``ch05_<stem>_full`` and ``ch05_<stem>_lora``; or ``({}, why)`` when either is missing."""
-    from ...errors import RlmLabError
-    from ...record import reference_root
-    from .run import latest
-
     try:
         return {k: latest(reference_root("cpu"), f"{stem}_{k}") for k in ("full", "lora")}, None
     except RlmLabError as e:
@@ -201,14 +184,7 @@ def reshard_section(cfg, size: str) -> tuple[str, bool]:
     """The hybrid engine's reshard on two gloo ranks (the committed record, else measured now): bytes received
     per device against HybridFlow's formula and the predictor, the collectives, memory of each layout; and
     whether the measured bytes equal the formula."""
-    from ...cost.placement import predict_placement
-    from ...cost.placement_spec import get_placement
-    from ...cost.workload import algorithm
-    from ...errors import RlmLabError
-    from ...placement.runtime import algo_roles
-    from ...record import REPO_ROOT, reference_root
-    from .cases import cluster, run_config
-    from .run import latest, measure_reshard, workload
+    from ...record import REPO_ROOT, reference_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     lines = []
     try:
@@ -237,8 +213,6 @@ def hybrid_section(hyb_rec, hyb_rows: list[dict], records: dict) -> tuple[str, o
     """The hybrid engine end to end (GRPO under DeepSpeed ZeRO-3, ``ch05_hybrid``): the step measured and
     predicted, the gathers and the bytes each rank received against the formula, the peaks of both layouts,
     the stage times beside the colocated run's; its timeline; and every ``ch05_hyb_*`` value of the prose."""
-    from .compare import GOAL, step_word
-
     if hyb_rec is None:
         return "", None, {f"ch05_hyb_{name}": NA for name in HYB_KEYS}
     hr, hrow = hyb_rec.results, hyb_rows[0]
@@ -282,10 +256,6 @@ def hybrid_section(hyb_rec, hyb_rows: list[dict], records: dict) -> tuple[str, o
 def hybrid_memory_section() -> tuple[str, dict]:
     """The hybrid placement's peaks on the ``small`` model (``ch05_hybrid_memory``) beside the cost model's memory
     per device for its training layout, and the ``ch05_hybm_*`` values of the prose."""
-    from ...errors import RlmLabError
-    from ...record import reference_root
-    from .run import latest, predicted_memory
-
     try:
         hm = latest(reference_root("cpu"), "hybrid_memory")
     except RlmLabError as e:
@@ -314,12 +284,6 @@ def hybrid_memory_section() -> tuple[str, dict]:
 def ppo_split_section() -> tuple[str, list, list[dict]]:
     """PPO colocated against split (the critic on its own core): predicted and measured steps, the critic's
     stages on the trainer, whether both placements got the same rewards; their timelines; and the rows."""
-    from ...errors import RlmLabError
-    from ...record import reference_root
-    from .cases import PPO_KEYS
-    from .compare import comparison
-    from .run import latest
-
     lines = []
     try:
         ppo_records = {key: latest(reference_root("cpu"), key) for key in PPO_KEYS}
@@ -371,8 +335,6 @@ def _state_line(k: str, rec) -> str:
 def predicted_memory_text(mem: dict) -> str:
     """The cost model's memory for the two LoRA-memory configurations, from the config alone, against the state
     counted in the live trainer (weights: actor + reference; optimizer)."""
-    from .run import predicted_memory
-
     lines = []
     for k, rec in mem.items():
         pm, sb = predicted_memory(rec)["all"], rec.results["state_bytes"]
@@ -389,8 +351,6 @@ def published_figure(rep: dict):
     the line of equality and the bar's band (|error| <= 25 % and 50 %); calibration cases grey, validation cases
     blue, the fresh rounds' validation cases orange. Cases the predictor does not price are left out."""
     import matplotlib.pyplot as plt
-
-    from ...validate.published_report import BARS, FRESH_SOURCES
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
     for ax, group, bar, unit in ((axes[0], "ratio", BARS["ratio_median"], "speed-up or share"),

@@ -19,14 +19,23 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from ...errors import RlmLabError
-from ...sizes import get
-from ...cost.placement_spec import Cluster, get_placement
-from ...host import load_average
-from .cases import KEYS, LORA_LR, cluster, configs, placements, run_config, run_config_preset_steps
-
 from ...cost.hardware import CPU_PROFILE as PROFILE  # $RLM_CPU_PROFILE: e.g. a reference window's in-situ profile
-
+from ...cost.placement import predict_placement
+from ...cost.placement_spec import Cluster, get_placement, placement_from_dict
+from ...cost.run_input import from_run
+from ...cost.workload import ResponseLengths, Workload, algorithm
+from ...errors import RlmLabError
+from ...host import load_average
+from ...models import load
+from ...placement.hybrid import check_hybrid, run_hybrid
+from ...placement.reshard import measure as reshard
+from ...placement.runtime import LORA, RaySession, _sft_checkpoint, algo_roles, check_placement, run_placement
+from ...record import RunRecord
+from ...sizes import get
+from ...tasks import parse_task
+from ...train.config import from_dict
+from ...train.evaluate import evaluate, test_rows
+from .cases import KEYS, LORA_LR, cluster, configs, placements, run_config, run_config_preset_steps
 
 PROMPT_LEN = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its longest
 
@@ -34,8 +43,6 @@ PROMPT_LEN = 6  # "99+99=" is the longest prompt; TRL left-pads a batch to its l
 def workload(cfg):
     """The cost model's workload for ``cfg`` (:func:`rlm_lab.cost.run_input.from_run`: response lengths at
     ``max_completion_length``, the prediction being made before the run)."""
-    from ...cost.run_input import from_run
-
     return from_run(cfg, PROMPT_LEN)[1]
 
 
@@ -45,10 +52,6 @@ GPU_PROFILE = "h100-sxm"  # gpu size until the lent GPU has a calibrated profile
 def predict(placement, cfg, profile: str | None = None) -> dict:
     """The placement predictor's numbers for ``placement`` (plain JSON, stored in the run record)."""
     profile = profile or (PROFILE if placement.sets[0].kind == "cpu" else GPU_PROFILE)
-    from ...cost.placement import predict_placement
-    from ...cost.run_input import from_run
-
-    from ...placement.runtime import LORA
 
     lora = {"rank": LORA["r"], "targets": tuple(LORA["target_modules"])} if placement.lora else None
     alg, wl = from_run(cfg, PROMPT_LEN)  # the runtime's PPO scores with the rule-based verifier: no reward model
@@ -67,8 +70,6 @@ def _now() -> str:
 
 def measure(size: str, root: str | Path, keys=KEYS, session=None, **overrides) -> dict:
     """Predict, then run, each placement of ``keys``; one new record folder per run. Returns key -> results."""
-    from ...placement.runtime import RaySession, run_placement
-
     cfgs, chosen = configs(size, keys, **overrides)
     own = session is None
     session = session or RaySession(num_cpus=max(p.devices for p in chosen.values()))
@@ -101,8 +102,6 @@ def reference_arm(arm: str, size: str, out) -> dict:
 
 def latest(root: str | Path, key: str):
     """The newest completed record under ``<root>/ch05_<key>/`` (folders are UTC-time names)."""
-    from ...record import RunRecord
-
     base = Path(root) / f"ch05_{key}"
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
         try:
@@ -115,9 +114,6 @@ def latest(root: str | Path, key: str):
 def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-sxm") -> list[dict]:
     """By prediction only: one synchronous GRPO step (64 prompts x 8, 256 + 1024 tokens, bf16) colocated
     against disaggregated with a quarter, half and three quarters of the GPUs generating."""
-    from ...cost.placement import predict_placement
-    from ...cost.workload import ResponseLengths, Workload, algorithm
-
     wl = Workload(prompts=64, group_size=8, prompt_len=256, response=ResponseLengths("fixed", length=1024),
                   micro_batch=8, gen_batch=512, precision="bf16")
     alg = algorithm("grpo", 0)
@@ -136,9 +132,6 @@ def gpu_outlook(devices=(8, 16, 64), model: str = "large", profile: str = "h100-
 def measure_reshard(size: str, root: str | Path, world: int = 2, command=None):
     """The hybrid engine's reshard (``rlm_lab.placement.reshard``) on ``world`` gloo ranks, recorded in a new
     folder ``<root>/ch05_hybrid_reshard/<UTC time>``; returns the record."""
-    from ...record import RunRecord
-    from ...placement.reshard import measure as reshard
-
     folder = Path(root) / "ch05_hybrid_reshard" / _now()
     model = get(size).reshard_model  # the size registry
     with RunRecord(folder, {"model": model, "world": world, "gen_tp": 1, "zero": 3, "size": size}, command) as rec:
@@ -152,11 +145,6 @@ def measure_lora_accuracy(size: str, root: str | Path, session=None) -> dict:
     """Full fine-tuning against LoRA, both disaggregated, the size's full GRPO run (``rl_steps`` of the preset),
     greedy held-out accuracy after training; records in ``<root>/ch05_accuracy_{full,lora}/<UTC time>``.
     The accuracy before RL (the shared SFT start) is evaluated here and stored in both records."""
-    from ...models import load
-    from ...tasks import parse_task
-    from ...train.evaluate import evaluate, test_rows
-    from ...placement.runtime import RaySession, _sft_checkpoint, run_placement
-
     base = run_config(size, rl_steps=run_config_preset_steps(size))
     runs = {"full": (base, placements(base)["disaggregated"]),
             "lora": (base.replace(rl_lr=LORA_LR), placements(base)["disaggregated_lora"])}
@@ -187,8 +175,6 @@ def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps
     no SFT warm start (memory does not depend on the weights' values), ``steps`` steps. Records in
     ``<root>/ch05_memory_{full,lora}/<UTC time>``: the trainer's peak RSS, the tracer's per-stage peaks and
     the state counted from the live objects (:func:`rlm_lab.placement.workers.state_bytes`)."""
-    from ...placement.runtime import RaySession, algo_roles, run_placement
-
     cfg = run_config(size, model=model, sft_steps=0, beta=beta, rl_steps=steps)
     algo = algo_roles(cfg)  # the reference role stays on the actor's set; with LoRA it is the adapter-less base
     runs = {"full": get_placement("colocated", cluster(), algo),
@@ -210,12 +196,6 @@ def measure_lora_memory(size: str, root: str | Path, model: str = "small", steps
 def predicted_memory(record, profile: str | None = None) -> dict:
     """The cost model's memory per device of the record's (single-set) placement, from its config alone:
     set name -> ``MemoryBreakdown.to_dict()`` (weights, gradients, optimizer, ...)."""
-    from ...cost.placement import predict_placement
-    from ...cost.run_input import from_run
-    from ...train.config import from_dict
-    from ...placement.runtime import LORA
-    from ...cost.placement_spec import placement_from_dict
-
     cfg = from_dict(record.config["run"])
     p = placement_from_dict(record.config["placement"])
     alg, wl = from_run(cfg, PROMPT_LEN)
@@ -229,9 +209,6 @@ def measure_hybrid(size: str, root, steps: int | None = None, session=None, comm
     """Predict, then run, the hybrid placement of the size's GRPO run (chapter 5's config and SFT start, or
     ``overrides`` of it: ``key="hybrid_memory", **MEMORY_RUN``) into a new folder ``<root>/ch05_<key>/<UTC
     time>``; bad input is one error before Ray starts. Returns the results (plus ``dir``)."""
-    from ...placement.hybrid import check_hybrid, run_hybrid
-    from ...placement.runtime import algo_roles, check_placement
-
     cfg = run_config(size, **{**overrides, **({"rl_steps": steps} if steps else {})})
     if cfg.size == "gpu":
         raise RlmLabError("the hybrid run is measured on CPU ranks (gloo); use --size smoke or cpu")

@@ -11,10 +11,16 @@ t0 and the effective bandwidth β; the record holds every sample, so the fit can
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
-from ...host import load_average
+from ...host import free_port, load_average
+from ...placement.proc import pin as _pin
+from ...placement.runtime import RaySession
+from ...placement.weights import DEFAULT_BUCKET_BYTES, broadcast_weights, make_group
+from ...record import RunRecord
+from .run import _now
 
 SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 20, 1 << 21)  # bytes per sync: 1 KiB .. 2 MiB
 
@@ -23,14 +29,10 @@ class _Side:
     """One end of the sync (a Ray actor): a one-parameter module of ``nbytes`` and a gloo group."""
 
     def __init__(self, threads: int):
-        from ...placement.proc import pin as _pin
-
         _pin(threads)
         self.group, self.model = None, None
 
     def join(self, port: int, rank: int, timeout_s: float) -> int:
-        from ...placement.weights import make_group
-
         self.group = make_group("127.0.0.1", port, rank, 2, timeout_s)
         return rank
 
@@ -41,15 +43,11 @@ class _Side:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     def receive(self, bucket_bytes: int) -> dict:
-        from ...placement.weights import broadcast_weights
-
         return broadcast_weights(self.model, self.group, src=0, bucket_bytes=bucket_bytes)
 
     def send(self, peer, bucket_bytes: int) -> float:
         """What the trainer's glue does per sync: ask the worker to receive, broadcast, wait for it."""
         import ray
-
-        from ...placement.weights import broadcast_weights
 
         t0 = time.perf_counter()
         ref = peer.receive.remote(bucket_bytes)
@@ -72,12 +70,6 @@ def fit(samples: list[tuple[int, float]]) -> dict:
 
 def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None, command=None):
     """Record ``<root>/ch05_sync_calibration/<UTC time>``: every (bytes, seconds) sample and the fit."""
-    from ...record import RunRecord
-    from .run import _now
-    from ...placement.runtime import RaySession
-    from ...host import free_port
-    from ...placement.weights import DEFAULT_BUCKET_BYTES
-
     bucket_bytes = bucket_bytes or DEFAULT_BUCKET_BYTES
     folder = Path(root) / "ch05_sync_calibration" / _now()
     with RunRecord(folder, {"sizes": list(SIZES), "repeats": repeats, "bucket_bytes": bucket_bytes}, command) as rec:
@@ -102,8 +94,6 @@ def measure(root: str | Path, repeats: int = 20, bucket_bytes: int | None = None
 
 def main(argv=None) -> int:
     """``rlm-lab chapter 5 sync-calibration [RUNS_ROOT]`` (default ``_build/runs/cpu``): measure and fit the sync."""
-    import sys
-
     argv = sys.argv[1:] if argv is None else argv
     r = measure(argv[0] if argv else "_build/runs/cpu", command=["rlm-lab", "chapter", "5", "sync-calibration", *argv])
     print(r.results["fit"], "->", r.dir)

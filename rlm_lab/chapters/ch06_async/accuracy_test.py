@@ -36,10 +36,17 @@ Standard library + scipy/numpy (no torch): the book reads it without training an
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from pathlib import Path
 
+import numpy as np
+
 from ...errors import RlmLabError
+from ...record import atomic_write_json, provenance
+from .cases import cell_name
+from .run import latest_in
 
 PLAN = {
     "question": "does held-out accuracy fall with the staleness bound eta without correction, and does TRL's "
@@ -66,7 +73,6 @@ def sign_flip_p(diffs) -> float:
     """One-sided exact p of the mean of ``diffs`` under sign flips: the share of the 2^n sign patterns whose
     mean is at least the observed one (the observed pattern included, so p >= 2^-n). Through
     ``scipy.stats.permutation_test`` (one sample: it flips signs)."""
-    import numpy as np
     from scipy.stats import permutation_test
 
     d = [float(x) for x in diffs]
@@ -94,7 +100,6 @@ def holm(pvalues: dict, alpha: float) -> dict:
 
 def mean_interval(diffs, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple:
     """The mean of ``diffs`` with its percentile-bootstrap interval (deterministic: fixed seed)."""
-    import numpy as np
     from scipy.stats import bootstrap
 
     d = np.asarray([float(x) for x in diffs])
@@ -138,9 +143,7 @@ def load_finals(root, plan: dict | None = None) -> tuple[dict, dict]:
     """``({(mode, correction): {seed: final accuracy}}, {cell folder: record folder})`` from the newest completed
     record of each planned cell and seed under ``root`` (the campaign's folders,
     :func:`rlm_lab.chapters.ch06_async.cases.cell_name`); record folders relative to ``root``."""
-    from .compare import final_accuracy
-    from .cases import cell_name
-    from .run import latest_in
+    from .compare import final_accuracy  # noqa: PLC0415  tests patch rlm_lab.chapters.ch06_async.compare.final_accuracy: read at call time
 
     plan = plan or PLAN
     out: dict = {}
@@ -161,7 +164,7 @@ ROOT = "data/runs/cpu/ch06_accuracy"  # the plan's runs, apart from the campaign
 def section(root=None) -> tuple[str, dict]:
     """The plan and its result for the book: the plan's words, how many of its runs exist, and each test's
     sentence (:func:`summary_lines`); glued values ``ch06_acc_*``. Reads the committed runs under :data:`ROOT`."""
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     root = Path(root) if root is not None else REPO_ROOT / ROOT
     finals, _ = load_finals(root) if root.is_dir() else ({}, {})
@@ -210,9 +213,6 @@ def summary_lines(result: dict) -> list[str]:
 def main(argv=None) -> int:
     """``python -m rlm_lab.chapters.ch06_async.accuracy_test [--root data/runs/cpu/ch06_accuracy] [--write FILE]``: the plan's tests on the
     records under ``root``, printed; ``--write`` keeps them (with the record folders they read) as JSON."""
-    import argparse
-    import sys
-
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.accuracy_test", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=ROOT)
     ap.add_argument("--write", default=None, help="a JSON file for the result (refused if it exists)")
@@ -230,8 +230,6 @@ def main(argv=None) -> int:
     for line in summary_lines(result):
         print(line)
     if a.write:
-        from ...record import atomic_write_json, provenance
-
         plan = {k: v for k, v in PLAN.items()}
         atomic_write_json(a.write, {"plan": plan, "result": result, "records": dirs,
                                     "finals": {f"{m}/{c or 'none'}": v for (m, c), v in finals.items()},

@@ -29,15 +29,29 @@ import argparse
 import sys
 from pathlib import Path
 
+from ...asynchrony.correction import check_correction
+from ...asynchrony.modes import mode_eta, run_mode
 from ...errors import RlmLabError
-
-from .cases import (CORRECTIONS, MODES, SEEDS, _now, budget, campaign_config, cell_name,  # noqa: F401
-                    corr_label, curve_spec, reference_name)
+from ...record import runs_root
+from ...records.lifecycle import interruptible
+from ...sizes import check_size
+from .cases import (  # noqa: F401
+    CORRECTIONS,
+    MODES,
+    SEEDS,
+    _now,
+    budget,
+    campaign_config,
+    cell_name,
+    corr_label,
+    curve_spec,
+    reference_name,
+)
+from .reference import run_reference
+from .run import latest_in, predict_from_sync
 
 
 def _sync_record(root: Path, seed: int):
-    from .run import latest_in
-
     return latest_in(Path(root) / cell_name("sync", None, seed))
 
 
@@ -46,10 +60,6 @@ def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | Non
     """One cell of the matrix; returns its results (``dir``: the record folder). ``record_importance``: without
     correction, re-score every batch on the trainer to record the importance weights (one no-grad forward inside
     each step: instrumentation, so off by default; a run with it on times work its mode does not do)."""
-    from ...asynchrony.correction import check_correction
-    from .run import predict_from_sync
-    from ...asynchrony.modes import mode_eta, run_mode
-
     mode_eta(mode)
     check_correction(correction)
     cfg = campaign_config(size, seed, steps)
@@ -85,19 +95,13 @@ def main(argv=None) -> int:
                     help="without correction: re-score each batch to record its importance weights (an extra forward "
                          "inside every step; its step times then include work the mode does not do)")
     a = ap.parse_args(argv)
-    from ...records.lifecycle import interruptible
 
     interruptible()  # SIGINT / SIGTERM end the run `interrupted` and stop its Ray, within seconds
     try:
-        from ...record import runs_root
-        from ...sizes import check_size
-
         size = check_size(a.size)
         root = Path(a.out) if a.out else runs_root(size)
         corr = None if a.correction == "none" else a.correction
         if a.reference:
-            from .reference import run_reference
-
             out = run_reference(size, a.seed, root / reference_name(a.seed) / _now(), a.steps, command=sys.argv)
             print(f"trl reference seed {a.seed}: {out['tokens_per_s']:.0f} tokens/s, accuracy "
                   f"{out['curve']['points'][-1]['accuracy']:.3f} -> {out['dir']}")

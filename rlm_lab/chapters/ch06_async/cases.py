@@ -8,6 +8,11 @@ import datetime as _dt
 
 from ...errors import RlmLabError
 from ...protocol import Reference
+from ...sizes import check_size, get, long_tail_learning
+from ...tasks import ensure_files, parse_task
+from ...train.run import cache_root
+from ...train.sft import sft_cache_key
+from ..ch05_placement.cases import run_config
 
 MODES = ("sync", "one_step_off", "eta2", "eta4", "eta8", "async")
 CORRECTIONS = (None, "token_truncate")
@@ -16,8 +21,6 @@ SEEDS = (0, 1, 2)
 
 def budget(size: str) -> dict:
     """Steps per run and the curve's interval at ``size`` (``rlm_lab.sizes``: ``async_campaign``)."""
-    from ...sizes import get
-
     b = dict(get(size).async_campaign)
     if not b:
         raise RlmLabError(f"chapter 6's campaign runs at smoke or cpu size, not {size!r}")
@@ -43,18 +46,12 @@ def _now() -> str:
 def campaign_config(size: str, seed: int, steps: int | None = None):
     """The GRPO config of every run of the campaign: chapter 7's learning runs' task, model, lengths and
     SFT warm start (its cached checkpoint when it exists, else the placement runtime trains the same SFT)."""
-    from ..ch05_placement.cases import run_config
-    from ...sizes import check_size, get, long_tail_learning
-
     size = check_size(size)
     steps = steps or budget(size)["steps"]
     s = long_tail_learning(size)
     cfg = run_config(size, task=get(size).long_tail["task"], model=s["model"], seed=seed,
                      rl_steps=steps, max_completion_length=s["max_completion_length"],
                      eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"])
-    from ...tasks import ensure_files, parse_task
-    from ...train.run import cache_root
-    from ...train.sft import sft_cache_key
 
     sft = cache_root() / "sft" / sft_cache_key(cfg.replace(seed=0), ensure_files(parse_task(cfg.task))["train"])
     if (sft / "config.json").is_file():  # chapter 7's warm start (seed 0's SFT): the same starting model

@@ -28,10 +28,17 @@ Criteria fixed before the campaign ran (this docstring was committed before the 
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections import Counter
+from pathlib import Path
 
+from ...cost.asynchrony import advise_mode, best_split, simulate
 from ...errors import RlmLabError
 from ...evidence import Interval, at_least_word, bar_word, error_interval, largest, ratio_interval, ratio_word
+from ...record import read_trace
+from .cases import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
+from .run import latest_in, stage_times
 
 GOAL = 0.25
 TWO_X = 2.0
@@ -125,8 +132,6 @@ def is_ratio_summary(results: dict) -> dict:
 # ---- cells over seeds
 def cell_summary(runs: list[dict]) -> dict:
     """``runs``: [{"results", "trace"}] of one (mode, correction) over seeds -> means, ranges, curves."""
-    from collections import Counter
-
     res = [r["results"] for r in runs]
     steps = [r["step_seconds_median"] for r in res if r.get("step_seconds_median")]
     finals = [a for a in (final_accuracy(r) for r in res) if a is not None]
@@ -220,11 +225,6 @@ def advisor_check(sync_results: list[dict], rows: list[dict], correction=None) -
     """``advise_mode`` on each seed's synchronous stage times (what it sees before any asynchronous run):
     its pick (the most frequent over seeds), its predicted speed-up, and the measured speed-up of that eta's
     cell; the error against :data:`GOAL`, and the η that measured fastest."""
-    from collections import Counter
-
-    from ...cost.asynchrony import advise_mode
-    from .run import stage_times
-
     advice = []
     for r in sync_results:
         st = stage_times(r)
@@ -254,9 +254,6 @@ def outlook(sync_results: dict, devices: int = 64, etas=(0, 1, 2, 4, 8, None)) -
     push stays as measured: under those assumptions asynchrony can only hide the variation of g_i and the
     push, so the outlook is a lower bound on what a memory-bound decode (generation scaling worse than
     training) would leave to gain."""
-    from ...cost.asynchrony import advise_mode, best_split, simulate
-    from .run import stage_times
-
     st = stage_times(sync_results)
     g, t, s = st["gen_s"], st["train_s"], st["push_s"]
     g_mean = mean(g)
@@ -277,13 +274,6 @@ def load_campaign(root) -> dict:
     """``{"cells": {(mode, correction): [run]}, "reference": [run], "sync_none": [results]}`` from the newest
     record of each campaign folder under ``root``; a run is ``{"results", "trace", "dir", "status"}``.
     Failed records are listed under ``"failed"`` (kept, not averaged)."""
-    import json
-    from pathlib import Path
-
-    from ...record import read_trace
-    from .cases import CORRECTIONS, MODES, SEEDS, cell_name, reference_name
-    from .run import latest_in
-
     def one(name):
         rec = latest_in(Path(root) / name)
         if rec is None:

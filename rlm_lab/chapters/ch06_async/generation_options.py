@@ -28,8 +28,16 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from ...errors import RlmLabError, unknown
+from ...host import load_average
+from ...models import load
+from ...placement.rollout import RolloutEngine
+from ...placement.runtime import _sft_checkpoint
+from ...record import RunRecord, reference_root
+from ...tasks import ensure_data, parse_task
+from .cases import campaign_config
 
 OPTIONS = ("dynamic", "eager", "static", "static_compiled", "batch2x")
 # the options a rollout worker can be given (GenerationConfig fields and ``compile``, ``TRLRolloutFunc.generation``),
@@ -61,10 +69,6 @@ def choose(options: dict) -> tuple[str, dict, str]:
 def chosen(size: str, root=None) -> tuple[dict, str]:
     """``(settings, why)`` from the newest completed exploration record of ``size`` (under
     ``data/runs/<size>/ch06_generation_options`` or ``root``); ``({}, why)`` (TRL's own) when there is none."""
-    from pathlib import Path
-
-    from ...record import RunRecord, reference_root
-
     folder = Path(root) if root is not None else reference_root(size) / RECORDS
     rec = None
     for d in sorted((p for p in folder.iterdir() if p.is_dir()), reverse=True) if folder.is_dir() else []:
@@ -82,9 +86,6 @@ def chosen(size: str, root=None) -> tuple[dict, str]:
 
 
 def _engine(option: str, model_path: str, gen: dict, pad: int, eos):
-    from ...models import load
-    from ...placement.rollout import RolloutEngine
-
     model, _ = load(model_path)
     if option == "eager":
         model.set_attn_implementation("eager")
@@ -99,11 +100,6 @@ def _engine(option: str, model_path: str, gen: dict, pad: int, eos):
 def measure(size: str = "cpu", options=OPTIONS, reps: int = 3, seed: int = 0, say=print) -> dict:
     """``{option: {"tokens_per_s": median, "rounds": [...], "first_s": warm-up seconds}}``."""
     import torch
-
-    from ...placement.runtime import _sft_checkpoint
-    from ...tasks import ensure_data, parse_task
-    from ...models import load
-    from .cases import campaign_config
 
     bad = [o for o in options if o not in OPTIONS]
     if bad:
@@ -156,9 +152,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.out:
-            from ...host import load_average
-            from ...record import RunRecord
-
             with RunRecord(a.out, {"size": a.size, "reps": a.reps, "options": a.options}) as rec:
                 rec.update(load_average_start=load_average(2))
                 res = measure(a.size, a.options, a.reps)

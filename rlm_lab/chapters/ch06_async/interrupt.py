@@ -29,14 +29,27 @@ and at most one decode step when interruptible.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import statistics
 import sys
 import threading
 from pathlib import Path
 
+from ...asynchrony.interrupt import InterruptibleEngine
+from ...cost import decode_step_time, forward_time, generate_time, load_profile, model_spec
 from ...errors import RlmLabError
+from ...evidence import bar_word, error_interval, repeat_interval
 from ...host import load_average
+from ...models import load
+from ...placement.rollout import chunk_seed
+from ...placement.runtime import _sft_checkpoint
+from ...placement.weights import load_synced, state_for_object_store
+from ...record import RunRecord, runs_root
+from ...sizes import check_size
+from ...tasks import ensure_data, parse_task
+from ..ch05_placement.cases import run_config
+from .run import latest_in
 
 PROFILE = "cpu-2core-epyc"
 GOAL = 0.25  # error bar on the predicted extra seconds, fixed before measuring
@@ -52,8 +65,6 @@ def _now() -> str:
 def trl_generation(cfg, tokenizer) -> dict:
     """The generation settings TRL 1.16's GRPOTrainer builds on its transformers path (grpo_trainer.py,
     ``generation_kwargs``), from the run config and GRPOConfig's own defaults."""
-    import dataclasses
-
     from trl import GRPOConfig
 
     d = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
@@ -67,11 +78,6 @@ def trl_generation(cfg, tokenizer) -> dict:
 def workload(size: str):
     """(cfg, model, tokenizer, prompt_ids): the chapter's SFT-warm-started policy and one generation call's
     prompt entries (the first batch_size / G training prompts, each G times, as TRL's RepeatSampler orders them)."""
-    from ...models import load
-    from ..ch05_placement.cases import run_config
-    from ...placement.runtime import _sft_checkpoint
-    from ...tasks import ensure_data, parse_task
-
     cfg = run_config(size)
     model, tok = load(str(_sft_checkpoint(cfg)))
     rows = ensure_data(parse_task(cfg.task))["train"]
@@ -84,8 +90,6 @@ def predict(cfg, prompt_ids, params_bytes: int, steps: int) -> dict:
     """The cost model's seconds, made before measuring, for an update at the middle decode step k = steps // 2
     of a request of ``steps`` decode steps (the warm-up request's: the SFT policy answers in fewer tokens than
     ``max_completion_length``)."""
-    from ...cost import decode_step_time, forward_time, generate_time, load_profile, model_spec
-
     prof, spec = load_profile(PROFILE), model_spec(cfg.model)
     b, p, r = len(prompt_ids), max(len(x) for x in prompt_ids), steps
     k = max(1, r // 2)
@@ -107,8 +111,6 @@ def perturbed(model, scale: float = PERTURB, seed: int = 1234) -> dict:
     """A stand-in update: every synced parameter moved by ``scale`` times its RMS, Gaussian, fixed seed."""
     import torch
 
-    from ...placement.weights import state_for_object_store
-
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for n, t in state_for_object_store(model).items():
@@ -119,8 +121,6 @@ def perturbed(model, scale: float = PERTURB, seed: int = 1234) -> dict:
 
 def _one(engine, prompt_ids, seed, kind, new, k, arrive_s):
     """One timed request of kind ``kind``; returns its row for metrics.jsonl."""
-    from ...placement.weights import load_synced, state_for_object_store
-
     old = state_for_object_store(engine.model)
     engine.updates.clear()
     engine.interruptible = kind != "wait_today"
@@ -152,10 +152,6 @@ def _one(engine, prompt_ids, seed, kind, new, k, arrive_s):
 
 def measure(size: str, run_dir, repeats: int | None = None, command=None) -> dict:
     import torch
-
-    from ...placement.rollout import chunk_seed
-    from ...record import RunRecord
-    from ...asynchrony.interrupt import InterruptibleEngine
 
     repeats = repeats or REPEATS
     if repeats < 1:
@@ -229,8 +225,6 @@ def extra_word(predicted: float, paired_extra: list) -> str:
     """The goal's word for a predicted extra time against the paired repeats' extras (:mod:`rlm_lab.evidence`: the
     median's bootstrap interval, the error at both ends): "met" only when the whole error interval is within
     :data:`GOAL`; an interval that reaches 0 s (the extra may not exist) or a single pair is "undecided"."""
-    from ...evidence import bar_word, error_interval, repeat_interval
-
     if not paired_extra:
         return "undecided (no pairs)"
     iv = repeat_interval(paired_extra)
@@ -243,8 +237,6 @@ def extra_word(predicted: float, paired_extra: list) -> str:
 
 def latest(root: str | Path):
     """The newest loadable record under ``<root>/ch06_interrupt/`` (None if there is none)."""
-    from .run import latest_in
-
     return latest_in(Path(root) / "ch06_interrupt")
 
 
@@ -316,9 +308,6 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None)
     a = ap.parse_args(argv)
     try:
-        from ...record import runs_root
-        from ...sizes import check_size
-
         check_size(a.size)
         if a.repeats is not None and a.repeats < 1:
             raise RlmLabError(f"--repeats must be >= 1, got {a.repeats}")

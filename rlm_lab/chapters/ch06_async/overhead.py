@@ -49,10 +49,26 @@ without a second process: what the actor and the rollout_func glue cost by thems
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 from pathlib import Path
+from statistics import median
 
+from ...asynchrony.modes import run_mode
+from ...cost.placement_spec import get_placement
 from ...errors import RlmLabError, unknown
+from ...evidence import at_least_word, ratio_interval, ratio_word
+from ...host import load_average
+from ...placement.runtime import _sft_checkpoint, algo_roles, run_placement
+from ...placement.workers import TrainerWorker
+from ...protocol import Arm, child_main, compare
+from ...record import RunRecord, atomic_write_json, runs_root
+from ...sizes import check_size, get
+from ...tables import format_table
+from ..ch05_placement.cases import cluster
+from .cases import _now, campaign_config
+from .run import latest_in
 
 ARMS = ("plain", "colocated", "sync", "sync_lean", "sync_all")
 LENGTHS = ("fixed", "sampled")  # the completions' lengths (module docstring); fixed: the same work in every arm
@@ -61,8 +77,6 @@ LENGTHS = ("fixed", "sampled")  # the completions' lengths (module docstring); f
 def arm_config(size: str, steps: int, lengths: str = "fixed"):
     """Every arm's GRPO config: chapter 6's campaign config at seed 0, ``steps`` steps, and with ``fixed`` lengths
     every completion generated to ``max_completion_length`` tokens (TRL's ``generation_kwargs``)."""
-    from .cases import campaign_config
-
     if lengths not in LENGTHS:
         raise unknown("lengths", lengths, LENGTHS)
     cfg = campaign_config(size, 0, steps)
@@ -74,13 +88,6 @@ def arm_config(size: str, steps: int, lengths: str = "fixed"):
 
 def _plain(cfg, folder: Path, command) -> dict:
     """TRL's GRPOTrainer in this process (TrainerWorker's code without Ray and without a rollout_func), a record."""
-    import os
-
-    from ...host import load_average
-    from ...placement.runtime import _sft_checkpoint
-    from ...placement.workers import TrainerWorker
-    from ...record import RunRecord
-
     record = RunRecord(folder, {"run": cfg.to_dict(), "arm": "plain"}, command, cfg.seed)
     with record:
         record.update(load_average_start=load_average(2))
@@ -97,10 +104,6 @@ def _plain(cfg, folder: Path, command) -> dict:
 
 def run_arm(arm: str, size: str, out, steps: int | None = None, command=None, lengths: str = "fixed") -> dict:
     """Run one arm (module docstring); returns ``{"tokens_per_s", "step_s", "record", "lengths"}``."""
-    from ...record import runs_root
-    from ...sizes import check_size, get
-    from .cases import _now
-
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
     size = check_size(size)
@@ -114,15 +117,9 @@ def run_arm(arm: str, size: str, out, steps: int | None = None, command=None, le
     if arm == "plain":
         res = _plain(cfg, folder, command)
     elif arm == "colocated":
-        from ..ch05_placement.cases import cluster
-        from ...placement.runtime import algo_roles, run_placement
-        from ...cost.placement_spec import get_placement
-
         res = run_placement(get_placement("colocated", cluster(), algo_roles(cfg)), cfg, folder, command=command,
                             extra_results={"arm": arm})
     else:
-        from ...asynchrony.modes import run_mode
-
         threads = {"actor": 2, "rollout": 2} if arm == "sync_all" else None
         res = run_mode("sync", cfg, folder, importance=arm == "sync", command=command, role_threads=threads)
     tp = res.get("throughput") or {}
@@ -149,12 +146,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.pairs is not None and not a.against:
         ap.error("--pairs goes with --against (one run has no pairs)")
-    from ...protocol import child_main
 
     def work():
         if a.against:
-            from ...record import runs_root
-
             res = compare_arms(a.arm, a.size, a.out or runs_root(a.size), a.against, a.steps, pairs=a.pairs,
                                lengths=a.lengths)
             for arm, st in res["stages"].items():
@@ -180,9 +174,6 @@ def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | Non
     the protocol's record under ``<out>/overhead_<arm>_vs_<base>/<UTC>``, the runs' records under ``<out>/runs``.
     ``pairs``: the repeat count (default the size's ``protocol_repeats``), checked by the protocol before any run.
     ``lengths``: :data:`LENGTHS`; the protocol's record goes to :func:`comparison_folder`."""
-    from ...protocol import Arm, compare
-    from .cases import _now
-
     for a in (arm, base):
         if a not in ARMS:
             raise unknown("arm", a, ARMS)
@@ -192,7 +183,6 @@ def compare_arms(arm: str, size: str, out, base: str = "plain", steps: int | Non
     folder = comparison_folder(out, arm, base, lengths) / _now()
     res = compare(Arm(arm, command(arm, size, runs, steps, lengths)), Arm(base, command(base, size, runs, steps, lengths)),
                   "tokens_per_s", folder, size=size, repeats=pairs, higher_is_better=True, say=say)
-    from ...record import atomic_write_json
 
     stages = stage_table(res, out)
     atomic_write_json(folder / "stages.json", stages)  # beside the protocol's record: where the seconds differ
@@ -203,8 +193,6 @@ def repeat_records(results: dict, root, base=None):
     """``(arm name, RunRecord)`` of every repeat of a protocol record's ``results``, read from the path each child
     reported (relative paths from ``base``, default the working directory, where the children ran); a path that
     leaves ``root`` is refused with one line."""
-    from ...record import RunRecord
-
     root, base = Path(root).resolve(), Path(base) if base is not None else Path.cwd()
     for row in results.get("repeats", []):
         path = Path(row["report"]["record"])
@@ -218,8 +206,6 @@ def stage_table(results: dict, root) -> dict:
     """Per arm, the median over its repeats of each stage's mean seconds per step (the tracer's, after the first
     step) and of the step: where the two arms' seconds differ. Read from each repeat's own run record under
     ``root``."""
-    import statistics
-
     per: dict = {}
     for name, rec in repeat_records(results, root):
         tr = rec.results.get("tracer") or {}
@@ -244,7 +230,7 @@ def comparison_folder(root, arm: str, base: str = "plain", lengths: str = "fixed
 
 def _root(root) -> Path:
     """``root``, or the committed records of the comparisons, ``data/runs/cpu/ch06_overhead``."""
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     return Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
 
@@ -253,8 +239,6 @@ def comparisons(root=None) -> list[dict]:
     """The newest completed protocol record of each arm against plain, per completion lengths, under ``root``
     (default: the committed ``data/runs/cpu/ch06_overhead``), in :data:`ARMS` then :data:`LENGTHS` order: arm,
     lengths, per-arm tokens/s, the window."""
-    from .run import latest_in
-
     root = _root(root)
     out = []
     for arm in ARMS[1:]:
@@ -273,10 +257,7 @@ def completion_lengths(root=None, arm: str = "sync_all", lengths: str = "sampled
     run's mean per-step longest and mean completion (TRL's ``completions/max_length`` and ``.../mean_length``, steps
     after the first), read from each repeat's run record. Whether the arms did the same work: with sampled lengths
     they need not. A record path that leaves ``root`` is refused (one line)."""
-    import statistics
-
-    from ...record import REPO_ROOT
-    from .run import latest_in
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     root = _root(root)
     rec = latest_in(comparison_folder(root, arm, "plain", lengths))
@@ -298,11 +279,6 @@ def section(root=None) -> tuple[str, dict]:
     (faster / slower / undecided) and the goal (ratio >= :data:`GOAL`: met / not met / undecided, from the whole
     interval). Glue keys ``ch06_ovh_<arm>[_word|_goal|_pairs]`` for sampled lengths, ``ch06_ovh_<arm>_fixed...``
     for fixed ones (the same work in every arm)."""
-    from statistics import median
-
-    from ...evidence import at_least_word, ratio_interval, ratio_word
-    from ...tables import format_table
-
     rows, values = [], {"ch06_ovh_goal": f"{GOAL:.2f}"}
     for c in comparisons(root):
         iv = ratio_interval(c["arm_tps"], c["plain_tps"])

@@ -21,8 +21,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from ...asynchrony.curves import curve_record, make_eval_curve
 from ...errors import RlmLabError
 from ...host import load_average
+from ...models import load
+from ...placement.runtime import _sft_checkpoint
+from ...record import RunRecord
+from ...tasks import ensure_data, parse_task
+from ...train.rl import rl_dataset, task_rewards
+from .cases import budget, campaign_config, curve_spec
 
 RECORDED_DEFAULTS = ("bf16", "fp16", "gradient_checkpointing", "logging_steps", "lr_scheduler_type", "beta",
                      "loss_type", "temperature", "epsilon", "scale_rewards", "num_iterations", "use_vllm",
@@ -33,14 +40,6 @@ RECORDED_DEFAULTS = ("bf16", "fp16", "gradient_checkpointing", "logging_steps", 
 def run_reference(size: str, seed: int, folder, steps: int | None = None, command=None) -> dict:
     import torch
     from trl import GRPOConfig, GRPOTrainer
-
-    from ...models import load
-    from ...placement.runtime import _sft_checkpoint
-    from ...record import RunRecord
-    from ...tasks import ensure_data, parse_task
-    from ...train.rl import rl_dataset, task_rewards
-    from .cases import budget, campaign_config, curve_spec
-    from ...asynchrony.curves import curve_record, make_eval_curve
 
     cfg = campaign_config(size, seed, steps)
     spec = curve_spec(cfg, size)

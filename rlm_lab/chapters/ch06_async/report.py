@@ -8,10 +8,16 @@ prose quotes a number ("n/a" where the campaign has no such cell yet).
 
 from __future__ import annotations
 
-from ...tables import text
-from .cases import CORRECTIONS, MODES, corr_label
+from ...asynchrony.modes import mode_eta
+from ...cost.asynchrony import advise_mode, async_rate, one_step_off_step, simulate, sync_step
 from ...evidence import largest
-from .compare import beyond, mean
+from ...record import reference_root, repo_relative
+from ...tables import text
+from ..ch05_placement.report import timeline
+from .cases import CORRECTIONS, MODES, budget, cell_name, corr_label
+from .compare import _label, advisor_check, beyond, cell_summary, goal_vs_reference, load_campaign, mean, outlook, table
+from .interrupt import latest, plot, report
+from .run import latest_in
 
 NA = "n/a"
 ETA_X = {0: 0, 1: 1, 2: 2, 4: 3, 8: 4, None: 5}  # where each eta is drawn: infinity right of 8
@@ -24,8 +30,6 @@ def eta_text(e) -> str:
 def formulas_text() -> str:
     """The formulas of :mod:`rlm_lab.cost.asynchrony` on round numbers (generation 3 s, training 2 s, exposed
     sync 0.5 s), and the recurrence with a long tail (every fourth batch six times slower) for each eta."""
-    from ...cost.asynchrony import advise_mode, async_rate, one_step_off_step, simulate, sync_step
-
     lines = [f"sync {sync_step(3, 2, 0.5):.2f} s/step, one-step-off {one_step_off_step(3, 2, 0.5):.2f} s/step, "
              f"async with 2 replicas {1 / async_rate(3, 2, 0.5, replicas=2):.2f} s/step"]
     tail = [1.0, 1.0, 1.0, 6.0] * 25
@@ -41,11 +45,6 @@ def campaign_section(root=None) -> dict:
     ``cells`` (their summaries), ``rows`` (the table per mode and correction), ``ref`` (the plain-TRL reference's
     summary or None), ``text`` (what is missing or failed) and ``values`` (``ch06_steps``, ``ch06_runs``,
     ``ch06_failed``)."""
-    from ...asynchrony.modes import mode_eta
-    from ...record import reference_root, repo_relative
-    from .cases import budget
-    from .compare import cell_summary, load_campaign, table
-
     camp = load_campaign(root or reference_root("cpu"))
     cells = {k: cell_summary(v) for k, v in camp["cells"].items()}
     rows = table(cells, MODES, CORRECTIONS, mode_eta)
@@ -196,11 +195,6 @@ def speedup_section(rows: list[dict]) -> tuple[str, dict]:
 
 def timelines(root=None) -> list:
     """One Gantt per mode (seed 0, uncorrected): the trainer and the rollout worker, three steps near the median."""
-    from ...record import reference_root
-    from ..ch05_placement.report import timeline
-    from .cases import cell_name
-    from .run import latest_in
-
     figures = []
     for m in MODES:
         rec = latest_in((root or reference_root("cpu")) / cell_name(m, None, 0))
@@ -217,8 +211,6 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
     """The advisor (``advise_mode``, seeing only each seed's synchronous run) judged against the measured
     speed-up of its pick, and the pick against the plain-TRL reference's tokens/s (the issue's goal: twice, at
     the same accuracy curve); the ``ch06_adv_*``, ``ch06_goal_*`` and ``ch06_ref_tps`` values."""
-    from .compare import _label, advisor_check, goal_vs_reference
-
     sync_res = [r["results"] for r in camp["cells"].get(("sync", None), [])]
     out = dict.fromkeys(ADVISOR_KEYS, NA)
     lines = []
@@ -254,8 +246,6 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
 def outlook_section(camp: dict, devices: int = 64) -> tuple[str, dict]:
     """By prediction only: ``devices`` split between generation replicas and training (``best_split``), the step
     for each eta against a synchronous step colocated on all of them; the ``ch06_out_*`` values."""
-    from .compare import outlook
-
     sync_res = [r["results"] for r in camp["cells"].get(("sync", None), [])]
     if not sync_res:
         return "", {key: NA for key in ("ch06_out_eta", "ch06_out_speedup", "ch06_out_split")}
@@ -285,9 +275,6 @@ def interrupt_section(size: str) -> tuple[str, object, dict]:
     """Interruptible rollouts: the size's committed record (the cpu one where the size has none), each kind of
     request's generation, re-prefill's extra cost against its prediction, the interruption's own cost, an
     update's wait today and when interruptible; the figure; and every ``ch06_int_*`` value of the prose."""
-    from ...record import reference_root, repo_relative
-    from .interrupt import latest, plot, report
-
     shown = size if latest(reference_root(size)) is not None else "cpu"
     irec = latest(reference_root(shown))
     if irec is None:

@@ -18,7 +18,14 @@ import statistics
 import sys
 from pathlib import Path
 
+from ...asynchrony.correction import check_correction
+from ...asynchrony.modes import mode_eta, run_mode
+from ...cost.asynchrony import simulate
 from ...errors import RlmLabError
+from ...placement.runtime import RaySession
+from ...record import RunRecord
+from ...sizes import check_size
+from ..ch05_placement.cases import run_config
 
 MODES = ("sync", "one_step_off", "eta2", "async")
 GOAL = 0.25  # error bar on the predicted step time, fixed before measuring
@@ -41,9 +48,6 @@ def stage_times(results: dict) -> dict:
 
 
 def predict_from_sync(mode: str, sync_results: dict) -> dict:
-    from ...cost.asynchrony import simulate
-    from ...asynchrony.modes import mode_eta
-
     st = stage_times(sync_results)
     eta = mode_eta(mode)
     reps = max(1, 200 // len(st["gen_s"]))  # the steady state: the measured g_i repeated
@@ -58,12 +62,6 @@ def predict_from_sync(mode: str, sync_results: dict) -> dict:
 def measure(size: str, root: str | Path, modes=MODES, seed: int = 0, steps: int | None = None,
             session=None, command=None, importance: bool = True, evaluate: bool = False,
             correction: str | None = None) -> dict:
-    from ..ch05_placement.cases import run_config
-    from ...placement.runtime import RaySession
-    from ...asynchrony.modes import mode_eta, run_mode
-
-    from ...asynchrony.correction import check_correction
-
     check_correction(correction)
     for m in modes:
         mode_eta(m)
@@ -113,8 +111,6 @@ def latest(root: str | Path, mode: str):
 
 def latest_in(base: str | Path):
     """The newest loadable record among the timestamped run folders under ``base`` (None if none)."""
-    from ...record import RunRecord
-
     base = Path(base)
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
         try:
@@ -141,8 +137,7 @@ def main(argv=None) -> int:
                     help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
     try:
-        from ...record import REPO_ROOT
-        from ...sizes import check_size
+        from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
         check_size(a.size)
         out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),

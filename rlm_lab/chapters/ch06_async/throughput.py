@@ -24,10 +24,19 @@ the pick's accuracy interval lies wholly below plain TRL's, else ``undecided``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from ...asynchrony.modes import run_mode
 from ...errors import RlmLabError, unknown
+from ...evidence import at_least_word, overlap, ratio_interval, repeat_interval
+from ...protocol import Arm, child_main, compare
+from ...record import RunRecord, atomic_write_json, reference_root, runs_root
+from ...sizes import check_size
+from .cases import _now, campaign_config, curve_spec
+from .generation_options import chosen
+from .reference import run_reference
 
 GOAL = 2.0
 PICK = {"mode": "eta2", "correction": "token_truncate"}
@@ -37,18 +46,13 @@ RECORDS = "ch06_throughput"  # the goal's committed measurement under data/runs/
 def generation(size: str) -> tuple[dict, str]:
     """The rollout workers' generation settings beyond TRL's for ``size``, and why (the committed exploration read
     through :func:`rlm_lab.chapters.ch06_async.generation_options.chosen`)."""
-    from .generation_options import chosen
-
     return chosen(size)
 ARMS = ("plain", "pick")
 
 
 def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, command=None) -> dict:
     """One run of ``arm``; returns ``{"tokens_per_s", "accuracy", "record"}``."""
-    from ...record import runs_root
-    from ...sizes import check_size
-    from .compare import final_accuracy, tokens_per_s
-    from .cases import _now, campaign_config, curve_spec
+    from .compare import final_accuracy, tokens_per_s  # noqa: PLC0415  tests patch rlm_lab.chapters.ch06_async.compare.final_accuracy: read at call time
 
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
@@ -56,12 +60,8 @@ def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, comma
     root = Path(out or runs_root(size))
     folder = root / f"ch06_goal_{arm}_seed{seed}" / _now()
     if arm == "plain":
-        from .reference import run_reference
-
         res = run_reference(size, seed, folder, steps, command=command)
     else:
-        from ...asynchrony.modes import run_mode
-
         cfg = campaign_config(size, seed, steps)
         settings, _ = generation(size)
         res = run_mode(PICK["mode"], cfg, folder, importance=False, correction=PICK["correction"],
@@ -76,8 +76,6 @@ def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, comma
 def goal(results: dict) -> dict:
     """The goal's word from a protocol record's results (arm A = pick, arm B = plain): the tokens ratio's median
     and interval, both arms' accuracy medians and intervals, and ``met`` / ``not met`` / ``undecided``."""
-    from ...evidence import at_least_word, repeat_interval, overlap, ratio_interval
-
     rows = results["repeats"]
     pairs = sorted({r["pair"] for r in rows})
     by = {(r["pair"], r["arm"]): r["report"] for r in rows}
@@ -113,9 +111,6 @@ def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
 def measure_goal(size: str, out, steps: int | None = None, say=print) -> dict:
     """The pick against plain TRL under the protocol (paired by seed, ABBA, fresh processes, the load gate), then
     :func:`goal`; the protocol's record under ``<out>/ch06_goal/<UTC>`` holds both, the runs under ``<out>/runs``."""
-    from ...protocol import Arm, compare
-    from .cases import _now
-
     runs = Path(out) / "runs"
     folder = Path(out) / "ch06_goal" / _now()
     settings, why = generation(size)
@@ -123,7 +118,6 @@ def measure_goal(size: str, out, steps: int | None = None, say=print) -> dict:
     res = compare(Arm("pick", command("pick", size, runs, steps)), Arm("plain", command("plain", size, runs, steps)),
                   "tokens_per_s", folder, size=size, higher_is_better=True, say=say)
     g = goal(res)
-    from ...record import atomic_write_json
 
     atomic_write_json(folder / "goal.json", g | {"pick": PICK, "generation": settings, "generation_why": why})
     say(f"throughput goal: pick / plain TRL tokens/s {g['tokens_ratio']['estimate']:.2f} "
@@ -136,10 +130,6 @@ def section(size: str = "cpu", root=None) -> tuple[str, dict]:
     """The page's text and glue values from the newest committed goal measurement at ``size`` (under
     ``data/runs/<size>/ch06_throughput/ch06_goal/``, or ``root``): the pick's tokens ratio to plain TRL with its
     interval, both arms' final accuracy with theirs, the generation settings and the word."""
-    import json
-
-    from ...record import RunRecord, reference_root
-
     base = Path(root) if root is not None else reference_root(size) / RECORDS / "ch06_goal"
     found = None
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
@@ -186,12 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
     ap.add_argument("--steps", type=int, default=None)
     a = ap.parse_args(argv)
-    from ...protocol import child_main
 
     def work():
         if a.goal:
-            from ...record import runs_root
-
             measure_goal(a.size, a.out or runs_root(a.size), a.steps)
             return 0
         if a.arm is None:

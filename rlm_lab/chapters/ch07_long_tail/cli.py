@@ -7,10 +7,11 @@ its prediction, one record ``ch07_<technique>`` per technique.
 
 from __future__ import annotations
 
+from ...records.lifecycle import interruptible
+from .run import TECHNIQUES, measure
+
 
 def register(sub) -> None:
-    from .run import TECHNIQUES
-
     p = sub.add_parser("longtail", help="measure chapter 7's long-tail techniques against their predictions")
     p.add_argument("--size", default="smoke", help="smoke | cpu (default smoke; gpu: not yet)")
     p.add_argument("--out", default=None, help="folder for the ch07_* records (default: _build/runs/<size>)")
@@ -20,9 +21,6 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from ...records.lifecycle import interruptible
-    from .run import measure
-
     interruptible()  # SIGINT / SIGTERM end the technique's record `interrupted`
 
     for name, rec in measure(args.size, only=args.only, out=args.out, force=args.force).items():

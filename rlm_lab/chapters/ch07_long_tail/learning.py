@@ -23,13 +23,23 @@ bias toward short answers would show).
 
 from __future__ import annotations
 
+import argparse
+import random
 import statistics
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...sizes import long_tail_learning
-from ...longtail.trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout
 from ...host import load_average
+from ...longtail.trl_hooks import FIELD, DynamicSamplingRollout, FusedRollout, fused_reward
+from ...record import atomic_write_json, runs_root
+from ...sizes import check_size, long_tail_learning
+from ...tasks import correctness_reward, ensure_data, ensure_files, parse_task
+from ...train.config import make_config
+from ...train.evaluate import generate, test_rows
+from ...train.run import cache_root
+from ...train.run import run as train_run
+from ...train.sft import sft_cache_key
+from .cases import params
 
 ARMS = ("baseline", "overprovision", "dynamic_sampling")
 
@@ -45,7 +55,6 @@ class OverProvisionRollout(FusedRollout):
             raise RlmLabError("over-provisioning needs a pool of prompts to draw the extra groups from (empty)")
         if not ratio >= 1:
             raise RlmLabError(f"over-provisioning needs n' >= n (ratio >= 1), got ratio={ratio}")
-        import random
 
         self.pool, self.ratio, self.rng = list(pool), float(ratio), random.Random(seed)
         self.recycled: list[str] = []
@@ -79,8 +88,6 @@ def _ops(row) -> int:
 
 def accuracy_by_ops(model, tokenizer, task, rows, max_new_tokens: int) -> dict:
     """Greedy held-out accuracy per number of operations (1, 2, 3, 4+), with the count of each."""
-    from ...train.evaluate import generate
-
     outs = generate(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens, 500)
     buckets: dict = {}
     for c, r in zip(outs, rows):
@@ -90,9 +97,6 @@ def accuracy_by_ops(model, tokenizer, task, rows, max_new_tokens: int) -> dict:
 
 
 def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
-    from ...train.config import make_config
-    from .cases import params
-
     s = long_tail_learning(size)
     model = s["model"]
     name = f"ch07_learn_{arm}" + (f"_seed{seed}" if seed else "")
@@ -101,9 +105,6 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
                       eval_max_new_tokens=s["max_completion_length"], eval_problems=s["eval_problems"],
                       eval_every=0, trace=False, seed=0, name=name, out=str(root / name))
     if seed:  # other seeds: the same SFT warm start as seed 0 (its cached checkpoint), the RL phase reseeded
-        from ...tasks import ensure_files, parse_task
-        from ...train.run import cache_root
-        from ...train.sft import sft_cache_key
 
         sft = cache_root() / "sft" / sft_cache_key(cfg, ensure_files(parse_task(cfg.task))["train"])
         if not (sft / "config.json").is_file():
@@ -115,13 +116,7 @@ def _config(size: str, arm: str, root: Path, seed: int, steps: int | None):
 def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = None, force: bool = False) -> dict:
     """One GRPO run per arm at ``size``; returns ``{arm: record}``. Records go under ``out`` (default
     ``_build/runs/<size>``)."""
-    from ...record import atomic_write_json, runs_root
-    from ...sizes import check_size
-    from ...tasks import correctness_reward, ensure_data, parse_task
-    from ...train.run import run as train_run
-    from ...train.evaluate import test_rows
-    from ...longtail.callbacks import LengthLog
-    from ...longtail.trl_hooks import fused_reward
+    from ...longtail.callbacks import LengthLog  # noqa: PLC0415  heavy: rlm_lab.longtail.callbacks imports transformers at its top
 
     size = check_size(size)
     if size == "gpu":  # the rollouts generate with CPU tensors only (rlm_lab.longtail.engine), so far
@@ -163,8 +158,6 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch07_long_tail.learning")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None)

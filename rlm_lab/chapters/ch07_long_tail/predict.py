@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...cost import backward_time, forward_time, generate_time, load_profile, model_spec
 from ...cost import longtail as cost
+from ...cost.hardware import profile_for
 
 DTYPE, DTYPE_BYTES = "fp32", 4
 
@@ -16,8 +17,6 @@ DTYPE, DTYPE_BYTES = "fp32", 4
 class Predictor:
     def __init__(self, size: str, model: str, profile=None):
         """``profile``: a profile name or path (``rlm-lab reference`` passes its window's); default the size's."""
-        from ...cost.hardware import profile_for
-
         self.profile_name = profile if profile is not None else profile_for(size)
         self.profile, self.spec = load_profile(self.profile_name), model_spec(model)
 

@@ -30,6 +30,17 @@ import statistics
 from pathlib import Path
 
 from ...errors import RlmLabError
+from ...host import load_average
+from ...longtail import engine
+from ...longtail import techniques as T
+from ...models import build_model, char_tokenizer
+from ...record import RunRecord
+from ...sizes import check_size
+from ...tasks import correctness_reward, parse_task
+from ...tasks.chain import answer_length, predicted_length
+from .cases import params
+from .predict import Predictor
+from .run import _setup, _width
 
 # technique -> (arm with it, arm without it)
 ARMS = {"tail_batching": ("tail_batched", "mixed"), "fusion": ("fused", "after"), "packing": ("packed", "padded"),
@@ -44,16 +55,10 @@ def technique_of(arm: str) -> str:
 
 
 def _lengths(rows):
-    from ...tasks.chain import answer_length
-
     return [answer_length(r) for r in rows]
 
 
 def _tail_batching(p, pr, model, tok, task, rows, seed):
-    from ...longtail import engine, techniques as T
-    from ...tasks.chain import predicted_length
-    from .run import _width
-
     sub = rows[:p["rounds_n"]]
     lengths = _lengths(sub)
     plan = T.tail_rounds(lengths, p["batch"], [predicted_length(r["prompt"]) for r in sub], p["tail_fraction"])
@@ -69,11 +74,6 @@ def _tail_batching(p, pr, model, tok, task, rows, seed):
 
 def _fusion(p, pr, model, tok, task, rows, seed):
     import torch
-
-    from ...longtail import engine, techniques as T
-    from ...models import build_model
-    from ...tasks import correctness_reward
-    from .run import _width
 
     ref, _ = build_model(p["model"], seed=seed + 1)  # the reference model, scored per sample (as .run.fusion)
     ref.eval()
@@ -94,8 +94,6 @@ def _fusion(p, pr, model, tok, task, rows, seed):
 
 
 def _packing(p, pr, model, tok, task, rows, seed):
-    from ...longtail import engine, techniques as T
-
     sub = rows[:p["pack_n"]]
     seqs = [ids + engine.encode(tok, [r["answer"]])[0] + [engine.EOS]
             for ids, r in zip(engine.encode(tok, [r["prompt"] for r in sub]), sub)]
@@ -115,9 +113,6 @@ def _packing(p, pr, model, tok, task, rows, seed):
 
 
 def _overprovision(p, pr, model, tok, task, rows, seed):
-    from ...longtail import engine, techniques as T
-    from .run import _width
-
     lengths = _lengths(rows)
     prompts = engine.encode(tok, [r["prompt"] for r in rows])
     pred = pr.overprovision(_width(prompts), lengths, p["n"], p["n_prime"])
@@ -139,10 +134,6 @@ _PREPARE = {"tail_batching": _tail_batching, "fusion": _fusion, "packing": _pack
 def _workload(arm: str, size: str, profile=None, setup: bool = True):
     """(the arm's timed function or None, its predicted seconds) at ``size``; ``setup=False``: the prediction only
     (no model is built: rows and tokenizer only)."""
-    from ...sizes import check_size
-    from .cases import params
-    from .predict import Predictor
-
     technique = technique_of(arm)
     size = check_size(size)
     if size == "gpu":
@@ -150,13 +141,8 @@ def _workload(arm: str, size: str, profile=None, setup: bool = True):
     p = params(size)
     pr = Predictor(size, p["model"], profile)
     if setup:
-        from .run import _setup
-
         model, tok, task, rows = _setup(p, 0)
     else:
-        from ...models import char_tokenizer
-        from ...tasks import parse_task
-
         model, tok, task = None, char_tokenizer(), parse_task(p["task"])
         rows, _ = task.split(p["pool"], 1, 0)
     fns, pred = _PREPARE[technique](p, pr, model, tok, task, rows, 0)
@@ -171,9 +157,6 @@ def predict_arm(arm: str, size: str, profile) -> float:
 def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one arm (this process is a fresh one): the workload once untimed, once timed; its record
     under ``<out>/ch07_<arm>/<UTC time>``; ``{"seconds": ..., "record": folder}``."""
-    from ...host import load_average
-    from ...record import RunRecord
-
     folder = Path(out) / f"ch07_{arm}" / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     with RunRecord(folder, {"size": size, "arm": arm, "technique": technique_of(arm)},
                    command=f"rlm_lab.chapters.ch07_long_tail.reference.reference_arm({arm!r}, {size!r})") as rec:

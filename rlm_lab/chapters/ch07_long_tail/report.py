@@ -7,10 +7,18 @@ measured yet" with the command that makes it (it never measures a cpu-size run i
 
 from __future__ import annotations
 
+import json
+import statistics
+
 from ...compare import BAR
-from ...evidence import Interval, bar_word, error_interval, largest, repeat_interval, ratio_interval, ratio_word
+from ...cost import longtail as C
+from ...evidence import Interval, bar_word, error_interval, largest, ratio_interval, ratio_word, repeat_interval
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
+from ...tables import format_table, text
+from ...tasks import parse_task
+from ...tasks.chain import answer_length
+from ...trace_plots import _figure
 from .run import TECHNIQUES, measure
 
 COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch07_long_tail --size {size} --out data/runs/{size}"
@@ -93,8 +101,6 @@ def load_learning(size: str = "cpu", seeds: int = 3) -> dict:
     """``{arm: [(record, learning.json dict), ...]}``, one pair per seed present (seed 0 first):
     the committed learning runs ``data/runs/<size>/ch07_learn_<arm>[_seed<k>]`` (:mod:`rlm_lab.longtail.
     learning`); an empty list: not run yet."""
-    import json
-
     size = check_size(size)
     out = {}
     for arm in LEARN_ARMS:
@@ -158,8 +164,6 @@ def summary(table: list[dict], size: str) -> dict:
 def plot_gains(table: list[dict]):
     """Predicted against measured gain per technique: the measured median with its 95 % interval as an error
     bar, the prediction as a cross, the 25 % bar around the prediction shaded; log scale, 1 = no gain."""
-    from ...trace_plots import _figure
-
     rows = [r for r in table if r["measured gain"] is not None]
     fig = _figure(8.0, 0.5 * max(1, len(rows)) + 1.4)
     ax = fig.add_subplot()
@@ -188,8 +192,6 @@ def learning_table(learn: dict) -> list[dict]:
     """Chapter 7's learning runs, one row per arm and seed: steps, held-out accuracy before and after (overall and
     by number of operations), the mean completion length in the first and last fifth of training, RL seconds and the
     load average."""
-    import statistics
-
     table7 = []
     for arm in LEARN_ARMS:
         for seed, (rec_, lj) in enumerate(learn[arm]):
@@ -208,8 +210,6 @@ def learning_effects(learn: dict) -> list[str]:
     """One sentence per technique arm (over-provisioning, dynamic sampling) against the baseline: held-out accuracy
     with the bar fixed before the runs (:func:`accuracy_difference` for one seed, :func:`seeds_effect` for several),
     the same by number of operations beyond two, and the lengths it trained on; empty when no baseline ran."""
-    import statistics
-
     effects = []
     if not learn["baseline"]:
         return effects
@@ -294,8 +294,6 @@ def _rounded(v):
 def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> str:
     """One technique's section of chapter 7 as text: its prediction (made from the lengths before the run), its
     measurement, and the gain compared (:func:`gain_row`)."""
-    from ...tables import format_table
-
     if record is None:
         return f"{technique}: not measured yet at {size} size"
     pred, meas = record.results["predicted"], record.results["measured"]
@@ -313,12 +311,6 @@ def technique_text(technique: str, record, keys_pred, keys_meas, size: str) -> s
 def lengths_rows(p: dict) -> list[dict]:
     """The ``chain`` task's reference answers (one token per character plus the EOS) over the size's pool: count,
     mean, quantiles, max, the expected longest of ``n`` and the bubble that expectation implies."""
-    import statistics
-
-    from ...cost import longtail as C
-    from ...tasks import parse_task
-    from ...tasks.chain import answer_length
-
     pool, _ = parse_task(p["task"]).split(p["pool"], 1, 0)
     lengths = sorted(answer_length(r) for r in pool)
     q = {f"q{int(k * 100)}": lengths[min(len(lengths) - 1, int(k * len(lengths)))] for k in (0.1, 0.5, 0.9, 0.99)}
@@ -330,8 +322,6 @@ def lengths_rows(p: dict) -> list[dict]:
 def length_log_rows(learn: dict, stages: int = 5) -> list[dict] | None:
     """The lengths the trained policy generated (TRL's completion-length logs of the baseline learning run, seed
     0), averaged over ``stages`` consecutive stretches of its GRPO steps; None before the learning runs exist."""
-    import statistics
-
     if not learn["baseline"]:
         return None
     rows_ = learn["baseline"][0][1]["length_log"]  # seed 0
@@ -345,8 +335,6 @@ def length_log_rows(learn: dict, stages: int = 5) -> list[dict] | None:
 def overprovision_values(record) -> dict:
     """Over-provisioning's bias toward short answers, predicted and measured in the first step and over all
     steps, and its number of steps (``ch07_op_*``; "n/a" before the record exists)."""
-    from ...tables import text
-
     if record is None:
         return {**{f"ch07_op_bias_{k}": "n/a" for k in ("pred", "first", "all")}, "ch07_op_steps": "n/a"}
     pred, meas = record.results["predicted"], record.results["measured"]
@@ -358,8 +346,6 @@ def overprovision_values(record) -> dict:
 def learning_section(learn: dict) -> tuple[str, dict]:
     """The learning runs' table (:func:`learning_table`) and the effects that pass the bar fixed in advance
     (:func:`learning_effects`), as text; and ``ch07_effects``, the effects in one sentence."""
-    from ...tables import format_table
-
     lines = [format_table(learning_table(learn)) if learn["baseline"] else "learning runs not made yet"]
     effects = learning_effects(learn)
     lines += [f"- {e}" for e in effects]
@@ -379,7 +365,7 @@ def window_agreement(table: list[dict], size: str, root=None) -> dict:
     gain. The window's ratio is on / off in seconds, so its "faster" is a gain above 1. Per technique: "agree"
     when both intervals decide the same side, "disagree" when they decide opposite sides, else "undecided".
     Returns the glue value ``ch07_win_agree``: one sentence naming each group."""
-    from ...reference_report import latest_window, rows
+    from ...reference_report import latest_window, rows  # noqa: PLC0415  tests patch rlm_lab.reference_report.latest_window: read at call time
 
     rec = latest_window(size, 7, root)
     if rec is None:

@@ -13,22 +13,22 @@ import statistics
 from pathlib import Path
 
 from ...cost import longtail as cost
-from ...errors import RlmLabError
+from ...errors import RlmLabError, check_output_location
+from ...host import load_average
+from ...longtail import engine
+from ...longtail import techniques as T
+from ...models import build_model
 from ...record import RunRecord, runs_root
 from ...sizes import check_size
 from ...tasks import correctness_reward, parse_task
 from ...tasks.chain import answer_length, predicted_length
-from ...longtail import engine, techniques as T
 from .cases import params
 from .predict import Predictor
-from ...host import load_average
 
 TECHNIQUES = ("overprovision", "tail_batching", "dispatch", "packing", "dynamic_sampling", "fusion")
 
 
 def _setup(p, seed):
-    from ...models import build_model
-
     model, tok = build_model(p["model"], seed=seed)
     model.eval()
     task = parse_task(p["task"])
@@ -223,8 +223,6 @@ def dynamic_sampling(p, pr, model, tok, task, rows, seed):
 def fusion(p, pr, model, tok, task, rows, seed):
     import torch
 
-    from ...models import build_model
-
     ref, _ = build_model(p["model"], seed=seed + 1)  # the reference model: a second copy, scored per sample
     ref.eval()
     reward = correctness_reward(task)
@@ -262,8 +260,6 @@ def measure(size: str, only=None, out: str | Path | None = None, seed: int = 0, 
     """Measure the techniques (all, or ``only``) at ``size``; one record each under ``out`` (default: the
     build tree's ``runs_root(size)``). Every target folder is checked before any work: one that already
     holds a run outside the build tree is refused unless ``force`` (which sets the old run aside)."""
-    from ...errors import check_output_location
-
     size = check_size(size)
     if size == "gpu":  # the engine, the packing forward and the scorer run on CPU tensors only, so far
         raise RlmLabError("chapter 7 measures on CPU only so far; use --size smoke or --size cpu")

@@ -10,10 +10,18 @@ it); every prediction is labelled as one.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+import yaml
+
+from ...cost.advise import advise
+from ...cost.asynchrony import simulate
+from ...cost.placement import predict_placement
+from ...cost.placement_spec import Cluster, get_placement
+from ...cost.workload import ResponseLengths, Workload, algorithm
 from ...errors import RlmLabError
 from ...frameworks.registry import KNOBS, NOT_READ, REPO, TABLE11, Framework, load_registry, load_survey_systems
 
@@ -132,8 +140,6 @@ def _num(v, unit: str = "") -> str:
 def repository_url(path: str = "") -> str:
     """``path`` in this book's repository on GitHub (``repository.url`` and ``branch`` of ``book/_config.yml``,
     the one place the URL lives)."""
-    import yaml
-
     repo = yaml.safe_load((REPO / "book" / "_config.yml").read_text())["repository"]
     base = f"{repo['url'].rstrip('/')}/tree/{repo.get('branch', 'main')}"
     return f"{base}/{path}" if path else base
@@ -218,8 +224,6 @@ DEFAULTS: tuple[Default, ...] = (
 def workload_7b(prompts: int = 64, group: int = 8, prompt_len: int = 256, response_len: int = 1024):
     """The chapter's side-by-side workload: one GRPO step of a 7B model, 64 prompts x 8 responses, 256 + 1024
     tokens, bf16 (the workload of chapter 5's GPU outlook)."""
-    from ...cost.workload import ResponseLengths, Workload
-
     return Workload(prompts=prompts, group_size=group, prompt_len=prompt_len,
                     response=ResponseLengths("fixed", length=response_len), micro_batch=8, gen_batch=512,
                     precision="bf16")
@@ -235,8 +239,6 @@ def mode_step(pp, mode: str, eta: int | None = None) -> float:
     """Seconds per step of placement prediction ``pp`` in ``mode``: the synchronous step, or, when rollout and
     training have their own devices, generation running up to ``eta`` batches ahead of training
     (:func:`rlm_lab.cost.asynchrony.simulate`; one-step-off is eta = 1); on shared devices nothing overlaps."""
-    from ...cost.asynchrony import simulate
-
     if mode not in ("sync", "one_step_off", "async"):
         raise RlmLabError(f"mode must be sync, one_step_off or async, got {mode!r}")
     eta = MODES.get(mode, eta)
@@ -253,10 +255,6 @@ def mode_step(pp, mode: str, eta: int | None = None) -> float:
 def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None,
                  defaults=DEFAULTS) -> list[dict]:
     """Predictions: the 7B workload on ``devices`` GPUs under each framework's default (:data:`DEFAULTS`)."""
-    from ...cost.placement import predict_placement
-    from ...cost.workload import algorithm
-    from ...cost.placement_spec import Cluster, get_placement
-
     wl = workload or workload_7b()
     cluster = Cluster(devices, "gpu")
     reg = load_registry()
@@ -287,10 +285,6 @@ def default_rows(devices: int = 64, profile: str = "h100-sxm", model: str = MODE
 def advisor_row(devices: int = 64, profile: str = "h100-sxm", model: str = MODEL_7B, workload=None) -> dict:
     """Prediction: the fastest synchronous placement :func:`rlm_lab.cost.advise.advise` finds for the same
     workload, as a row of :func:`default_rows`' table (the reference the defaults are read against)."""
-    from ...cost.advise import advise
-    from ...cost.workload import algorithm
-    from ...cost.placement_spec import Cluster
-
     cluster = Cluster(devices, "gpu")
     best = advise(str(REPO / model), algorithm("grpo", 0), workload or workload_7b(), cluster, profile).ranked[0]
     fullest = max(best.sets, key=lambda s: s.memory.total / s.capacity)
@@ -323,7 +317,7 @@ def example_rows() -> tuple[list[dict], str]:
     """The importers' prediction for every shipped example config (``rlm_lab.frameworks.importers``), and a
     note; ``([], why)`` when the importers are not part of this checkout."""
     try:
-        from ...frameworks.importers import example_predictions
+        from ...frameworks.importers import example_predictions  # noqa: PLC0415  optional: guarded by except ImportError
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     return example_predictions(), ""
@@ -333,7 +327,7 @@ def same_workload_rows() -> tuple[list[dict], str]:
     """The importers' side-by-side: one GRPO workload written in each supported framework's own config format,
     imported and predicted (``rlm_lab.frameworks.importers.same_workload``); ``([], why)`` without them."""
     try:
-        from ...frameworks.importers.same_workload import same_workload_predictions
+        from ...frameworks.importers.same_workload import same_workload_predictions  # noqa: PLC0415  optional: guarded by except ImportError
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     wl = workload_7b()
@@ -347,7 +341,7 @@ def corpus_rows() -> tuple[list[dict], str]:
     imported and predicted or refused in one line (``rlm_lab.frameworks.importers.corpus``); ``([], why)``
     without the importers."""
     try:
-        from ...frameworks.importers.corpus import corpus_predictions
+        from ...frameworks.importers.corpus import corpus_predictions  # noqa: PLC0415  optional: guarded by except ImportError
     except ImportError as e:
         return [], f"the config importers are not in this checkout ({e})"
     return corpus_predictions(), ""
@@ -368,8 +362,6 @@ def corpus_html(rows: list[dict]) -> str:
 
 def corpus_values(rows: list[dict]) -> dict:
     """How many corpus entries, how many priced (and the share), and the counts per framework."""
-    from collections import Counter
-
     n, priced = len(rows), sum(r["outcome"] == "priced" for r in rows)
     per = Counter(r["framework"] for r in rows)
     ok = Counter(r["framework"] for r in rows if r["outcome"] == "priced")

@@ -48,6 +48,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ...errors import RlmLabError, read_input_text
 
 REPO = Path(__file__).resolve().parents[3]
@@ -280,8 +282,6 @@ def _scale(sc, path: Path) -> tuple[str | None, dict, str]:
 
 def load_guideline(path: str | Path) -> Guideline:
     """One guideline file, checked (module docstring); a malformed one is one RlmLabError naming the file."""
-    import yaml
-
     path = Path(path)
     text = read_input_text(path, f"guideline {path.name}", MAX_BYTES)
     try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ...errors import RlmLabError
 from ...evidence import Interval, bar_word
+from . import run
 from .cases import Check
 
 VERDICTS = ("supported", "contradicted", "undecided", "not testable here")
@@ -105,8 +106,6 @@ def verdict(ev, test: Check | None, target: float | None, points, conditions: di
 def judge(g, root=None) -> dict:
     """Everything chapter 9 shows of one guideline: its evidence, the resolved target, the predictions at scale
     and the verdict (a row of the guideline table)."""
-    from . import run
-
     root = run.records_root() if root is None else root
     ev = run.evidence(g, root)
     target, target_sources = (None, ())

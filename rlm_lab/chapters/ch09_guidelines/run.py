@@ -18,13 +18,16 @@ from __future__ import annotations
 import fnmatch
 import functools
 import math
+import random
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import RlmLabError
-from ...evidence import EXACT, Interval, error_interval, mean_interval, repeat_interval, steps_interval
+from ...evidence import EXACT, Interval, bar_word, error_interval, mean_interval, repeat_interval, steps_interval
+from ...record import RunRecord, load_record, reference_root
+from ...records.files import read_jsonl
 from ...supersession import superseded, superseded_by
 from . import upstream as U
 from .cases import DEVICES, MAP_LENGTHS, MAP_MODELS, REPO, Guideline, Item
@@ -36,8 +39,6 @@ DECIDING = ("seeds", "runs", "paired repeats", "exact count", "pre-registered te
 # ---- reading records ----------------------------------------------------------------------------------------
 
 def records_root(size: str = "cpu") -> Path:
-    from ...record import reference_root
-
     return reference_root(size)
 
 
@@ -67,8 +68,6 @@ def folders(glob: str, root: Path) -> list[Path]:
 def runs_of(folder: Path) -> list:
     """Every completed run of a folder, oldest first: the folder's own record.json, else its timestamped runs
     (one that did not complete is skipped, as chapter 5 reads them); none at all is an error naming the folder."""
-    from ...record import load_record
-
     folder = Path(folder)
     if (folder / "record.json").exists():
         return [load_record(folder)]
@@ -211,8 +210,6 @@ def evidence(g: Guideline, root: Path | None = None) -> Evidence:
 def window_values(reference: str, stat: str, root: Path) -> tuple[list[float], str, float | None]:
     """The paired values of ``reference`` in the newest committed window that measured it, as ``a/b`` or
     ``b/a`` per pair, with the window's folder and its predicted ratio in the same orientation (None if none)."""
-    from ...record import RunRecord
-
     base = root / "reference"
     for d in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []:
         try:
@@ -238,7 +235,7 @@ def pretest(name: str, sign: int) -> Evidence:
     """Chapter 6's pre-registered accuracy test ``name``: its word decides (``for`` when the Holm-adjusted exact
     sign-flip test rejects at its alpha, else ``undecided``); the interval shown is the mean paired difference's
     Student-t interval (times ``sign``), for its size."""
-    from ...record import REPO_ROOT
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     A = U.accuracy_test
     finals, dirs = A.load_finals(REPO_ROOT / A.ROOT)
@@ -353,7 +350,6 @@ def workload(lengths: str | None = None):
     wl = U.workload_7b()
     if lengths is None:
         return wl
-    from dataclasses import replace
 
     return replace(wl, response=U.ResponseLengths(**MAP_LENGTHS[lengths]))
 
@@ -504,8 +500,6 @@ def pp_bubble_at(n: int, stages: int = 8, micro: int = 8) -> Point:
 @functools.lru_cache(maxsize=None)
 def tail_lengths(n: int = 512) -> tuple:
     """``n`` response lengths drawn (seeded) from the map's long-tail distribution."""
-    import random
-
     d = MAP_LENGTHS["long tail (median 256, cap 4096)"]
     rng = random.Random(0)
     return tuple(min(d["max"], max(d["min"], round(math.exp(math.log(d["median"]) + d["sigma"] * rng.gauss(0, 1)))))
@@ -586,8 +580,6 @@ def batch_gen_times(g: float, lengths: str, n: int, batches: int = 64) -> list[f
     """Per-batch generation seconds around the predicted ``g``: a static batch runs until its longest response,
     so batch i costs g x max_i / mean(max) with max_i the longest of ``n`` lengths drawn (seeded) from the
     distribution; a fixed length gives ``g`` every batch."""
-    import random
-
     d = MAP_LENGTHS[lengths]
     if d["kind"] == "fixed":
         return [g] * batches
@@ -657,8 +649,6 @@ NONE = Cell("-", "text")
 
 def _steps(rec) -> list[float]:
     """Step seconds after the first (which pays set-up) from a run's metrics.jsonl."""
-    from ...records.files import read_jsonl
-
     rows = [r for r in read_jsonl(Path(rec.dir) / "metrics.jsonl") if r.get("step_time") is not None]
     return [float(r["step_time"]) for r in rows[1:]] or [float(r["step_time"]) for r in rows]
 
@@ -677,8 +667,6 @@ def measured_step(folder: Path) -> Cell:
 
 
 def _error_and_bar(pred: Cell, meas: Cell, bar: float) -> tuple[Cell, Cell]:
-    from ...evidence import bar_word
-
     if not isinstance(pred.value, (int, float)) or meas.interval is None:
         return NONE, Cell("undecided", "verdict", note="nothing predicted")
     err = error_interval(float(pred.value), meas.interval)
@@ -719,7 +707,6 @@ def window_cells(item: Item, r, root: Path, old: Cell) -> tuple[Cell, Cell]:
     baseline arm over the technique's arm per pair, each with the window's prediction made before its first repeat.
     A quantity the window did not measure (a weight sync's seconds) is marked superseded and decides nothing."""
     a, b = r.arms
-    from ...record import RunRecord
 
     rec = RunRecord.load(REPO / r.window)
     ref = next(x for x in rec.results["references"] if x["name"] == r.reference)

@@ -23,7 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import RlmLabError
+from ...forkjoin import Limits
 from ...sizes import get
+from ...tasks.mix import COMPONENTS
+from ...train.config import make_config
 
 PARTS = ("parallel", "multidomain")
 ARMS = ("seq", "par")
@@ -58,8 +61,6 @@ def task_spec(size: str, arm: str) -> str:
 
 
 def limits(size: str):
-    from ...forkjoin import Limits
-
     return Limits(*parallel(size)["limits"])
 
 
@@ -77,8 +78,6 @@ def md_name(domain: str | None, seed: int) -> str:
 
 def sft_config(size: str, arm: str):
     """The SFT warm start of an arm (TRL's SFTTrainer: same steps, batch and learning rate for both)."""
-    from ...train.config import make_config
-
     p = parallel(size)
     return make_config("sft", size=size, task=task_spec(size, arm), model=p["model"], sft_steps=p["sft_steps"],
                        sft_lr=p["sft_lr"], sft_batch_size=p["sft_batch_size"], seed=0, disable_tqdm=True,
@@ -87,8 +86,6 @@ def sft_config(size: str, arm: str):
 
 def grpo_config(size: str, arm: str, seed: int, root: Path, sft_path: Path):
     """An arm's GRPO run (seed ``seed``) from its SFT model at ``sft_path``."""
-    from ...train.config import make_config
-
     p = parallel(size)
     n = grpo_name(arm, seed)
     return make_config("grpo", size=size, task=task_spec(size, arm), model=p["model"], rl_steps=p["rl_steps"],
@@ -102,9 +99,6 @@ def grpo_config(size: str, arm: str, seed: int, root: Path, sft_path: Path):
 def md_config(size: str, domain: str | None, seed: int, root: Path, sft_path: Path | None = None):
     """A multi-domain GRPO run: the mixture (``domain`` None) or one task of it; a quarter of the mixture's
     steps for one task. ``sft_path`` None: the run trains (and caches) the mixture's SFT model itself."""
-    from ...tasks.mix import COMPONENTS
-    from ...train.config import make_config
-
     p = multidomain(size)
     if domain is not None and domain not in COMPONENTS:
         raise RlmLabError(f"unknown task {domain!r}; choose from: {', '.join(COMPONENTS)}")

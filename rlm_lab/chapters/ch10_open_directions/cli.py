@@ -8,8 +8,12 @@ records, one part at a time, the prediction first.
 
 from __future__ import annotations
 
+from ...errors import RlmLabError
+from ...records.lifecycle import interruptible
+from ...sizes import check_size
+from . import cases
 from .cases import PARTS
-from .run import MD_STEPS, PAR_STEPS
+from .run import MD_STEPS, PAR_STEPS, md_campaign, parallel_campaign
 
 STEPS = {"parallel": PAR_STEPS, "multidomain": MD_STEPS}
 
@@ -29,12 +33,6 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from ...errors import RlmLabError
-    from ...records.lifecycle import interruptible
-    from ...sizes import check_size
-    from . import cases
-    from .run import md_campaign, parallel_campaign
-
     check_size(args.size)
     cases.params(args.size)
     if args.seeds is not None and (not args.seeds or min(args.seeds) < 0):

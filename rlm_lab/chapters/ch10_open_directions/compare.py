@@ -17,8 +17,18 @@ from __future__ import annotations
 import statistics
 
 from ...compare import BAR
-from ...evidence import (Interval, bar_word, error_interval, mean_interval, median_interval, paired_differences,
-                         ratio_interval, ratio_word, sign_word)
+from ...evidence import (
+    Interval,
+    bar_word,
+    error_interval,
+    mean_interval,
+    median_interval,
+    paired_differences,
+    ratio_interval,
+    ratio_word,
+    sign_word,
+)
+from ...tasks.mix import COMPONENTS
 from . import cases
 
 PARADIGMS = ("sft", "mixed", "merge_linear", "merge_ties", "merge_dare", "merge_cat")
@@ -106,8 +116,6 @@ def parallel_rows(measure: dict, pred: dict, seeds) -> list[dict]:
 def matrix(records: dict) -> dict:
     """``{paradigm: {task: Interval}}`` over the seeds' matrix records (``{seed: record}``); a specialist's
     column is ``own``: each task scored by the model trained on it."""
-    from ...tasks.mix import COMPONENTS
-
     seeds = sorted(records)
     mats = {s: records[s].results["matrix"] for s in seeds}
     out = {}
@@ -121,8 +129,6 @@ def matrix(records: dict) -> dict:
 def transfer(records: dict) -> dict:
     """``{specialist: {task: Interval}}``: each specialist scored on every task (off the diagonal: what training
     on one task does to the others)."""
-    from ...tasks.mix import COMPONENTS
-
     seeds = sorted(records)
     return {sp: {t: mean_interval([records[s].results["matrix"][sp][t]["accuracy"] for s in seeds])
                  for t in COMPONENTS} for sp in COMPONENTS}
@@ -130,8 +136,6 @@ def transfer(records: dict) -> dict:
 
 def against_specialists(records: dict) -> dict:
     """``{paradigm: {task: (Interval of paradigm - specialist, word)}}``, paired by seed."""
-    from ...tasks.mix import COMPONENTS
-
     seeds = sorted(records)
     mats = {s: records[s].results["matrix"] for s in seeds}
     out = {}
@@ -150,8 +154,6 @@ def power(records: dict) -> dict:
     """``{task: (Interval of specialist - SFT start, word)}``, paired by seed: whether GRPO moved the task at all.
     A task its own specialist did not move (``undecided``) gives the matrix no power there: a mixed run or a merge
     can neither lose (interference) nor gain (synergy) measurably against a specialist that did not learn."""
-    from ...tasks.mix import COMPONENTS
-
     seeds = sorted(records)
     mats = {s: records[s].results["matrix"] for s in seeds}
     if not all("sft" in mats[s] for s in seeds):
@@ -167,7 +169,6 @@ def power(records: dict) -> dict:
 def matrix_rows(records: dict) -> list[dict]:
     """The task x paradigm accuracy matrix as rows (one per task), each cell a mean over seeds [95 % interval]."""
     m = matrix(records)
-    from ...tasks.mix import COMPONENTS
 
     cols = ["sft", "own", *[p for p in PARADIGMS if p in m and p != "sft"]]
     return [{"task": t, **{c: _iv(m[c][t], "{:.2f}") for c in cols}} for t in COMPONENTS]
@@ -177,8 +178,6 @@ def systems(rec_systems, pred: dict) -> dict:
     """Per batch kind (mixed, each task): the bubble (mean over batches and repeats, t interval), the generate
     seconds (median, bootstrap), the predicted bubble; and the mixed batch's seconds over the mean one-task
     batch's, paired by repeat and batch index."""
-    from ...tasks.mix import COMPONENTS
-
     b = rec_systems.results["batches"]
     out = {k: {"bubble": mean_interval([x["bubble"] for x in v]), "seconds": median_interval([x["seconds"] for x in v]),
                "predicted_bubble": pred[f"bubble_{k}"], "max_length": max(max(x["lengths"]) for x in v),

@@ -9,11 +9,15 @@ build tree instead (reused while they are there): the slow test runs the whole c
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from pathlib import Path
 
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
+from ...tasks import parse_task
+from ...tasks.mix import COMPONENTS
+from ...tasks.psum import parse_trace
 from . import cases, compare
 from .run import EXTRA, md_campaign, parallel_campaign
 
@@ -28,8 +32,6 @@ COMMANDS = (
 
 def names(size: str) -> dict:
     """The records of each part at ``size``: ``{"parallel": [...], "multidomain": [...]}``."""
-    from ...tasks.mix import COMPONENTS
-
     ps, ms = cases.parallel(size)["seeds"], cases.multidomain(size)["seeds"]
     par = [cases.name("par", "predict"), *(cases.name("par", "sft", a) for a in cases.ARMS),
            *(cases.grpo_name(a, s) for s in ps for a in cases.ARMS), cases.name("par", "measure")]
@@ -70,8 +72,6 @@ class _quiet_trl:
     for the smoke runs."""
 
     def __enter__(self):
-        import logging
-
         self.logger = logging.getLogger("trl.trainer.grpo_trainer")
         self.level = self.logger.level
         self.logger.setLevel(logging.ERROR)
@@ -107,9 +107,6 @@ def extra(record) -> dict:
 def trace_rows(size: str, n: int = 3) -> list[dict]:
     """The first ``n`` training problems, each as its sequential and its fork-join trace, with the trace's
     work, depth and acceleration ratio 1 - D/W (from :func:`rlm_lab.tasks.psum.parse_trace`)."""
-    from ...tasks import parse_task
-    from ...tasks.psum import parse_trace
-
     seq_rows, _ = parse_task(cases.task_spec(size, "seq")).split(n, 1, 0)
     par_rows, _ = parse_task(cases.task_spec(size, "par")).split(n, 1, 0)
     out = []
@@ -234,8 +231,6 @@ def transfer_rows(recs: dict) -> list[dict]:
 def step_time_rows(runs: dict, size: str) -> list[dict]:
     """The training runs' step time: the mixed run against the separate runs (per task), medians over steps
     and seeds; and each paradigm's total (steps x median step time)."""
-    from ...tasks.mix import COMPONENTS
-
     seeds = cases.multidomain(size)["seeds"]
     kinds = {"mixed": [extra(runs[cases.md_name(None, s)]).get("steps", []) for s in seeds],
              **{t: [extra(runs[cases.md_name(t, s)]).get("steps", []) for s in seeds] for t in COMPONENTS}}
@@ -283,8 +278,6 @@ def md_summary(runs: dict, size: str) -> dict:
 def plot_matrix(runs: dict, size: str) -> None:
     """The task x paradigm accuracy matrix (mean over seeds) as a heat map."""
     import matplotlib.pyplot as plt
-
-    from ...tasks.mix import COMPONENTS
 
     m = compare.matrix(matrix_records(runs, size))
     cols = ["sft", "own", *[p for p in compare.PARADIGMS if p in m and p != "sft"]]

@@ -24,16 +24,34 @@ Multi-domain RLVR (``ch10_md_*``):
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from functools import partial
 from pathlib import Path
 
+from ...cost import load_profile, model_spec
+from ...cost.forkjoin import batch_bubble, fork_join_dag, latency, sequential_dag, sequential_latency
+from ...cost.hardware import profile_for
 from ...errors import RlmLabError
+from ...forkjoin import ForkJoinRollout, fork_join_generate, on_trace, sequential_generate, text
+from ...forkjoin.evaluate import decode, evaluate
+from ...forkjoin.sft import trie_dataset
+from ...forkjoin.trie import install
 from ...host import load_average
+from ...longtail import engine
+from ...models import load
+from ...multidomain import balanced_rows, check_methods, folded, lora_config, merged_model, per_task
 from ...record import RunRecord, atomic_write_json, finished, load_record, runs_root
 from ...records.portable import portable
 from ...sizes import check_size
+from ...tasks import ensure_data, ensure_files, parallelism_aware_reward, parse_task
+from ...tasks.mix import COMPONENTS
+from ...tasks.psum import parse_trace
+from ...train.callbacks import step_clock
+from ...train.config import from_dict
+from ...train.run import cache_root, cpu_time, publish, run
+from ...train.sft import sft_cache_key, sft_dataset, train_sft
 from . import cases
 
 EXTRA = "ch10.json"
@@ -46,15 +64,12 @@ def root_of(size: str, out=None) -> Path:
 
 
 def cache_dir(*bits) -> Path:
-    from ...train.run import cache_root
-
     return cache_root() / "ch10" / "_".join(map(str, bits))
 
 
 def _save(model, tokenizer, folder: Path) -> Path:
     """Save a model next to its final place, then rename it there (:func:`publish`)."""
-    from ...models import save
-    from ...train.run import publish
+    from ...models import save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
 
     return publish(folder, lambda tmp: save(model, tokenizer, tmp))
 
@@ -62,8 +77,6 @@ def _save(model, tokenizer, folder: Path) -> Path:
 # ---- parallel reasoning -------------------------------------------------------------------------------------
 
 def eval_rows(size: str, arm: str) -> list[dict]:
-    from ...tasks import ensure_data, parse_task
-
     n = cases.parallel(size)["eval_problems"]
     rows = ensure_data(parse_task(cases.task_spec(size, arm)))["test"]
     if n > len(rows):
@@ -74,11 +87,6 @@ def eval_rows(size: str, arm: str) -> list[dict]:
 def predict_parallel(size: str, root: Path, force: bool = False) -> RunRecord:
     """Work, depth, Brent's bounds and predicted latency of the reference traces of the held-out problems:
     the prediction, recorded before any model is trained."""
-    from ...cost import load_profile, model_spec
-    from ...cost.forkjoin import fork_join_dag, latency, sequential_dag, sequential_latency
-    from ...cost.hardware import profile_for
-    from ...tasks.psum import parse_trace
-
     p = cases.parallel(size)
     seq_rows, par_rows = eval_rows(size, "seq"), eval_rows(size, "par")
     profile, spec = load_profile(profile_for(size)), model_spec(p["model"])
@@ -115,14 +123,6 @@ def predict_parallel(size: str, root: Path, force: bool = False) -> RunRecord:
 def sft_arm(size: str, arm: str, root: Path, force: bool = False) -> Path:
     """The arm's SFT model (TRL ``SFTTrainer``; the parallel traces as trie rows), recorded as
     ``ch10_par_sft_<arm>`` and cached; reused when both are there."""
-    from ...forkjoin.evaluate import evaluate
-    from ...forkjoin.sft import trie_dataset
-    from ...forkjoin.trie import install
-    from ...models import load
-    from ...tasks import ensure_data, ensure_files, parse_task
-    from ...train.run import cpu_time
-    from ...train.sft import sft_cache_key, sft_dataset, train_sft
-
     cfg = cases.sft_config(size, arm)
     task = parse_task(cfg.task)
     key = sft_cache_key(cfg, ensure_files(task)["train"])
@@ -155,12 +155,6 @@ def sft_arm(size: str, arm: str, root: Path, force: bool = False) -> Path:
 
 def grpo_arm(size: str, arm: str, seed: int, root: Path, sft_path: Path, force: bool = False) -> RunRecord:
     """One GRPO run of an arm through :func:`rlm_lab.train.run.run`; its final policy is cached."""
-    from ...forkjoin import ForkJoinRollout, on_trace
-    from ...forkjoin.evaluate import evaluate
-    from ...tasks import parallelism_aware_reward, parse_task
-    from ...train.callbacks import step_clock
-    from ...train.run import run
-
     cfg = cases.grpo_config(size, arm, seed, root, sft_path)
     task, lim = parse_task(cfg.task), cases.limits(size)
     reward = parallelism_aware_reward(task)
@@ -199,11 +193,6 @@ def measure_parallel(size: str, root: Path, force: bool = False) -> RunRecord:
     """Accuracy, work and depth per held-out problem of every seed's final policies (greedy), and the wall
     latency of each of ``latency_problems`` problems decoded alone by the seed-0 policies: the two arms in turn,
     the order alternating, ``latency_reps`` times (each problem's latency: the median of its repeats)."""
-    from ...forkjoin import fork_join_generate, sequential_generate, text
-    from ...forkjoin.evaluate import decode
-    from ...models import load
-    from ...tasks import parse_task
-
     p, lim = cases.parallel(size), cases.limits(size)
     rows = {a: eval_rows(size, a) for a in cases.ARMS}
     tasks = {a: parse_task(cases.task_spec(size, a)) for a in cases.ARMS}
@@ -273,15 +262,10 @@ def parallel_campaign(size: str, out=None, seeds=None, force: bool = False, only
 
 def md_rows(size: str) -> list[dict]:
     """The held-out rows every multi-domain model is scored on: the first ``eval_per_task`` of each task."""
-    from ...multidomain import balanced_rows
-    from ...tasks import ensure_data, parse_task
-
     return balanced_rows(ensure_data(parse_task("mix"))["test"], cases.multidomain(size)["eval_per_task"])
 
 
 def md_train_rows(size: str) -> list[dict]:
-    from ...tasks import ensure_data, parse_task
-
     return ensure_data(parse_task("mix"))["train"]
 
 
@@ -289,9 +273,6 @@ def predict_multidomain(size: str, root: Path, force: bool = False) -> RunRecord
     """The reference answer lengths (tokens, EOS included) of each task and the predicted bubble of a GRPO batch
     of ``batch_size / num_generations`` prompts drawn from the mixture or from one task (a group's samples share
     their prompt's length), before any run."""
-    from ...cost.forkjoin import batch_bubble
-    from ...tasks.mix import COMPONENTS
-
     p = cases.multidomain(size)
     rows = md_train_rows(size)[:4000]
     lengths = {t: [len(r["answer"]) + 1 for r in rows if r["task"] == t] for t in COMPONENTS}
@@ -310,10 +291,6 @@ def predict_multidomain(size: str, root: Path, force: bool = False) -> RunRecord
 def md_run(size: str, domain: str | None, seed: int, root: Path, sft_path: Path | None,
            force: bool = False) -> RunRecord:
     """One LoRA GRPO run (TRL ``peft_config``) of the mixture or of one task; its adapter is cached."""
-    from ...multidomain import lora_config
-    from ...train.callbacks import step_clock
-    from ...train.run import publish, run
-
     cfg = cases.md_config(size, domain, seed, root, sft_path)
     clock = step_clock()
     load_before = load_average()
@@ -327,11 +304,6 @@ def md_run(size: str, domain: str | None, seed: int, root: Path, sft_path: Path 
 
 def _sft_of(rec_or_cfg) -> Path:
     """The SFT model a multi-domain run started from (its config, or the cache it trained)."""
-    from ...tasks import ensure_files, parse_task
-    from ...train.config import from_dict
-    from ...train.run import cache_root
-    from ...train.sft import sft_cache_key
-
     cfg = from_dict(rec_or_cfg.config) if isinstance(rec_or_cfg, RunRecord) else rec_or_cfg
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint)
@@ -348,8 +320,6 @@ def shared_sft(size: str, root: Path) -> Path:
 
 def md_models(size: str, seed: int, root: Path) -> dict:
     """``{paradigm: model folder or (method, adapters)}`` of one seed, from the cache."""
-    from ...tasks.mix import COMPONENTS
-
     adapters = {}
     for d in (None, *COMPONENTS):
         folder = cache_dir(cases.md_name(d, seed), "adapter")
@@ -362,11 +332,6 @@ def md_models(size: str, seed: int, root: Path) -> dict:
 def md_matrix(size: str, seed: int, root: Path, force: bool = False) -> RunRecord:
     """Held-out accuracy per task of: the SFT model, each specialist, the mixed model and each merge of the four
     specialists, all of seed ``seed`` (the task x paradigm matrix of one seed)."""
-    from ...models import load
-    from ...multidomain import check_methods, folded, merged_model, per_task
-    from ...tasks import parse_task
-    from ...tasks.mix import COMPONENTS
-
     p = cases.multidomain(size)
     methods = check_methods(p["methods"])
     adapters = md_models(size, seed, root)
@@ -394,12 +359,6 @@ def md_systems(size: str, root: Path, force: bool = False) -> RunRecord:
     every task; separate: prompts of one task), ``systems_batches`` of each, ``systems_reps`` times in
     alternating order: each row's generated length (``rlm_lab.longtail.engine.generate``, chapter 7's engine:
     sampling, per-row finish steps), the batch's bubble 1 - sum R / (n R_max) and its generate seconds."""
-    import random
-
-    from ...longtail import engine
-    from ...models import load
-    from ...tasks.mix import COMPONENTS
-
     p = cases.multidomain(size)
     sft = shared_sft(size, root)
     rows = md_train_rows(size)
@@ -434,10 +393,7 @@ def md_systems(size: str, root: Path, force: bool = False) -> RunRecord:
 def md_campaign(size: str, out=None, seeds=None, force: bool = False, only=None) -> dict:
     """Every multi-domain record at ``size``, in order; ``only``: a subset of
     ``("predict", "train", "matrix", "systems")``."""
-    from ...tasks.mix import COMPONENTS
-
     only = _steps(only, MD_STEPS)
-    from ...multidomain import check_methods
 
     check_methods(cases.multidomain(size)["methods"])
     root = root_of(size, out)

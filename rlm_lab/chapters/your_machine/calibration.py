@@ -21,7 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from ...host import key_slug, machine_key  # noqa: F401 - this module's API before they moved to the core
+from ...calibrate.profile import MAX_LOAD_PER_CORE, calibrate
+from ...cost.hardware import load_profile, save_profile
+from ...cost.spread import HEADLINES as QUANTITIES
+from ...cost.spread import spread_summary
+from ...host import key_slug, machine_key, machine_load  # noqa: F401 - this module's API before they moved to the core
+from ...insitu import this_machine as TM
 from ...record import REPO_ROOT, atomic_write_json
 
 CACHE = REPO_ROOT / "_build" / "your_machine"
@@ -52,8 +57,6 @@ def _cached(folder: Path, key: dict, busy_now: bool) -> dict | None:
 
 
 def _busy_now(max_load: float, loadavg: Callable) -> bool:
-    from ...host import machine_load
-
     return machine_load(None, loadavg)["per_core"] > max_load
 
 
@@ -75,9 +78,7 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
 
     Returns its meta: ``profile`` (path), ``sha256``, ``made``, ``seconds``, ``machine_key``, ``busy``, the
     calibration's warnings (busy machine, noisy quantities) and ``reused``."""
-    from filelock import FileLock
-
-    from ...calibrate.profile import MAX_LOAD_PER_CORE, calibrate
+    from filelock import FileLock  # noqa: PLC0415  optional: filelock is not a dependency every install has
 
     key = key or machine_key()
     folder = Path(root or CACHE) / key_slug(key)
@@ -112,9 +113,6 @@ def insitu_calibration(out, name: str, fallback: Callable, no_calibrate: bool = 
     ``$RLM_NO_CALIBRATE``) and would give another machine's profile, ``fallback`` (the quick micro-benchmark
     calibration, ``rlm-lab calibrate --quick``) measures this machine instead: never another machine's numbers
     under "your calibration"."""
-    from ...cost.hardware import load_profile, save_profile
-    from ...insitu import this_machine as TM
-
     path, origin = TM.default_profile(no_calibrate, say=print)
     if not origin["this_machine"]:
         return Path(fallback(out=out, name=name, **kw))
@@ -130,9 +128,6 @@ def insitu_calibration(out, name: str, fallback: Callable, no_calibrate: bool = 
 
 def calibration_facts(meta: dict) -> dict:
     """What the book says about a calibration: busy or not, load per core before it, the spread."""
-    from ...cost.spread import HEADLINES as QUANTITIES
-    from ...cost.spread import spread_summary
-
     prof = json.loads(Path(meta["profile"]).read_text())
     load = prof.get("load") or {}
     spread = spread_summary(prof)

@@ -10,6 +10,18 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import RlmLabError
+from ...models import build_model
+from ...stages import Stage
+from .. import ch03_work_depth as W
+from ..ch02_anatomy import (
+    CPU_PROFILE,
+    algorithm_cases,
+    comparison,
+    load_reference,
+    predict_case,
+    reward_calibration,
+    run_case,
+)
 
 READER_SIZE = "cpu"  # the one size at which the reader's column is measured
 CH02_STEPS, CH02_WARMUP = 7, 2  # the reference ran 12 steps (10 traced); 5 traced steps give its median
@@ -32,30 +44,21 @@ class Headline:
 
 
 def _ch02_case():
-    from ..ch02_anatomy import algorithm_cases
-
     return replace(algorithm_cases(READER_SIZE)["grpo"], steps=CH02_STEPS, warmup=CH02_WARMUP)
 
 
 def _ch02_prepare(folder: Path) -> dict:
-    from ..ch02_anatomy import reward_calibration
-
     rec = reward_calibration(READER_SIZE, run_dir=folder / "reward_calibration")
     return {"reward_s_per_sample": rec.results["reward_s_per_sample"]}
 
 
 def _ch02_predict(profile, prep: dict) -> dict:
-    from ...stages import Stage
-    from ..ch02_anatomy import predict_case
-
     pred = predict_case(_ch02_case(), profile, prep["reward_s_per_sample"])
     # as traced_case.time_table compares them: the step is the sum of the predicted stages
     return {"step": sum(r.seconds for r in pred.rows), "generate": pred.seconds(Stage.GENERATE)}
 
 
 def _ch02_measure(folder: Path, prep: dict):
-    from ..ch02_anatomy import run_case
-
     rec = run_case(_ch02_case(), READER_SIZE, folder / "run")
     tr = rec.results["trace"]
     return ({"step": tr["step_wall_s"]["median"], "generate": tr["stages"]["generate"]["median_s"]},
@@ -63,8 +66,6 @@ def _ch02_measure(folder: Path, prep: dict):
 
 
 def _ch02_reference() -> dict:
-    from ..ch02_anatomy import CPU_PROFILE, comparison, load_reference
-
     ref = load_reference(READER_SIZE)
     if not {"grpo", "reward_calibration"} <= set(ref):
         return {}
@@ -77,8 +78,6 @@ def ch03_headline(knee_model: str = "micro", batches=(1, 64), tail_dists=(0, -1)
     """Chapter 3's headline workloads: decode steps of ``knee_model`` at ``batches`` and whole ``generate``
     calls of the size's tail model for the length distributions at ``tail_dists`` (indices into
     ``work_depth.distributions``); the parameters default to the chapter's own at ``size``."""
-    from .. import ch03_work_depth as W
-
     p = W.params(size)
     reps = reps or p["reps"]
     dists = [W.distributions(size)[i] for i in tail_dists]
@@ -97,8 +96,6 @@ def ch03_headline(knee_model: str = "micro", batches=(1, 64), tail_dists=(0, -1)
         return out | {i: W.predicted_generate(p["tail_model"], d.values(0), profile) for i, d in zip(gen_ids, dists)}
 
     def measure(folder, prep):
-        from ...models import build_model
-
         out = {}
         model = build_model(knee_model, seed=0)[0].eval()  # on the CPU: the calibration is the CPU's
         W.generate_timed(model, [p["k0"]] * 2)  # warm-up, as the chapter's decode_knee
@@ -117,8 +114,6 @@ def ch03_headline(knee_model: str = "micro", batches=(1, 64), tail_dists=(0, -1)
         return out, {"reps": reps}
 
     def reference():
-        from ..ch02_anatomy import CPU_PROFILE
-
         ref = W.load_reference(READER_SIZE)
         if not {"decode_knee", "long_tail"} <= set(ref):
             return {}

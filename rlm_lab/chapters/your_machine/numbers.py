@@ -10,19 +10,21 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from ...calibrate.profile import calibrate
+from ...compare import relative_error, verdict
+from ...cost.spread import bound_profiles
 from ...errors import unknown
+from ...host import load_average
 from ...record import RecordError, RunRecord
 from ...sizes import check_size
-from ...compare import relative_error
+from ...tables import print_table, text
+from ..ch02_anatomy import CPU_PROFILE
 from .calibration import calibration_facts, ensure_calibration, insitu_calibration, now
 from .headlines import READER_SIZE, Headline, headlines
-from ...host import load_average
 
 
 def _interval(head: Headline, profile, prep: dict) -> dict:
     """{id: [low, high]} predicted seconds under the calibration's fast and slow quartile profiles."""
-    from ...cost.spread import bound_profiles
-
     fast, slow = bound_profiles(profile)
     lo, hi = head.predict(fast, prep), head.predict(slow, prep)
     return {k: [min(lo[k], hi[k]), max(lo[k], hi[k])] for k in lo}
@@ -60,8 +62,6 @@ def _gpu_here() -> bool:
 
 
 def _ref_profile() -> str:
-    from ..ch02_anatomy import CPU_PROFILE
-
     return CPU_PROFILE
 
 
@@ -183,9 +183,6 @@ def headline_values(yours: dict) -> dict:
     """The values chapters 2 and 3 glue from :func:`your_numbers`: the reference's error and, at cpu size, the
     reader's error and its verdict against the chapters' goals. Chapter 2 quotes its whole GRPO step (the first
     row); chapter 3 the largest |error| over its whole ``generate`` calls."""
-    from ...compare import verdict
-    from ...tables import text
-
     c = yours["chapter"]
     if c == "ch02":
         step = yours["rows"][0]
@@ -219,9 +216,6 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ...calibrate.profile import calibrate
-    from ...tables import print_table
-
     heads = headlines()
     check_size(args.size)  # bad input: one error line before any work
     chapters = list(heads) if args.chapter == "all" else [args.chapter]

@@ -16,6 +16,7 @@ import importlib
 
 from ...errors import RlmLabError
 from .common import CONFIGS, MODEL_OVERRIDE, Imported, ImportPrediction, format_import_prediction, predict_imported  # noqa: F401
+from .openrlhf import args_from_file
 
 # registry id (as in rlm_lab.frameworks.registry) -> module; what follows "framework:" is a file, except OpenRLHF's
 # command-line arguments
@@ -70,8 +71,6 @@ def shipped_configs() -> list[tuple[str, str]]:
 
 def _spec(fw: str, path: str) -> str:
     if fw == "openrlhf":
-        from .openrlhf import args_from_file
-
         return f"{fw}:{args_from_file(path)}"
     return f"{fw}:{path}"
 

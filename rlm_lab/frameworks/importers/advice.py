@@ -24,8 +24,11 @@ number is a prediction of the cost model, with the assumptions the report lists.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 
+from ...cost.units import _bytes, _seconds
+from ...cost.validated import VALIDATION_FILE
 from ...errors import RlmLabError
 from .common import Imported, ImportPrediction, one_set, predict_imported, set_dict
 
@@ -151,10 +154,6 @@ def _with_engine(imp: Imported, **change) -> Imported:
 def error_band() -> tuple[float | None, str]:
     """The predictor's validated error on ratios between two configurations (the median |error| of the published
     validation split's ratio cases, data/published/validation.json), or None when none is recorded."""
-    import json
-
-    from ...cost.validated import VALIDATION_FILE
-
     try:
         g = json.loads(VALIDATION_FILE.read_text())["summary"]["ratio"]
         return float(g["median_abs_error"]), (f"the validated error on ratios, median |error| "
@@ -216,8 +215,6 @@ def indistinguishable(adv: ImportAdvice, c: Candidate) -> bool:
 
 
 def format_advice(adv: ImportAdvice, top: int = 5) -> str:
-    from ...cost.units import _bytes, _seconds
-
     b = adv.baseline
     if b.fits:
         lines = [f"imported: {b.placement.placement.describe()}, {b.imported.mode} (eta {b.imported.eta}): "

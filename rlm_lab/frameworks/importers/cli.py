@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 
+from ...cost.cli import run_workload, validated_line
 from ...errors import RlmLabError
 from . import import_from
+from .advice import advise_imported, format_advice
 from .common import format_import_prediction, predict_imported
 
 WORKLOAD_FLAGS = {"prompts": "prompts", "group_size": "group_size", "prompt_len": "prompt_len",
@@ -54,8 +56,6 @@ def _import(args):
 def run_flags(args, imp) -> None:
     """--micro-batch, --zero, --gradient-checkpointing, --offload, --tp, --gen-tp replace what the config set, each
     said in one assumed line."""
-    from ...cost.cli import run_workload
-
     wl = imp.config["workload"]
     before = dict(wl)
     run_workload(args, wl)
@@ -103,15 +103,11 @@ def run_predict(args) -> int:
         print(json.dumps({"imported": _imported_dict(imp), "prediction": ip.row(),
                           "placement": ip.placement.to_dict(), "derived": ip.derived}, indent=2, default=str))
     else:
-        from ...cost.cli import validated_line
-
         print("\n".join(imp.keys_report() + [format_import_prediction(ip), validated_line(imp.config)]))
     return 0 if ip.fits else 1
 
 
 def run_advise(args) -> int:
-    from .advice import advise_imported, format_advice
-
     _refuse(args, set(), "advise")
     if not isinstance(args.top, int) or args.top < 1:
         raise RlmLabError(f"--top must be >= 1, got {args.top}")

@@ -26,10 +26,21 @@ import copy
 import fnmatch
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ...cost.asynchrony import simulate
+from ...cost.hardware import load_profile
+from ...cost.placement import _Predictor, predict_placement
+from ...cost.placement_config import cluster_from, format_placement, placement_from
+from ...cost.placement_spec import roles_for
+from ...cost.spec import model_spec
+from ...cost.units import _bytes, _seconds
+from ...cost.workload import algorithm as algo
+from ...cost.workload import assumed_lengths, assumed_lengths_note, response_lengths
 from ...errors import RlmLabError
+from ...models.zoo import ZOO
 from .bounded import read_text, safe_load
 
 REPO = Path(__file__).resolve().parents[3]
@@ -114,8 +125,6 @@ def resolve_model(name, key: str) -> str:
 
 def _resolvable(name) -> bool:
     """Whether --model names something :func:`resolve_model` reads (a hub id or a config path), not a zoo name."""
-    from ...models.zoo import ZOO
-
     return isinstance(name, str) and name not in ZOO
 
 
@@ -137,8 +146,6 @@ def model_json(path: Path, key: str) -> str:
 
 def _short(path: Path) -> str:
     """A path relative to the working folder when it lies below it (reports stay readable), else absolute."""
-    import os
-
     rel = os.path.relpath(path)
     return rel if not rel.startswith("..") else str(path)
 
@@ -260,7 +267,7 @@ def resolve_refs(flat: dict, where: str) -> dict:
     """Resolve the interpolations of a framework's YAML (verl, NeMo-RL and AReaL write OmegaConf's ``${a.b}``,
     ``${oc.select:...}``, NeMo-RL's ``${mul:...}``) with OmegaConf itself; a value whose interpolation does not
     resolve stays as written (the importer's type check then names its key if it is read)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # noqa: PLC0415  optional: omegaconf is not a dependency every install has
 
     if not any(isinstance(v, str) and "${" in v for v in flat.values()):
         return dict(flat)
@@ -348,8 +355,6 @@ def capped_response(cap: int, where: str, assumed: list) -> dict:
     """The workload ``response`` of a config that states only the cap ``where``: the cost model's stated default
     distribution (rlm_lab.cost.workload.assumed_lengths; not every response at the cap), its line added to
     ``assumed``."""
-    from ...cost.workload import assumed_lengths, assumed_lengths_note
-
     if cap > MAX_TOKENS:      # no model reads that far: check_shape refuses it with the model's own limit
         return cap
     assumed.append(assumed_lengths_note(cap, where))
@@ -358,16 +363,11 @@ def capped_response(cap: int, where: str, assumed: list) -> dict:
 
 def mean_response(resp) -> float:
     """The mean response length of a workload ``response`` (a length or a distribution mapping)."""
-    from ...cost.workload import response_lengths
-
     xs = response_lengths(resp).sample(512)
     return sum(xs) / len(xs)
 
 
 def roles_of(algorithm: str, beta) -> tuple:
-    from ...cost.workload import algorithm as algo
-    from ...cost.placement_spec import roles_for
-
     return roles_for(algo(algorithm, beta))
 
 
@@ -483,7 +483,6 @@ class ImportPrediction:
         imp = self.imported
         if imp.mode == "sync" or not self.placement.placement.rollout_separate:
             return self.sync_step_s
-        from ...cost.asynchrony import simulate
 
         g, t, s = self.stages()
         return simulate([g] * 64, [t] * 64, imp.eta, s).step_s
@@ -557,16 +556,10 @@ def check_shape(imp: Imported) -> None:
 
 def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPrediction:
     """The imported run's synchronous placement prediction, and its mode (module docstring)."""
-    from ...cost.placement import _Predictor, predict_placement
-    from ...cost.placement_config import cluster_from, placement_from
-
     cfg = {k: v for k, v in imp.config.items() if v is not None}
     check_shape(imp)
     extra = []
     if imp.engine:
-        from ...cost.hardware import load_profile
-        from ...cost.spec import model_spec
-
         mem = (cfg.get("cluster") or {}).get("memory_per_device_gib")
         capacity = mem * 2 ** 30 if mem else float(load_profile(cfg["hardware"]).memory_bytes)
         n, why = engine_batch(imp, model_spec(cfg["model"]), capacity)
@@ -576,7 +569,7 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
         extra.append(why)
     offload = (cfg.get("workload") or {}).get("offload")
     if offload:
-        from ...cost.offload import check_offload, note
+        from ...cost.offload import check_offload, note  # noqa: PLC0415  name clash: note means something else in this module
 
         extra.append(note(check_offload(offload)))
     key = (str(cfg["model"]), cfg["algorithm"], repr(sorted((cfg.get("workload") or {}).items())), cfg["hardware"],
@@ -600,8 +593,6 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
 
 def prompt_sensitivity(ip: ImportPrediction) -> str:
     """How much the step moves when the prompts are half the cap the import priced them at (one more prediction)."""
-    from ...cost.units import _seconds
-
     imp = ip.imported
     p = imp.config["workload"]["prompt_len"]
     half = predict_imported(imp.with_changes(workload={"prompt_len": p // 2}))
@@ -612,9 +603,6 @@ def prompt_sensitivity(ip: ImportPrediction) -> str:
 
 
 def format_import_prediction(ip: ImportPrediction) -> str:
-    from ...cost.placement_config import format_placement
-    from ...cost.units import _bytes, _seconds
-
     imp = ip.imported
     lines = [format_placement(ip.placement)]
     eta = "unbounded" if imp.eta is None else imp.eta

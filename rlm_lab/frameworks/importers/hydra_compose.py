@@ -27,11 +27,11 @@ def _one_line(e: Exception) -> str:
 
 def compose(config_name: str, overrides: list[str], where: str, user_dir: Path | None = None) -> tuple[dict, set]:
     """The composed, resolved config as a plain mapping, and the dotted keys whose value is ``null`` (unset)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    from hydra import compose as hydra_compose  # noqa: PLC0415  optional: hydra is not a dependency every install has
+    from hydra import initialize_config_dir  # noqa: PLC0415  optional: hydra is not a dependency every install has
+    from hydra.errors import HydraException  # noqa: PLC0415  optional: hydra is not a dependency every install has
+    from omegaconf import OmegaConf  # noqa: PLC0415  optional: omegaconf is not a dependency every install has
+    from omegaconf.errors import OmegaConfBaseException  # noqa: PLC0415  optional: omegaconf is not a dependency every install has
 
     search = [f"file://{VERL_TREE.resolve()}"]
     primary = (user_dir or VERL_TREE).resolve()

@@ -41,8 +41,21 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, load_options, mean_response, need_bool, need_int, need_num, need_str,
-                     resolve_model, roles_of, set_dict)
+from .common import (
+    Keys,
+    capped_response,
+    finish,
+    load_options,
+    mean_response,
+    need_bool,
+    need_int,
+    need_num,
+    need_str,
+    resolve_model,
+    roles_of,
+    set_dict,
+)
+from .shell import commands
 
 NAME = "openrlhf"
 ESTIMATORS = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "grpo", "rloo": "rloo", "reinforce": "reinforce_pp",
@@ -86,8 +99,6 @@ OTHER_MAINS = {"train_sft": "an SFT run", "train_rm": "a reward-model training r
 def args_from_script(text: str, path) -> str | None:
     """The arguments of the script's ``openrlhf.cli.train_ppo_ray`` command (shell variables and arrays expanded,
     nothing run); None when the file is a bare arguments file; another OpenRLHF entry point is one line."""
-    from .shell import commands
-
     if not any("openrlhf.cli." in line for line in text.splitlines() if not line.lstrip().startswith("#")):
         return None
     for words, _ in commands(text, f"openrlhf script {path}"):

@@ -14,6 +14,7 @@ or quoting rules).
 from __future__ import annotations
 
 import ast
+import fnmatch
 import operator
 import re
 import shlex
@@ -297,8 +298,6 @@ def _one_test(cond: str, env: dict, arrays: dict) -> bool:
     elif len(w) == 2 and w[0] in ("-n", "-z"):
         r = bool(w[1]) if w[0] == "-n" else not w[1]
     elif len(w) == 3 and w[1] in ("=", "==", "!="):
-        import fnmatch
-
         r = fnmatch.fnmatchcase(w[0], w[2]) if w[1] != "!=" else not fnmatch.fnmatchcase(w[0], w[2])
     elif len(w) == 3 and w[1] in ("-eq", "-ne", "-gt", "-lt", "-ge", "-le"):
         try:
@@ -393,7 +392,6 @@ def commands(text: str, where: str) -> list[tuple[list[str], dict]]:
             word = ""
         i += 1
         taken = False
-        import fnmatch
 
         while i < len(st) and st[i] != "esac":
             pm = re.match(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$", st[i])

@@ -8,12 +8,18 @@ stays readable on its own. The recorded runs (``ch04_e2_*``) are :mod:`rlm_lab.c
 
 from __future__ import annotations
 
+import os
+import resource
+import statistics
 import time
+
+from ...cost.comm import collective_time
+from ...cost.hardware import load_profile, profile_of_machine
+from ...models import make_config
+from ...record import hardware
 
 
 def cores() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 
@@ -21,8 +27,6 @@ def zoo_model(name: str, seed: int = 0, layers: int | None = None):
     """A zoo model (fp32, seeded init), optionally with ``layers`` decoder layers instead of the zoo's."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from ...models import make_config
 
     config = make_config(name)
     if layers:
@@ -34,8 +38,6 @@ def zoo_model(name: str, seed: int = 0, layers: int | None = None):
 def peak_rss_mib() -> float:
     """Peak resident memory of this process (MiB). Includes Python and torch themselves (~hundreds
     of MiB), so at toy sizes it mostly shows the framework floor, not the model's share."""
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -51,8 +53,6 @@ def baseline_step_s(model, input_ids, reps: int = 5) -> float:
 
     The measured reference the parallel predictions start from (a different run than the one judged).
     """
-    import statistics
-
     times = []
     for _ in range(reps + 1):
         t = time.perf_counter()
@@ -88,9 +88,6 @@ def comm_profile(profile=None):
     :func:`rlm_lab.cost.hardware.profile_of_machine`), or None when it has none (predictions then leave the
     communication term out and say so with ``profile: None``).
     """
-    from ...cost.hardware import load_profile, profile_of_machine
-    from ...record import hardware
-
     if profile is not None:
         return load_profile(profile)
     return profile_of_machine(hardware(), check=lambda p: p.collective("send_recv"))
@@ -100,7 +97,6 @@ def comm_time(op: str, message_bytes: float, world: int, profile) -> float | Non
     """α-β seconds of one message (None without a calibrated profile)."""
     if profile is None:
         return None
-    from ...cost.comm import collective_time
 
     return collective_time(op, message_bytes, world, profile)
 
@@ -129,8 +125,6 @@ def predict_step_time(result: dict, profile=None) -> dict:
     without one the communication term is None and the total is compute only. Nothing overlaps
     (gloo on CPU runs P2P and collectives in the calling thread's critical path).
     """
-    from ...models import make_config
-
     kind, world, t = result["parallelism"], result["world"], result["baseline_share_s"]
     config = make_config(result["model"])
     h, prof = config.hidden_size, comm_profile(profile)

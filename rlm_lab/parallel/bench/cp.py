@@ -3,14 +3,24 @@
 
 from __future__ import annotations
 
+from ...models import make_config
 from ..context_parallel import apply_cp, check_cp, cp_loss, predicted_kv_bytes, sync_grads, zigzag_positions
+from ..launch import spawn
+from .common import (
+    baseline_step_s,
+    cores,
+    max_rel,
+    peak_rss_mib,
+    predict_step_time,
+    random_batch,
+    timed_step,
+    zoo_model,
+)
 
 
 def _cp_worker(rank, world, model_name, batch, seq, steps, seed):
     import torch
     import torch.distributed as dist
-
-    from .common import baseline_step_s, peak_rss_mib, random_batch, timed_step, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -41,10 +51,6 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
     Returns per-rank forward/backward/grad-sync/ring time, counted and predicted K,V bytes, and the
     predicted step (:func:`~rlm_lab.parallel.bench.common.predict_step_time`).
     """
-    from ...models import make_config
-    from ..launch import spawn
-    from .common import cores, predict_step_time
-
     config = make_config(model)
     check_cp(seq, world)
     results = spawn(_cp_worker, world, args=(model, batch, seq, steps, seed), timeout_s=timeout_s)
@@ -75,8 +81,6 @@ def measure_cp(model: str = "nano", world: int = 2, steps: int = 2, batch: int =
 def _verify_cp_worker(rank, world, model_name, batch, seq, seed):
     import torch.distributed as dist
 
-    from .common import max_rel, random_batch, zoo_model
-
     model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
     x = random_batch(batch, seq, model.config.vocab_size, seed + 1)
     seen = {}
@@ -104,9 +108,6 @@ def _verify_cp_worker(rank, world, model_name, batch, seq, seed):
 def verify_cp(model: str = "nano", world: int = 2, batch: int = 2, seq: int = 32, seed: int = 0) -> dict:
     """Ring attention on ``world`` ranks vs one process on the same batch: loss difference, max
     relative error of layer 0's attention output (local tokens) and of every gradient, bytes."""
-    from ...models import make_config
-    from ..launch import spawn
-
     check_cp(seq, world)
     config = make_config(model)
     res = spawn(_verify_cp_worker, world, args=(model, batch, seq, seed), timeout_s=120)

@@ -23,10 +23,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from ...cost.comm import dp_allreduce_bytes, zero3_bytes
 from ...errors import RlmLabError
+from ...tasks import ensure_data, parse_task
+from ...train import make_config
+from ...train.callbacks import quiet_progress
+from ...train.rl import make_trainer
+from ...train.tracer import trace
 
 MODES = {"single": None, "ddp": None, "zero2": "configs/deepspeed/zero2.json", "zero3": "configs/deepspeed/zero3.json",
          "fsdp": "fsdp"}
@@ -70,8 +77,6 @@ def require(trainer, mode: str) -> dict:
 
 def predicted_grad_bytes(param_bytes: int, world: int, mode: str) -> float:
     """Gradient-synchronisation bytes per rank per optimizer step (ring), by mode."""
-    from ...cost.comm import dp_allreduce_bytes, zero3_bytes
-
     if mode == "single":
         return 0.0
     return zero3_bytes(param_bytes, world) if mode == "zero3" else dp_allreduce_bytes(param_bytes, world)
@@ -93,15 +98,10 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    import tempfile
-
     import torch.distributed as dist
 
-    from ...models import build_model, count_parameters, save
-    from ...record import REPO_ROOT, RunRecord, runs_root
-    from ...tasks import ensure_data, parse_task
-    from ...train import make_config
-    from ...train.rl import make_trainer
+    from ...models import build_model, count_parameters, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
+    from ...record import REPO_ROOT, RunRecord, runs_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     if "WORLD_SIZE" not in os.environ:
         raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode ddp")
@@ -118,7 +118,6 @@ def _run(args) -> int:
         model, tok = build_model(args.model, seed=cfg.seed)
         model_dir = save(model, tok, Path(scratch) / "model")
         trainer = make_trainer(cfg, model_dir, rows, task, Path(scratch) / "out")
-        from ...train.callbacks import quiet_progress
 
         quiet_progress(trainer)
         require(trainer, args.mode)  # the flags are set at init: refuse before spending any time
@@ -127,7 +126,6 @@ def _run(args) -> int:
             run_dir = Path(args.out) if args.out else runs_root(args.size) / f"ch04_e2e_grpo_{args.mode}"
             record = RunRecord(run_dir, config={"mode": args.mode, "world": world, "model": args.model,
                                                 "steps": args.steps, **cfg.to_dict()})
-        from ...train.tracer import trace
 
         trace(trainer, record=record)
         t0 = time.perf_counter()

@@ -4,15 +4,24 @@ EP against one process (the mechanism is ``rlm_lab.parallel.expert_parallel``)."
 from __future__ import annotations
 
 from ...cost.comm import ep_all_to_all_bytes
-from ..expert_parallel import (apply_ep, check_ep, imbalance, is_expert_param,
-                               predicted_a2a_bytes, sync_grads)
+from ...models import ZOO, check_model, make_config
+from ..expert_parallel import apply_ep, check_ep, imbalance, is_expert_param, predicted_a2a_bytes, sync_grads
+from ..launch import spawn
+from .common import (
+    baseline_step_s,
+    cores,
+    max_rel,
+    peak_rss_mib,
+    predict_step_time,
+    random_batch,
+    timed_step,
+    zoo_model,
+)
 
 
 def _ep_worker(rank, world, model_name, batch, seq, steps, seed):
     import torch
     import torch.distributed as dist
-
-    from .common import baseline_step_s, peak_rss_mib, random_batch, timed_step, zoo_model
 
     model = zoo_model(model_name, seed)
     vocab = model.config.vocab_size
@@ -41,10 +50,6 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
     uniform-routing expectation; λ (max/mean load) per layer over experts and over ranks.
     Predicted step: :func:`~rlm_lab.parallel.bench.common.predict_step_time`.
     """
-    from ...models import ZOO, check_model, make_config
-    from ..launch import spawn
-    from .common import cores, predict_step_time
-
     spec = ZOO[check_model(model)]
     check_ep(spec.experts, world)
     config = make_config(model)
@@ -87,8 +92,6 @@ def measure_ep(model: str = "nano-moe", world: int = 2, steps: int = 2, batch: i
 def _verify_ep_worker(rank, world, model_name, batch, seq, seed):
     import torch.distributed as dist
 
-    from .common import max_rel, random_batch, zoo_model
-
     model, ref = zoo_model(model_name, seed), zoo_model(model_name, seed)
     x = random_batch(batch * world, seq, model.config.vocab_size, seed + 1)
     seen = {}
@@ -118,9 +121,6 @@ def _verify_ep_worker(rank, world, model_name, batch, seq, seed):
 def verify_ep(model: str = "nano-moe", world: int = 2, batch: int = 2, seq: int = 16, seed: int = 0) -> dict:
     """EP on ``world`` ranks (``batch`` rows each) vs one process on all rows: loss difference, max
     relative error of layer 0's MoE output and of every gradient, counted vs exact-formula bytes."""
-    from ...models import ZOO, check_model, make_config
-    from ..launch import spawn
-
     check_ep(ZOO[check_model(model)].experts, world)
     h = make_config(model).hidden_size
     res = spawn(_verify_ep_worker, world, args=(model, batch, seq, seed), timeout_s=120)

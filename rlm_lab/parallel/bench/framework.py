@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 
 from ...cost.hardware import HARDWARE_DIR, load_profile
+from ...cost.spec import spec_from_dict
 from ...errors import RlmLabError
+from ...models.tokenizer import ALPHABET, SPECIALS
+from ...models.zoo import ZooSpec
 
 COMPANION_DIR = HARDWARE_DIR / "distributed"
 BATCH, SEQ = 4, 8
@@ -21,8 +24,6 @@ PP_DEPTH = 2
 
 def tiny(layers: int, moe: bool = False):
     """A hidden-16 zoo-shaped model (``ZooSpec``): compute ~0, every framework call still made."""
-    from ...models.zoo import ZooSpec
-
     if moe:
         return ZooSpec(16, layers, 2, 2, 32, arch="mixtral", experts=4, top_k=2, max_positions=64)
     return ZooSpec(16, layers, 2, 2, 32, max_positions=64)
@@ -30,9 +31,6 @@ def tiny(layers: int, moe: bool = False):
 
 def spec_of(zoo_spec):
     """The cost model's ModelSpec of a ``ZooSpec`` (the zoo's tokenizer vocabulary)."""
-    from ...models.tokenizer import ALPHABET, SPECIALS
-    from ...cost.spec import spec_from_dict
-
     z = zoo_spec
     cfg = dict(model_type=z.arch, vocab_size=len(SPECIALS) + len(ALPHABET), hidden_size=z.hidden,
                num_hidden_layers=z.layers, num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,

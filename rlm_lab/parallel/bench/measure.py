@@ -26,12 +26,19 @@ than one process does, so differences are ~1e-7 of the tensor's scale, not of ea
 
 from __future__ import annotations
 
+import contextlib
+import os
 import resource
 import time
 
-from ..mesh import Layout, build_mesh, device_type, full_tensor, local_tensor, validate
+from ...errors import RlmLabError
 from ...host import load_average
-
+from ...models import build_model
+from ...record import RunRecord
+from ..launch import spawn
+from ..mesh import Layout, backend_for, build_mesh, device_type, full_tensor, local_tensor, validate
+from ..parallelize import parallelize
+from ..predict import comm_mismatches, layout_of, predicted_comm
 
 TOLERANCE = {"loss_abs": 1e-5, "grad_rel": 1e-5, "param_abs": 2e-5}
 BASE_STEPS = 3   # the run length the bars of TOLERANCE are set for (the default --steps)
@@ -121,8 +128,6 @@ def reference_run(model_name: str, batch, steps: int, lr: float, seed: int, devi
     ten AdamW steps turn that into parameters 2.3e-4 apart, ten times the tolerance, with no layout involved."""
     import torch
 
-    from ...models import build_model
-
     model, _ = build_model(model_name, seed=seed)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -181,8 +186,6 @@ class _NoCounter:
         pass
 
     def phase(self, name):
-        import contextlib
-
         return contextlib.nullcontext()
 
     def summary(self):
@@ -202,9 +205,7 @@ def run_layout(layout: Layout, model: str = "nano", steps: int = 3, batch: int =
     import torch
     import torch.distributed as dist
 
-    from ...models import build_model
-    from ..comm_counter import CommCounter
-    from ..parallelize import parallelize
+    from ..comm_counter import CommCounter  # noqa: PLC0415  heavy: rlm_lab.parallel.comm_counter imports torch at its top
 
     device = device or device_type()
     if device == "cuda":
@@ -268,9 +269,6 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
     ``kwargs`` for that layout (e.g. another model). Returns one dict per layout: rank 0's result, plus
     ``per_rank`` memory and comm of every rank. Layouts are validated before any process starts.
     """
-    from ...errors import RlmLabError
-    from ..launch import spawn
-
     if not layouts:
         return []
     jobs = [(lay, kwargs) if isinstance(lay, Layout) else (lay[0], kwargs | lay[1]) for lay in layouts]
@@ -279,7 +277,6 @@ def spawn_layouts(layouts: list, world: int | None = None, timeout_s: float = 60
         validate(lay, kw.get("model", "nano"), world_size=world, batch=kw.get("batch", 8), seq=kw.get("seq", 16))
     if world == 1:
         raise RlmLabError("spawn_layouts needs world >= 2; run_layout a 1-process layout directly")
-    from ..mesh import backend_for
 
     per_rank = spawn(_worker, world, args=(jobs,), timeout_s=timeout_s, backend=backend_for(device_type()))
     out = []
@@ -297,12 +294,6 @@ def write_record(run_dir, res: dict, config: dict | None = None, force: bool = F
 
     ``run_dir``: a folder, or a :class:`~rlm_lab.record.RunRecord` opened before the run (the CLI opens it
     first, so that a refused folder costs no run); ``force`` replaces an existing record in a folder."""
-    import os
-
-    from ...errors import RlmLabError
-    from ...record import RunRecord
-    from ..predict import comm_mismatches, layout_of, predicted_comm
-
     cfg = {k: res[k] for k in ("layout", "model", "steps", "batch", "seq", "lr", "world", "device")} | (config or {})
     if isinstance(run_dir, RunRecord):
         rec = run_dir

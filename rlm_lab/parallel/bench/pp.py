@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 
-from ...errors import RlmLabError
 from ...cost.comm import pp_bubble
-from ..pipeline_parallel import (SCHEDULES, apply_pp, build_schedule, check_pp, in_flight, pp_step,
-                                 predicted_p2p_bytes)
+from ...errors import RlmLabError
+from ...models import make_config
+from ..launch import spawn
+from ..pipeline_parallel import SCHEDULES, apply_pp, build_schedule, check_pp, in_flight, pp_step, predicted_p2p_bytes
+from .common import baseline_step_s, cores, max_rel, peak_rss_mib, predict_step_time, random_batch, zoo_model
 
 
 class SavedActivations:
@@ -128,8 +130,6 @@ def _pp_worker(rank, world, model_name, batch, seq, microbatches, schedule_name,
     import torch
     import torch.distributed as dist
 
-    from .common import baseline_step_s, peak_rss_mib, random_batch, zoo_model
-
     model = zoo_model(model_name, seed, layers)
     gen = torch.Generator().manual_seed(seed + 1)
     vocab = model.config.vocab_size
@@ -169,10 +169,6 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
     Predicted step time: see :func:`~rlm_lab.parallel.bench.common.predict_step_time`
     (``profile``: calibrated hardware profile; without one the comm term is None).
     """
-    from ...models import make_config
-    from ..launch import spawn
-    from .common import cores, predict_step_time
-
     config = make_config(model)
     n_layers = layers or config.num_hidden_layers
     check_pp(n_layers, world, batch, microbatches)
@@ -216,8 +212,6 @@ def measure_pp(model: str = "nano", world: int = 2, microbatches: int = 4, sched
 
 
 def _verify_pp_worker(rank, world, model_name, batch, seq, microbatches, layers, seed):
-    from .common import max_rel, random_batch, zoo_model
-
     out = {}
     for schedule in SCHEDULES:
         model, ref = zoo_model(model_name, seed, layers), zoo_model(model_name, seed, layers)
@@ -238,9 +232,6 @@ def verify_pp(model: str = "nano", world: int = 2, batch: int = 8, seq: int = 16
               layers: int | None = None, seed: int = 0) -> dict:
     """GPipe and 1F1B on ``world`` ranks vs one process on the same batch, per schedule:
     loss difference, max relative gradient error over all ranks' parameters, counted vs predicted bytes."""
-    from ...models import make_config
-    from ..launch import spawn
-
     config = make_config(model)
     check_pp(layers or config.num_hidden_layers, world, batch, microbatches)
     res = spawn(_verify_pp_worker, world, args=(model, batch, seq, microbatches, layers, seed), timeout_s=120)

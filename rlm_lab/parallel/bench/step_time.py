@@ -31,8 +31,17 @@ Nothing overlaps (gloo on CPU runs collectives and P2P in the calling thread).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from ...cost.assumed import ASSUMED_DIST_FRAMEWORK
+from ...cost.comm import collective_time
+from ...cost.fitting import fit_nonneg
+from ...cost.hardware import load_profile
+from ...cost.spec import model_spec
+from ...cost.timing import attention_time, elementwise_time, forward_time, matmul_time, optimizer_time
 from ..mesh import Layout
+from ..predict import predicted_comm
+from .framework import BATCH, DEPTHS, SEQ, at_threads, distributed_section, spec_of, tiny
 
 
 def families(layout: Layout) -> list[tuple[str, str]]:
@@ -64,8 +73,6 @@ def _passes(spec, prof, b: int, s: int, kv_len: int | None = None):
 
     ``split``: the part TP divides (matrix products and attention); ``kv_len``: keys each query attends
     to (CP: all s of the sequence for s/c local queries)."""
-    from ...cost.timing import attention_time, elementwise_time, forward_time, matmul_time
-
     kw = dict(dtype="fp32", dtype_bytes=4)
     mm = matmul_time(spec, prof, b * s, None, "fp32", 4)
     fwd = forward_time(spec, prof, b, s, overhead=False, grad=True, **kw)
@@ -85,8 +92,6 @@ def _passes(spec, prof, b: int, s: int, kv_len: int | None = None):
 
 
 def _message_time(layout: Layout, comm: dict, prof) -> float:
-    from ...cost.comm import collective_time
-
     t = 0.0
     for kind, v in comm.items():
         calls = v.get("calls") or 1
@@ -104,9 +109,6 @@ def formula_comm(layout: Layout, model, batch: int, seq: int, routing=None) -> d
     """The step's messages from the formulas (``parallel.predict.predicted_comm``); EP: 4 all-to-alls
     per MoE layer from ``routing`` (per layer ``(send_counts, recv_counts)`` of the busiest rank) or
     uniform routing, and the dense gradients' all-reduce."""
-    from ...cost.spec import model_spec
-    from ..predict import predicted_comm
-
     if layout.ep == 1:
         return predicted_comm(layout, model, batch, seq)
     spec = model_spec(model)
@@ -134,11 +136,6 @@ def predicted_step_time(layout: Layout, model, batch: int, seq: int, profile, co
     out, e.g. to fit it); ``harness``: the step was timed under ``CommCounter`` (``run_layout``), add its
     calibrated cost (family ``harness``). Returns the terms, the total and what was assumed.
     """
-    from .framework import at_threads
-    from ...cost.hardware import load_profile
-    from ...cost.spec import model_spec
-    from ...cost.timing import optimizer_time
-
     base = load_profile(profile)
     prof, rates_threads = at_threads(base, threads)
     spec = model_spec(model)
@@ -197,10 +194,6 @@ def predict_sweep(result: dict, profile, cores: int | None = None, threads: int 
     """:func:`predicted_step_time` of a ``measure_pp/cp/ep`` result from the profile alone (its layers,
     batch and sequence; EP: the busiest rank's routing counts). Those runs are timed without
     ``CommCounter``, with their own instruments (PP: saved-tensor hooks; CP/EP: timers), not modelled."""
-    from dataclasses import replace
-
-    from ...cost.spec import model_spec
-
     lay, batch = sweep_layout(result)
     spec = model_spec(result["model"])
     if result.get("layers") and result["layers"] != spec.layers:
@@ -234,9 +227,6 @@ def framework_terms(profile) -> tuple[dict | None, str | None]:
     cost is what the profile's own prediction misses on the hidden-16 models, so a recalibrated profile
     gets its own residual); None without a distributed calibration. Datasheet profiles:
     ``assumed.ASSUMED_DIST_FRAMEWORK``."""
-    from ...cost.hardware import load_profile
-    from .framework import distributed_section
-
     prof = load_profile(profile)
     sec, src = distributed_section(prof)
     if sec.get("framework_points"):
@@ -247,8 +237,6 @@ def framework_terms(profile) -> tuple[dict | None, str | None]:
     if sec.get("framework"):
         return sec["framework"], src
     if prof.kind == "datasheet":
-        from ...cost.assumed import ASSUMED_DIST_FRAMEWORK
-
         return ASSUMED_DIST_FRAMEWORK, "ASSUMED (assumed.ASSUMED_DIST_FRAMEWORK)"
     return None, None
 
@@ -259,9 +247,6 @@ _FITS: dict = {}
 def fit_framework(points: list[dict], profile, cores: int = 2) -> dict:
     """{family: {base_s, unit_s, unit, points}}: NNLS fit of measured - predicted (no framework) per family;
     ``harness``: the counter's cost per step (one process, with minus without), base + per layer."""
-    from ...cost.fitting import fit_nonneg
-    from .framework import BATCH, DEPTHS, SEQ, spec_of, tiny
-
     single = {(p["layers"], p["counted"]): p["step_s"] for p in points if p["family"] == "single"}
     hs = [(L, single[(L, True)] - single[(L, False)]) for L in DEPTHS]
     h0, h1 = fit_nonneg([[1.0, L] for L, _ in hs], [y for _, y in hs], relative=False)
