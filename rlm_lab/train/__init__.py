@@ -10,9 +10,10 @@ import warnings
 
 from .run import run as _run
 
-# TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` on every step; the warning is
-# about TRL's code, not the reader's, and would repeat in every notebook output. Only that message is muted.
-warnings.filterwarnings("ignore", message=r".*`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+# TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` (and sets `gradient_checkpointing`, calls
+# `gradient_checkpointing_disable`) on every step; the warnings are about TRL's code, not the reader's, and would
+# repeat in every notebook output. Only those messages are muted.
+warnings.filterwarnings("ignore", message=r".*`\w*gradient_checkpointing\w*` is deprecated", category=FutureWarning)
 
 from .config import ALGOS, RunConfig, from_dict, make_config, parse_overrides, read_yaml
 from .presets import preset
