@@ -60,13 +60,14 @@ def test_prediction_is_the_plain_step_over_the_picks_and_the_pick_runs():
     json.dumps(p)  # the prediction file is plain JSON
 
 
-def results(adv, plain, acc_a, acc_b, wall=(60.0, 50.0)):
+def results(adv, plain, acc_a, acc_b, wall=(60.0, 50.0), seeds=None):
     rows = []
     for p, (a, b, x, y) in enumerate(zip(adv, plain, acc_a, acc_b)):
+        seed = p if seeds is None else seeds[p]
         rows += [{"pair": p, "name": "advised", "wall_s": wall[0], "load_before": {"per_core": 0.5},
-                  "report": {"steps_per_s": a, "accuracy": x}},
+                  "report": {"steps_per_s": a, "accuracy": x, "seed": seed}},
                  {"pair": p, "name": "plain", "wall_s": wall[1], "load_before": {"per_core": 0.6},
-                  "report": {"steps_per_s": b, "accuracy": y}}]
+                  "report": {"steps_per_s": b, "accuracy": y, "seed": seed}}]
     return {"repeats": rows}
 
 
@@ -91,6 +92,19 @@ def test_verdict_met_not_met_undecided():
     # two pairs decide nothing, however far above the goal
     v = A.verdict(results([40, 41], plain[:2], ACC[:2], ACC[:2]))
     assert v["speedup"]["lo"] is None and v["word"] == "undecided"
+
+
+def test_pairs_of_one_seed_are_one_accuracy_run():
+    # the same seed in every pair trains the same run again: its accuracy difference is one value, no interval
+    # (the plausible bug: four identical differences read as a zero-width interval, "lower" by one problem)
+    v = A.verdict(results([24, 25, 26, 25], [10.0] * 4, [0.858] * 4, [0.86] * 4, seeds=[0] * 4))
+    assert v["accuracy"]["difference"]["n"] == 1 and v["accuracy"]["word"] == "undecided"
+    # the speed-up's interval still holds (fresh processes); the rule fixed before the run blocks "met" only on an
+    # accuracy interval wholly below 0, which one seed cannot give
+    assert v["speedup"]["n"] == 4 and v["word"] == "met"
+    v = A.verdict(results([24, 25, 26, 25], [10.0] * 4, [0.85, 0.84, 0.86, 0.85], [0.86, 0.85, 0.86, 0.86],
+                          seeds=[0, 0, 1, 1]))
+    assert v["accuracy"]["seeds"] == [0, 1] and v["accuracy"]["difference"]["estimate"] == pytest.approx(-0.0075)
 
 
 def test_verdict_refuses_an_incomplete_pair():

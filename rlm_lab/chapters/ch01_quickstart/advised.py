@@ -46,7 +46,7 @@ from ...cost.modes import MODES
 from ...cost.placement_spec import Cluster
 from ...cost.run_input import from_run
 from ...errors import RlmLabError, unknown
-from ...evidence import at_least_word, mean_interval, paired_differences, ratio_interval, sign_word
+from ...evidence import at_least_word, mean_interval, ratio_interval, sign_word
 from ...host import load_average
 from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
@@ -151,9 +151,10 @@ def predict(size: str, profile, origin: dict | None = None) -> dict:
 
 
 # ---- one arm, in its own process ---------------------------------------------------------------
-def run_arm(arm: str, size: str, out, plan: dict, command=None) -> dict:
-    """One run of ``arm`` (``plan``: :func:`apply`'s output, read from the prediction); returns
-    ``{"steps_per_s", "accuracy", "rl_seconds", "record"}``."""
+def run_arm(arm: str, size: str, out, plan: dict, command=None, seed: int = 0, correction: str = "plan") -> dict:
+    """One run of ``arm`` (``plan``: :func:`apply`'s output, read from the prediction) with RL seed ``seed`` (the
+    SFT start is seed 0's in every run); ``correction``: ``"plan"`` (the plan's), ``"none"`` or a TRL mode. Returns
+    ``{"steps_per_s", "accuracy", "rl_seconds", "seed", "correction", "record"}``."""
     from ...asynchrony.modes import run_mode  # noqa: PLC0415  imports ray's glue (heavy)
     from ...placement.runtime import _sft_checkpoint  # noqa: PLC0415  imports torch/transformers (heavy)
     from ...train import run  # noqa: PLC0415  imports trl (heavy)
@@ -161,7 +162,8 @@ def run_arm(arm: str, size: str, out, plan: dict, command=None) -> dict:
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
     cfg = plain_config(size)
-    cfg = cfg.replace(sft_checkpoint=str(_sft_checkpoint(cfg)))  # one SFT start for both arms
+    cfg = cfg.replace(sft_checkpoint=str(_sft_checkpoint(cfg)), seed=seed)  # one SFT start for both arms
+    correction = plan.get("correction") if correction == "plan" else (None if correction == "none" else correction)
     folder = Path(out) / f"{arm}_{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     if arm == "plain" or plan["runner"] == "trl":
         if arm == "advised":
@@ -173,7 +175,7 @@ def run_arm(arm: str, size: str, out, plan: dict, command=None) -> dict:
         curve = {"task": cfg.task, "every": cfg.rl_steps, "problems": cfg.eval_problems,
                  "max_new_tokens": cfg.eval_max_new_tokens, "batch_size": cfg.eval_batch_size}
         res = run_mode(plan["mode"], cfg, folder, devices=plan["threads"], importance=False, curve=curve,
-                       correction=plan.get("correction"), command=command,
+                       correction=correction, command=command,
                        prediction={"note": "the advised arm: its prediction is the page's prediction.json"})
         curve_rec = (res.get("glue") or {}).get("curve") or {}
         if not curve_rec.get("points"):
@@ -182,7 +184,8 @@ def run_arm(arm: str, size: str, out, plan: dict, command=None) -> dict:
         seconds, acc = res["train_seconds"] - curve_rec["eval_seconds"], curve_rec["points"][-1]["accuracy"]
     if not seconds or seconds <= 0:
         raise RlmLabError(f"arm {arm}: no training seconds in {folder}")
-    return {"steps_per_s": cfg.rl_steps / seconds, "accuracy": acc, "rl_seconds": seconds, "record": str(folder),
+    return {"steps_per_s": cfg.rl_steps / seconds, "accuracy": acc, "rl_seconds": seconds, "seed": seed,
+            "correction": correction if arm == "advised" else None, "record": str(folder),
             "load_average_end": load_average(2)}
 
 
@@ -201,7 +204,12 @@ def verdict(results: dict, goal: float = GOAL) -> dict:
     b = [by[(p, "plain")]["report"] for p in pairs]
     speed = ratio_interval([x["steps_per_s"] for x in a], [x["steps_per_s"] for x in b])
     wall = ratio_interval([by[(p, "plain")]["wall_s"] for p in pairs], [by[(p, "advised")]["wall_s"] for p in pairs])
-    diff = mean_interval(paired_differences([x["accuracy"] for x in a], [x["accuracy"] for x in b]))
+    # accuracy: one paired difference per RL seed (pairs of one seed train the same run again: deterministic
+    # repeats of one run, not independent samples of the accuracy; a record without seeds trained seed 0)
+    by_seed: dict = {}
+    for x, y in zip(a, b):
+        by_seed.setdefault(x.get("seed", 0), []).append(x["accuracy"] - y["accuracy"])
+    diff = mean_interval([sum(d) / len(d) for d in by_seed.values()])
     goal_word = at_least_word(speed, goal)
     acc_word = sign_word(diff)
     if goal_word == "not met" or acc_word == "lower":
@@ -212,6 +220,7 @@ def verdict(results: dict, goal: float = GOAL) -> dict:
         word = "undecided"
     return {"n": len(pairs), "goal": goal, "speedup": _iv(speed), "wall_speedup": _iv(wall),
             "accuracy": {"advised": [x["accuracy"] for x in a], "plain": [x["accuracy"] for x in b],
+                         "seeds": sorted(by_seed),
                          "difference": _iv(diff), "word": acc_word},
             "goal_word": goal_word, "word": word}
 
@@ -302,6 +311,9 @@ def main(argv=None) -> int:
     ap.add_argument("--measure", action="store_true", help="run the protocol: advised against plain")
     ap.add_argument("--pairs", type=int, default=None, help="paired repeats (default: the size's protocol_repeats)")
     ap.add_argument("--arm", default=None, help="one run of one arm (what the protocol's children run)")
+    ap.add_argument("--seed", default="0", help="RL seed of --arm; with --measure, 'pair' gives pair i seed i")
+    ap.add_argument("--correction", default="plan", help="the advised arm's off-policy correction: plan (the "
+                                                         "prediction's), none, or a TRL importance-sampling mode")
     a = ap.parse_args(argv)
     size = check_size(a.size)
     base = Path(a.out or runs_root(size)) / RECORDS
@@ -319,10 +331,14 @@ def main(argv=None) -> int:
             raise RlmLabError(f"{pred_file}: no prediction; run --predict first (it is made before the measurement)")
         plan = json.loads(pred_file.read_text())["apply"]
         if a.arm:
-            return run_arm(a.arm, size, base / "runs", plan, command=sys.argv)
+            if not a.seed.isdigit():
+                raise RlmLabError(f"--seed {a.seed!r}: an RL seed is an integer >= 0")
+            return run_arm(a.arm, size, base / "runs", plan, command=sys.argv, seed=int(a.seed),
+                           correction=a.correction)
         if not a.measure:
             ap.error("say --predict, --measure or --arm")
-        cmd = [sys.executable, "-m", "rlm_lab.chapters.ch01_quickstart.advised", "--size", size, "--out", str(base.parent)]
+        cmd = [sys.executable, "-m", "rlm_lab.chapters.ch01_quickstart.advised", "--size", size, "--out", str(base.parent),
+               "--seed", "{pair}" if a.seed == "pair" else a.seed, "--correction", a.correction]
         folder = base / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         res = compare(Arm("advised", cmd + ["--arm", "advised"]), Arm("plain", cmd + ["--arm", "plain"]), "steps_per_s",
                       folder, size=size, repeats=a.pairs, higher_is_better=True)
