@@ -238,6 +238,7 @@ def latest(size: str = "cpu", root=None) -> dict | None:
     if not pred_file.is_file():
         return None
     prediction = json.loads(pred_file.read_text())
+    found = []
     for d in sorted((p for p in base.iterdir() if p.is_dir() and p.name[:1].isdigit()), reverse=True):
         try:
             rec = RunRecord.load(d)
@@ -246,10 +247,13 @@ def latest(size: str = "cpu", root=None) -> dict | None:
         if not (d / "verdict.json").is_file():
             continue
         loads = [r["load_before"]["per_core"] for r in rec.results["repeats"]]
-        return {"prediction": prediction, "verdict": json.loads((d / "verdict.json").read_text()), "record": f"{RECORDS}/{d.name}",
-                "load": {"min": min(loads), "max": max(loads),
-                         "gate_timeouts": rec.results.get("gate_timeouts", 0)}}
-    return {"prediction": prediction, "verdict": None, "record": None, "load": None}
+        found.append({"verdict": json.loads((d / "verdict.json").read_text()), "record": f"{RECORDS}/{d.name}",
+                      "load": {"min": min(loads), "max": max(loads),
+                               "gate_timeouts": rec.results.get("gate_timeouts", 0)},
+                      "arms": rec.config["arms"]["A"]["command"][3:]})
+    if not found:
+        return {"prediction": prediction, "verdict": None, "record": None, "load": None, "earlier": []}
+    return {"prediction": prediction, **found[0], "earlier": found[1:]}
 
 
 def section(size: str = "cpu", root=None) -> tuple[str, dict]:
@@ -279,13 +283,31 @@ def section(size: str = "cpu", root=None) -> tuple[str, dict]:
              "wall": v["wall_speedup"]["text"],
              "acc_advised": f"{sum(acc['advised']) / len(acc['advised']):.3f}",
              "acc_plain": f"{sum(acc['plain']) / len(acc['plain']):.3f}",
-             "acc_diff": acc["difference"]["text"], "acc_word": acc["word"],
+             "acc_diff": _points(acc["difference"]), "acc_word": acc["word"],
              "load": f"{got['load']['min']:.2f} to {got['load']['max']:.2f}", "record": got["record"]}
     lines.append(f"measured ({got['record']}, {v['n']} pairs, load per core {vals['load']}): steps/s advised / plain "
                  f"{vals['measured']} ({v['speedup']['method']}); whole process {vals['wall']}; accuracy advised "
                  f"{vals['acc_advised']}, plain {vals['acc_plain']}, difference {vals['acc_diff']} ({acc['word']}); "
                  f"goal {GOAL:g}x: {v['word']}")
+    lines += [f"earlier ({e['record']}, {_options(e['arms'])}): {e['verdict']['speedup']['text']}, "
+              f"{e['verdict']['word']}" for e in got["earlier"]]
     return "\n".join(lines), {f"ch01_advised_{k}": vals.get(k, "n/a") for k in keys}
+
+
+def _options(argv) -> str:
+    """The arm options of a measurement's advised command (before the options existed: the plan's, seed 0)."""
+    argv = list(argv)
+    if "--seed" not in argv:
+        return "seed 0 in every pair, the prediction plan's correction"
+    i = argv.index("--seed")
+    return " ".join(argv[i:])
+
+
+def _points(d: dict) -> str:
+    """An accuracy difference in points (one decimal), with its interval when it has one."""
+    if d["lo"] is None:
+        return f"{100 * d['estimate']:+.1f} points (one seed, no interval)"
+    return f"{100 * d['estimate']:+.1f} points [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
 # ---- the command -------------------------------------------------------------------------------
