@@ -118,17 +118,22 @@ def test_latest_reads_the_newest_finished_measurement(tmp_path):
     base = tmp_path / A.RECORDS
     assert A.latest(root=tmp_path) is None
     base.mkdir()
-    (base / "prediction.json").write_text(json.dumps({"speedup": 1.5}))
+    pred = A.predict("smoke", PROFILE)
+    (base / "prediction.json").write_text(json.dumps(pred))
     assert A.latest(root=tmp_path)["verdict"] is None
     res = results([24, 25, 26, 25], [10.0] * 4, ACC, ACC)
     for name, done in (("20261205T100000Z", True), ("20261205T110000Z", False)):
-        rec = RunRecord(base / name, {"what": "test"}, None)
+        cmd = ["python", "-m", "m", "--size", "cpu", "--seed", "{pair}", "--correction", "none", "--arm", "advised"]
+        rec = RunRecord(base / name, {"arms": {"A": {"name": "advised", "command": cmd}}}, None)
         rec.update(**res)
         rec.complete() if done else rec.interrupt()   # the newer one was stopped: never read as current
         (base / name / "verdict.json").write_text(json.dumps(A.verdict(res)))
     got = A.latest(root=tmp_path)
     assert got["record"] == f"{A.RECORDS}/20261205T100000Z" and got["verdict"]["word"] == "met"
-    assert got["load"]["min"] == 0.5 and got["load"]["max"] == 0.6
+    assert got["load"]["min"] == 0.5 and got["load"]["max"] == 0.6 and got["earlier"] == []
+    text, values = A.section(root=tmp_path)
+    assert values["ch01_advised_measured"] == got["verdict"]["speedup"]["text"] and values["ch01_advised_n"] == "4"
+    assert values["ch01_advised_predicted"] == f"{pred['speedup']:.2f}" and "not applied: long-tail" in text
 
 
 def test_measure_needs_a_prediction_first(tmp_path, capsys):
