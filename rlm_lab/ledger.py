@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import reference_report as RR
+from .chapters.ch01_quickstart import advised as ADV
 from .chapters.ch06_async import accuracy_test as A
 from .chapters.ch08_frameworks import report as F
 from .chapters.ch09_guidelines import report as R
@@ -239,6 +240,31 @@ def _accuracy_test(repo: Path) -> list[Entry]:
     return out
 
 
+def _advised(size: str) -> list[Entry]:
+    """Chapter 1's advice applied (issue 35 item 8): the predicted speed-up (made before the measurement), the
+    measured paired speed-up over plain TRL and the paired accuracy difference, with the goal's verdict."""
+    got = ADV.latest(size)
+    if got is None:
+        return []
+    pred, v = got["prediction"], got["verdict"]
+    base = f"{ADV.RECORDS}/prediction.json"
+    out = [Entry("ch01.advised.predicted_speedup", 1, "advised over plain TRL, steps per second, predicted before "
+                 "the run", "x", "prediction", _num(pred["speedup"]), counts="prediction", records=(base,))]
+    if v is None:
+        return out
+    load = f"{got['load']['min']:.2f}-{got['load']['max']:.2f}"
+    sp, acc = v["speedup"], v["accuracy"]["difference"]
+    out.append(Entry("ch01.advised.speedup", 1, "advised over plain TRL, RL steps per second at equal steps", "x",
+                     "paired ratio", _num(sp["estimate"]), _num(sp["lo"]), _num(sp["hi"]), sp["method"] or "none",
+                     sp["n"], "paired repeats", (got["record"],), load, verdict=v["word"],
+                     rule=f"met when the interval is at or above {v['goal']:g}x and the accuracy not lower"))
+    out.append(Entry("ch01.advised.accuracy_difference", 1, "held-out accuracy, advised minus plain TRL, equal steps",
+                     "accuracy", "paired difference", _num(acc["estimate"]), _num(acc["lo"]), _num(acc["hi"]),
+                     acc["method"] or "none", acc["n"], "paired repeats", (got["record"],), load,
+                     verdict=v["accuracy"]["word"], rule="higher / lower when the interval excludes 0"))
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -320,7 +346,7 @@ def build(size: str = "cpu") -> list[Entry]:
     repo = REPO_ROOT.resolve()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
-               + _runs(size, repo, replaced) + _frameworks())
+               + _runs(size, repo, replaced) + _frameworks() + _advised(size))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:
