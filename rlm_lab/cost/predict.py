@@ -327,6 +327,8 @@ class _Assembler:
         if not grad:  # without autograd only about one layer's activations are alive
             return M.MemoryBreakdown(activations=acts // spec.layers + logits)
         grads = self._grad_share(self.spec) + (self._grad_share(self.critic_spec) if self.alg.critic else 0)
+        if self.head:  # shared actor-critic: the value head's gradients (h + 1, unsharded like its state)
+            grads += self.head * M.PRECISIONS[self.wl.precision][1]
         return M.MemoryBreakdown(gradients=int(grads), activations=acts + logits)
 
     # -- stages --
