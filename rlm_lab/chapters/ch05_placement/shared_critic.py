@@ -181,6 +181,13 @@ def _inside(iv: Interval, predicted: float) -> str:
     return "inside" if iv.lo <= predicted <= iv.hi else "outside"
 
 
+def _word(word: str) -> str:
+    """The protocol's word on the ratio as a phrase about the shared head."""
+    if word == "undecided":
+        return "the interval holds 1, so neither arm is shown faster"
+    return f"the shared head is {word} than the separate critic"
+
+
 def _iv(iv: Interval, fmt: str, scale: float = 1.0) -> str:
     if not iv.decided:
         return f"{iv.estimate * scale:{fmt}} (no interval: n = {iv.n})"
@@ -196,7 +203,7 @@ def glue_values(a: dict) -> dict[str, str]:
             "ch05_ac_pred_separate_ms": f"{p['arms']['separate']['step_s'] * 1e3:.1f}",
             "ch05_ac_ratio": _iv(a["ratio"], ".3f"), "ch05_ac_method": a["ratio"].method,
             "ch05_ac_error": _iv(a["error"], "+.0%"), "ch05_ac_bar": f"{a['bar']:.0%}",
-            "ch05_ac_verdict": a["verdict"], "ch05_ac_word": a["word"],
+            "ch05_ac_verdict": a["verdict"], "ch05_ac_word": _word(a["word"]),
             "ch05_ac_pred_state_mib": f"{p['model_state_saving_bytes'] * mib:.2f}",
             "ch05_ac_state_mib": f"{a['state_saving'] * mib:.2f}",
             "ch05_ac_state_exact": "equal to the prediction, byte for byte" if a["state_exact"]
