@@ -102,3 +102,9 @@ def test_analysis_not_met_and_refusals(tmp_path):
     _window(tmp_path / "late", [0.7, 0.72, 0.74], late)
     with pytest.raises(RlmLabError, match="not made before"):
         S.analysis("smoke", tmp_path / "late")
+
+
+def test_a_repeat_is_this_module_run_as_main(tmp_path):
+    argv = S.arm_command("shared", "smoke", tmp_path)
+    assert argv[1:4] == ("-m", "rlm_lab.chapters.ch05_placement.shared_critic", "--arm")   # never "__main__"
+    assert S.MODULE == S.__name__

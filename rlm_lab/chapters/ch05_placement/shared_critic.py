@@ -51,6 +51,7 @@ PREDICTION = "prediction.json"
 PROTOCOL = "protocol"           # the protocol's record (subfolder of FOLDER)
 RUNS = "runs"                   # the arms' run records
 STATE_KEYS = ("weights", "gradients", "optimizer")
+MODULE = "rlm_lab.chapters.ch05_placement.shared_critic"   # a repeat's ``python -m`` (``__name__`` is __main__ there)
 
 
 def case(arm: str, size: str) -> Case:
@@ -120,7 +121,7 @@ def run_arm(arm: str, size: str, out) -> dict:
 
 
 def arm_command(arm: str, size: str, runs: Path) -> tuple:
-    return (sys.executable, "-m", __name__, "--arm", arm, "--size", size, "--out", str(runs))
+    return (sys.executable, "-m", MODULE, "--arm", arm, "--size", size, "--out", str(runs))
 
 
 def measure(size: str, folder: Path, say=print) -> dict:
@@ -228,7 +229,7 @@ def section_text(a: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch05_placement.shared_critic",
+    ap = argparse.ArgumentParser(prog=f"python -m {MODULE}",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="the folder (default: this build's runs folder of the size)")
