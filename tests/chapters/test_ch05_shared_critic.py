@@ -33,10 +33,10 @@ def test_prediction_against_a_hand_count():
     shared, separate = p["arms"]["shared"], p["arms"]["separate"]
     assert "critic_update" in separate["stages"] and "critic_update" not in shared["stages"]
     assert 0 < p["ratio"] < 1 and math.isclose(p["ratio"], shared["step_s"] / separate["step_s"])
-    # fp32 AdamW: weights 4 + gradients 4 + state 8 bytes per trained parameter
+    # fp32 AdamW: weights 4 + gradients 4 + moments 8 bytes per trained parameter, a 4-byte step per tensor
     spec = model_spec(S.case("shared", "smoke").model)
-    critic = scalar_head(spec).params * 16
-    head = (spec.hidden + 1) * 16
+    critic = scalar_head(spec).params * 16 + 4 * scalar_head(spec).param_tensors
+    head = (spec.hidden + 1) * 16 + 4 * 2
     assert p["model_state_saving_bytes"] == critic - head
     assert p["peak_saving_bytes"] > 0 and p["bar"] == BAR
 

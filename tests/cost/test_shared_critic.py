@@ -56,8 +56,10 @@ def test_memory_drops_the_critic_state():
     sep, sh = predict("micro", "ppo", WL), predict("micro", "ppo", WL, critic="shared")
     critic = M.train_state_bytes(scalar_head(model_spec("micro")), "fp32", 0, 1)
     grads = scalar_head(model_spec("micro")).params * 4         # gradients are counted while training only
-    head = (H + 1) * (4 + 8)                                     # the head's fp32 weights and AdamW moments
+    head = (H + 1) * (4 + 8) + 2 * 4      # the head's fp32 weights and AdamW moments, a step scalar per tensor
     assert (sep.persistent.total - sh.persistent.total) == critic - grads - head
+    # and its gradients join the actor's at the peak (the counted run's actor_gradients hold them)
+    assert sh.memory.gradients == model_spec("micro").params * 4 + (H + 1) * 4
 
 
 def test_without_old_logprobs_the_values_need_a_forward():
