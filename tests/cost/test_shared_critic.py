@@ -88,3 +88,22 @@ def test_cli(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert any(x.startswith("values") and "actor" in x for x in lines)
     assert not any(x.startswith("critic_update") for x in lines)
+
+
+def test_the_shared_config_predicts(capsys):
+    """configs/predict/ppo-micro-cpu-shared.yaml: a shared actor-critic config through ``rlm-lab predict``: no
+    critic row, a shorter iteration than the same config with a separate critic."""
+    import json
+    from pathlib import Path
+
+    from rlm_lab.cli import main
+
+    configs = Path(__file__).resolve().parents[2] / "configs" / "predict"
+    assert main(["predict", str(configs / "ppo-micro-cpu.yaml"), "--json"]) == 0
+    sep = capsys.readouterr().out
+    assert main(["predict", str(configs / "ppo-micro-cpu-shared.yaml"), "--json"]) == 0
+    sh = capsys.readouterr().out
+    assert "critic_update" in sep and "critic_update" not in sh
+    sep, sh = json.loads(sep), json.loads(sh)
+    assert sh["total_s"] < sep["total_s"] and sh["memory"]["total"] < sep["memory"]["total"]
+    assert sh["depth_s"] == pytest.approx(sep["depth_s"], rel=1e-3)      # the survey's Sec. 4.7: less work, same depth
