@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import reference_report as RR
 from .chapters.ch01_quickstart import advised as ADV
+from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
 from .chapters.ch08_frameworks import report as F
 from .chapters.ch09_guidelines import report as R
@@ -338,6 +339,39 @@ def _frameworks() -> list[Entry]:
     return out
 
 
+def _shared_critic(size: str) -> list[Entry]:
+    """Chapter 5's shared actor-critic: the committed prediction and its paired repeats (``shared_critic.analysis``,
+    what the page glues): the predicted and measured ratio shared / separate, the error against the bar, the model
+    states and the peak saving; nothing when no committed protocol record exists at ``size``."""
+    folder = AC.folder_of(size)
+    if folder.parent != reference_root(size):
+        return []
+    a = AC.analysis(size, folder)
+    p, src, base = a["prediction"], (a["record"],), "ch05.shared_critic"
+    load = f"{a['load'][0]:.2f}-{a['load'][1]:.2f}"
+    what = "PPO step, shared value head / separate critic"
+    return [
+        Entry(f"{base}.ratio_predicted", 5, f"{what}, predicted before the repeats", "ratio", "prediction",
+              _num(p["ratio"]), counts="prediction", records=src),
+        Entry(f"{base}.ratio", 5, f"{what}, measured", "ratio", "paired ratio", **_from_interval(a["ratio"]),
+              counts="paired repeats", records=src, load=load, verdict=a["word"],
+              rule="the interval against 1 (rlm_lab.protocol)"),
+        Entry(f"{base}.error", 5, f"{what}: the prediction's relative error", "fraction", "relative error",
+              **_from_interval(a["error"]), counts="paired repeats", records=src, load=load, verdict=a["verdict"],
+              rule=f"|error| <= {a['bar']:.0%} on the whole interval (rlm_lab.compare.BAR)"),
+        Entry(f"{base}.model_state_saving_predicted", 5, "model states the shared head saves, predicted", "B",
+              "prediction", _num(p["model_state_saving_bytes"]), counts="prediction", records=src),
+        Entry(f"{base}.model_state_saving", 5, "model states the shared head saves, counted on the live trainers",
+              "B", "exact count", _num(a["state_saving"]), _num(a["state_saving"]), _num(a["state_saving"]),
+              "exact", counts="exact count", records=src,
+              verdict="equal to the prediction" if a["state_exact"] else "differs from the prediction"),
+        Entry(f"{base}.peak_saving", 5, "peak resident memory the shared head saves (separate - shared per pair)", "B",
+              "paired difference", **_from_interval(a["peak_saving"]), counts="paired repeats", records=src,
+              load=load, verdict=f"prediction {a['peak_word']} the interval",
+              note=f"predicted {p['peak_saving_bytes']:,} B at the peak stage"),
+    ]
+
+
 def build(size: str = "cpu") -> list[Entry]:
     """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
     repeated id)."""
@@ -346,7 +380,7 @@ def build(size: str = "cpu") -> list[Entry]:
     repo = REPO_ROOT.resolve()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
-               + _runs(size, repo, replaced) + _frameworks() + _advised(size))
+               + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:

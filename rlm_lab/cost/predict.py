@@ -84,6 +84,9 @@ class StageCost:
     breakdown: M.MemoryBreakdown = field(default_factory=M.MemoryBreakdown)  # ``memory`` by kind
 
 
+HEAD_TENSORS = 2   # a shared actor-critic's value head: Linear(hidden, 1) weight and bias
+
+
 @dataclass
 class Prediction:
     spec: ModelSpec
@@ -244,8 +247,8 @@ class _Assembler:
         if self.alg.critic:  # the critic is trained like the actor: same ZeRO sharding (issue 12 item 4)
             total += self._train_state(self.critic_spec)
         if self.head:  # shared actor-critic: the value head's weights and AdamW state (d + 1 parameters, unsharded)
-            w, _, o = M.PRECISIONS[self.wl.precision]
-            total += M.MemoryBreakdown(weights=self.head * w, optimizer=self.head * o)
+            w, _, o = M.PRECISIONS[self.wl.precision]  # + torch's 4-byte step scalar of each of its 2 tensors
+            total += M.MemoryBreakdown(weights=self.head * w, optimizer=self.head * o + 4 * HEAD_TENSORS)
         if self.alg.reference and not self.lora and not self.wl.precompute_ref_log_probs:
             # LoRA: the reference is the actor with its adapter disabled; precomputed: log-probs stored, no weights
             total += M.MemoryBreakdown(weights=int(self.spec.params * self.db / self.frozen_shards))
@@ -327,6 +330,8 @@ class _Assembler:
         if not grad:  # without autograd only about one layer's activations are alive
             return M.MemoryBreakdown(activations=acts // spec.layers + logits)
         grads = self._grad_share(self.spec) + (self._grad_share(self.critic_spec) if self.alg.critic else 0)
+        if self.head:  # shared actor-critic: the value head's gradients (h + 1, unsharded like its state)
+            grads += self.head * M.PRECISIONS[self.wl.precision][1]
         return M.MemoryBreakdown(gradients=int(grads), activations=acts + logits)
 
     # -- stages --

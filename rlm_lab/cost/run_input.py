@@ -16,6 +16,8 @@ way our trainers run it:
   ``min_new_tokens``); the prompt length is the caller's (the longest prompt of the task's batch: TRL left-pads);
 * PPO as :mod:`rlm_lab.train.ppo` runs it: the rule-based verifier scores, so no reward model is held;
   ``beta == 0`` drops the reference model (:func:`rlm_lab.cost.workload.algorithm`);
+* the critic's structure: ``extra["critic"] == "shared"`` (PPOConfig's shared value head) is the shared actor-critic
+  (:func:`rlm_lab.cost.workload.with_critic`); any other run holds a separate critic;
 * precision: fp32 weights; ``cpu_bf16`` is TRL's default ``bf16=True`` kept on CPU (bf16 autocast through
   accelerate); ``activation_checkpointing`` is TRL's default gradient checkpointing kept.
 
@@ -31,7 +33,7 @@ import dataclasses
 from typing import Mapping
 
 from ..errors import RlmLabError
-from .workload import Algorithm, ResponseLengths, Workload, algorithm
+from .workload import SHARED, Algorithm, ResponseLengths, Workload, algorithm, with_critic
 
 REQUIRED = ("algo", "batch_size", "num_generations", "max_completion_length")
 
@@ -55,6 +57,8 @@ def from_run(cfg: Mapping, prompt_len: int, *, reward_s_per_sample: float = 0.0)
     if g < 1 or b % g:
         raise RlmLabError(f"batch_size {b} is not a multiple of num_generations {g}")
     alg = run_algorithm(d["algo"], d.get("beta"))
+    if (d.get("extra") or {}).get("critic") == SHARED:
+        alg, _ = with_critic(alg, SHARED)
     wl = Workload(prompts=b // g, group_size=g, prompt_len=int(prompt_len),
                   response=ResponseLengths("fixed", length=int(d["max_completion_length"])),
                   epochs=max(1, int(d.get("num_iterations", 1) or 1)), micro_batch=b, gen_batch=b,

@@ -48,6 +48,7 @@ class Case:
     warmup: int = 2          # traced steps left out of the summary (one-time costs)
     bf16: bool = False       # TRL's default bf16=True kept: bf16 autocast on CPU (accelerate)
     checkpointing: bool = False  # TRL's default gradient_checkpointing=True kept
+    critic: str = "separate"     # PPO: a value model of its own, or "shared" (a value head on the policy's backbone)
 
     @property
     def label(self) -> str:
@@ -57,12 +58,15 @@ class Case:
 
 def run_config(case: Case, size: str, seed: int = 0, trace_on: bool = True):
     """The :class:`rlm_lab.train.config.RunConfig` that :func:`run_case` trains for ``case``: lengths forced to
-    ``case.length`` (``min_new_tokens``), no SFT, no evaluation."""
+    ``case.length`` (``min_new_tokens``), no SFT, no evaluation; a shared critic is PPOConfig's ``critic``."""
+    extra = {"generation_kwargs": {"min_new_tokens": case.length}}
+    if case.critic != "separate":
+        extra["critic"] = case.critic
     return RunConfig(algo=case.algo, task=TASK, model=case.model, size=size, seed=seed, rl_steps=case.steps,
                      batch_size=case.batch, num_generations=case.group, max_completion_length=case.length,
                      beta=case.beta, sft_steps=0, eval_every=0, trace=trace_on, disable_tqdm=True,
                      cpu_bf16=case.bf16, activation_checkpointing=case.checkpointing,  # TRL's defaults, if kept
-                     extra={"generation_kwargs": {"min_new_tokens": case.length}})
+                     extra=extra)
 
 
 def run_case(case: Case, size: str, run_dir: Path, seed: int = 0, trace_on: bool = True,

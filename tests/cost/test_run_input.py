@@ -62,3 +62,15 @@ def test_the_validation_suite_and_chapter_5_predict_through_the_path():
     assert [(r.stage, r.seconds) for r in got.rows] == [(r.stage, r.seconds) for r in want.rows]
     cfg = c5.run_config("smoke")
     assert r5.workload(cfg) == from_run(cfg, r5.PROMPT_LEN)[1]
+
+
+def test_a_shared_critic_run_is_priced_as_one():
+    """PPOConfig's critic='shared' (in the run config's extra) drops the critic model and prices the value head."""
+    from rlm_lab.cost.run_input import from_run
+
+    base = {"algo": "ppo", "batch_size": 8, "num_generations": 4, "max_completion_length": 8, "beta": 0.04}
+    sep, _ = from_run(base, 6)
+    sh, _ = from_run(base | {"extra": {"critic": "shared"}}, 6)
+    assert "critic" in sep.models and not sep.shared_critic
+    assert "critic" not in sh.models and sh.shared_critic and "verifier" in sh.models
+    assert from_run(base | {"extra": {"critic": "separate"}}, 6)[0] == sep

@@ -56,8 +56,10 @@ def test_memory_drops_the_critic_state():
     sep, sh = predict("micro", "ppo", WL), predict("micro", "ppo", WL, critic="shared")
     critic = M.train_state_bytes(scalar_head(model_spec("micro")), "fp32", 0, 1)
     grads = scalar_head(model_spec("micro")).params * 4         # gradients are counted while training only
-    head = (H + 1) * (4 + 8)                                     # the head's fp32 weights and AdamW moments
+    head = (H + 1) * (4 + 8) + 2 * 4      # the head's fp32 weights and AdamW moments, a step scalar per tensor
     assert (sep.persistent.total - sh.persistent.total) == critic - grads - head
+    # and its gradients join the actor's at the peak (the counted run's actor_gradients hold them)
+    assert sh.memory.gradients == model_spec("micro").params * 4 + (H + 1) * 4
 
 
 def test_without_old_logprobs_the_values_need_a_forward():
@@ -86,3 +88,22 @@ def test_cli(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert any(x.startswith("values") and "actor" in x for x in lines)
     assert not any(x.startswith("critic_update") for x in lines)
+
+
+def test_the_shared_config_predicts(capsys):
+    """configs/predict/ppo-micro-cpu-shared.yaml: a shared actor-critic config through ``rlm-lab predict``: no
+    critic row, a shorter iteration than the same config with a separate critic."""
+    import json
+    from pathlib import Path
+
+    from rlm_lab.cli import main
+
+    configs = Path(__file__).resolve().parents[2] / "configs" / "predict"
+    assert main(["predict", str(configs / "ppo-micro-cpu.yaml"), "--json"]) == 0
+    sep = capsys.readouterr().out
+    assert main(["predict", str(configs / "ppo-micro-cpu-shared.yaml"), "--json"]) == 0
+    sh = capsys.readouterr().out
+    assert "critic_update" in sep and "critic_update" not in sh
+    sep, sh = json.loads(sep), json.loads(sh)
+    assert sh["total_s"] < sep["total_s"] and sh["memory"]["total"] < sep["memory"]["total"]
+    assert sh["depth_s"] == pytest.approx(sep["depth_s"], rel=1e-3)      # the survey's Sec. 4.7: less work, same depth
