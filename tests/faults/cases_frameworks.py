@@ -102,8 +102,8 @@ for id, fw, data, msg in [
     ("areal-hybrid-moe", "areal",
      b"actor: {backend: 'megatron:(attn:d4p1t2|ffn:d2p1e4)', path: Qwen/Qwen3-30B-A3B}\nrollout: {backend: 'sglang:d8'}\n",
      r"a hybrid MoE layout \(one parallel layout for attention, another for the experts' FFN\) is not modelled"),
-    ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
-     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+    ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d2p2'}\nactor: {backend: 'megatron:d2p2', path: "
+     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"sglang:d2p2'?: pipeline \(p\) and context \(c\) parallelism are not modelled"),
     ("areal-no-batch", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
      r"areal config needs train_dataset.batch_size"),
     ("areal-critic", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n"

@@ -22,9 +22,10 @@ Mapping (key names from AReaL's example configs, ``configs/frameworks/areal/opti
 A ``critic:`` block (AReaL's PPO): PPO with a rule reward (``reward: rule``, a verifier in place of the reward
 model), the critic (``critic.path``) colocated with the actor as the examples schedule it.
 
-The fsdp engine's ``c`` dimension is AReaL's Ulysses sequence parallelism: the train set's ``sp``.
+The fsdp engine's ``c`` dimension is AReaL's Ulysses sequence parallelism: the train set's ``sp``; a megatron
+trainer's ``p`` its pipeline stages: the set's ``pp``.
 
-Refused: pipeline parallelism, or context parallelism outside the fsdp engine, in a backend string, a critic on
+Refused: pipeline parallelism outside a megatron trainer, context parallelism outside the fsdp engine, a critic on
 GPUs of its own, GPU counts beyond the cluster, a model without a shipped config.
 """
 
@@ -61,9 +62,11 @@ def parse_backend(value, key: str) -> tuple[str, dict]:
     # AReaL's FSDP engine runs its c dimension as Ulysses sequence parallelism (areal/engine/fsdp_utils/parallel.py:
     # sp_size is cp_size, set_ulysses_sequence_parallel_group): priced as the set's sp; elsewhere c is context
     # parallelism proper (ring attention), which the predictor does not model
-    if dims["p"] > 1 or (dims["c"] > 1 and m.group(1) != "fsdp"):
+    # a megatron trainer's p is Megatron's pipeline parallelism: the set's pp (1F1B stages)
+    if (dims["p"] > 1 and m.group(1) != "megatron") or (dims["c"] > 1 and m.group(1) != "fsdp"):
         raise RlmLabError(f"areal {key}={value!r}: pipeline (p) and context (c) parallelism are not modelled by the "
-                          f"predictor (c is priced for the fsdp engine only, where AReaL runs it as Ulysses)")
+                          f"predictor here (p is priced for a megatron trainer, c for the fsdp engine, where AReaL "
+                          f"runs it as Ulysses)")
     if min(dims.values()) < 1:
         raise RlmLabError(f"areal {key}={value!r}: every parallel size must be >= 1")
     return m.group(1), dims
@@ -111,7 +114,7 @@ def import_config(path: str, **_):
     k.notes = {f"{other}.*": f"unused: the rollout engine is {ge}"} | k.notes
     if gd["c"] > 1:
         raise RlmLabError(f"areal rollout layout with c{gd['c']}: context parallelism in generation is not modelled")
-    rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"] * td["c"]
+    rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"] * td["c"] * td["p"]
     if td["c"] > 1:
         assumed.append(f"fsdp c{td['c']}: AReaL's Ulysses sequence parallelism (its FSDP engine's sp_size), "
                        f"{td['d']} x {td['c']} ranks, ZeRO-3 over all of them")
@@ -162,7 +165,7 @@ def import_config(path: str, **_):
             if not k.has("ref.backend"):
                 raise RlmLabError(f"areal ref.scheduling_strategy.type={strat!r} needs ref.backend (its GPUs)")
             _, rd = parse_backend(k.get("ref.backend", to="reference GPUs"), "ref.backend")
-            sets.append(set_dict("ref", rd["d"] * rd["t"], tp=rd["t"], key="areal ref.backend"))
+            sets.append(set_dict("ref", rd["d"] * rd["t"] * rd["p"], tp=rd["t"], key="areal ref.backend", pp=rd["p"]))
     else:
         for key in [key for key in k.flat if key.startswith("ref.")]:
             k.use(key, "unused: actor.kl_ctl is 0, no reference model")
@@ -175,9 +178,10 @@ def import_config(path: str, **_):
         k.use("rollout.scheduling_strategy.target", "the actor's GPUs")
         if td["c"] > 1:
             raise RlmLabError("areal colocated rollout with a sequence-parallel (c) trainer: not priced")
-        placement = one_set(roles, tdev, zero, gen_tp=gd["t"], tp=td["t"], assumed=assumed)
+        placement = one_set(roles, tdev, zero, gen_tp=gd["t"], tp=td["t"], assumed=assumed, pp=td["p"])
     else:
-        sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend", sp=td["c"]))
+        sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend", sp=td["c"],
+                                pp=td["p"]))
         where = {"rollout": "rollout"} | {r: "train" for r in train_roles}
         if "reference" in roles and "reference" not in train_roles:
             where["reference"] = "ref"
