@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from rlm_lab.frameworks.importers import import_from, predict_imported
+from rlm_lab.frameworks.importers.advice import candidates
 from rlm_lab.frameworks.importers.corpus import CORPUS, corpus_predictions, entries, sources, spec
 
 
@@ -248,3 +249,17 @@ def test_corpus_mappings_of_the_third_pass():
     # Qwen2.5-32B's shape shipped: 64 layers of hidden 5120
     imp = import_from(spec({"file": "verl/examples/grpo_trainer/run_qwen2_5_32b_fsdp.sh"}))
     assert imp.config["model"].endswith("qwen2.5-32b.config.json")
+
+
+def test_advice_keeps_a_pipeline_parallel_trainers_layout():
+    # the split candidates of a pp 2 x tp 2 trainer keep both (a split that dropped pp would price another run), and
+    # no candidate turns a pipeline-parallel trainer into ZeRO-3
+    imp = import_from(spec({"file": "verl/examples/grpo_trainer/run_qwen3_8b_megatron.sh"}))
+    cands = candidates(imp)
+    splits = [c for _, kind, c in cands if kind == "split" and len(c.config["placement"]["sets"]) == 2]
+    assert splits
+    for c in splits:
+        train = next(s for s in c.config["placement"]["sets"] if s["name"] == "train")
+        assert (train["tp"], train.get("pp"), train["zero"]) == (2, 2, 1)
+        assert train["dp"] * 4 == train["devices"]
+    assert not [d for d, kind, _ in cands if kind == "zero"]

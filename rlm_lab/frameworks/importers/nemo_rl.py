@@ -156,7 +156,7 @@ def import_config(path: str, **_):
         raise RlmLabError(f"nemo-rl {g}backend={backend!r}: vllm, sglang or megatron")
     wl["engine"] = "continuous"
     if need_int(k.get(g + "vllm_cfg.pipeline_parallel_size", 1, "checked: 1"), g + "vllm_cfg.pipeline_parallel_size") > 1:
-        raise RlmLabError(f"nemo-rl {g}vllm_cfg.pipeline_parallel_size > 1: pipeline parallelism is not modelled")
+        raise RlmLabError(f"nemo-rl {g}vllm_cfg.pipeline_parallel_size > 1: pipeline-parallel generation is not priced")
     gen_tp = need_int(k.get(g + "vllm_cfg.tensor_parallel_size", 1, "generation tp"), g + "vllm_cfg.tensor_parallel_size")
     engine = {"what": f"{backend} engine", "max_num_seqs": 256, "memory_fraction": need_num(
         k.get(g + "vllm_cfg.gpu_memory_utilization", 0.6, "the engine's memory share (KV cache)"),
