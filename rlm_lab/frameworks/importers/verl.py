@@ -268,7 +268,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                 "critic.fsdp.param_offload", "critic.fsdp.optimizer_offload"):
         if k.has(key) and algo != "ppo":
             k.use(key, "unused: no critic (group estimator)")
-    assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
+    assumed.append("mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default for FSDP and "
+                   "Megatron)")
     if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
         tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
         wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
@@ -310,7 +311,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         for key in (A + "actor.kl_loss_coef", "algorithm.kl_ctrl.kl_coef"):
             k.use(key, "unused: no KL term")
 
-    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout"), f"verl {A}actor.strategy")
+    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "training layout: fsdp ZeRO-3, megatron its tp/pp/ep"),
+                        f"verl {A}actor.strategy")
     if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
     k.use("critic.strategy", "as the actor's")
