@@ -233,6 +233,19 @@ def test_corpus_values_count_per_framework():
     v = F.corpus_values(rows)
     assert (v["ch08_corpus"], v["ch08_corpus_priced"], v["ch08_corpus_share"]) == ("3", "2", "67 %")
     assert v["ch08_corpus_counts"] == "trl 1 of 1; verl 1 of 2" and v["ch08_corpus_frameworks"] == "2"
+    # one upstream file per framework: its first priced entry with a step, the accelerate config left out
+    rows = [{"framework": "verl", "outcome": "refused", "file": "verl/examples/a.sh", "step_s": None},
+            {"framework": "verl", "outcome": "priced", "file": "verl/examples/b.sh", "step_s": 12.345},
+            {"framework": "verl", "outcome": "priced", "file": "verl/examples/c.sh", "step_s": 1.0},
+            {"framework": "trl", "outcome": "priced", "file": "trl/x.yaml+trl/acc.yaml", "step_s": 0.5}]
+    assert F.corpus_values(rows)["ch08_corpus_upstream"] == "trl x.yaml 500.0 ms; verl examples/b.sh 12.35 s"
+    census = [{"rl_run": True, "outcome": "priced", "why": ""}, {"rl_run": True, "outcome": "does not fit", "why": ""},
+              {"rl_run": True, "outcome": "refused", "why": "x='y': no model config ships for it"},
+              {"rl_run": False, "outcome": "refused", "why": "an SFT run"}]
+    assert F.census_values(census) == {"ch08_census_runs": "3", "ch08_census_priced": "1", "ch08_census_share": "33 %",
+                                       "ch08_census_no_model": "1"}
+    real = F.census_values()
+    assert int(real["ch08_census_runs"]) > int(real["ch08_census_priced"]) > 0
     html = F.corpus_html([{"framework": "verl", "file": "verl/examples/run.sh", "commit": "1dda039b9c63",
                            "outcome": "refused", "why": "verl ... a <reason>", "step_s": None, "critical": None,
                            "memory_per_device_bytes": None}])

@@ -45,10 +45,11 @@ for id, fw, data, msg in [
     ("verl-binary", "verl", bytes(range(256)), r"verl config .*c.yaml is not a text file"),
     ("verl-malformed", "verl", b"data: {train_batch_size: 8\n", r"verl config .*c.yaml is not valid YAML"),
     ("verl-list", "verl", b"- data\n- trainer\n", r"must be a non-empty YAML mapping of verl options"),
-    ("verl-ulysses", "verl", VERL_MODEL + b"  actor: {ulysses_sequence_parallel_size: 4}\n",
-     r"Ulysses sequence parallelism is not modelled by the predictor"),
-    ("verl-pipeline", "verl", VERL_MODEL + b"  actor: {strategy: megatron, megatron: {pipeline_model_parallel_size: 2}}\n",
-     r"pipeline parallelism is not modelled"),
+    ("verl-ulysses", "verl", VERL_MODEL + b"  actor: {ulysses_sequence_parallel_size: 3}\n",
+     r"ulysses_sequence_parallel_size=3 does not divide the trainer's 8 data-parallel ranks"),
+    ("verl-pipeline", "verl", VERL_MODEL + b"  actor: {strategy: megatron, megatron: {pipeline_model_parallel_size: 2}}\n"
+     b"  ref: {megatron: {pipeline_model_parallel_size: 4}}\n",
+     r"ref.megatron.pipeline_model_parallel_size=4 differs from .*pipeline_model_parallel_size=2"),
     ("verl-gpus-word", "verl", VERL_MODEL + b"trainer: {n_gpus_per_node: eight}\n",
      r"trainer.n_gpus_per_node must be an integer >= 1, got 'eight'"),
     ("verl-model-unknown", "verl", b"actor_rollout_ref: {model: {path: org/unknown-70b}}\n",
@@ -101,12 +102,13 @@ for id, fw, data, msg in [
     ("areal-hybrid-moe", "areal",
      b"actor: {backend: 'megatron:(attn:d4p1t2|ffn:d2p1e4)', path: Qwen/Qwen3-30B-A3B}\nrollout: {backend: 'sglang:d8'}\n",
      r"a hybrid MoE layout \(one parallel layout for attention, another for the experts' FFN\) is not modelled"),
-    ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'megatron:d2p2', path: "
-     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"pipeline \(p\) and context \(c\) parallelism are not modelled"),
+    ("areal-pipeline", "areal", b"rollout: {backend: 'sglang:d2p2'}\nactor: {backend: 'megatron:d2p2', path: "
+     b"Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"sglang:d2p2'?: pipeline \(p\) and context \(c\) parallelism are not modelled"),
     ("areal-no-batch", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n",
      r"areal config needs train_dataset.batch_size"),
     ("areal-critic", "areal", b"rollout: {backend: 'sglang:d4'}\nactor: {backend: 'fsdp:d4', path: Qwen/Qwen2.5-1.5B}\n"
-     b"critic: {backend: 'fsdp:d4'}\n", r"areal config has a critic"),
+     b"critic: {backend: 'fsdp:d4', scheduling_strategy: {type: separation}}\n",
+     r"only a critic colocated with the actor is priced"),
     ("areal-too-many-gpus", "areal", b"cluster: {n_nodes: 1, n_gpus_per_node: 8}\nrollout: {backend: 'sglang:d8'}\n"
      b"actor: {backend: 'fsdp:d8', path: Qwen/Qwen2.5-1.5B}\ntrain_dataset: {batch_size: 8}\n", r"rollout \(8\) \+ actor \(8\) GPUs exceed"),
 ]:
@@ -146,10 +148,10 @@ for id, fw, name, data, msg in [
      r"runs no slime train.py or train_async.py command"),
     ("slime-no-model", "slime", "run.sh", b"python3 train.py --rollout-batch-size 8 --colocate\n",
      r"slime arguments need --hf-checkpoint"),
-    ("slime-pp", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --pipeline-model-parallel-size 2\n",
-     r"slime --pipeline-model-parallel-size 2: pipeline parallelism is not modelled by the predictor"),
-    ("slime-ppo", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --advantage-estimator ppo\n",
-     r"slime --advantage-estimator 'ppo' has no predictor algorithm \(slime's PPO trains a critic"),
+    ("slime-cp", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --context-parallel-size 2\n",
+     r"slime --context-parallel-size 2: context parallelism is not modelled by the predictor"),
+    ("slime-estimator", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --advantage-estimator remax\n",
+     r"slime --advantage-estimator 'remax' has no predictor algorithm; known: grpo"),
     ("slime-batch-word", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size many --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate\n",
      r"slime --rollout-batch-size must be an integer, got 'many'"),
     ("slime-gbs-not-dividing", "slime", "run.sh", b"python3 train.py --hf-checkpoint /root/Qwen3-4B --rollout-batch-size 8 --n-samples-per-prompt 4 --rollout-max-response-len 1024 --colocate --global-batch-size 5\n",
@@ -179,12 +181,12 @@ for id, args, msg in [
     ("openrlhf-int-word", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
      "--actor.num_gpus_per_node eight", r"--actor.num_gpus_per_node must be an integer, got 'eight'"),
     ("openrlhf-ring-attention", "--actor.model_name_or_path Qwen/Qwen2.5-7B --ds.ring_attn_size 2",
-     r"ring attention \(sequence parallelism\) is not modelled"),
+     r"ring attention \(context parallelism, each sequence split over a ring of GPUs\) is not modelled"),
     ("openrlhf-colocate-mismatch", "--actor.model_name_or_path Qwen/Qwen2.5-7B --algo.advantage.estimator group_norm "
      "--train.colocate_all --vllm.num_engines 3 --vllm.tensor_parallel_size 2",
      r"--train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size \(3 x 2\) = the actor's 8 GPUs"),
-    ("openrlhf-remote-ppo", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.remote_url http://127.0.0.1:1",
-     r"openrlhf gae \(PPO\) without --reward.model_name_or_path"),
+    ("openrlhf-no-reward-ppo", "--actor.model_name_or_path Qwen/Qwen2.5-7B",
+     r"openrlhf gae \(PPO\) with neither --reward.model_name_or_path nor --reward.remote_url: the run has no reward"),
     ("openrlhf-new-tokens", "--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.model_name_or_path Qwen/Qwen2.5-7B "
      "--data.max_len 100 --rollout.max_new_tokens 200", r"--rollout.max_new_tokens 200 leaves no room for a prompt"),
     ("openrlhf-lora-ref", "--actor.model_name_or_path Qwen/Qwen2.5-7B --algo.advantage.estimator group_norm "

@@ -253,10 +253,10 @@ def _verl(tmp_path, text):
 
 
 @pytest.mark.parametrize("make,msg", [
-    # verl's one-step-off example dapo_7b_math_fsdp2_4_12.sh runs Ulysses sp 4
+    # Ulysses sp is priced (the set's sp) when it divides the trainer's data-parallel ranks, refused when not
     (lambda d: _verl(d, "actor_rollout_ref:\n  model: {path: Qwen/Qwen2.5-7B}\n  hybrid_engine: false\n"
-                        "  actor: {ulysses_sequence_parallel_size: 4}\n"),
-     "verl actor_rollout_ref.actor.ulysses_sequence_parallel_size=4: Ulysses sequence parallelism is not modelled"),
+                        "  actor: {ulysses_sequence_parallel_size: 3}\n"),
+     "verl actor_rollout_ref.actor.ulysses_sequence_parallel_size=3 does not divide the trainer's 8 data-parallel"),
     (lambda d: _verl(d, "actor_rollout_ref:\n  model: {path: deepseek-ai/DeepSeek-V3}\n"),
      "actor_rollout_ref.model.path='deepseek-ai/DeepSeek-V3': no model config ships for it"),
     (lambda d: _verl(d, "algorithm: {adv_estimator: remax}\nactor_rollout_ref: {model: {path: Qwen/Qwen2.5-7B}}\n"),
@@ -264,9 +264,9 @@ def _verl(tmp_path, text):
     # OpenRLHF's train_reinforce_baseline_hybrid_engine.sh uses ring attention
     (lambda d: "openrlhf:--actor.model_name_or_path Qwen/Qwen3-4B-Thinking-2507 --ds.ring_attn_size 2 "
                "--algo.advantage.estimator reinforce_baseline",
-     "openrlhf --ds.ring_attn_size 2: ring attention (sequence parallelism) is not modelled"),
-    (lambda d: "openrlhf:--actor.model_name_or_path Qwen/Qwen2.5-7B --reward.remote_url http://127.0.0.1:5000",
-     "openrlhf gae (PPO) without --reward.model_name_or_path"),
+     "openrlhf --ds.ring_attn_size 2: ring attention (context parallelism, each sequence split over a ring of GPUs) is not modelled"),
+    (lambda d: "openrlhf:--actor.model_name_or_path Qwen/Qwen2.5-7B",
+     "openrlhf gae (PPO) with neither --reward.model_name_or_path nor --reward.remote_url"),
     (lambda d: "openrlhf:--actor.num_gpus_per_node 8", "openrlhf arguments need --actor.model_name_or_path"),
     (lambda d: "areal:" + str(_areal(d, "fsdp:d2p2")), "pipeline (p) and context (c) parallelism are not modelled"),
     (lambda d: "nemo-rl:" + str(_nemo_async_doc(d)), "nemo-rl on 2 nodes with non-colocated generation needs"),

@@ -102,11 +102,15 @@ def test_pipes_redirections_and_lists_end_the_command_as_in_bash(tmp_path):
     assert _words(script)[-1] == "trainer.nnodes=1"
 
 
-def test_script_with_env_override_takes_the_npu_branch_and_is_refused_in_one_line(tmp_path):
+def test_script_with_env_override_takes_the_npu_branch(tmp_path):
+    # the npu branch adds Ulysses sp 4 (priced as the set's sp since issue 38's third pass); the gpu branch has none
     p = tmp_path / "run.sh"
     p.write_text(SCRIPT.replace("DEVICE=${DEVICE:-", "DEVICE=npu #"))
-    with pytest.raises(RlmLabError, match="Ulysses sequence parallelism is not modelled"):
-        import_from(f"verl:{p}")
+    (s,) = import_from(f"verl:{p}").config["placement"]["sets"]
+    assert s.get("sp") == 4 and s["dp"] == 8
+    p.write_text(SCRIPT)
+    (s,) = import_from(f"verl:{p}").config["placement"]["sets"]
+    assert "sp" not in s
 
 
 def test_verl_script_composed_by_hydra_maps_by_hand(tmp_path):

@@ -365,10 +365,36 @@ def corpus_values(rows: list[dict]) -> dict:
     n, priced = len(rows), sum(r["outcome"] == "priced" for r in rows)
     per = Counter(r["framework"] for r in rows)
     ok = Counter(r["framework"] for r in rows if r["outcome"] == "priced")
+    # one upstream run script (or config, for the frameworks run from one) per framework: its first priced entry
+    first: dict = {}
+    for r in rows:
+        if r["outcome"] == "priced" and r.get("step_s") is not None:
+            first.setdefault(r["framework"], r)
     return {"ch08_corpus": str(n), "ch08_corpus_priced": str(priced),
             "ch08_corpus_share": f"{100 * priced / n:.0f} %" if n else "-",
             "ch08_corpus_frameworks": str(len(per)),
-            "ch08_corpus_counts": "; ".join(f"{fw} {ok[fw]} of {per[fw]}" for fw in sorted(per))}
+            "ch08_corpus_counts": "; ".join(f"{fw} {ok[fw]} of {per[fw]}" for fw in sorted(per)),
+            "ch08_corpus_upstream": "; ".join(
+                f"{fw} {r['file'].split('+')[0].split('/', 1)[1]} {_num(r['step_s'], 's')}"
+                for fw, r in sorted(first.items()))}
+
+
+def census_values(rows: list[dict] | None = None) -> dict:
+    """The census of every candidate file (data/configs/corpus_census.tsv, read when ``rows`` is None): RL runs,
+    how many priced (fitting), the share, and how many were refused for want of a shipped model config, the
+    largest class; ``{}`` without the importers."""
+    if rows is None:
+        try:
+            from ...frameworks.importers.census import read_census  # noqa: PLC0415  optional: guarded by except ImportError
+        except ImportError:
+            return {}
+        rows = read_census()
+    rl = [r for r in rows if r["rl_run"]]
+    priced = sum(r["outcome"] == "priced" for r in rl)
+    no_model = sum(r["outcome"] == "refused" and "no model config ships" in r["why"] for r in rl)
+    return {"ch08_census_runs": str(len(rl)), "ch08_census_priced": str(priced),
+            "ch08_census_share": f"{100 * priced / len(rl):.0f} %" if rl else "-",
+            "ch08_census_no_model": str(no_model)}
 
 
 def example_html(rows: list[dict]) -> str:

@@ -87,10 +87,13 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
         s = sets[aname]
         devices, zero = s["devices"], s.get("zero", 0)
         gen_tp = s.get("gen_tp") or s.get("tp", 1)
+        pp = s.get("pp", 1)
         for r in set_sizes(devices):
-            if r >= devices or r % gen_tp:
+            if r >= devices or r % gen_tp or (devices - r) % (s.get("tp", 1) * pp):
                 continue
-            two = _two(p, roles, r, devices - r, gen_tp, max(zero, 3) if zero else 3, s.get("tp", 1))
+            # the trainer keeps its layout (tp, pp; a pipeline-parallel trainer its ZeRO stage)
+            two = _two(p, roles, r, devices - r, gen_tp, zero if pp > 1 else max(zero, 3) if zero else 3,
+                       s.get("tp", 1), pp)
             out.append((f"split: rollout on {r} GPUs, training on {devices - r} (synchronous)", "split",
                         imp.with_changes(placement=two, mode="sync", eta=0)))
             out.append((f"split + mode: rollout on {r} GPUs, training on {devices - r}, one-step-off (eta 1)", "split",
@@ -100,7 +103,7 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
                 q = copy.deepcopy(p)
                 q["sets"][0]["gen_tp"] = t if t > 1 else 0
                 out.append((f"TP: generation tensor-parallel size {gen_tp} -> {t}", "tp", imp.with_changes(placement=q)))
-        if zero < 3 and s.get("tp", 1) == 1:
+        if zero < 3 and s.get("tp", 1) == 1 and pp == 1:
             out.append((f"ZeRO: stage {zero} -> 3 with the hybrid engine (generation tp {gen_tp})", "zero",
                         imp.with_changes(placement=one_set(roles, devices, 3, gen_tp=gen_tp))))
         return out
@@ -108,14 +111,14 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
     rtp = rs.get("tp", 1)
     both = rs["devices"] + ts["devices"]
     for r in set_sizes(both):
-        if r >= both or r == rs["devices"] or r % rtp or (both - r) % ts.get("tp", 1):
+        if r >= both or r == rs["devices"] or r % rtp or (both - r) % (ts.get("tp", 1) * ts.get("pp", 1)):
             continue
         q = copy.deepcopy(p)
         for s in q["sets"]:
             if s["name"] == rname:
                 s.update(devices=r, dp=r // rtp)
             elif s["name"] == aname:
-                s.update(devices=both - r, dp=(both - r) // s.get("tp", 1))
+                s.update(devices=both - r, dp=(both - r) // (s.get("tp", 1) * s.get("pp", 1)))
         out.append((f"split: rollout {rs['devices']} -> {r} GPUs, training {ts['devices']} -> {both - r}", "split",
                     imp.with_changes(placement=q)))
     total = sum(s["devices"] for s in p["sets"])
@@ -135,7 +138,7 @@ def candidates(imp: Imported, max_tp: int = 8) -> list[tuple[str, str, Imported]
                 if s["name"] == rname:
                     s.update(tp=t, dp=s["devices"] // t)
             out.append((f"TP: rollout tensor-parallel size {rtp} -> {t}", "tp", imp.with_changes(placement=q)))
-    if ts.get("zero", 0) < 3 and ts.get("tp", 1) == 1:
+    if ts.get("zero", 0) < 3 and ts.get("tp", 1) == 1 and ts.get("pp", 1) == 1:
         q = copy.deepcopy(p)
         for s in q["sets"]:
             if s["name"] == aname:
@@ -170,9 +173,10 @@ def set_sizes(devices: int) -> list[int]:
     return sorted(x for x in sizes | {devices} if x <= devices)
 
 
-def _two(p, roles, r, t, gen_tp, zero, tp):
+def _two(p, roles, r, t, gen_tp, zero, tp, pp=1):
     """A two-set placement from a one-set one (rollout alone, every other role on the trainer's set)."""
-    return {"name": "disaggregated", "sets": [set_dict("rollout", r, tp=gen_tp), set_dict("train", t, tp=tp, zero=zero)],
+    return {"name": "disaggregated", "sets": [set_dict("rollout", r, tp=gen_tp),
+                                              set_dict("train", t, tp=tp, zero=zero, pp=pp)],
             "roles": {x: ("rollout" if x == "rollout" else "train") for x in roles}, "sync": "collective",
             "reshard": False}
 

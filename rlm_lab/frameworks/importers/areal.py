@@ -19,8 +19,14 @@ Mapping (key names from AReaL's example configs, ``configs/frameworks/areal/opti
   ``sglang.mem_fraction_static`` (or ``vllm.gpu_memory_utilization``); LoRA: ``actor.use_lora``, ``lora_rank``,
   ``target_modules``.
 
-Refused: pipeline or context parallelism in a backend string, a critic (AReaL's PPO scores with a rule, the
-predictor's PPO places a reward model), GPU counts beyond the cluster, a model without a shipped config.
+A ``critic:`` block (AReaL's PPO): PPO with a rule reward (``reward: rule``, a verifier in place of the reward
+model), the critic (``critic.path``) colocated with the actor as the examples schedule it.
+
+The fsdp engine's ``c`` dimension is AReaL's Ulysses sequence parallelism: the train set's ``sp``; a megatron
+trainer's ``p`` its pipeline stages: the set's ``pp``.
+
+Refused: pipeline parallelism outside a megatron trainer, context parallelism outside the fsdp engine, a critic on
+GPUs of its own, GPU counts beyond the cluster, a model without a shipped config.
 """
 
 from __future__ import annotations
@@ -53,9 +59,14 @@ def parse_backend(value, key: str) -> tuple[str, dict]:
         raise RlmLabError(f"areal {key}={value!r} is not an AReaL backend string ENGINE:dims such as sglang:d4t1 or "
                           f"fsdp:d4 (areal/api/alloc_mode.py)")
     dims = {"d": 1, "p": 1, "t": 1, "c": 1, "e": 1} | {a: int(b) for a, b in re.findall(r"([dptce])(\d+)", m.group(2))}
-    if dims["p"] > 1 or dims["c"] > 1:
+    # AReaL's FSDP engine runs its c dimension as Ulysses sequence parallelism (areal/engine/fsdp_utils/parallel.py:
+    # sp_size is cp_size, set_ulysses_sequence_parallel_group): priced as the set's sp; elsewhere c is context
+    # parallelism proper (ring attention), which the predictor does not model
+    # a megatron trainer's p is Megatron's pipeline parallelism: the set's pp (1F1B stages)
+    if (dims["p"] > 1 and m.group(1) != "megatron") or (dims["c"] > 1 and m.group(1) != "fsdp"):
         raise RlmLabError(f"areal {key}={value!r}: pipeline (p) and context (c) parallelism are not modelled by the "
-                          f"predictor")
+                          f"predictor here (p is priced for a megatron trainer, c for the fsdp engine, where AReaL "
+                          f"runs it as Ulysses)")
     if min(dims.values()) < 1:
         raise RlmLabError(f"areal {key}={value!r}: every parallel size must be >= 1")
     return m.group(1), dims
@@ -68,9 +79,16 @@ def import_config(path: str, **_):
     if not any(key.startswith(("rollout.", "gconfig.")) for key in k.flat) and not k.has("allocation_mode"):
         raise RlmLabError(f"areal config {path} has no rollout or gconfig block: an SFT (or other non-RL) "
                           f"experiment, nothing to price as an RL step")
+    critic = None
     if any(key.startswith("critic.") for key in k.flat):
-        raise RlmLabError("areal config has a critic: AReaL's PPO scores with a rule, while the predictor's PPO places "
-                          "a reward model; drop the critic to predict GRPO")
+        # AReaL's PPO (a critic block): the critic trained beside the actor, the reward a rule (a verifier, no reward
+        # model: reward "rule")
+        strat = k.get("critic.scheduling_strategy.type", "colocation", "critic placement")
+        if strat != "colocation" or k.get("critic.scheduling_strategy.target", "actor", "the actor's GPUs") != "actor":
+            raise RlmLabError(f"areal critic.scheduling_strategy={strat!r} (target "
+                              f"{k.flat.get('critic.scheduling_strategy.target')!r}): only a critic colocated with "
+                              f"the actor is priced")
+        critic = resolve_model(k.get("critic.path", k.flat.get("actor.path"), "critic"), "critic.path")
     model = resolve_model(k.get("actor.path", to="model"), "actor.path")
     if k.has("allocation_mode"):
         alloc = need_str(k.get("allocation_mode", to="rollout + actor GPUs"), "areal allocation_mode")
@@ -94,7 +112,12 @@ def import_config(path: str, **_):
         raise RlmLabError(f"areal training engine {te!r}: fsdp, megatron or archon")
     other = "vllm" if ge == "sglang" else "sglang"
     k.notes = {f"{other}.*": f"unused: the rollout engine is {ge}"} | k.notes
-    rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"]
+    if gd["c"] > 1:
+        raise RlmLabError(f"areal rollout layout with c{gd['c']}: context parallelism in generation is not modelled")
+    rdev, tdev = gd["d"] * gd["t"], td["d"] * td["t"] * td["c"] * td["p"]
+    if td["c"] > 1:
+        assumed.append(f"fsdp c{td['c']}: AReaL's Ulysses sequence parallelism (its FSDP engine's sp_size), "
+                       f"{td['d']} x {td['c']} ranks, ZeRO-3 over all of them")
     nodes = need_int(k.get("cluster.n_nodes", 1, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_nodes")
     per_node = need_int(k.get("cluster.n_gpus_per_node", 8, "cluster GPUs = n_nodes x n_gpus_per_node"), "cluster.n_gpus_per_node")
     shared = colocated_alloc or k.flat.get("rollout.scheduling_strategy.type") == "colocation"
@@ -128,8 +151,9 @@ def import_config(path: str, **_):
         wl["recompute_old"] = need_bool(k.get("actor.recompute_logprob", to="workload.recompute_old"),
                                         "actor.recompute_logprob")
     beta = need_num(k.get("actor.kl_ctl", 0.0, "beta (0: no reference model)"), "actor.kl_ctl")
-    roles = roles_of("grpo", beta)
-    train_roles = ["actor"]
+    algorithm = "ppo" if critic else "grpo"
+    roles = roles_of(algorithm, beta, "rule")
+    train_roles = ["actor"] + (["critic"] if critic else [])
     sets = [set_dict("rollout", rdev, tp=gd["t"], key="areal rollout.backend")]
     if "reference" in roles:
         # every AReaL example colocates the reference with the actor (scheduling_strategy colocation, target actor)
@@ -141,7 +165,7 @@ def import_config(path: str, **_):
             if not k.has("ref.backend"):
                 raise RlmLabError(f"areal ref.scheduling_strategy.type={strat!r} needs ref.backend (its GPUs)")
             _, rd = parse_backend(k.get("ref.backend", to="reference GPUs"), "ref.backend")
-            sets.append(set_dict("ref", rd["d"] * rd["t"], tp=rd["t"], key="areal ref.backend"))
+            sets.append(set_dict("ref", rd["d"] * rd["t"] * rd["p"], tp=rd["t"], key="areal ref.backend", pp=rd["p"]))
     else:
         for key in [key for key in k.flat if key.startswith("ref.")]:
             k.use(key, "unused: actor.kl_ctl is 0, no reference model")
@@ -152,9 +176,12 @@ def import_config(path: str, **_):
         if rdev != tdev:
             raise RlmLabError(f"areal colocated rollout ({rdev} GPUs) and actor ({tdev} GPUs) must have the same GPUs")
         k.use("rollout.scheduling_strategy.target", "the actor's GPUs")
-        placement = one_set(roles, tdev, zero, gen_tp=gd["t"], tp=td["t"], assumed=assumed)
+        if td["c"] > 1:
+            raise RlmLabError("areal colocated rollout with a sequence-parallel (c) trainer: not priced")
+        placement = one_set(roles, tdev, zero, gen_tp=gd["t"], tp=td["t"], assumed=assumed, pp=td["p"])
     else:
-        sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend"))
+        sets.insert(1, set_dict("train", tdev, tp=td["t"], zero=zero, key="areal actor.backend", sp=td["c"],
+                                pp=td["p"]))
         where = {"rollout": "rollout"} | {r: "train" for r in train_roles}
         if "reference" in roles and "reference" not in train_roles:
             where["reference"] = "ref"
@@ -167,8 +194,10 @@ def import_config(path: str, **_):
     frac_key = "sglang.mem_fraction_static" if ge == "sglang" else "vllm.gpu_memory_utilization"
     engine = {"what": f"{ge} server", "max_num_seqs": max(1, math.ceil(conc / gd["d"])), "in_flight": conc,
               "memory_fraction": need_num(k.get(frac_key, 0.8, "the engine's memory share (KV cache)"), frac_key)}
-    cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
+    cfg = {"model": model, "algorithm": algorithm, "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": nodes * per_node, "kind": "gpu"}}
+    if critic:
+        cfg |= {"critic": critic, "reward": "rule"}
     if need_bool(k.get("actor.use_lora", False, "LoRA"), "actor.use_lora"):
         cfg["lora"] = {"rank": need_int(k.get("actor.lora_rank", 32, "lora.rank"), "actor.lora_rank"),
                        "targets": k.get("actor.target_modules", None, "lora.targets") or "all-linear"}

@@ -45,6 +45,19 @@ def census(root: Path) -> list[dict]:
     return rows
 
 
+CENSUS = Path(__file__).resolve().parents[3] / "data" / "configs" / "corpus_census.tsv"
+
+
+def read_census(path: Path = CENSUS) -> list[dict]:
+    """The census record's rows (framework, file, rl_run, outcome, why), as :func:`main` wrote them."""
+    rows = []
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            fw, f, rl, outcome, why = (line.split("\t") + [""])[:5]
+            rows.append({"framework": fw, "file": f, "rl_run": rl == "true", "outcome": outcome, "why": why})
+    return rows
+
+
 def counts(rows: list[dict]) -> dict:
     """Per framework: files, RL runs, priced, does not fit."""
     out: dict = {}

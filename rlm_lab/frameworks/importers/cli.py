@@ -71,9 +71,11 @@ def run_flags(args, imp) -> None:
         if zero is not None:
             s["zero"] = zero
         if tp is not None:
-            if s["devices"] % tp:
-                raise RlmLabError(f"--tp {tp} does not divide set {s['name']!r}'s {s['devices']} GPUs")
-            s.update(tp=tp, dp=s["devices"] // tp)
+            pp = s.get("pp", 1)
+            if s["devices"] % (tp * pp):
+                raise RlmLabError(f"--tp {tp}{f' x its pp {pp}' if pp > 1 else ''} does not divide set "
+                                  f"{s['name']!r}'s {s['devices']} GPUs")
+            s.update(tp=tp, dp=s["devices"] // (tp * pp))
     if gen_tp is not None:
         if rollout["devices"] % gen_tp:
             raise RlmLabError(f"--gen-tp {gen_tp} does not divide set {rollout['name']!r}'s {rollout['devices']} GPUs")
@@ -81,10 +83,12 @@ def run_flags(args, imp) -> None:
             rollout["gen_tp"] = gen_tp if gen_tp > 1 else 0
         else:
             rollout.update(tp=gen_tp, dp=rollout["devices"] // gen_tp)
-    if p.get("reshard") and any(s["zero"] != 3 or s.get("tp", 1) != 1 for s in trainer if s is rollout):
+    if p.get("reshard") and any((s["zero"] != 3 or s.get("tp", 1) != 1) and s.get("pp", 1) == 1
+                                for s in trainer if s is rollout):
         p.update(reshard=False, name="colocated")
         rollout["gen_tp"] = 0
-        imp.assumed.append("the flags leave no ZeRO-3 trainer to reshard: generation priced at the training layout")
+        imp.assumed.append("the flags leave no ZeRO-3 or pipeline-parallel trainer to reshard: generation priced at "
+                           "the training layout")
     for flag, v in (("--zero", zero), ("--tp", tp), ("--gen-tp", gen_tp)):
         if v is not None:
             imp.assumed.append(f"{flag} {v} (flag) replaces the config's layout")

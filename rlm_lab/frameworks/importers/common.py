@@ -3,12 +3,13 @@ the model map, the predict config an import produces, and the prediction of the 
 
 An import is an :class:`Imported`: a predict config (``model``, ``algorithm``, ``hardware``, ``beta``,
 ``workload``, ``placement`` as a full ``{sets, roles}`` mapping, ``cluster``, ``lora``; the keys of
-``rlm-lab predict``, see :mod:`rlm_lab.cost.cli`), the execution mode (``sync``, ``one_step_off`` or ``async``
+``rlm-lab predict``, see :mod:`rlm_lab.cost.cli`; and ``reward``: ``rule`` for a PPO scored by a rule, a verifier in
+place of the reward model, :func:`import_algorithm`), the execution mode (``sync``, ``one_step_off`` or ``async``
 with a staleness bound eta, :mod:`rlm_lab.cost.asynchrony`) and three lists: every key of the framework's config
 that the import **used** (and what it set), that it **ignored** (an option the framework has, per its own schema
 file shipped as ``configs/frameworks/<framework>/options.txt``, that the predictor does not price) and that it
 **did not know** (not in that schema: a typo, or an option newer than the schema). What the predictor cannot
-express (pipeline parallelism, sequence parallelism, a model with no shipped config...) is refused with one line.
+express (context parallelism, ring attention, a model with no shipped config...) is refused with one line.
 
 The mode's step time (:func:`predict_imported`): the synchronous step of the placement
 (:func:`rlm_lab.cost.placement.predict_placement`) split into generation g (reshard + generation phase), the
@@ -35,6 +36,7 @@ from ...cost.hardware import load_profile
 from ...cost.placement import _Predictor, predict_placement
 from ...cost.placement_config import cluster_from, format_placement, placement_from
 from ...cost.placement_spec import roles_for
+from ...cost.run_input import run_algorithm
 from ...cost.spec import model_spec
 from ...cost.units import _bytes, _seconds
 from ...cost.workload import algorithm as algo
@@ -59,6 +61,9 @@ MODEL_MAP = {
     "qwen/qwen2.5-3b": "qwen2.5-3b", "qwen/qwen2.5-3b-instruct": "qwen2.5-3b",
     "qwen/qwen2.5-1.5b": "qwen2.5-1.5b", "qwen/qwen2.5-1.5b-instruct": "qwen2.5-1.5b",
     "qwen/qwen2.5-math-1.5b": "qwen2.5-1.5b",
+    # Qwen2.5-32B (hidden 5120, 64 layers, 40/8 heads, MLP 27648, vocabulary 152064, untied; its config.json,
+    # https://huggingface.co/Qwen/Qwen2.5-32B/blob/main/config.json); the instruct model keeps the shape
+    "qwen/qwen2.5-32b": "qwen2.5-32b", "qwen/qwen2.5-32b-instruct": "qwen2.5-32b",
     # Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads, MLP 4864, vocabulary 151936, tied)
     "qwen/qwen2.5-0.5b": "qwen2.5-0.5b", "qwen/qwen2.5-0.5b-instruct": "qwen2.5-0.5b",
     # Llama-3-8B's shape (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocabulary 128256), which Llama-3.1-8B
@@ -310,43 +315,57 @@ def load_yaml(path, framework: str) -> dict:
 
 
 # ---- placements -------------------------------------------------------------------------------------
-def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "", ep: int = 1) -> dict:
-    if devices % tp:
-        raise RlmLabError(f"{key or name}: tensor-parallel size {tp} does not divide the set's {devices} GPUs")
+def set_dict(name: str, devices: int, tp: int = 1, zero: int = 0, gen_tp: int = 0, key: str = "", ep: int = 1,
+             pp: int = 1, sp: int = 1) -> dict:
+    if devices % (tp * pp):
+        what = f"tensor-parallel size {tp}" + (f" x pipeline-parallel size {pp}" if pp > 1 else "")
+        raise RlmLabError(f"{key or name}: {what} does not divide the set's {devices} GPUs")
     if gen_tp and devices % gen_tp:
         raise RlmLabError(f"{key or name}: generation tensor-parallel size {gen_tp} does not divide {devices} GPUs")
-    if ep > 1 and (devices // tp) % ep:
-        raise RlmLabError(f"{key or name}: expert-parallel size {ep} does not divide the set's {devices // tp} "
-                          f"data-parallel ranks ({devices} GPUs / tp {tp}); Megatron may spread experts over tensor-"
-                          f"parallel ranks too, the predictor places them over data-parallel ranks only")
-    d = {"name": name, "devices": devices, "kind": "gpu", "dp": devices // tp, "tp": tp, "zero": zero,
-         "gen_tp": gen_tp}
-    return d | ({"ep": ep} if ep > 1 else {})
+    dp = devices // (tp * pp)
+    if ep > 1 and dp % ep:
+        raise RlmLabError(f"{key or name}: expert-parallel size {ep} does not divide the set's {dp} "
+                          f"data-parallel ranks ({devices} GPUs / tp {tp}{f' / pp {pp}' if pp > 1 else ''}); Megatron "
+                          f"may spread experts over tensor-parallel ranks too, the predictor places them over "
+                          f"data-parallel ranks only")
+    if sp > 1 and dp % sp:
+        raise RlmLabError(f"{key or name}: sequence-parallel size {sp} does not divide the set's {dp} data-parallel "
+                          f"ranks")
+    d = {"name": name, "devices": devices, "kind": "gpu", "dp": dp, "tp": tp, "zero": zero, "gen_tp": gen_tp}
+    return d | ({"ep": ep} if ep > 1 else {}) | ({"pp": pp} if pp > 1 else {}) | ({"sp": sp} if sp > 1 else {})
 
 
-def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1, assumed=None) -> dict:
+def one_set(roles, devices: int, zero: int, gen_tp: int = 1, tp: int = 1, ep: int = 1, assumed=None,
+            pp: int = 1, sp: int = 1) -> dict:
     """Every role on one set: the hybrid engine (FSDP/ZeRO-3 resharded into generation TP ``gen_tp``) when the
-    training is ZeRO-3, else colocated with the training layout (tensor-parallel size ``tp``, expert-parallel ``ep``).
-    The predictor reshards only a ZeRO-3 trainer, so a colocated engine whose TP differs from the training TP is
-    priced at the training TP and ``assumed`` says so (before, the training TP and EP were dropped too: NeMo-RL's
-    Megatron recipes were priced at TP 1)."""
+    training is ZeRO-3, else colocated with the training layout (tensor-parallel size ``tp``, expert-parallel ``ep``,
+    Ulysses ``sp``).
+    The predictor reshards only a ZeRO-3 trainer or a pipeline-parallel one (``pp`` > 1, Megatron's 1F1B stages:
+    resharded into ``gen_tp``, the engine's TP), so a colocated engine whose TP differs from the training TP is
+    otherwise priced at the training TP and ``assumed`` says so (before, the training TP and EP were dropped too:
+    NeMo-RL's Megatron recipes were priced at TP 1)."""
     gen = gen_tp if gen_tp and gen_tp > 1 else 0
-    if zero == 3 and tp == 1:
-        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen, ep=ep)],
+    if zero == 3 and tp == 1 and pp == 1:
+        return {"name": "hybrid", "sets": [set_dict("all", devices, zero=3, gen_tp=gen, ep=ep, sp=sp)],
+                "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
+    if pp > 1:
+        return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, gen_tp=gen, ep=ep, pp=pp,
+                                                       sp=sp)],
                 "roles": {r: "all" for r in roles}, "sync": "none", "reshard": True}
     if gen and gen != tp and assumed is not None:
         assumed.append(f"generation priced at the training layout (tp {tp}{f', ep {ep}' if ep > 1 else ''}), not "
-                       f"the engine's tp {gen}: the predictor reshards only a ZeRO-3 (FSDP) trainer")
-    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, ep=ep)],
+                       f"the engine's tp {gen}: the predictor reshards only a ZeRO-3 (FSDP) or pipeline-parallel "
+                       f"trainer")
+    return {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, zero=zero, ep=ep, sp=sp)],
             "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
 
 
 def two_sets(roles, rollout_devices: int, train_devices: int, rollout_tp: int, zero: int, tp: int = 1,
-             ep: int = 1) -> dict:
+             ep: int = 1, pp: int = 1, sp: int = 1) -> dict:
     """Rollout on its own set, every other role on the trainer's; weights broadcast (NCCL) after each update."""
     return {"name": "disaggregated",
-            "sets": [set_dict("rollout", rollout_devices, tp=rollout_tp), set_dict("train", train_devices, tp=tp,
-                                                                                   zero=zero, ep=ep)],
+            "sets": [set_dict("rollout", rollout_devices, tp=rollout_tp),
+                     set_dict("train", train_devices, tp=tp, zero=zero, ep=ep, pp=pp, sp=sp)],
             "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
             "reshard": False}
 
@@ -367,8 +386,17 @@ def mean_response(resp) -> float:
     return sum(xs) / len(xs)
 
 
-def roles_of(algorithm: str, beta) -> tuple:
-    return roles_for(algo(algorithm, beta))
+def import_algorithm(algorithm: str, beta, reward: str = "model"):
+    """The cost model's algorithm of an import: PPO whose reward is a rule (``reward="rule"``: a verifier, no reward
+    model; :func:`rlm_lab.cost.run_input.run_algorithm`, as our own PPO runs) or as :data:`rlm_lab.stages.MODELS_HELD`
+    places it (``"model"``: PPO with a reward model)."""
+    if reward not in ("model", "rule"):
+        raise RlmLabError(f"reward must be 'model' or 'rule', got {reward!r}")
+    return run_algorithm(algorithm, beta) if reward == "rule" else algo(algorithm, beta)
+
+
+def roles_of(algorithm: str, beta, reward: str = "model") -> tuple:
+    return roles_for(import_algorithm(algorithm, beta, reward))
 
 
 # ---- the import ------------------------------------------------------------------------------------
@@ -572,12 +600,14 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
         from ...cost.offload import check_offload, note  # noqa: PLC0415  name clash: note means something else in this module
 
         extra.append(note(check_offload(offload)))
+    reward = cfg.get("reward", "model")
     key = (str(cfg["model"]), cfg["algorithm"], repr(sorted((cfg.get("workload") or {}).items())), cfg["hardware"],
-           cfg.get("beta"))
+           cfg.get("beta"), reward)
     pr = _cache.get(key) if _cache is not None else None
     if pr is None:
-        pr = _Predictor(cfg["model"], cfg["algorithm"], cfg.get("workload") or {}, cfg["hardware"],
-                        cfg.get("critic"), cfg.get("reward_model"), cfg.get("beta"))
+        pr = _Predictor(cfg["model"], import_algorithm(cfg["algorithm"], cfg.get("beta"), reward),
+                        cfg.get("workload") or {}, cfg["hardware"], cfg.get("critic"), cfg.get("reward_model"),
+                        cfg.get("beta"))
         if _cache is not None:
             _cache[key] = pr
     cluster = cluster_from(cfg.get("cluster"), pr.prof, pr.wl.devices)

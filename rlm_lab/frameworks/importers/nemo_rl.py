@@ -20,9 +20,11 @@ Mapping (key names and defaults from ``examples/configs/grpo_math_1B.yaml``, the
 - engine: ``policy.generation.backend`` vllm, sglang or megatron -> continuous batching with KV budget
   ``vllm_cfg.gpu_memory_utilization``; LoRA: ``dtensor_cfg.lora_cfg`` (``dim``, ``match_all_linear``).
 
-Refused: pipeline or context parallelism (``megatron_cfg.pipeline_model_parallel_size``,
-``context_parallel_size``, ``vllm_cfg.pipeline_parallel_size`` > 1), a split NeMo-RL itself rejects, a model
-without a shipped config.
+Megatron pipeline parallelism (``megatron_cfg.pipeline_model_parallel_size``) -> the set's ``pp`` (1F1B stages,
+resharded into the engine's TP).
+
+Refused: context parallelism (``context_parallel_size`` > 1), pipeline-parallel generation
+(``vllm_cfg.pipeline_parallel_size`` > 1), a split NeMo-RL itself rejects, a model without a shipped config.
 """
 
 from __future__ import annotations
@@ -123,10 +125,12 @@ def import_config(path: str, **_):
     megatron = need_bool(k.get("policy.megatron_cfg.enabled", False, "training backend"), "policy.megatron_cfg.enabled")
     if megatron:
         m = "policy.megatron_cfg."
-        for key in ("pipeline_model_parallel_size", "context_parallel_size"):
-            if need_int(k.get(m + key, 1, "checked: 1"), m + key) > 1:
-                raise RlmLabError(f"nemo-rl {m}{key}={k.flat[m + key]}: not modelled by the predictor (pipeline and "
-                                  f"context parallelism)")
+        if need_int(k.get(m + "context_parallel_size", 1, "checked: 1"), m + "context_parallel_size") > 1:
+            raise RlmLabError(f"nemo-rl {m}context_parallel_size={k.flat[m + 'context_parallel_size']}: context "
+                              f"parallelism is not modelled by the predictor")
+        pp = need_int(k.get(m + "pipeline_model_parallel_size", 1, "training pp (Megatron's 1F1B stages, resharded "
+                                                                  "into the engine's tp)"),
+                      m + "pipeline_model_parallel_size")
         tp = need_int(k.get(m + "tensor_model_parallel_size", 1, "training tp"), m + "tensor_model_parallel_size")
         ep = need_int(k.get(m + "expert_model_parallel_size", 1, "training ep (MoE experts split)"),
                       m + "expert_model_parallel_size")
@@ -140,7 +144,7 @@ def import_config(path: str, **_):
             raise RlmLabError(f"nemo-rl {d}context_parallel_size={k.flat[d + 'context_parallel_size']}: context "
                               f"parallelism is not modelled by the predictor")
         tp = need_int(k.get(d + "tensor_parallel_size", 1, "training tp"), d + "tensor_parallel_size")
-        ep = 1
+        ep, pp = 1, 1
         zero = 3
         wl["gradient_checkpointing"] = need_bool(k.get(d + "activation_checkpointing", False,
                                                        "workload.gradient_checkpointing"), d + "activation_checkpointing")
@@ -152,7 +156,7 @@ def import_config(path: str, **_):
         raise RlmLabError(f"nemo-rl {g}backend={backend!r}: vllm, sglang or megatron")
     wl["engine"] = "continuous"
     if need_int(k.get(g + "vllm_cfg.pipeline_parallel_size", 1, "checked: 1"), g + "vllm_cfg.pipeline_parallel_size") > 1:
-        raise RlmLabError(f"nemo-rl {g}vllm_cfg.pipeline_parallel_size > 1: pipeline parallelism is not modelled")
+        raise RlmLabError(f"nemo-rl {g}vllm_cfg.pipeline_parallel_size > 1: pipeline-parallel generation is not priced")
     gen_tp = need_int(k.get(g + "vllm_cfg.tensor_parallel_size", 1, "generation tp"), g + "vllm_cfg.tensor_parallel_size")
     engine = {"what": f"{backend} engine", "max_num_seqs": 256, "memory_fraction": need_num(
         k.get(g + "vllm_cfg.gpu_memory_utilization", 0.6, "the engine's memory share (KV cache)"),
@@ -164,7 +168,7 @@ def import_config(path: str, **_):
     colocated = need_bool(k.get(g + "colocated.enabled", True, "placement"), g + "colocated.enabled")
     r = g + "colocated.resources."
     if colocated:
-        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp, ep=ep, assumed=assumed)
+        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp, ep=ep, assumed=assumed, pp=pp)
         for key in ("gpus_per_node", "num_nodes"):
             k.use(r + key, "unused: generation colocated")
     else:
@@ -183,7 +187,7 @@ def import_config(path: str, **_):
             if rn >= nodes:
                 raise RlmLabError(f"nemo-rl {r}num_nodes={rn} leaves no node of {nodes} for training")
             rollout, train = rn * per_node, (nodes - rn) * per_node
-        placement = two_sets(roles, rollout, train, gen_tp, zero, tp, ep)
+        placement = two_sets(roles, rollout, train, gen_tp, zero, tp, ep, pp)
         assumed.append("weights sent to the generation GPUs (NCCL) after each step")
     mode, eta = "sync", 0
     if need_bool(k.get("grpo.async_grpo.enabled", False, "mode async"), "grpo.async_grpo.enabled"):

@@ -31,8 +31,12 @@ Mapping (names and defaults from ``openrlhf/cli/train_ppo_ray.py``):
 - response lengths: ``--rollout.max_new_tokens`` is the cap; lengths from the cost model's stated default
   distribution under it (rlm_lab.cost.workload.assumed_lengths), printed as assumed.
 
-Refused: ring attention (``--ds.ring_attn_size`` > 1, sequence parallelism), PPO with a remote reward (the
-predictor's PPO places a reward model), a reward model with a group estimator, a model without a shipped config.
+PPO (gae) with ``--reward.remote_url`` and no reward model: a rule reward (``reward: rule``, a verifier in place
+of the reward model), the critic from ``--critic.model_name_or_path`` or else the actor's model (as
+``train_ppo_ray.py`` sets it).
+
+Refused: ring attention (``--ds.ring_attn_size`` > 1, context parallelism), PPO with no reward at all, a reward
+model with a group estimator, a model without a shipped config.
 """
 
 from __future__ import annotations
@@ -221,17 +225,29 @@ def import_config(arg: str, **_):
     algo = ESTIMATORS[est]
     k.use("algo.advantage.estimator", f"algorithm {algo}")
     if _int(k, "ds.ring_attn_size", 1, "checked: 1 (no ring attention)") > 1:
-        raise RlmLabError(f"openrlhf --ds.ring_attn_size {k.flat['ds.ring_attn_size']}: ring attention (sequence "
-                          f"parallelism) is not modelled by the predictor; predict with 1")
+        raise RlmLabError(f"openrlhf --ds.ring_attn_size {k.flat['ds.ring_attn_size']}: ring attention (context "
+                          f"parallelism, each sequence split over a ring of GPUs) is not modelled by the predictor "
+                          f"(its sp is Ulysses only); predict with 1")
     if k.get("actor.model_name_or_path") is None:
         raise RlmLabError("openrlhf arguments need --actor.model_name_or_path (the policy model)")
     model = resolve_model(k.get("actor.model_name_or_path", to="model"), "--actor.model_name_or_path")
     critic = reward = None
+    scoring = "model"
     rm_path = k.get("reward.model_name_or_path")
-    if algo == "ppo":
-        if rm_path is None:
-            raise RlmLabError("openrlhf gae (PPO) without --reward.model_name_or_path: the predictor's PPO places a "
-                              "reward model; give one, or use a group estimator (group_norm, rloo, reinforce_baseline)")
+    if algo == "ppo" and rm_path is None:
+        if k.get("reward.remote_url") is None:
+            raise RlmLabError("openrlhf gae (PPO) with neither --reward.model_name_or_path nor --reward.remote_url: "
+                              "the run has no reward")
+        # train_ppo_ray.py: with a remote reward and gae, no reward model is placed and the critic starts from
+        # --critic.model_name_or_path, else from the actor's model
+        k.use("reward.remote_url", "a rule or remote reward: no reward model placed (reward rule)")
+        scoring = "rule"
+        c = k.get("critic.model_name_or_path", to="critic")
+        critic = resolve_model(c, "--critic.model_name_or_path") if c else model
+        if not c:
+            assumed.append("critic initialised from the actor's model (OpenRLHF's default with --reward.remote_url "
+                           "and gae)")
+    elif algo == "ppo":
         reward = resolve_model(str(rm_path).split(",")[0], "--reward.model_name_or_path")
         k.use("reward.model_name_or_path", "reward_model")
         c = k.get("critic.model_name_or_path", to="critic")
@@ -296,7 +312,7 @@ def import_config(arg: str, **_):
     tp = _int(k, "ds.tensor_parallel_size", 1, "training tp")
     colocate_all = flag("train.colocate_all", "one set for every model")
     async_on = flag("train.async_enable", "mode async")
-    roles = roles_of(algo, beta)
+    roles = roles_of(algo, beta, scoring)
     sets, where = [], {}
 
     def add(name, devices, roles_here, **kw):
@@ -336,11 +352,13 @@ def import_config(arg: str, **_):
         if "reference" in roles and (colocate_all or flag("train.colocate_actor_ref", "reference on the actor's set")):
             trainer_roles.append("reference")
         if colocate_all and algo == "ppo":
-            trainer_roles += ["critic", "reward"]
+            trainer_roles += [r for r in ("critic", "reward") if r in roles]
         add("actor", actor_devices, trainer_roles, tp=tp, zero=zero)
         if "reference" in roles and "reference" not in trainer_roles:
             add("ref", gpus("ref"), ("reference",), tp=tp)
-        if algo == "ppo" and "critic" not in trainer_roles:
+        if algo == "ppo" and "critic" not in trainer_roles and scoring == "rule":
+            add("critic", gpus("critic"), ("critic",), tp=tp, zero=zero)
+        elif algo == "ppo" and "critic" not in trainer_roles:
             if flag("train.colocate_critic_reward", "reward on the critic's set"):
                 add("critic", gpus("critic"), ("critic", "reward"), tp=tp, zero=zero)
             else:
@@ -356,7 +374,11 @@ def import_config(arg: str, **_):
     cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": sum(s["devices"] for s in sets), "kind": "gpu"}}
     if critic:
-        cfg["critic"], cfg["reward_model"] = critic, reward
+        cfg["critic"] = critic
+    if reward:
+        cfg["reward_model"] = reward
+    if scoring == "rule":
+        cfg["reward"] = "rule"
     rank = _int(k, "ds.lora.rank", 0, "lora.rank", minimum=0)
     if rank and "reference" in where and where["reference"] != where["actor"]:
         raise RlmLabError("openrlhf --ds.lora.rank with the reference on GPUs of its own: the predictor prices LoRA's "

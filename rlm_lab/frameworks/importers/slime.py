@@ -3,15 +3,16 @@ arrays expanded (:mod:`.shell`, nothing run), read by the kinds of slime's own p
 options.txt``, from slime/utils/arguments.py at a pinned commit) and mapped onto the predictor's run:
 
 - ``--actor-num-nodes`` x ``--actor-num-gpus-per-node``: the trainer's GPUs (Megatron, ``--tensor-model-parallel-size``
-  and ``--expert-model-parallel-size``; pipeline or context parallelism > 1 refused in one line);
+  and ``--expert-model-parallel-size``, ``--pipeline-model-parallel-size`` the set's pp: 1F1B stages, resharded into
+  the engines' TP when colocated; context parallelism > 1 refused in one line);
 - ``--colocate``: the SGLang engines on the trainer's GPUs (slime then offloads each side while the other runs), else
   ``--rollout-num-gpus`` GPUs of their own with weights broadcast after each update; ``--rollout-num-gpus-per-engine``
   is the engines' TP, ``--sglang-mem-fraction-static`` their memory share;
 - ``--rollout-batch-size`` prompts x ``--n-samples-per-prompt``, ``--global-batch-size`` samples per optimizer step
   (slime's help: "the gbs is of sample, not of prompts"), ``--micro-batch-size`` or ``--use-dynamic-batch-size`` with
   ``--max-tokens-per-gpu``; ``--recompute-granularity`` full or selective: activation checkpointing;
-- ``--advantage-estimator`` grpo, gspo, cispo (GRPO's cost), reinforce_plus_plus(_baseline); ppo refused (slime's
-  PPO trains a critic from a rule reward: the predictor's PPO places a reward model);
+- ``--advantage-estimator`` grpo, gspo, cispo (GRPO's cost), reinforce_plus_plus(_baseline); ppo: PPO with a rule
+  reward (a verifier, no reward model), the critic on the actor's GPUs as slime places it;
 - a reference model is loaded when ``--use-kl-loss`` or ``--kl-coef`` != 0 (slime's validate_args), even at a zero
   coefficient: then it is priced (said).
 
@@ -116,16 +117,20 @@ def import_config(arg: str, **_):
         words, main = words_from_script(arg)
     k = Keys(NAME, parse(words), NOTES)
     assumed: list[str] = []
-    for key, what in (("pipeline-model-parallel-size", "pipeline parallelism"),
-                      ("context-parallel-size", "context parallelism")):
-        if _int(k, key, 1, "checked: 1") > 1:
-            raise RlmLabError(f"slime --{key} {k.flat[key]}: {what} is not modelled by the predictor")
+    if _int(k, "context-parallel-size", 1, "checked: 1") > 1:
+        raise RlmLabError(f"slime --context-parallel-size {k.flat['context-parallel-size']}: context parallelism is "
+                          f"not modelled by the predictor")
+    pp = _int(k, "pipeline-model-parallel-size", 1, "training pp (Megatron's 1F1B stages)")
     est = str(k.get("advantage-estimator", "grpo", "algorithm"))
-    if est not in ESTIMATORS:
-        raise RlmLabError(f"slime --advantage-estimator {est!r} has no predictor algorithm"
-                          + (" (slime's PPO trains a critic on a rule reward; the predictor's PPO places a reward "
-                             "model)" if est == "ppo" else f"; known: {', '.join(ESTIMATORS)}"))
-    algo = ESTIMATORS[est]
+    if est not in ESTIMATORS and est != "ppo":
+        raise RlmLabError(f"slime --advantage-estimator {est!r} has no predictor algorithm; known: "
+                          f"{', '.join([*ESTIMATORS, 'ppo'])}")
+    # slime's PPO (arguments.py: use_critic when the estimator is ppo) trains a critic on the actor's GPUs (the
+    # actor's placement group, placement_group.py) and scores with a rule: PPO with reward "rule"
+    algo, scoring = ("ppo", "rule") if est == "ppo" else (ESTIMATORS[est], "model")
+    if scoring == "rule":
+        assumed.append("slime PPO: the critic on the actor's GPUs with the actor's shape, a rule reward (no reward "
+                       "model); slime offloads each trainer while the other runs, priced as both resident")
     if k.get("hf-checkpoint") is None:
         raise RlmLabError("slime arguments need --hf-checkpoint (the policy model's Hugging Face checkpoint)")
     model = resolve_model(Path(str(k.get("hf-checkpoint", to="model (its folder's name)"))).name, "--hf-checkpoint")
@@ -171,21 +176,23 @@ def import_config(arg: str, **_):
     gen_tp = _int(k, "rollout-num-gpus-per-engine", 1, "generation tp (GPUs per SGLang engine)")
     engine = {"what": "SGLang engine", "memory_fraction": _float(
         k, "sglang-mem-fraction-static", 0.9, "the engine's memory share (KV cache)")}
-    roles = roles_of(algo, beta)
+    roles = roles_of(algo, beta, scoring)
     if k.get("colocate", False, "the engines on the trainer's GPUs (offloaded in turn)") is True:
-        if gen_tp != tp:
+        if gen_tp != tp and pp == 1:
             assumed.append(f"generation priced at the training layout (tp {tp}), not the engines' tp {gen_tp}: the "
-                           f"predictor reshards only a ZeRO-3 (FSDP) trainer")
+                           f"predictor reshards only a ZeRO-3 (FSDP) or pipeline-parallel trainer")
         wl["offload"] = ["sleep"]
-        placement = {"name": "colocated", "sets": [set_dict("all", devices, tp=tp, ep=ep, key="slime trainer GPUs")],
-                     "roles": {r: "all" for r in roles}, "sync": "none", "reshard": False}
+        placement = {"name": "colocated",
+                     "sets": [set_dict("all", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp,
+                                       gen_tp=gen_tp if pp > 1 and gen_tp > 1 else 0)],
+                     "roles": {r: "all" for r in roles}, "sync": "none", "reshard": pp > 1}
     else:
         if k.get("rollout-num-gpus") is None:
             raise RlmLabError("slime without --colocate needs --rollout-num-gpus (the SGLang engines' own GPUs)")
         rollout = _int(k, "rollout-num-gpus", None, "the engines' GPUs (a set of their own)")
         placement = {"name": "disaggregated",
                      "sets": [set_dict("rollout", rollout, tp=gen_tp, key="slime --rollout-num-gpus"),
-                              set_dict("train", devices, tp=tp, ep=ep, key="slime trainer GPUs")],
+                              set_dict("train", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp)],
                      "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
                      "reshard": False}
         assumed.append("weights broadcast (NCCL) from the trainer to the SGLang engines after each update")
@@ -198,7 +205,8 @@ def import_config(arg: str, **_):
         raise RlmLabError("slime train_async.py with --colocate: the asynchronous loop needs the engines on GPUs of "
                           "their own (slime asserts it)")
     cfg = {"model": model, "algorithm": algo, "workload": wl, "placement": placement,
-           "cluster": {"devices": sum(s["devices"] for s in placement["sets"]), "kind": "gpu"}}
+           "cluster": {"devices": sum(s["devices"] for s in placement["sets"]), "kind": "gpu"}} | (
+        {"reward": "rule"} if scoring == "rule" else {})
     if beta is not None:
         cfg["beta"] = beta
     return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine,

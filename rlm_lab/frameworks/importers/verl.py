@@ -32,8 +32,13 @@ keys from their config files; all listed in ``configs/frameworks/verl/options.tx
   :data:`LOGPROB_CHUNK` positions (verl's ``entropy_from_logits_with_chunking``; its ``logprobs_from_logits`` runs
   flash-attn's Triton cross-entropy and holds no fp32 softmax at all).
 
-Refused (one line): Megatron pipeline parallelism, Ulysses sequence parallelism (the predictor has neither), a
-reward model with a group estimator, a model without a shipped config.
+Megatron pipeline parallelism (``megatron.pipeline_model_parallel_size``) -> the set's ``pp`` (1F1B stages,
+resharded into the rollout's TP; virtual stages priced as plain 1F1B, said).
+
+``actor.ulysses_sequence_parallel_size`` -> the set's ``sp`` (DeepSpeed-Ulysses, arXiv 2309.14509).
+
+Refused (one line): Megatron context parallelism, a reward model with a group
+estimator, a model without a shipped config.
 """
 
 from __future__ import annotations
@@ -52,7 +57,11 @@ NAME = "verl"
 A = "actor_rollout_ref."
 LOGPROB_CHUNK = 2048   # verl/utils/torch_functional.py entropy_from_logits_with_chunking(chunk_size=2048)
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce_pp",
-              "reinforce_plus_plus_baseline": "reinforce_pp"}
+              "reinforce_plus_plus_baseline": "reinforce_pp", "gpg": "grpo"}
+# estimators priced as another algorithm because they run the same passes (said in one assumed line): GPG's advantage
+# is the group-mean-centred outcome score (verl's compute_gpg_outcome_advantage; arXiv 2504.02546), a group baseline
+# from a rule reward with no critic, as GRPO's, and its loss -log p x A costs GRPO's clipped loss
+SAME_PASSES = {"gpg": "GPG's group-mean-centred outcome advantage (arXiv 2504.02546): GRPO's passes, no critic"}
 NOTES = {
     "critic.*_offload": "the critic's own offload is not read: workload.offload follows the actor's",
     "*optim.*": "optimizer hyper-parameters do not change the step's cost",
@@ -156,17 +165,31 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                           f"{', '.join(ESTIMATORS)}")
     algo = ESTIMATORS[est]
     k.use("algorithm.adv_estimator", f"algorithm {algo}")
-    for key in (A + "actor.megatron.pipeline_model_parallel_size", A + "ref.megatron.pipeline_model_parallel_size"):
-        if need_int(k.get(key, 1, "checked: 1 (no pipeline parallelism)"), key) > 1:
-            raise RlmLabError(f"verl {key}={k.flat[key]}: pipeline parallelism is not modelled by the predictor")
-    for key in (A + "actor.ulysses_sequence_parallel_size", A + "ref.ulysses_sequence_parallel_size"):
-        if need_int(k.get(key, 1, "checked: 1 (no sequence parallelism)"), key) > 1:
-            raise RlmLabError(f"verl {key}={k.flat[key]}: Ulysses sequence parallelism is not modelled by the "
-                              f"predictor; set it to 1 to predict without it")
+    if est in SAME_PASSES:
+        assumed.append(f"adv_estimator={est} priced as {algo}: {SAME_PASSES[est]}")
+    pkey, rkey = A + "actor.megatron.pipeline_model_parallel_size", A + "ref.megatron.pipeline_model_parallel_size"
+    pp = need_int(k.get(pkey, 1, "training pp (Megatron's 1F1B stages, resharded into the rollout's tp)"), pkey)
+    if k.has(rkey) and need_int(k.get(rkey, pp, "the reference's pp (as the actor's)"), rkey) != pp:
+        raise RlmLabError(f"verl {rkey}={k.flat[rkey]} differs from {pkey}={pp}: the predictor lays the reference out "
+                          f"as the actor")
+    vkey = A + "actor.megatron.virtual_pipeline_model_parallel_size"
+    if pp > 1 and k.flat.get(vkey) is not None:
+        k.use(vkey, "not priced: the 1F1B bubble without interleaving (an overestimate of the bubble)")
+        assumed_vpp = [f"{vkey}={k.flat[vkey]}: priced as plain 1F1B, (m + pp - 1) / m (interleaved stages shrink "
+                       f"the bubble; an overestimate)"]
+    else:
+        assumed_vpp = []
+    ukey = A + "actor.ulysses_sequence_parallel_size"
+    sp = need_int(k.get(ukey, 1, "the set's sp (Ulysses sequence parallelism)"), ukey)
+    rukey = A + "ref.ulysses_sequence_parallel_size"
+    if k.has(rukey) and need_int(k.get(rukey, sp, "the reference's sp (as the actor's)"), rukey) != sp:
+        raise RlmLabError(f"verl {rukey}={k.flat[rukey]} differs from {ukey}={sp}: the predictor lays the reference "
+                          f"out as the actor")
     if need_bool(k.get("reward_model.enable", False), "reward_model.enable") and algo != "ppo":
         raise RlmLabError(f"verl reward_model.enable=true with adv_estimator={est}: the predictor's {algo} scores "
                           f"with a rule; only PPO (gae) places a reward model")
 
+    assumed += assumed_vpp
     model = resolve_model(k.get(A + "model.path", to="model"), A + "model.path")
     n_resp = need_int(k.get(A + "rollout.n", 1, "workload.group_size"), A + "rollout.n")
     prompt_len = need_int(k.get("data.max_prompt_length", 512, "workload.prompt_len"), "data.max_prompt_length")
@@ -245,7 +268,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                 "critic.fsdp.param_offload", "critic.fsdp.optimizer_offload"):
         if k.has(key) and algo != "ppo":
             k.use(key, "unused: no critic (group estimator)")
-    assumed.append("FSDP mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default)")
+    assumed.append("mixed precision: bf16 compute, fp32 master weights and Adam state (verl's default for FSDP and "
+                   "Megatron)")
     if need_bool(k.get(A + "actor.use_dynamic_bsz", False), A + "actor.use_dynamic_bsz"):
         tokens = need_int(k.get(A + "actor.ppo_max_token_len_per_gpu", 16384), A + "actor.ppo_max_token_len_per_gpu")
         wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
@@ -287,7 +311,8 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         for key in (A + "actor.kl_loss_coef", "algorithm.kl_ctrl.kl_coef"):
             k.use(key, "unused: no KL term")
 
-    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "ZeRO-3 (FSDP) training layout"), f"verl {A}actor.strategy")
+    strategy = need_str(k.get(A + "actor.strategy", "fsdp", "training layout: fsdp ZeRO-3, megatron its tp/pp/ep"),
+                        f"verl {A}actor.strategy")
     if strategy not in ("fsdp", "fsdp2", "megatron"):
         raise RlmLabError(f"verl {A}actor.strategy={strategy!r}: one of fsdp, fsdp2, megatron")
     k.use("critic.strategy", "as the actor's")
@@ -313,14 +338,23 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
                       A + "rollout.tensor_model_parallel_size")
     devices = (need_int(k.get("trainer.nnodes", 1, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.nnodes")
                * need_int(k.get("trainer.n_gpus_per_node", 8, "trainer GPUs = nnodes x n_gpus_per_node"), "trainer.n_gpus_per_node"))
-    roles = roles_of(algo, beta)
+    scoring = "model"
     if algo == "ppo":
-        k.use("reward_model.enable", "the predictor's PPO prices a reward model")
-        if not need_bool(k.flat.get("reward_model.enable", False), "reward_model.enable"):
-            assumed.append("PPO priced with a reward model (the predictor's PPO holds one); verl scores with a rule "
-                           "here, so the prediction is an overestimate")
-        assumed.append("the critic and the reward model have the actor's backbone (their model paths are not read)")
+        if need_bool(k.flat.get("reward_model.enable", False), "reward_model.enable"):
+            k.use("reward_model.enable", "a reward model placed")
+            assumed.append("the critic and the reward model have the actor's backbone (their model paths are not "
+                           "read)")
+        else:
+            k.use("reward_model.enable", "false: a rule reward (a verifier, no reward model: reward rule)")
+            scoring = "rule"
+            assumed.append("the critic has the actor's backbone (critic.model.path is not read)")
+    if sp > 1 and (devices // (tp_train * pp)) % sp:
+        raise RlmLabError(f"verl {ukey}={sp} does not divide the trainer's {devices // (tp_train * pp)} data-parallel "
+                          f"ranks ({devices} GPUs)")
+    roles = roles_of(algo, beta, scoring)
     zero = 3
+    if strategy != "megatron":
+        pp = 1
     if strategy == "megatron":
         key = A + "actor.megatron.use_distributed_optimizer"
         zero = 1 if need_bool(k.get(key, False, "ZeRO-1 when true (Megatron's distributed optimizer)"), key) else 0
@@ -333,7 +367,7 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
         if rdev == 0:
             raise RlmLabError(f"verl trainer.v1.trainer_mode=separate_async needs a standalone rollout pool "
                               f"({rkey}nnodes > 0), as verl's V1 docs require")
-        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep, pp, sp)
         total = rdev + devices
         assumed.append("separate_async: generation on the standalone rollout pool only (trainer GPUs lent to "
                        "generation, hybrid_rollout.enable_switch, not priced); weights broadcast after each step")
@@ -342,16 +376,16 @@ def import_config(path: str, **_) -> "Imported":  # noqa: F821 - common.Imported
             raise RlmLabError(f"verl {A}rollout.nnodes={k.flat[A + 'rollout.nnodes']} with trainer.v1.trainer_mode="
                               f"{v1_mode}: a standalone rollout pool is used by separate_async only; set the mode "
                               f"or drop the pool")
-        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep, assumed=assumed)
+        placement = one_set(roles, devices, zero, gen_tp=gen_tp, tp=tp_train, ep=ep, assumed=assumed, pp=pp, sp=sp)
         total = devices
     else:
         rdev = (need_int(k.get("rollout.nnodes", 1, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.nnodes")
                 * need_int(k.get("rollout.n_gpus_per_node", 8, "rollout GPUs = rollout.nnodes x rollout.n_gpus_per_node"), "rollout.n_gpus_per_node"))
-        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep)
+        placement = two_sets(roles, rdev, devices, gen_tp, zero, tp_train, ep, pp, sp)
         total = rdev + devices
         assumed.append("weights broadcast to the rollout pool over the profile's link after each parameter sync")
     cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
-           "cluster": {"devices": total, "kind": "gpu"}}
+           "cluster": {"devices": total, "kind": "gpu"}} | ({"reward": "rule"} if scoring == "rule" else {})
     rank = need_int(k.get(A + "model.lora_rank", 0, "lora.rank"), A + "model.lora_rank", minimum=0)
     if rank:
         targets = k.get(A + "model.target_modules", "all-linear", "lora.targets")
