@@ -98,7 +98,7 @@ def machine_prefix(unshare: list[str], machine: Path, checkout: Path, venv: Path
         "set -e",
         *([f"mkdir -p {shlex.quote(str(machine / '.venv'))}",
            f"mount --bind {shlex.quote(str(venv))} {shlex.quote(str(machine / '.venv'))}"] if keep_venv else []),
-        f"mount --bind {shlex.quote(str(machine))} /tmp",
+        f"mount --rbind {shlex.quote(str(machine))} /tmp",  # --rbind: the venv bound inside it comes along
         f"mount -t tmpfs -o size=1m,mode=0755 rlm-hidden {shlex.quote(str(checkout))}",
         *([f"mkdir -p {shlex.quote(str(venv))}", f"mount --bind /tmp/.venv {shlex.quote(str(venv))}"]
           if keep_venv else []),
