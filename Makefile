@@ -123,5 +123,6 @@ gpu-archive:
 # the driver's checkout hidden): the token step, the head, 2 workers joining, `ray job submit --working-dir=.` of
 # chapter 5's disaggregated placement; the job's weights and rewards must equal one node's. Needs Linux, unshare
 # (root or user namespaces) and the cluster extra (ray[default], in requirements-test.txt). Traffic stays on 127.0.0.1.
+# CI runs it in its slow phase (tests/test_cluster_rehearsal.py, marked slow).
 cluster-rehearsal: venv
 	$(BIN)/python -m rlm_lab.cluster_rehearsal

@@ -10,8 +10,7 @@ import pytest
 
 from rlm_lab.errors import RlmLabError
 
-@pytest.mark.slow
-@pytest.mark.extended  # CI's budget (about 5 min): make cluster-rehearsal runs it
+@pytest.mark.slow  # in CI's slow phase (about 5 min on 2 quiet cores); make cluster-rehearsal runs the same
 def test_the_recipe_on_three_machines_equals_one_node():
     from rlm_lab.cluster_rehearsal import check_job_server, check_unshare
 
