@@ -13,6 +13,14 @@
 
 The run's TRL ``output_dir`` is a temporary folder that disappears with the trainer; these two live in the
 run's record folder instead. Not in the committed campaign runs (they add I/O to every step).
+
+Why a second checkpointer beside the Trainer's own (``save_strategy="steps"``, which ``rlm-lab train`` turns on
+in :func:`rlm_lab.train.run._checkpointing` and checks in :mod:`rlm_lab.train.checkpoint`): that one saves what
+``Trainer.train(resume_from_checkpoint=...)`` needs to continue the same run (optimizer, scheduler, RNG and data
+position) into ``checkpoint-<step>`` folders written in place, where a crash mid-save leaves a partial folder
+that is refused on resume. An asynchronous run is not resumed by the Trainer: what a crash must leave is the
+policy the buffer's samples were generated with, replaced whole or not at all, next to the sample log that names
+those versions. So this one writes the weights only, into the run's record folder, by a rename.
 """
 
 from __future__ import annotations
