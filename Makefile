@@ -25,7 +25,7 @@ $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt pypro
 	touch $@
 
 book: venv
-	$(BIN)/python -m rlm_lab.book build --size $(SIZE)
+	$(BIN)/python -m rlm_lab.cli book build --size $(SIZE)
 
 # The phases run even when one fails; the command fails if any did. (CI, .ci/run, adds test-slow.)
 test: venv
@@ -125,4 +125,4 @@ gpu-archive:
 # (root or user namespaces) and the cluster extra (ray[default], in requirements-test.txt). Traffic stays on 127.0.0.1.
 # CI runs it in its slow phase (tests/test_cluster_rehearsal.py, marked slow).
 cluster-rehearsal: venv
-	$(BIN)/python -m rlm_lab.cluster_rehearsal
+	$(BIN)/python -m rlm_lab.cli cluster-rehearsal

@@ -29,8 +29,8 @@ a function counts), and no two subpackages import each other, directly or round 
 8. ``chapters``: one package per chapter, ``chapters/chNN_<slug>/``, each ``cases`` -> ``run`` -> ``compare`` ->
    ``report`` (what the notebook shows and glues), and ``chapters/your_machine`` (the reader's own numbers);
 9. entry points: ``cli``, ``book``, ``launches``, ``gpu_archive``, ``gpu_archive_steps``, ``reference`` (a
-   chapter's references re-measured in one window), ``cluster_rehearsal`` (the cluster recipe on one box) and every
-   ``__main__`` module.
+   chapter's references re-measured in one window), ``cluster_rehearsal`` (the cluster recipe on one box); ``cli``
+   is the one module that runs under ``python -m`` (every command, chapter step and child process goes through it).
 """
 
 __version__ = "0.1.0"

@@ -47,6 +47,28 @@ COMMANDS = {
     "results": "rlm_lab.ledger",
 }
 
+# commands whose module parses its own arguments: name -> ("module:function", help), the function ``fn(argv) -> int``
+MAINS = {
+    "book": ("rlm_lab.book:main", "build the book, its table of contents or its glued values (see `rlm-lab book -h`)"),
+    "crosswalk": ("rlm_lab.crosswalk:main", "print the survey crosswalk page (--write: book/paper_crosswalk.md)"),
+    "cluster-rehearsal": ("rlm_lab.cluster_rehearsal:main", "rehearse a two-machine Ray cluster on this machine"),
+}
+
+# the child processes the package starts, ``python -m rlm_lab.cli _NAME ...``: the same single entry point as
+# every command (no module of the package runs under ``python -m`` but this one), left out of ``--help``
+INTERNAL = {
+    "_reference-arm": "rlm_lab.reference:child",        # one repeat of a re-measured reference (rlm_lab.protocol)
+    "_gpu-archive-step": "rlm_lab.gpu_archive_steps:main",   # one step of `rlm-lab gpu-archive`
+    "_ray-start": "rlm_lab.placement.ray_head:main",    # `ray start` with its loopback patches (placement.session)
+    "_torchrun-agent": "rlm_lab.parallel.nodes:main",   # one torchrun agent of `rlm-lab parallel --nnodes N`
+}
+
+
+def run_main(name: str, argv: list[str]) -> int:
+    """Run the :data:`MAINS` or :data:`INTERNAL` command ``name`` on ``argv``; its module is imported only now."""
+    module, _, fn = (MAINS[name][0] if name in MAINS else INTERNAL[name]).partition(":")
+    return int(getattr(importlib.import_module(module), fn)(argv) or 0)
+
 
 # `predict --from` and `advise --from` run the frameworks' importers (rlm_lab.frameworks.importers.cli), which sit
 # above the cost model: the entry point dispatches to them, so that the cost model never imports them
@@ -112,6 +134,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=f"see `rlm-lab {name} --help`")
             continue
         importlib.import_module(module).register(sub)
+    for name, (_, text) in MAINS.items():  # listed only: main() hands them their arguments before parsing
+        sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
@@ -144,6 +168,10 @@ def _this_machine(args) -> None:
 
 def _main(argv, only) -> int:
     try:
+        if argv and (argv[0] in MAINS or argv[0] in INTERNAL):
+            result = run_main(argv[0], argv[1:])
+            sys.stdout.flush()
+            return result
         args = build_parser(only).parse_args(argv)
         _this_machine(args)
         result = _command(args)(args)

@@ -1,7 +1,7 @@
 """``make cluster-rehearsal``: the README's Ray-job recipe on 3 "machines" of this box that do not share the
 driver's files, and the job's result checked equal to the same run on one node (issue 40).
 
-    python -m rlm_lab.cluster_rehearsal [--steps 2] [--keep DIR]
+    rlm-lab cluster-rehearsal [--steps 2] [--keep DIR]
 
 Each machine is a mount namespace of its own (``unshare --mount``, util-linux; https://man7.org/linux/man-pages/man1/unshare.1.html):
 
@@ -181,7 +181,7 @@ class Rehearsal:
     def ray(self, argv: list[str]) -> list[str]:
         """``ray ...`` as this venv's Ray CLI; ``ray start`` through the patient wrapper."""
         if argv[:2] == ["ray", "start"]:
-            return [self.python, "-m", "rlm_lab.placement.ray_head", *argv[1:]]
+            return [self.python, "-m", "rlm_lab.cli", "_ray-start", *argv[1:]]
         return [self.python, "-m", "ray.scripts.scripts", *argv[1:]]
 
     def cluster_up(self) -> list[str]:
@@ -298,7 +298,7 @@ def one_node(steps: int, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.cluster_rehearsal", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="rlm-lab cluster-rehearsal", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--keep", default=None, help="the machines' folders go here (default: a temporary folder, removed)")
     args = ap.parse_args(argv)
@@ -336,7 +336,3 @@ def main(argv: list[str] | None = None) -> int:
     ok = same and rec["status"] == "completed" and not r.leftover and not exposed
     print(f"cluster-rehearsal: {'passed' if ok else 'FAILED'}: the job on 3 machines {'equals' if same else 'differs from'} one node")
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,8 +2,8 @@
 section, table, formula, insight and research opportunity of the survey, where the book covers it, and a verdict
 then and now), its loader and the book page generated from it (``book/paper_crosswalk.md``).
 
-    python -m rlm_lab.crosswalk            # print the page
-    python -m rlm_lab.crosswalk --write    # write book/paper_crosswalk.md
+    rlm-lab crosswalk            # print the page
+    rlm-lab crosswalk --write    # write book/paper_crosswalk.md
 
 Bad input is one line naming the file and the field, before anything is written; the file is read only up to
 :data:`MAX_BYTES`.
@@ -108,7 +108,7 @@ def page(src: dict, items: list[CrosswalkItem]) -> str:
            "`rlm_lab/cost/paper.py`); **differs**: both sides, with which is right and why; **partial**: part of "
            "it is covered; **beyond**: the book goes further; **missing**: not in the book. *Before* is the verdict "
            f"when the survey's full text was first compared with the book (commit {src['compared_at']}). The page is "
-           "generated from `data/paper/crosswalk.yaml` by `python -m rlm_lab.crosswalk --write`; a test fails when "
+           "generated from `data/paper/crosswalk.yaml` by `rlm-lab crosswalk --write`; a test fails when "
            "the two disagree.", "",
            f"{len(items)} items. Before: {line(counts(items, 'before'))}. Now: {line(counts(items))}. "
            f"{len(moved)} items changed verdict.", ""]
@@ -124,7 +124,7 @@ def page(src: dict, items: list[CrosswalkItem]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="render data/paper/crosswalk.yaml into book/paper_crosswalk.md")
+    ap = argparse.ArgumentParser(prog="rlm-lab crosswalk", description="render data/paper/crosswalk.yaml into book/paper_crosswalk.md")
     ap.add_argument("--write", action="store_true", help="write book/paper_crosswalk.md (default: print it)")
     args = ap.parse_args(argv)
     text = page(*load())
@@ -135,7 +135,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(text)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

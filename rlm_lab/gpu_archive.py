@@ -104,7 +104,7 @@ def run_step(step: Step, out: Path, size: str, device: str, limit_s: float) -> d
     result = out / "steps" / f"{step.name}.json"
     result.parent.mkdir(parents=True, exist_ok=True)
     spec = json.dumps({"step": step.__dict__, "out": str(out), "size": size, "device": device})
-    cmd = [sys.executable, "-m", "rlm_lab.gpu_archive_steps", spec]
+    cmd = [sys.executable, "-m", "rlm_lab.cli", "_gpu-archive-step", spec]
     t0 = time.monotonic()
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)

@@ -1,6 +1,6 @@
 """The runners behind :data:`rlm_lab.gpu_archive.PLAN`, one per step kind; each runs in its own process.
 
-    python -m rlm_lab.gpu_archive_steps '<json spec>'      # what rlm_lab.gpu_archive.run_step launches
+    python -m rlm_lab.cli _gpu-archive-step '<json spec>'   # what rlm_lab.gpu_archive.run_step launches
 
 Every runner writes the cost model's predictions to ``predictions/<step>.json`` *before* it measures, then
 runs the chapter's own experiment code (nothing here re-implements a measurement), and writes
@@ -230,7 +230,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     atomic_write_text(out / "steps" / f"{step['name']}.json", json.dumps(row, indent=1) + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

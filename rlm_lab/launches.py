@@ -51,6 +51,8 @@ from .errors import RlmLabError
 from .parallel.cli import layout_from_args
 from .placement.session import ray_env
 
+ENTRY = "rlm_lab.cli"  # the module every launch runs (`-m rlm_lab.cli COMMAND ...`)
+
 REPO = Path(__file__).resolve().parent.parent
 # Every launch here is one machine's (torchrun --standalone, accelerate on one node). The largest single machines
 # hold 16 GPUs (NVIDIA DGX-2, https://www.nvidia.com/en-us/data-center/dgx-2/); more GPUs are several machines,
@@ -67,7 +69,7 @@ class Launch:
 
 
 def _torchrun(n: int, *layout: str) -> list[str]:
-    return ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.parallel.cli", *layout,
+    return ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", ENTRY, "parallel", *layout,
             "--size", "gpu", "--model", "small"]
 
 
@@ -89,18 +91,19 @@ LAUNCHES: tuple[Launch, ...] = (
 
 
 def _runnable_module(name: str) -> None:
+    """``name`` exists and runs under ``python -m``: the package's one entry point, :data:`ENTRY` (no other
+    module of it has a ``__main__`` block; tests/test_structure.py)."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise RlmLabError(f"module {name} does not exist")
-    if 'if __name__ == "__main__"' not in Path(spec.origin).read_text():
-        raise RlmLabError(f"module {name} does nothing under `python -m` (no __main__ block)")
+    if name != ENTRY:
+        raise RlmLabError(f"module {name} does nothing under `python -m` (no __main__ block; the entry point is "
+                          f"{ENTRY}: -m {ENTRY} COMMAND ...)")
 
 
 def _script_args(module: str, args: list[str], gpus: int) -> None:
     """The launched program's own parser accepts ``args`` (and a parallel layout fills the GPUs)."""
-    argv = args if module == "rlm_lab.cli" else ["parallel", *args] if module == "rlm_lab.parallel.cli" else None
-    if argv is None:
-        raise RlmLabError(f"no argument check for module {module}")
+    argv = args
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -193,7 +196,7 @@ def _torchrun_nodes(n: int, g: int, *layout: str, rank: str = "$NODE_RANK", head
 def _torchrun_argv(n: int, g: int, *layout: str, rank: str, head: str, rdzv_id: str) -> list[str]:
     return ["torchrun", f"--nnodes={n}", f"--node-rank={rank}", f"--nproc-per-node={g}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={head}:{RDZV_PORT}", f"--rdzv-id={rdzv_id}",
-            "-m", "rlm_lab.parallel.cli", *layout, "--size", "gpu", "--model", "small"]
+            "-m", ENTRY, "parallel", *layout, "--size", "gpu", "--model", "small"]
 
 
 def _each_machine(n: int, g: int, line: str) -> str:

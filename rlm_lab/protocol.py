@@ -88,7 +88,7 @@ class Reference:
 
     ``arms``: the names of arm A and arm B (the ratio is A / B); ``run``: ``"module:function"``, the function
     that runs ONE repeat of one arm in the calling process, ``f(arm, size, out) -> dict`` holding ``metric``
-    (each repeat is a fresh ``python -m rlm_lab.reference --arm ...`` process that calls it);
+    (each repeat is a fresh ``python -m rlm_lab.cli _reference-arm ...`` process that calls it);
     ``higher_is_better``: True for a rate; ``replaces``: the committed folders under ``data/runs/<size>/``
     whose verdict this comparison re-measures; ``cpu_run_s``: the estimated seconds of one repeat at ``cpu``
     size on 2 cores (from the committed records' own times), for the chapter's budget; ``predict``:

@@ -22,7 +22,8 @@ child writes carries it beside the machine key):
 2. then every reference of every chapter asked, in order, under the measurement protocol
    (:func:`rlm_lab.protocol.compare`: paired repeats interleaved ABBA, each a fresh process behind the load gate),
    with the size's ``reference_repeats`` pairs (:mod:`rlm_lab.sizes`, fixed before measuring); a repeat is
-   ``python -m rlm_lab.reference --arm CHAPTER REFERENCE ARM --size S --out DIR``, which calls the reference's
+   ``python -m rlm_lab.cli _reference-arm CHAPTER REFERENCE ARM --size S --out DIR`` (:func:`child`), which calls the
+   reference's
    ``run`` function once and hands its metric to the protocol;
 3. the window's own record, ``<out>/record.json``: window id, machine key, load at the start and the end, the
    profile, and per reference the protocol's summary (per-arm values, the median of the paired ratios with its
@@ -116,8 +117,8 @@ def _find(chapter: int, name: str) -> Reference:
 
 
 def arm_command(chapter: int, ref: Reference, arm: str, size: str, runs: Path) -> tuple:
-    """The argv of one repeat: this interpreter, this module, one arm."""
-    return (sys.executable, "-m", "rlm_lab.reference", "--arm", str(chapter), ref.name, arm, "--size", size,
+    """The argv of one repeat: this interpreter, the package's entry point (:func:`child`), one arm."""
+    return (sys.executable, "-m", "rlm_lab.cli", "_reference-arm", str(chapter), ref.name, arm, "--size", size,
             "--out", str(runs))
 
 
@@ -278,16 +279,13 @@ def main(args) -> int:
     return 0
 
 
-def _child(argv=None) -> int:
-    """``python -m rlm_lab.reference --arm CHAPTER REFERENCE ARM --size S --out DIR``: one repeat (a protocol child)."""
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.reference", description=_child.__doc__)
-    ap.add_argument("--arm", nargs=3, required=True, metavar=("CHAPTER", "REFERENCE", "ARM"))
+def child(argv: list[str]) -> int:
+    """``python -m rlm_lab.cli _reference-arm CHAPTER REFERENCE ARM --size S --out DIR``: one repeat (a protocol
+    child)."""
+    ap = argparse.ArgumentParser(prog="python -m rlm_lab.cli _reference-arm", description=child.__doc__)
+    ap.add_argument("arm", nargs=3, metavar=("CHAPTER", "REFERENCE", "ARM"))
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     return child_main(lambda: run_arm(a.arm[0], a.arm[1], a.arm[2], a.size, a.out),
                       lambda res: print(f"{a.arm[2]}: {res}"))
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child())

@@ -26,7 +26,7 @@ REPO_URL = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["reposito
 
 
 def run_build(out: Path, *extra: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlm_lab.book", "build", "--size", "smoke", "--out", str(out), *extra]
+    cmd = [sys.executable, "-m", "rlm_lab.cli", "book", "build", "--size", "smoke", "--out", str(out), *extra]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 

@@ -19,7 +19,7 @@ def test_the_recipe_on_three_machines_equals_one_node():
         check_job_server()
     except RlmLabError as e:
         pytest.skip(str(e))
-    run = subprocess.run([sys.executable, "-m", "rlm_lab.cluster_rehearsal"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "rlm_lab.cli", "cluster-rehearsal"], capture_output=True, text=True,
                          timeout=1500)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]

@@ -18,7 +18,7 @@ def reg():
 
 
 def test_page_is_generated_from_the_registry(reg):
-    assert C.PAGE.read_text(encoding="utf-8") == C.page(*reg), "run: python -m rlm_lab.crosswalk --write"
+    assert C.PAGE.read_text(encoding="utf-8") == C.page(*reg), "run: rlm-lab crosswalk --write"
 
 
 def test_page_is_in_the_book():

@@ -24,11 +24,14 @@ def _with(argv):
     # a module that does nothing under -m (the old comment in configs/accelerate/*.yaml named this one)
     (lambda n: ["accelerate", "launch", "--config_file", "configs/accelerate/ddp.yaml", "--num_processes", str(n),
                 "-m", "rlm_lab.train.cli", "--size", "gpu"], "no __main__"),
-    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n + 1}", "-m", "rlm_lab.parallel.cli", "--dp", str(n + 1)],
+    # the module a torchrun line ran before every entry point went through rlm_lab.cli
+    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.parallel.cli", "--dp", str(n)],
+     "no __main__"),
+    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n + 1}", "-m", "rlm_lab.cli", "parallel", "--dp", str(n + 1)],
      "processes for"),
-    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.parallel.cli", "--dp", str(n // 2)],
+    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.cli", "parallel", "--dp", str(n // 2)],
      "not the"),  # a layout that leaves half the GPUs idle
-    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.parallel.cli", "--dp", str(n),
+    (lambda n: ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "rlm_lab.cli", "parallel", "--dp", str(n),
                 "--zeroo", "3"], "refuses"),
     (lambda n: ["accelerate", "launch", "--config_file", "configs/accelerate/deepspeed_zero3.yaml",
                 "--num_processes", str(n), "-m", "rlm_lab.cli", "train", "--size", "gpu"], "ZeRO stage 3"),

@@ -14,6 +14,7 @@ through it, so a failure says which files to untangle.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -440,3 +441,52 @@ def test_every_chapter_package_has_the_shape():
     assert {"ch01_quickstart", "ch02_anatomy", "ch08_frameworks"} <= {p.name for p in packages}
     found = [p for pkg in packages for p in shape_problems(pkg)]
     assert not found, "chapter packages out of shape (cases -> run -> compare -> report):\n" + "\n".join(found)
+
+
+# ---- one entry point: no module but rlm_lab.cli runs under ``python -m`` -------------------------------------
+ENTRY_POINT = "rlm_lab/cli.py"
+
+
+def _is_main_guard(node) -> bool:
+    """``if __name__ == "__main__":`` (either side of the ``==``)."""
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+            and isinstance(node.test.ops[0], ast.Eq)):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def runs_as_main(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """The package's files that do something under ``python -m``: a ``__main__`` guard anywhere in them (ast), or
+    a ``__main__.py`` (which runs whole under ``python -m pkg``)."""
+    out = []
+    for p in sorted((root / package).rglob("*.py")):
+        tree = ast.parse(p.read_text(), filename=str(p))
+        if p.name == "__main__.py" or any(_is_main_guard(n) for n in ast.walk(tree)):
+            out.append(p.relative_to(root).as_posix())
+    return out
+
+
+def test_the_main_finder_sees_guards_and_main_modules_and_not_strings(tmp_path):
+    root = _write(tmp_path, {
+        "__init__.py": "",
+        "a.py": 'def f():\n    pass\n\n\nif __name__ == "__main__":\n    f()\n',
+        "b.py": "if '__main__' == __name__:\n    pass\n",
+        "c.py": 'X = \'if __name__ == "__main__"\'  # a string, not a guard\nif __name__ == "x":\n    pass\n',
+        "sub/__init__.py": "",
+        "sub/__main__.py": "print(1)\n",
+    })
+    assert runs_as_main(root, "pkg") == ["pkg/a.py", "pkg/b.py", "pkg/sub/__main__.py"]
+
+
+def test_no_module_but_the_cli_runs_under_python_m():
+    found = runs_as_main()
+    assert found == [ENTRY_POINT], ("only rlm_lab/cli.py may have a __main__ block (route a command through "
+                                    "rlm_lab.cli: a chapter step, a subcommand, or an INTERNAL child): "
+                                    f"{[f for f in found if f != ENTRY_POINT]}")
+    # an independent count, by text: a guard at the start of a line, however quoted
+    by_text = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / PACKAGE).rglob("*.py"))
+               if re.search(r"^if\s+(__name__\s*==\s*[\"']__main__[\"']|[\"']__main__[\"']\s*==\s*__name__)\s*:",
+                            p.read_text(), re.M) or p.name == "__main__.py"]
+    assert by_text == found

@@ -38,6 +38,7 @@ import statistics
 
 from ..cost.fitting import fit_line
 from ..cost.hardware import load_profile
+from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord
 from .benchmarks import LAYERS_HI, _tiny_lm
@@ -175,7 +176,7 @@ def record(run_dir, budget: float = 0.3):
     from .benchmarks import bench_op  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_op: read at call time
 
     rec = RunRecord(run_dir, {"device": "cpu", "budget_s": budget},
-                    command=f"python -m rlm_lab.calibrate.autocast_benchmarks {run_dir}", seed=0)
+                    command=f"rlm-lab chapter 2 autocast-benchmarks {run_dir}", seed=0)
     with rec:
         before = load_average()
         import torch
@@ -186,7 +187,9 @@ def record(run_dir, budget: float = 0.3):
     return rec
 
 
-if __name__ == "__main__":
-    import sys
-
-    print(record(sys.argv[1]).results)
+def main(argv: list[str]) -> int:
+    """``rlm-lab chapter 2 autocast-benchmarks RUN_DIR``: :func:`record` into ``RUN_DIR``; prints its results."""
+    if len(argv) != 1:
+        raise RlmLabError("give one argument, the run folder: rlm-lab chapter 2 autocast-benchmarks RUN_DIR")
+    print(record(argv[0]).results)
+    return 0

@@ -1,7 +1,7 @@
 """Calibration of the distributed layouts: the rates at a rank's thread count and the framework cost per step.
 
 Two measurements, written into a profile's ``distributed`` section (``rlm-lab calibrate`` adds it; for a
-profile made before it existed, ``python -m rlm_lab.calibrate.dist_benchmarks --profile NAME`` writes a companion
+profile made before it existed, ``rlm-lab chapter 4 dist-benchmarks --profile NAME`` writes a companion
 file ``data/hardware/distributed/NAME.json`` that :func:`distributed_section` reads beside the profile):
 
 * ``threads``: the matrix-product curve, per-call overheads, elementwise and attention rates measured with
@@ -25,6 +25,7 @@ Torch is imported inside the functions.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -140,22 +141,17 @@ def write_companion(profile_name: str, out: str | Path | None = None, quick: boo
         raise RlmLabError(f"{out} exists; pass --force to replace it")
     sec = measure_distributed(prof, quick)
     return atomic_write_json(out, {"profile": prof.name, "distributed": sec, "provenance": provenance(),
-                                   "command": "flock -x /tmp/rlm-lab-measure.lock python -m rlm_lab.calibrate.dist_benchmarks"
+                                   "command": "flock -x /tmp/rlm-lab-measure.lock rlm-lab chapter 4 dist-benchmarks"
                                               f" --profile {prof.name}"})
 
 
-if __name__ == "__main__":
-    import argparse
-    import sys
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str]) -> int:
+    """``rlm-lab chapter 4 dist-benchmarks --profile NAME [--out FILE] [--quick] [--force]``: the companion file."""
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 4 dist-benchmarks", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", required=True)
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--force", action="store_true")
-    a = ap.parse_args()
-    try:
-        print(write_companion(a.profile, a.out, a.quick, a.force))
-    except RlmLabError as e:
-        print(f"rlm-lab: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    a = ap.parse_args(argv)
+    print(write_companion(a.profile, a.out, a.quick, a.force))
+    return 0

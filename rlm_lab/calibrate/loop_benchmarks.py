@@ -25,6 +25,7 @@ from ..cost.fitting import fit_nonneg
 from ..cost.hardware import load_profile
 from ..cost.spec import spec_from_config
 from ..cost.timing import decode_step_time
+from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord
 from .benchmarks import _tiny_lm
@@ -93,14 +94,16 @@ def record(run_dir, profile: str = "cpu-2core-epyc", budget: float = 0.3):
     """Run :func:`bench_generate_loop` into a RunRecord at ``run_dir`` (load before and after recorded)."""
     rec = RunRecord(run_dir, {"profile": str(profile), "batches": BATCHES, "layers": LAYERS, "prompt": PROMPT,
                               "budget_s": budget},
-                    command=f"python -m rlm_lab.calibrate.loop_benchmarks {run_dir}", seed=0)
+                    command=f"rlm-lab chapter 2 loop-benchmarks {run_dir}", seed=0)
     with rec:
         before = load_average()
         rec.complete(**bench_generate_loop(profile, budget=budget), loadavg_before=before)
     return rec
 
 
-if __name__ == "__main__":
-    import sys
-
-    print(record(sys.argv[1]).results)
+def main(argv: list[str]) -> int:
+    """``rlm-lab chapter 2 loop-benchmarks RUN_DIR``: :func:`record` into ``RUN_DIR``; prints its results."""
+    if len(argv) != 1:
+        raise RlmLabError("give one argument, the run folder: rlm-lab chapter 2 loop-benchmarks RUN_DIR")
+    print(record(argv[0]).results)
+    return 0

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..cost.fitting import fit_nonneg
 from ..cost.hardware import load_profile
+from ..errors import RlmLabError
 from ..host import load_average
 from ..models.tokenizer import char_tokenizer
 from ..models.zoo import ZooSpec, make_config, save
@@ -114,7 +115,7 @@ def record(run_dir, repeats: int = 3):
     ``flock -x /tmp/rlm-lab-measure.lock`` when the record is to be committed."""
     rec = RunRecord(run_dir, {"batches": BATCHES, "layers": LAYERS, "group": GROUP, "length": LENGTH,
                               "steps": STEPS, "warmup": WARMUP, "repeats": repeats},
-                    command=f"python -m rlm_lab.calibrate.step_benchmarks {run_dir}", seed=0)
+                    command=f"rlm-lab chapter 2 step-benchmarks {run_dir}", seed=0)
     with rec:
         before = load_average()
         runs = [bench_trl_step()["points"] for _ in range(repeats)]
@@ -126,7 +127,9 @@ def record(run_dir, repeats: int = 3):
     return rec
 
 
-if __name__ == "__main__":
-    import sys
-
-    print(record(sys.argv[1]).results)
+def main(argv: list[str]) -> int:
+    """``rlm-lab chapter 2 step-benchmarks RUN_DIR``: :func:`record` into ``RUN_DIR``; prints its results."""
+    if len(argv) != 1:
+        raise RlmLabError("give one argument, the run folder: rlm-lab chapter 2 step-benchmarks RUN_DIR")
+    print(record(argv[0]).results)
+    return 0

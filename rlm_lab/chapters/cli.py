@@ -1,11 +1,12 @@
 """``rlm-lab chapter N <step> [args]``: run a step of chapter N, as its record in :mod:`.registry` names it.
 
     rlm-lab chapter --help                      # every chapter's steps
-    rlm-lab chapter 6 campaign --size cpu       # = python -m rlm_lab.chapters.ch06_async.campaign --size cpu
+    rlm-lab chapter 6 campaign --size cpu       # chapter 6's Ray campaign
     rlm-lab chapter 5 run --size smoke          # = rlm-lab place --size smoke
 
-A step's own arguments follow it (``rlm-lab chapter 6 campaign --help`` shows them); the ``python -m`` forms the
-README names stay as aliases of the same functions.
+A step's own arguments follow it (``rlm-lab chapter 6 campaign --help`` shows them). This is the only way in: no
+module of a chapter runs under ``python -m`` (a child process is ``python -m rlm_lab.cli chapter N <step>``,
+:func:`.registry.step_argv`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     rlm-lab parallel --dp 2 --zero 3 --model nano --steps 5
     rlm-lab parallel --tp 2 --sp
     rlm-lab parallel --ep 2                                        # nano-moe (EP needs experts)
-    torchrun --nproc_per_node 2 -m rlm_lab.parallel.cli --dp 2     # the same, launched by hand
+    torchrun --nproc_per_node 2 -m rlm_lab.cli parallel --dp 2     # the same, launched by hand
     rlm-lab parallel --nnodes 2 --dp 2                              # 2 torchrun agents (node ranks 0, 1), c10d
 
 Every input is validated first, in this process, so a bad layout, batch, sequence, learning rate or
@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("parallel", help="run a parallel layout (DP/ZeRO/TP/SP/PP/CP/EP) and record it",
                               description=__doc__.splitlines()[0])
     _arguments(p)
-    p.set_defaults(func=_run)
+    p.set_defaults(func=command)
 
 
 def _arguments(p) -> None:
@@ -254,23 +254,16 @@ def summary_line(res: dict) -> str:
             f"{comm}{ok}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point under torchrun: ``python -m rlm_lab.parallel.cli --dp 2 ...``. Only rank 0 prints
-    an error (every rank finds the same one before the process group starts)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if in_torchrun():  # a rank whose agent dies (SIGKILLed: it cannot stop us) goes with it
-
-        die_with_parent()
-    p = argparse.ArgumentParser(prog="rlm-lab parallel", description=__doc__.splitlines()[0])
-    _arguments(p)
-    args = p.parse_args(argv)
+def command(args) -> int:
+    """``rlm-lab parallel``, also as a rank under torchrun (``torchrun ... -m rlm_lab.cli parallel --dp 2 ...``):
+    a rank whose agent dies (SIGKILLed: it cannot stop us) goes with it, and only rank 0 says an error (every
+    rank finds the same one before the process group starts; the entry point prints it as one line)."""
+    if not in_torchrun():
+        return _run(args)
+    die_with_parent()
     try:
-        return _run(args, argv)
-    except RlmLabError as e:
+        return _run(args)
+    except RlmLabError:
         if int(os.environ.get("RANK", "0")) == 0:
-            print(f"rlm-lab: error: {e}", file=sys.stderr)
+            raise
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,14 +7,14 @@ What each agent runs is the multi-node line a reader runs on every machine of a 
 --nodes N``), with the rendezvous endpoint on 127.0.0.1::
 
     torchrun --nnodes 2 --node-rank R --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:P \\
-             --rdzv-id ID -m rlm_lab.parallel.cli --dp 2 ...
+             --rdzv-id ID -m rlm_lab.cli parallel --dp 2 ...
 
 (https://pytorch.org/docs/stable/elastic/run.html): node rank 0 hosts the rendezvous store (``--rdzv-conf
 is_host=1``, the others ``is_host=0``, which torch otherwise infers from the host name: on one machine every
 agent would match), the agents agree on the world and torch's worker ranks, and the workers' process group
 rendezvouses on the store that agent 0 shares with them. Nothing listens beyond loopback: ``--local-addr
 127.0.0.1`` and ``GLOO_SOCKET_IFNAME=lo`` keep the agents' and the workers' addresses there, and the agents
-run through :func:`main` (``python -m rlm_lab.parallel.nodes <torchrun arguments>``, which is
+run through :func:`main` (``python -m rlm_lab.cli _torchrun-agent <torchrun arguments>``, which is
 ``torch.distributed.run.main``) with their two stores bound to the address they are given: torch's own
 ``TCPStore`` server binds every interface (:func:`rlm_lab.parallel.launch.bound_store`).
 
@@ -68,7 +68,7 @@ def agent_argv(nnodes: int, rank: int, nproc: int, port: int, run_id: str, modul
     return ["--nnodes", str(nnodes), "--node-rank", str(rank), "--nproc-per-node", str(nproc),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
             "--rdzv-conf", f"is_host={int(rank == 0)}", "--local-addr", "127.0.0.1", "--max-restarts", "0",
-            "-m", "rlm_lab.parallel.cli", *module_args]
+            "-m", "rlm_lab.cli", "parallel", *module_args]
 
 
 SCRATCH_ENV, DRIVER_ENV = "RLM_NODES_SCRATCH", "RLM_NODES_DRIVER"
@@ -88,7 +88,7 @@ class Agents:
         env[SCRATCH_ENV], env[DRIVER_ENV] = str(scratch), str(driver)
         for rank in range(nnodes):
             log = (scratch / f"node{rank}.log").open("wb")
-            argv = [sys.executable, "-m", "rlm_lab.parallel.nodes",
+            argv = [sys.executable, "-m", "rlm_lab.cli", "_torchrun-agent",
                     *agent_argv(nnodes, rank, nproc, self.port, self.run_id, module_args)]
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                env=env, process_group=0, preexec_fn=lambda: _die_with(driver)))
@@ -196,7 +196,7 @@ def _last_line(log: Path) -> str:
 
 
 def run_nodes(nnodes: int, nproc: int, module_args: list[str], scratch: Path, timeout_s: float) -> dict:
-    """Run ``python -m rlm_lab.parallel.cli <module_args>`` under ``nnodes`` torchrun agents of ``nproc`` ranks
+    """Run ``python -m rlm_lab.cli parallel <module_args>`` under ``nnodes`` torchrun agents of ``nproc`` ranks
     each; return rank 0's results (its record, written under ``scratch/rank0``) with where the ranks ran."""
     inner = scratch / "rank0"
     agents = Agents(nnodes, nproc, [*module_args, "--out", str(inner)], scratch)
@@ -255,7 +255,3 @@ def _remove_orphaned_scratch() -> None:
         return
     if Path(scratch).name.startswith(".scratch-nodes-"):   # only ever the folder the driver made for its nodes
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

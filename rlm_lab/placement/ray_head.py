@@ -1,8 +1,8 @@
 """A local Ray node's process: ``ray start`` (Ray's own CLI, ``ray.scripts.scripts.main``) with a longer wait
 for the raylet to register, for :class:`rlm_lab.placement.session.RaySession`.
 
-    python -m rlm_lab.placement.ray_head start --head --block ...            # the head; not a user command
-    python -m rlm_lab.placement.ray_head start --address 127.0.0.1:P ...     # a worker node of a local cluster
+    python -m rlm_lab.cli _ray-start start --head --block ...             # the head; not a user command
+    python -m rlm_lab.cli _ray-start start --address 127.0.0.1:P ...      # a worker node of a local cluster
 
 Why: ``ray start`` (Ray 2.60, ``ray._private.node.Node.__init__``) waits a fixed 30 s for the raylet to
 register with the GCS, polling ``ray._private.services.get_node`` in a loop with no pause, and then fails
@@ -130,8 +130,5 @@ def main(argv: list[str] | None = None) -> None:
         name = option(argv, "--node-name")
         if name:
             Node._prepare_socket_file = named_sockets(Node._prepare_socket_file, name)
+    sys.argv = [sys.argv[0], *argv]  # Ray's click CLI reads its arguments from sys.argv (here: behind `_ray-start`)
     ray_main()
-
-
-if __name__ == "__main__":
-    main()

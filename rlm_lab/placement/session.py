@@ -289,7 +289,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
     ports = [free_port() for _ in range(5)]
     where = ["--head", "--port", str(ports[0]), "--include-dashboard=false"] if head_port is None else \
         ["--address", f"127.0.0.1:{head_port}"]
-    cmd = [sys.executable, "-m", "rlm_lab.placement.ray_head", "start", *where, "--block",
+    cmd = [sys.executable, "-m", "rlm_lab.cli", "_ray-start", "start", *where, "--block",
            "--node-ip-address", "127.0.0.1", "--node-name", name,
            "--dashboard-agent-grpc-port", str(ports[1]),
            "--dashboard-agent-listen-port", str(ports[2]), "--runtime-env-agent-port", str(ports[3]),

@@ -7,8 +7,8 @@ over its own SFT start, and how close does the whole run get to the longer-term 
 ``data/runs/cpu``, written only with ``--root data/runs/cpu``); :func:`summarize` reads the committed ones
 back into one table (``data/runs/cpu/ch01_sweep.json``), so no number in the table is typed by hand.
 
-    python -m rlm_lab.train.sweep base t07 g16 --root data/runs/cpu   # run some settings (wrap in `flock -s`)
-    python -m rlm_lab.train.sweep --summarize                          # rebuild the table from the records
+    rlm-lab chapter 1 sweep base t07 g16 --root data/runs/cpu   # run some settings (wrap in `flock -s`)
+    rlm-lab chapter 1 sweep --summarize                          # rebuild the table from the records
 
 Wall times in the sweep were measured on 2 cores *shared with other jobs* (tuning runs); only the
 reference runs (``ch01_grpo`` etc.) were timed on a quiet machine. Sweep records keep ``record.json``
@@ -71,7 +71,7 @@ def run_setting(name: str, extra: dict | None = None, root: Path | None = None, 
     overrides.setdefault("trace", False)  # the per-span trace files (~2 MB a run) are kept for reference runs only
     cfg = make_config(algo, "cpu", out=str(sweep_dir(name, root)), name=f"ch01_sweep_{name}",
                       disable_tqdm=True, **overrides)
-    return run(cfg, command=["python", "-m", "rlm_lab.train.sweep", name])
+    return run(cfg, command=["rlm-lab", "chapter", "1", "sweep", name])
 
 
 def summarize(root: Path | None = None) -> list[dict]:
@@ -125,7 +125,7 @@ def _cpu_total(r: dict) -> float | None:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m rlm_lab.train.sweep", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="rlm-lab chapter 1 sweep", description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="*", help=f"settings to run: {', '.join(SETTINGS)}")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--summarize", action="store_true", help="only rebuild ch01_sweep.json from the records")
@@ -144,7 +144,3 @@ def main(argv=None):
     for row in summarize(root):
         print(json.dumps({k: row[k] for k in ("setting", "accuracy_sft", "accuracy_rl", "gain_points",
                                               "end_to_end_seconds")}))
-
-
-if __name__ == "__main__":
-    main()

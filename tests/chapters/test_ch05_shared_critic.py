@@ -17,6 +17,7 @@ from rlm_lab.errors import RlmLabError
 from rlm_lab.protocol import summarize
 from rlm_lab.record import RunRecord
 from rlm_lab.chapters.ch05_placement import shared_critic as S
+from rlm_lab.chapters.cli import resolve
 
 
 def test_case_and_state_keys():
@@ -104,7 +105,7 @@ def test_analysis_not_met_and_refusals(tmp_path):
         S.analysis("smoke", tmp_path / "late")
 
 
-def test_a_repeat_is_this_module_run_as_main(tmp_path):
+def test_a_repeat_is_this_module_run_through_the_cli(tmp_path):
     argv = S.arm_command("shared", "smoke", tmp_path)
-    assert argv[1:4] == ("-m", "rlm_lab.chapters.ch05_placement.shared_critic", "--arm")   # never "__main__"
-    assert S.MODULE == S.__name__
+    assert argv[1:7] == ("-m", "rlm_lab.cli", "chapter", "5", "shared-critic", "--arm")
+    assert resolve(5, "shared-critic") is S.main      # the step the child names is this module's main

@@ -39,7 +39,7 @@ def test_stage_table_reads_each_repeat(tmp_path):
 
 def test_command_is_one_fresh_run():
     argv = O.command("sync_all", "cpu", "/x", steps=5)
-    assert argv[1:] == ("-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", "sync_all", "--size", "cpu", "--out", "/x",
+    assert argv[1:] == ("-m", "rlm_lab.cli", "chapter", "6", "overhead", "--arm", "sync_all", "--size", "cpu", "--out", "/x",
                         "--lengths", "fixed", "--steps", "5")
     assert O.command("plain", "cpu", "/x", lengths="sampled")[-2:] == ("--lengths", "sampled")
 

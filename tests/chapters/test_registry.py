@@ -2,6 +2,8 @@
 ``rlm-lab chapter N <step>`` all come from it, and every step it names runs something."""
 
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from rlm_lab import book, reference
 from rlm_lab.chapters import registry
 from rlm_lab.chapters.cli import resolve
-from rlm_lab.cli import main
+from rlm_lab.cli import INTERNAL, MAINS, main
 from rlm_lab.errors import RlmLabError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +64,25 @@ def test_chapter_help_lists_every_chapters_steps(capsys):
 
 
 def test_unknown_chapter_or_step_is_one_clear_error():
-    with pytest.raises(RlmLabError, match="chapter 8 has no step 'run'; its steps: none: it is report only"):
+    with pytest.raises(RlmLabError, match="chapter 9 has no step 'run'; its steps: none: it is report only"):
+        resolve(9, "run")
+    with pytest.raises(RlmLabError, match="chapter 8 has no step 'run'; its steps: census"):
         resolve(8, "run")
     with pytest.raises(RlmLabError, match="unknown chapter 12"):
         resolve(12, "run")
+
+
+@pytest.mark.parametrize("target", [t for t, _ in MAINS.values()] + list(INTERNAL.values()))
+def test_every_command_that_parses_its_own_arguments_is_a_function(target):
+    module, _, fn = target.partition(":")
+    assert callable(getattr(importlib.import_module(module), fn))
+
+
+def test_a_child_process_runs_a_step_through_the_one_entry_point():
+    argv = registry.step_argv(8, "census")
+    assert argv == [sys.executable, "-m", "rlm_lab.cli", "chapter", "8", "census"]
+    with pytest.raises(KeyError, match="no step 'nope'"):
+        registry.step_argv(8, "nope")
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)   # no arguments: one line, 2
+    assert r.returncode == 2 and r.stderr == ("rlm-lab: error: give two arguments: rlm-lab chapter 8 census ROOT "
+                                              "OUT.tsv (the module docstring says how)\n")

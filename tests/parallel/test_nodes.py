@@ -54,7 +54,7 @@ def _cli(args, out, log):
 
 
 def _ranks_running(pid, n=2, wait_s=300):
-    """The launcher's process tree once ``n`` ranks (rlm_lab.parallel.cli under torchrun) run."""
+    """The launcher's process tree once ``n`` ranks (``-m rlm_lab.cli parallel`` under torchrun) run."""
     from rlm_lab.host import descendants
 
     deadline = time.monotonic() + wait_s
@@ -66,7 +66,7 @@ def _ranks_running(pid, n=2, wait_s=300):
                 cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"rlm_lab.parallel.cli" in cmd and b"rlm_lab.parallel.nodes" not in cmd:
+            if b"rlm_lab.cli" in cmd and b"parallel" in cmd and b"_torchrun-agent" not in cmd and b"--nnodes" not in cmd:
                 ranks.append(p)
         if len(ranks) >= n:
             return tree
@@ -80,7 +80,7 @@ def _agent(tree, rank):
             cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"rlm_lab.parallel.nodes" in cmd and cmd[cmd.index(b"--node-rank") + 1] == str(rank).encode():
+        if b"_torchrun-agent" in cmd and cmd[cmd.index(b"--node-rank") + 1] == str(rank).encode():
             return p
     raise AssertionError(f"no agent of node rank {rank} in {tree}")
 

@@ -1,6 +1,6 @@
 """The distributed step-time prediction from the profile alone (rlm_lab.parallel.bench.step_time) and its
 calibration (rlm_lab.calibrate.dist_benchmarks): each checked against an independent computation. No process
-is started (the measurements themselves run in `python -m rlm_lab.calibrate.dist_benchmarks`)."""
+is started (the measurements themselves run in `rlm-lab chapter 4 dist-benchmarks`)."""
 
 import copy
 
@@ -142,7 +142,7 @@ def test_companion_calibration_refuses_to_overwrite_and_bad_profile_is_one_line(
     with pytest.raises(RlmLabError, match="exists; pass --force"):
         db.write_companion("cpu-2core-epyc", out)
     assert time.perf_counter() - t < 2 and out.read_text() == "{}"
-    p = subprocess.run([sys.executable, "-m", "rlm_lab.calibrate.dist_benchmarks", "--profile", "no-such-profile",
+    p = subprocess.run([sys.executable, "-m", "rlm_lab.cli", "chapter", "4", "dist-benchmarks", "--profile", "no-such-profile",
                         "--out", str(tmp_path / "d.json")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.startswith("rlm-lab: error: unknown hardware profile")
     assert "Traceback" not in p.stderr and not (tmp_path / "d.json").exists()

@@ -132,7 +132,7 @@ COMMANDS = {
     "place": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--placement", "colocated", "--steps", "400"],
     "place-nodes": ["-m", "rlm_lab.cli", "place", "--size", "smoke", "--nodes", "2", "--placement", "disaggregated",
                     "--steps", "400"],
-    "campaign": ["-m", "rlm_lab.chapters.ch06_async.campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
+    "campaign": ["-m", "rlm_lab.cli", "chapter", "6", "campaign", "--size", "smoke", "--mode", "sync", "--steps", "400"],
     "longtail": ["-m", "rlm_lab.cli", "longtail", "--size", "smoke"],
 }
 

@@ -26,8 +26,8 @@ speed-up lies at or above :data:`GOAL` and the paired accuracy difference's inte
 
 Commands (the committed record: ``--out data/runs/<size>``)::
 
-    python -m rlm_lab.chapters.ch01_quickstart.advised --predict --size cpu --out data/runs/cpu
-    flock -x /tmp/rlm-lab-measure.lock python -m rlm_lab.chapters.ch01_quickstart.advised --measure --pairs 4 \\
+    rlm-lab chapter 1 advised --predict --size cpu --out data/runs/cpu
+    flock -x /tmp/rlm-lab-measure.lock rlm-lab chapter 1 advised --measure --pairs 4 \\
         --size cpu --out data/runs/cpu
 """
 
@@ -52,6 +52,7 @@ from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
 from ...sizes import check_size
 from ...train import make_config
+from ..registry import step_argv
 
 GOAL = 2.0           # the issue's goal: at least 2x plain TRL's steps per second (fixed before any run)
 RECORDS = "ch01_advised"  # under data/runs/<size>/: prediction.json, then <UTC>/ (the protocol's record) and runs/
@@ -325,7 +326,7 @@ def _profile():
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch01_quickstart.advised",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 1 advised",
                                  description="chapter 1's workload: the advisor's pick against plain TRL")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root of the records (default _build/runs/<size>)")
@@ -359,8 +360,7 @@ def main(argv=None) -> int:
                            correction=a.correction)
         if not a.measure:
             ap.error("say --predict, --measure or --arm")
-        cmd = [sys.executable, "-m", "rlm_lab.chapters.ch01_quickstart.advised", "--size", size, "--out", str(base.parent),
-               "--seed", "{pair}" if a.seed == "pair" else a.seed, "--correction", a.correction]
+        cmd = [*step_argv(1, "advised"), "--size", size, "--out", str(base.parent), "--seed", "{pair}" if a.seed == "pair" else a.seed, "--correction", a.correction]
         folder = base / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         res = compare(Arm("advised", cmd + ["--arm", "advised"]), Arm("plain", cmd + ["--arm", "plain"]), "steps_per_s",
                       folder, size=size, repeats=a.pairs, higher_is_better=True)
@@ -372,7 +372,3 @@ def main(argv=None) -> int:
 
     return child_main(work, lambda out: print(f"{a.arm}: {out['steps_per_s']:.2f} steps/s, accuracy "
                                               f"{out['accuracy']:.3f} -> {out['record']}"))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ The experiment has the shape every chapter shares: :mod:`.cases` (what runs) -> 
 -> :mod:`.compare` (predicted against measured, the headline numbers) -> :mod:`.report` (what the notebook
 prints, draws and glues). A case is a traced case (:mod:`rlm_lab.validate.traced_case`: ``Case``, ``run_case``,
 ``predict_case``, ``time_table``), the unit the validation and in-situ suites share with this chapter.
-``python -m rlm_lab.chapters.ch02_anatomy --size cpu`` makes the records (:func:`.run.main`).
+``rlm-lab chapter 2 run --size cpu`` makes the records (:func:`.run.main`).
 Beside them, :mod:`.families` prices the survey's three families (PPO, GRPO, DPO; arXiv 2608.27046 Table 4) at one
 scale, predictions only, next to Table 4's work in the survey's convention; :mod:`.dpo` traces the third family (TRL's
 ``DPOTrainer`` on the task's preference pairs), its prediction written into the record before the first step.

@@ -127,8 +127,8 @@ def load_reference(size: str = "cpu") -> dict[str, RunRecord]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.chapters.ch02_anatomy --size cpu [--force] [--overhead]``: make the chapter's records."""
-    ap = argparse.ArgumentParser(description=main.__doc__)
+    """``rlm-lab chapter 2 run --size cpu [--force] [--overhead]``: make the chapter's records."""
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 2 run", description=main.__doc__)
     ap.add_argument("--size", default="cpu")
     ap.add_argument("--force", action="store_true", help="re-run records that exist")
     ap.add_argument("--overhead", action="store_true", help="also measure the tracer's overhead")

@@ -2,8 +2,8 @@
 
 The experiment has the shape every chapter shares: :mod:`.cases` -> :mod:`.run` (records) ->
 :mod:`.compare` (predicted against measured, the headline numbers) -> :mod:`.report` (what the notebook
-prints, draws and glues); :mod:`.scale` is the prediction-only section. ``python -m
-rlm_lab.chapters.ch03_work_depth --size cpu`` makes the records (:func:`.run.main`).
+prints, draws and glues); :mod:`.scale` is the prediction-only section. ``rlm-lab
+chapter 3 run --size cpu`` makes the records (:func:`.run.main`).
 
 Measured (each a recorded run, ``data/runs/<size>/ch03_*``):
 

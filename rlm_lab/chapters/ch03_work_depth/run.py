@@ -204,8 +204,8 @@ def ensure_runs(size: str, force: bool = False) -> dict[str, RunRecord]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.chapters.ch03_work_depth --size cpu [--force] [--only decode_knee ...]``."""
-    ap = argparse.ArgumentParser(description=main.__doc__)
+    """``rlm-lab chapter 3 run --size cpu [--force] [--only decode_knee ...]``."""
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 3 run", description=main.__doc__)
     ap.add_argument("--size", default="cpu")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--only", nargs="*", choices=("decode_knee", "long_tail", "replicas"))

@@ -6,7 +6,7 @@ predicted from the profile alone.
 Trainer runs) and :mod:`.sweeps` (the recorded PP, CP and EP measurements) -> :mod:`.compare` (counted bytes and
 step times against the prediction, the chapter's verdict) -> :mod:`.report` (tables, figures and glued values).
 :mod:`.out_of_sample` is the out-of-sample check of the distributed step-time model (its own cases, runs and
-summary; ``python -m rlm_lab.chapters.ch04_parallelism.out_of_sample data/runs/cpu``).
+summary; ``rlm-lab chapter 4 out-of-sample data/runs/cpu``).
 
 The mechanisms are :mod:`rlm_lab.parallel` (the layouts) and its harness :mod:`rlm_lab.parallel.bench` (the
 measurement of a layout against one process, the step-time prediction, the PP/CP/EP measurements, the

@@ -99,7 +99,3 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     run(Path(argv[0]) if argv else REPO_ROOT / "data" / "runs" / "cpu")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -29,6 +29,7 @@ from ...parallel.launch import init_process_group
 from ...parallel.mesh import Layout
 from ...record import RecordError, load_record, runs_root
 from ...sizes import check_size
+from ..registry import step_argv
 from .cases import run_args, suite
 
 
@@ -136,7 +137,7 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
     codes = {}
     for mode in modes:
         n = "1" if mode == "single" else "2"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, "-m", "rlm_lab.parallel.bench.e2e",
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, *step_argv(4, "e2e")[1:],
                "--mode", mode, "--steps", str(steps), "--model", model, "--size", size]
         p = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         codes[mode] = p.returncode

@@ -6,7 +6,7 @@ with :mod:`rlm_lab.cost.placement` before it runs, then measured.
 placement under ``ch05_<key>/<UTC time>``) -> :mod:`.compare` (step time and sync bytes against the prediction,
 verdicts, the predictor as an advisor) -> :mod:`.report` (timelines, tables and glued values).
 :mod:`.cli` is ``rlm-lab place``; :mod:`.sync_calibration` the weight-sync calibration
-(``python -m rlm_lab.chapters.ch05_placement.sync_calibration data/runs/cpu``); :mod:`.shared_critic` PPO's
+(``rlm-lab chapter 5 sync-calibration data/runs/cpu``); :mod:`.shared_critic` PPO's
 shared actor-critic against a separate critic (predicted, committed, then paired repeats under the protocol).
 
 The mechanisms (Ray actors, placement groups, weight sync, reshard, the hybrid engine, the split critic) are

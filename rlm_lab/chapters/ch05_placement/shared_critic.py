@@ -2,8 +2,8 @@
 backbone (``PPOConfig(critic="shared")``, :mod:`rlm_lab.train.shared_critic`), on one workload; the survey's
 model-structure (inter-model) technique, arXiv 2608.27046 Sec. 4.1 (AC sharing; the work it saves: Sec. 4.7).
 
-    python -m rlm_lab.chapters.ch05_placement.shared_critic --predict --size cpu           # 1. commit this first
-    flock -x /tmp/rlm-lab-measure.lock python -m rlm_lab.chapters.ch05_placement.shared_critic --measure --size cpu
+    rlm-lab chapter 5 shared-critic --predict --size cpu                                   # 1. commit this first
+    flock -x /tmp/rlm-lab-measure.lock rlm-lab chapter 5 shared-critic --measure --size cpu
     a = analysis("cpu")       # the prediction beside the paired repeats, the verdict
 
 1. **Predicted first** (:func:`predict`, written by :func:`write_prediction` into ``prediction.json`` of the
@@ -32,7 +32,6 @@ import datetime as _dt
 import json
 import os
 import statistics
-import sys
 from pathlib import Path
 
 from ...compare import BAR
@@ -43,6 +42,7 @@ from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, load_record, reference_root, repo_relative, runs_root
 from ...records.provenance import utc_now
 from ...sizes import get
+from ..registry import step_argv
 from ...validate.traced_case import Case, predict_case
 
 ARMS = ("shared", "separate")   # arm A, arm B: the ratio is shared / separate
@@ -51,7 +51,7 @@ PREDICTION = "prediction.json"
 PROTOCOL = "protocol"           # the protocol's record (subfolder of FOLDER)
 RUNS = "runs"                   # the arms' run records
 STATE_KEYS = ("weights", "gradients", "optimizer")
-MODULE = "rlm_lab.chapters.ch05_placement.shared_critic"   # a repeat's ``python -m`` (``__name__`` is __main__ there)
+STEP = (5, "shared-critic")     # rlm-lab chapter 5 shared-critic: this module's main, a repeat's command
 
 
 def case(arm: str, size: str) -> Case:
@@ -121,7 +121,7 @@ def run_arm(arm: str, size: str, out) -> dict:
 
 
 def arm_command(arm: str, size: str, runs: Path) -> tuple:
-    return (sys.executable, "-m", MODULE, "--arm", arm, "--size", size, "--out", str(runs))
+    return (*step_argv(*STEP), "--arm", arm, "--size", size, "--out", str(runs))
 
 
 def measure(size: str, folder: Path, say=print) -> dict:
@@ -235,7 +235,8 @@ def section_text(a: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog=f"python -m {MODULE}",
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter {} {}".format(*STEP),
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="the folder (default: this build's runs folder of the size)")
@@ -251,8 +252,3 @@ def main(argv=None) -> int:
     if args.predict:
         return child_main(lambda: print(repo_relative(write_prediction(args.size, folder))) or 0, print)
     return child_main(lambda: measure(args.size, folder) and 0, print)
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    sys.exit(main())

@@ -98,7 +98,3 @@ def main(argv=None) -> int:
     r = measure(argv[0] if argv else "_build/runs/cpu", command=["rlm-lab", "chapter", "5", "sync-calibration", *argv])
     print(r.results["fit"], "->", r.dir)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

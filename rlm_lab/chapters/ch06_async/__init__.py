@@ -4,11 +4,11 @@ synchronous run before it runs; and interruptible rollouts.
 
 :mod:`.cases` (the campaign's cells: modes, corrections, seeds, budget, run config) -> :mod:`.run` (the modes of
 one seed, predicted from the synchronous run, one record each) and :mod:`.campaign` (one cell per call,
-``python -m rlm_lab.chapters.ch06_async.campaign``), :mod:`.reference` (plain ``trl.GRPOTrainer`` for
+``rlm-lab chapter 6 campaign``), :mod:`.reference` (plain ``trl.GRPOTrainer`` for
 comparison) -> :mod:`.compare` (the campaign's summaries, the criteria fixed in advance, the advisor, the
 outlook) -> :mod:`.report` (tables, figures and glued values). :mod:`.interrupt` measures what an interruptible
 rollout costs and buys against its prediction
-(``python -m rlm_lab.chapters.ch06_async.interrupt --size cpu --out DIR``).
+(``rlm-lab chapter 6 interrupt --size cpu --out DIR``).
 
 Under the measurement protocol (:mod:`rlm_lab.protocol`: paired repeats ABBA, each a fresh process):
 :mod:`.overhead` (the Ray runtime's own cost against plain ``trl.GRPOTrainer`` on the same cores, one arm per

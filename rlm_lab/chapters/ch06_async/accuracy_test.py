@@ -211,9 +211,9 @@ def summary_lines(result: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    """``python -m rlm_lab.chapters.ch06_async.accuracy_test [--root data/runs/cpu/ch06_accuracy] [--write FILE]``: the plan's tests on the
+    """``rlm-lab chapter 6 accuracy-test [--root data/runs/cpu/ch06_accuracy] [--write FILE]``: the plan's tests on the
     records under ``root``, printed; ``--write`` keeps them (with the record folders they read) as JSON."""
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.accuracy_test", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 accuracy-test", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=ROOT)
     ap.add_argument("--write", default=None, help="a JSON file for the result (refused if it exists)")
     a = ap.parse_args(argv)
@@ -235,7 +235,3 @@ def main(argv=None) -> int:
                                     "finals": {f"{m}/{c or 'none'}": v for (m, c), v in finals.items()},
                                     "provenance": provenance()})
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

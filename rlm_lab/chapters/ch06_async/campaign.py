@@ -1,9 +1,9 @@
 """Chapter 6's campaign: learning curves against the staleness bound eta, with and without TRL's off-policy
 correction, 3 seeds, and the plain ``trl.GRPOTrainer`` reference; one record per run, one run per call.
 
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.campaign \\
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab chapter 6 campaign \\
         --size cpu --mode eta2 --correction token_truncate --seed 1 --out data/runs/cpu
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.campaign \\
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab chapter 6 campaign \\
         --size cpu --reference --seed 1 --out data/runs/cpu
 
 Task and model: chapter 7's learning runs (``rlm_lab.longtail``: the ``chain`` task, whose completion lengths
@@ -81,7 +81,7 @@ def run_cell(size: str, mode: str, correction, seed: int, root, steps: int | Non
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.campaign",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 campaign",
                                  description="chapter 6: one run of the eta x correction x seed matrix, or "
                                              "the plain TRL reference")
     ap.add_argument("--size", default="smoke")
@@ -118,7 +118,3 @@ def main(argv=None) -> int:
     print(f"{a.mode} {corr_label(corr)} seed {a.seed}: step {out['step_seconds_median']:.3f} s, accuracy "
           f"{pts[0]['accuracy']:.3f} -> {pts[-1]['accuracy']:.3f} -> {out['dir']}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

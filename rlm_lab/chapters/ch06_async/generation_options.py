@@ -144,7 +144,7 @@ def measure(size: str = "cpu", options=OPTIONS, reps: int = 3, seed: int = 0, sa
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.generation_options")
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 generation-options")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--options", nargs="+", default=list(OPTIONS))
@@ -164,7 +164,3 @@ def main(argv=None) -> int:
     for o, v in res["options"].items():
         print(f"{o}: {v['tokens_per_s']:.0f} completion tokens/s (first call {v['first_s']:.2f} s)")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

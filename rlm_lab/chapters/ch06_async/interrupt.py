@@ -2,7 +2,7 @@
 worker runs), on the chapter's model, task and batch (``rlm_lab.chapters.ch05_placement.run.run_config(size)``: the
 SFT warm start, one generation call of ``batch_size`` prompt entries, ``max_completion_length`` tokens):
 
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.interrupt --size cpu \\
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab chapter 6 interrupt --size cpu \\
         --out data/runs/cpu/ch06_interrupt/<UTC time>
 
 Per repeat (the order of the runs rotates from repeat to repeat), with the same sampling seed:
@@ -300,7 +300,7 @@ def plot(rec):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.interrupt",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 interrupt",
                                  description="chapter 6: the cost and the benefit of interruptible rollouts")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None,
@@ -324,7 +324,3 @@ def main(argv=None) -> int:
     print(f"update wait: today {w['wait_today'].get('median', float('nan')) * 1e3:.1f} ms, interruptible "
           f"{w['wait_interruptible'].get('median', float('nan')) * 1e3:.1f} ms  -> {out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

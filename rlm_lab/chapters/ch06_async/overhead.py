@@ -1,6 +1,6 @@
 """The runtime's own cost: chapter 6's synchronous Ray placement against plain ``trl.GRPOTrainer`` on the same cores.
 
-One arm per process (``python -m rlm_lab.chapters.ch06_async.overhead --arm ARM --size cpu --out DIR``; the measurement
+One arm per process (``rlm-lab chapter 6 overhead --arm ARM --size cpu --out DIR``; the measurement
 protocol, :mod:`rlm_lab.protocol`, runs each repeat afresh and pairs two arms). Every arm trains the same GRPO
 config (chapter 6's campaign config, :func:`rlm_lab.chapters.ch06_async.cases.campaign_config`, ``steps`` steps) from the
 same SFT start, with the same trainer code (:class:`rlm_lab.placement.workers.TrainerWorker`: TRL's
@@ -36,7 +36,7 @@ The goal's run (issue 20, item 5; fixed on 2026-12-04 before it ran): ``sync_all
 ``--pairs 12`` at cpu size, its own interval standing alone (not pooled with the two windows of 4 pairs whose
 intervals straddled the goal); the page reads the newest record whatever it says::
 
-    python -m rlm_lab.chapters.ch06_async.overhead --arm sync_all --against plain --pairs 12 --size cpu \
+    rlm-lab chapter 6 overhead --arm sync_all --against plain --pairs 12 --size cpu \
         --out data/runs/cpu/ch06_overhead --lengths sampled
 
 It ran with sampled lengths (the option's default then) and its arms did not do the same work (above): 0.85 with an
@@ -67,6 +67,7 @@ from ...record import RunRecord, atomic_write_json, runs_root
 from ...sizes import check_size, get
 from ...tables import format_table
 from ..ch05_placement.cases import cluster
+from ..registry import step_argv
 from .cases import _now, campaign_config
 from .run import latest_in
 
@@ -130,7 +131,7 @@ def run_arm(arm: str, size: str, out, steps: int | None = None, command=None, le
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.overhead",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 overhead",
                                  description="one arm of the runtime-overhead comparison (one process, one run)")
     ap.add_argument("--arm", required=True, help=f"one of {', '.join(ARMS)}")
     ap.add_argument("--against", default=None, help="run the protocol: --arm against this arm (paired repeats, each "
@@ -163,8 +164,7 @@ def main(argv=None) -> int:
 
 def command(arm: str, size: str, out, steps: int | None = None, lengths: str = "fixed") -> tuple:
     """The argv of one repeat of ``arm`` (this interpreter, this module)."""
-    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.overhead", "--arm", arm, "--size", size, "--out", str(out),
-            "--lengths", lengths]
+    argv = [*step_argv(6, "overhead"), "--arm", arm, "--size", size, "--out", str(out), "--lengths", lengths]
     return tuple(argv + (["--steps", str(steps)] if steps else []))
 
 
@@ -292,10 +292,6 @@ def section(root=None) -> tuple[str, dict]:
     for arm, v in completion_lengths(root).items():  # did the sampled-length arms do the same work?
         values |= {f"ch06_ovh_len_{arm}_max": f"{v['max']:.0f}", f"ch06_ovh_len_{arm}_mean": f"{v['mean']:.0f}"}
     if not rows:
-        return "no overhead records (python -m rlm_lab.chapters.ch06_async.overhead --help)", values
+        return "no overhead records (rlm-lab chapter 6 overhead --help)", values
     return format_table(rows) + ("\n(tokens/s medians over the paired repeats; each pair in fresh processes, ABBA, each row "
                                  "one window, rows of other windows are not comparable in tokens/s; completions fixed: every arm generates and trains on the same shapes)"), values
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

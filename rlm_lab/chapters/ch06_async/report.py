@@ -263,7 +263,7 @@ def outlook_section(camp: dict, devices: int = 64) -> tuple[str, dict]:
 INTERRUPT_KEYS = ("b", "pk", "k", "tokens", "reps", "load", "extra", "extra_q", "extra_pred", "extra_err",
                   "extra_verdict", "keep", "keep_pred", "keep_verdict", "wait_today", "wait_int", "wait_int_max", "step",
                   "step_pred", "prefill", "prefill_pred")
-INTERRUPT_COMMAND = ("flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch06_async.interrupt "
+INTERRUPT_COMMAND = ("flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab chapter 6 interrupt "
                      "--size cpu --out data/runs/cpu/ch06_interrupt/<UTC time>")
 
 

@@ -1,6 +1,6 @@
 """Chapter 6's experiment: predict, then run, each execution mode; one new record folder per run.
 
-    python -m rlm_lab.chapters.ch06_async.run --size smoke --out _build/runs/smoke
+    rlm-lab chapter 6 run --size smoke --out _build/runs/smoke
 
 Order: the synchronous run first (the baseline, measured, not predicted); the other modes are predicted from
 *its* measured stage times before they run (:func:`predict_from_sync`: per-step generation seconds g_i, the
@@ -121,7 +121,7 @@ def latest_in(base: str | Path):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.run",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 run",
                                  description="chapter 6: predict, then run, each execution mode")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None, help="root folder of the records (default _build/runs/<size>)")
@@ -150,7 +150,3 @@ def main(argv=None) -> int:
         print(f"{m:14s} step {r['step_seconds_median']:.3f} s  predicted "
               f"{(r.get('prediction') or {}).get('step_s') or float('nan'):.3f} s  -> {r['dir']}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

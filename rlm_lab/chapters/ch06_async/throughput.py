@@ -34,6 +34,7 @@ from ...evidence import at_least_word, overlap, ratio_interval, repeat_interval
 from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
 from ...sizes import check_size
+from ..registry import step_argv
 from .cases import _now, campaign_config, curve_spec
 from .generation_options import chosen
 from .reference import run_reference
@@ -103,8 +104,7 @@ def goal(results: dict) -> dict:
 
 def command(arm: str, size: str, out, steps: int | None = None) -> tuple:
     """The argv of one repeat of ``arm``; ``{pair}`` (the protocol's pair index) is its seed."""
-    argv = [sys.executable, "-m", "rlm_lab.chapters.ch06_async.throughput", "--arm", arm, "--size", size, "--seed", "{pair}",
-            "--out", str(out)]
+    argv = [*step_argv(6, "throughput"), "--arm", arm, "--size", size, "--seed", "{pair}", "--out", str(out)]
     return tuple(argv + (["--steps", str(steps)] if steps else []))
 
 
@@ -167,7 +167,7 @@ def section(size: str = "cpu", root=None) -> tuple[str, dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch06_async.throughput",
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 6 throughput",
                                  description="one arm of chapter 6's throughput goal (one process, one run)")
     ap.add_argument("--arm", default=None, help=f"one of {', '.join(ARMS)} (one run)")
     ap.add_argument("--goal", action="store_true", help="measure the goal: pick against plain under the protocol")
@@ -187,7 +187,3 @@ def main(argv=None) -> int:
 
     return child_main(work, lambda out: print(f"{a.arm} seed {a.seed}: {out['tokens_per_s']:.0f} tokens/s, accuracy "
                                               f"{out['accuracy']:.3f} -> {out['record']}"))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

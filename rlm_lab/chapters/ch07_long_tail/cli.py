@@ -1,4 +1,4 @@
-"""``rlm-lab longtail`` (also ``python -m rlm_lab.chapters.ch07_long_tail``): measure chapter 7's techniques, each against
+"""``rlm-lab longtail`` (also ``rlm-lab chapter 7 run``): measure chapter 7's techniques, each against
 its prediction, one record ``ch07_<technique>`` per technique.
 
     rlm-lab longtail --size smoke                             # into _build/runs/smoke (not committed)

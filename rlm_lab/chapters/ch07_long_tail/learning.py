@@ -18,7 +18,7 @@ Each record gets ``learning.json`` next to it: the generated length distribution
 kept, the groups generated per group trained on, and the held-out accuracy by number of operations (where a
 bias toward short answers would show).
 
-    flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch07_long_tail.learning --size cpu --out data/runs/cpu
+    flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab chapter 7 learning --size cpu --out data/runs/cpu
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def learn(size: str, out=None, arms=ARMS, seed: int = 0, steps: int | None = Non
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlm_lab.chapters.ch07_long_tail.learning")
+    ap = argparse.ArgumentParser(prog="rlm-lab chapter 7 learning")
     ap.add_argument("--size", default="smoke")
     ap.add_argument("--out", default=None)
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
@@ -173,7 +173,3 @@ def main(argv=None) -> int:
         print(f"rlm-lab: error: {e}")
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,7 +21,7 @@ from ...tasks.chain import answer_length
 from ...trace_plots import _figure
 from .run import TECHNIQUES, measure
 
-COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m rlm_lab.chapters.ch07_long_tail --size {size} --out data/runs/{size}"
+COMMAND = "flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab longtail --size {size} --out data/runs/{size}"
 TABLE_COLUMNS = ("technique", "predicted gain", "measured gain", "95% interval", "rel. error", "error interval",
                  "verdict")
 

@@ -2,8 +2,8 @@
 the cost model (:mod:`rlm_lab.cost.longtail`) before the measurement, each a RunRecord ``ch07_<technique>``.
 
 Writes to ``_build/runs/<size>/`` by default; the committed reference records (``data/runs/cpu/ch07_*``) are
-written only with an explicit ``--out``: ``flock -x /tmp/rlm-lab-measure.lock .venv/bin/python -m
-rlm_lab.chapters.ch07_long_tail --size cpu --out data/runs/cpu``.
+written only with an explicit ``--out``: ``flock -x /tmp/rlm-lab-measure.lock .venv/bin/rlm-lab
+longtail --size cpu --out data/runs/cpu``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``rlm-lab open-directions`` (also ``python -m rlm_lab.chapters.ch10_open_directions``): make chapter 10's
+"""``rlm-lab open-directions`` (also ``rlm-lab chapter 10 run``): make chapter 10's
 records, one part at a time, the prediction first.
 
     rlm-lab open-directions --size smoke                       # both parts, into _build/runs/smoke

@@ -4,7 +4,7 @@ frameworks' example folders imported by ``predict --from``, one row each (framew
 The frameworks' examples are not shipped here (only the corpus's sample is); to rerun, extract each repository's
 ``examples/`` at the commit SOURCES names into ``ROOT/<framework>/examples/`` (``git archive COMMIT examples``) and
 
-    python -m rlm_lab.frameworks.importers.census ROOT data/configs/corpus_census.tsv
+    rlm-lab chapter 8 census ROOT data/configs/corpus_census.tsv
 
 Out of scope (counted apart, not as refusals of an RL run): files the importer refuses as SFT, DPO, reward-model,
 generation, evaluation or distillation runs, or as running no trainer.
@@ -13,7 +13,6 @@ generation, evaluation or distillation runs, or as running no trainer.
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -70,6 +69,9 @@ def counts(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    """``rlm-lab chapter 8 census ROOT OUT.tsv``: the census of the examples under ``ROOT`` into ``OUT.tsv``."""
+    if len(argv) != 2:
+        raise RlmLabError("give two arguments: rlm-lab chapter 8 census ROOT OUT.tsv (the module docstring says how)")
     root, dest = Path(argv[0]), Path(argv[1])
     rows = census(root)
     lines = ["# framework\tfile\trl_run\toutcome\twhy (first 200 characters)"]
@@ -78,7 +80,3 @@ def main(argv: list[str]) -> int:
     for fw, c in counts(rows).items():
         print(fw, dict(c))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

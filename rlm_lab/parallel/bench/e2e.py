@@ -1,7 +1,7 @@
 """The same GRPO run through TRL's Trainer on several processes: DDP, DeepSpeed ZeRO-2, ZeRO-3.
 
-    torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode ddp   --steps 4
-    torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode zero2 --steps 4   # needs deepspeed
+    torchrun --nproc_per_node 2 -m rlm_lab.cli chapter 4 e2e --mode ddp   --steps 4
+    torchrun --nproc_per_node 2 -m rlm_lab.cli chapter 4 e2e --mode zero2 --steps 4   # needs deepspeed
     rlm-lab parallel ... covers the hand-built layouts; this module covers what the Trainer does.
 
 Each rank builds the same GRPO trainer (``rlm_lab.train.rl.make_trainer``) from the same zoo model,
@@ -83,7 +83,7 @@ def predicted_grad_bytes(param_bytes: int, world: int, mode: str) -> float:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlm_lab.parallel.bench.e2e", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="rlm-lab chapter 4 e2e", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=sorted(MODES), default="ddp")
     p.add_argument("--model", default="nano")
     p.add_argument("--steps", type=int, default=4)
@@ -104,7 +104,7 @@ def _run(args) -> int:
     from ...record import REPO_ROOT, RunRecord, runs_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     if "WORLD_SIZE" not in os.environ:
-        raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.parallel.bench.e2e --mode ddp")
+        raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.cli chapter 4 e2e --mode ddp")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     extra = {}
     if MODES[args.mode] == "fsdp":
@@ -142,7 +142,3 @@ def _run(args) -> int:
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
