@@ -1,8 +1,13 @@
 """Chapter 5's figure of the published cases: every priced case under a bar drawn once, where it belongs."""
 
+from dataclasses import replace
+
 from matplotlib.collections import PathCollection
 
-from rlm_lab.chapters.ch05_placement.report import published_figure
+from rlm_lab import ledger
+from rlm_lab.chapters.ch05_placement.report import lora_sync_text, published_figure
+from rlm_lab.chapters.ch05_placement.run import latest
+from rlm_lab.record import reference_root
 from rlm_lab.validate.published_report import FRESH_SOURCES, record_report
 
 
@@ -20,3 +25,19 @@ def test_the_published_figure_draws_every_priced_case_under_a_bar_once():
         for r in priced:
             x, y = r["published_value"], r["published_value"] * (1 + r["error_value"])
             assert any(abs(px - x) < 1e-9 * x and abs(py - y) < 1e-9 * y for v in dots.values() for px, py in v)
+
+
+def test_the_lora_section_prints_the_ledgers_values_not_the_records():
+    """The sync seconds and the step of the LoRA section come from the ledger (one value per quantity across the
+    book): an entry changed here shows on the page, a replaced record is labelled history, the window's repeats
+    are printed as the current step."""
+    recs = {k: latest(reference_root("cpu"), k) for k in ("disaggregated", "disaggregated_lora")}
+    entries = ledger.build("cpu")
+    d = ledger.by_id(entries)
+    sync = d["ch05.run.ch05_disaggregated_lora.sync.seconds_mean"]
+    assert sync.value == recs["disaggregated_lora"].results["sync"]["seconds_mean"]
+    text = lora_sync_text(recs, entries)
+    assert f"LoRA {sync.value * 1e3:.2f} ms (one run, history)" in text and "did not re-measure the sync" in text
+    assert "window's paired repeats (current)" in text
+    moved = [replace(e, value=0.123) if e.id == sync.id else e for e in entries]
+    assert "LoRA 123.00 ms" in lora_sync_text(recs, moved)

@@ -87,10 +87,18 @@ def live_runs(size: str) -> tuple[dict, str]:
                            f"{rel(res['dir'])}" for key, res in live.items())
 
 
-def comparison_section(live: dict, size: str) -> tuple[dict, list, object, list, str]:
+# a placement's run -> the results ledger's item for its step (``ch05.<item>.measured``: the current value)
+LEDGER_ITEM = {"colocated": "colocated", "disaggregated": "disaggregated", "disaggregated_lora": "lora",
+               "hybrid": "hybrid", "ppo_split": "ppo_split"}
+
+
+def comparison_section(live: dict, size: str, entries=None) -> tuple[dict, list, object, list, str]:
     """The committed cpu records of every GRPO placement (this build's own ``live`` runs where none is committed)
     and the hybrid engine's: ``(records, rows, hybrid record or None, hybrid rows, text)``, the rows predicted
-    against measured (:func:`.compare.comparison`) with the load at the start and end of each run."""
+    against measured (:func:`.compare.comparison`) with the load at the start and end of each run. With the
+    results ledger's ``entries``, a run a reference window replaced is labelled history and the ledger's current
+    value of the same step (``ch05.<item>.measured``, the window's paired repeats) is printed under it."""
+    d = {e.id: e for e in entries or ()}
     lines = []
     try:
         records = {key: latest(reference_root("cpu"), key) for key in KEYS}
@@ -111,6 +119,10 @@ def comparison_section(live: dict, size: str) -> tuple[dict, list, object, list,
     for r in rows + hyb_rows:
         lines.append(f"{r['placement']:28s} {r['predicted_s']:11.4f} {r['measured_s']:10.4f} {100 * r['rel_error']:+6.1f}% "
                      f"{str(r['load_start']):>5} {str(r['load_end']):>5}   {rel(r['dir'])}")
+        now = d.get(f"ch05.{LEDGER_ITEM.get(r['placement'], '-')}.measured")
+        if now is not None and now.current and rel(r["dir"]) not in now.records:
+            lines.append(f"{'':28s} history; current (ledger ch05.{LEDGER_ITEM[r['placement']]}): "
+                         f"{_ledger_text(now)[:-1]}, {', '.join(now.records)})")
     return records, rows, hyb_rec, hyb_rows, "\n".join(lines)
 
 
@@ -153,6 +165,47 @@ def sync_calibration_section(records: dict, rows: list[dict]) -> str:
                          f"with it ({100 * (with_t0 / r['sync_s_measured'] - 1):+.0f} %)")
     lines.append(f"a fixed cost per sync brings every collective row within the {100 * GOAL:.0f} % goal: "
                  f"{'yes: the term is justified' if closes and all(closes) else 'no: not added to the cost model'}")
+    return "\n".join(lines)
+
+
+def _ledger_text(e, ms: bool = True) -> str:
+    """One ledger entry (:class:`rlm_lab.ledger.Entry`) as chapter 5 prints it: the value (ms for seconds), its
+    interval with method and n where it has one, and "history" with the record that replaced it."""
+    if e is None or e.value is None:
+        return "not in the ledger"
+    f = (lambda v: f"{v * 1e3:.2f} ms") if ms else (lambda v: f"{v:.3g}")
+    hist = "" if e.current else ", history"
+    iv = f" [{f(e.lo)}, {f(e.hi)}] ({e.method}, n = {e.n} {e.counts}{hist})" if e.lo is not None else \
+        f" ({e.counts}{hist})"
+    return f"{f(e.value)}{iv}"
+
+
+def lora_sync_text(records: dict, entries) -> str:
+    """Full fine-tuning against LoRA, disaggregated: trainable parameters and bytes per sync (exact counts of the
+    records), and the seconds per sync and the step as the results ledger holds them (``entries``, from
+    ``rlm_lab.ledger.build``): one value per quantity, so this page, chapter 8 and the results page agree. The
+    single runs' values are labelled history where the reference window replaced them, and the window's paired
+    repeats of the step (``ch05.window.lora_vs_full.*``) are printed beside them as the current value."""
+    d = {e.id: e for e in entries}
+    full, lora = records["disaggregated"], records["disaggregated_lora"]
+    f, lo = full.results, lora.results
+    ids = {k: f"ch05.run.{Path(rel(r.dir)).parts[3]}" for k, r in (("full", full), ("lora", lora))}
+    lines = [f"trainable parameters: full {f['trainable_parameters']:,}, LoRA {lo['trainable_parameters']:,} "
+             f"of {lo['parameters']:,}",
+             f"bytes per sync (exact): full {f['sync']['bytes_per_sync']:,} B, LoRA {lo['sync']['bytes_per_sync']:,} B "
+             f"({f['sync']['bytes_per_sync'] / lo['sync']['bytes_per_sync']:.0f}x less)"]
+    for what, key in (("seconds per sync call", "sync.seconds_mean"), ("step (median of steps)", "step_seconds_median")):
+        a, b = d.get(f"{ids['full']}.{key}"), d.get(f"{ids['lora']}.{key}")
+        lines.append(f"{what}: full {_ledger_text(a)}; LoRA {_ledger_text(b)}   (ledger {ids['full']}.{key}, ...)")
+        old = next((e.superseded_by for e in (a, b) if e is not None and not e.current), "")
+        if old:
+            lines.append(f"  history: {old} replaced these single runs"
+                         + ("; it re-measured the step, below" if "step" in key else "; it did not re-measure the sync"))
+    w = "ch05.window.lora_vs_full"
+    if f"{w}.ratio" in d:
+        lines.append(f"step, the window's paired repeats (current): full {_ledger_text(d.get(w + '.disaggregated.measured'))}"
+                     f"; LoRA {_ledger_text(d.get(w + '.disaggregated_lora.measured'))}; LoRA / full "
+                     f"{_ledger_text(d[w + '.ratio'], ms=False)}: {d[w + '.ratio'].verdict}   (ledger {w}.*)")
     return "\n".join(lines)
 
 

@@ -387,3 +387,26 @@ def window_agreement(table: list[dict], size: str, root=None) -> dict:
                            f"{gain:.2f} in the window)")
     parts = [f"{k}: {', '.join(v)}" for k, v in groups.items() if v]
     return {"ch07_win_agree": "; ".join(parts) if parts else "no technique measured in both"}
+
+
+def with_current(table: list[dict], entries, size: str) -> list[dict]:
+    """The ranking's rows with the results ledger's current value of each technique's gain (``entries`` from
+    ``rlm_lab.ledger.build("cpu")``; ``ch07.<technique>.measured``): one value per quantity across the book. At
+    ``cpu`` size a row whose record a reference window replaced is labelled history beside the window's value; at
+    other sizes the rows are this build's own runs and the column gives the committed value for comparison."""
+    d = {e.id: e for e in entries}
+    out = []
+    for r in table:
+        e = d.get(f"ch07.{r['technique']}.measured")
+        if e is None or e.value is None:
+            cur = "-"
+        else:
+            iv = f" [{e.lo:.2f}, {e.hi:.2f}] ({e.method}, n = {e.n})" if e.lo is not None else f" ({e.counts})"
+            window = any("/reference/" in s for s in e.records)
+            cur = f"{e.value:.2f}{iv}" + (", the window" if window else "")
+            if size == "cpu":
+                cur = ("history; current: " + cur) if window else "this row"
+            else:
+                cur = "committed cpu: " + cur
+        out.append({**r, "current (ledger)": cur})
+    return out
