@@ -23,7 +23,8 @@ So, after constructing the trainer with ``use_vllm=False``, :func:`enable` sets 
 and gives it a ``vllm_generation`` whose ``sync_weights`` does nothing: TRL then computes, truncates and
 applies the correction itself. :func:`enable` refuses (one error line) a TRL whose ``use_vllm`` gates differ
 from the verified list (:data:`VERIFIED_GATES`), so a future TRL that adds a gate fails loudly instead of
-calling a vLLM that does not exist.
+calling a vLLM that does not exist; a TRL of another version whose gates are the same passes (the version policy
+of :mod:`rlm_lab.compat`, whose :func:`rlm_lab.compat.trl.check_use_vllm_gates` checks them).
 
 Behaviour log-probs: the rollout workers (:class:`rlm_lab.placement.rollout.RolloutEngine`) return the
 log-softmax of ``generate``'s processed scores, i.e. of logits / temperature (TRL's generation config has no
@@ -43,12 +44,10 @@ objective is the policy gradient weighted by the truncated π_prox/π_behav.
 
 from __future__ import annotations
 
-import inspect
-
+from ..compat.trl import check_use_vllm_gates, mark_weights_loaded
 from ..errors import RlmLabError
 
 CORRECTIONS = (None, "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-VERIFIED_TRL = ("1.16.0",)
 # Every source line of GRPOTrainer that reads use_vllm, as verified in trl 1.16.0 (whitespace stripped).
 VERIFIED_GATES = (
     "self.use_vllm = args.use_vllm",
@@ -83,35 +82,19 @@ def check_correction(correction) -> str | None:
     return correction
 
 
-def gates(trainer_cls=None) -> tuple:
-    """The source lines of ``trainer_cls`` (default TRL's GRPOTrainer) that read ``use_vllm``."""
-    if trainer_cls is None:
-        from trl import GRPOTrainer as trainer_cls
-    src = inspect.getsource(trainer_cls)
-    return tuple(ln.strip() for ln in src.splitlines() if "self.use_vllm" in ln)
-
-
 def enable(trainer, mode: str = "token_truncate", clip_min: float | None = None,
            clip_max: float | None = 3.0) -> None:
     """Switch TRL's own importance-sampling correction on for a trainer fed by a ``rollout_func``."""
-    import trl
-
     check_correction(mode)
     if mode is None:
         return
-    if trl.__version__ not in VERIFIED_TRL:
-        raise RlmLabError(f"the off-policy correction adapter was verified against trl {', '.join(VERIFIED_TRL)} "
-                          f"only; this is trl {trl.__version__}: re-check its use_vllm gates first")
-    found = gates(type(trainer).__mro__[[c.__name__ for c in type(trainer).__mro__].index("GRPOTrainer")])
-    if found != VERIFIED_GATES:
-        raise RlmLabError("TRL's GRPOTrainer reads use_vllm in other places than the verified ones; the "
-                          "off-policy correction adapter would reach vLLM code, refusing")
+    check_use_vllm_gates(trainer, VERIFIED_GATES)
     if trainer.use_vllm or trainer.rollout_func is None or trainer.tools or trainer.loss_type == "vespo":
         raise RlmLabError("TRL's off-policy correction needs a trainer built with use_vllm=False, a rollout_func, "
                           "no tools and a loss other than vespo")
     trainer.use_vllm = True
     trainer.vllm_generation = _GluePushes()
-    trainer._last_loaded_step = trainer.state.global_step
+    mark_weights_loaded(trainer)
     trainer.vllm_importance_sampling_correction = True
     trainer.vllm_importance_sampling_mode = mode
     trainer.vllm_importance_sampling_clip_min = clip_min

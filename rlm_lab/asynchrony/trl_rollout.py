@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 
-from ..compat import train_batch_size, train_sampler
+from ..compat.transformers import train_batch_size, train_sampler
 from ..placement.rollout import chunk_seed, chunks
 from ..placement.trl_rollout import PlacementRunError, RolloutFunc
 from ..placement.weights import state_for_object_store

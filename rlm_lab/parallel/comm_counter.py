@@ -42,11 +42,9 @@ from collections import defaultdict
 
 import torch
 import torch.distributed as dist
-from torch.distributed import distributed_c10d as c10d
 from torch.distributed.tensor.debug import CommDebugMode
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from ..compat.torch import op_schema, resolve_process_group, torch_dispatch_mode, tree_flatten
 from ..cost.comm import bytes_per_rank
 
 NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd")
@@ -82,13 +80,13 @@ def wire_bytes(kind: str, nbytes: int, group_size: int) -> float:
 
 
 def _nbytes(obj) -> int:
-    flat, _ = tree_flatten(obj)
+    flat = tree_flatten(obj)
     return sum(t.numel() * t.element_size() for t in flat if isinstance(t, torch.Tensor))
 
 
 def _group_size(args, kwargs) -> int:
     """The size of the process group a collective runs on (a ProcessGroup object or a group name)."""
-    flat, _ = tree_flatten((args, kwargs))
+    flat = tree_flatten((args, kwargs))
     for a in flat:
         if isinstance(a, torch.ScriptObject) or isinstance(a, dist.ProcessGroup):
             try:
@@ -98,13 +96,13 @@ def _group_size(args, kwargs) -> int:
     for a in flat:
         if isinstance(a, str):
             try:
-                return c10d._resolve_process_group(a).size()
+                return resolve_process_group(a).size()
             except Exception:  # noqa: BLE001 - a string that is not a group name (e.g. "sum")
                 continue
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
-class CommCounter(TorchDispatchMode):
+class CommCounter(torch_dispatch_mode()):
     """Records ``(phase, kind, message_bytes, group_size)`` for every collective issued while active."""
 
     def __init__(self, cross_check: bool = False):
@@ -139,10 +137,11 @@ class CommCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.namespace in NAMESPACES:
-            name = func._schema.name.split("::")[-1]
+            schema = op_schema(func)
+            name = schema.name.split("::")[-1]
             kind = _KINDS.get(name)  # None: not a collective (wait_tensor, barrier, _wrap_tensor_autograd, ...)
             if kind is not None:
-                ins = {a.name: v for a, v in zip(func._schema.arguments, args)} | kwargs
+                ins = {a.name: v for a, v in zip(schema.arguments, args)} | kwargs
                 out_args = {k: v for k, v in ins.items() if "output" in k}
                 in_bytes = _nbytes([v for k, v in ins.items() if "output" not in k])
                 out_bytes = _nbytes(list(out_args.values())) if out_args else _nbytes(out)

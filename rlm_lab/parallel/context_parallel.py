@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import time
 
-from ..compat import set_attn_implementation
+from ..compat.transformers import set_attn_implementation
 from ..cost.comm import cp_ring_bytes
 from ..errors import RlmLabError
 

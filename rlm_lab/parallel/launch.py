@@ -24,6 +24,7 @@ import socket
 import time
 import traceback
 
+from ..compat.stdlib import simple_queue_reader
 from ..errors import RlmLabError
 from ..host import die_with_parent, free_port
 
@@ -116,7 +117,7 @@ def spawn(fn, world_size: int, args: tuple = (), backend: str = "gloo", timeout_
                 wait_s = failed_at + min(1.0, 0.05 * timeout_s) - time.monotonic()
                 if wait_s <= 0:
                     break
-            mpc.wait([queue._reader] + [p.sentinel for i, p in enumerate(procs) if i not in done], timeout=wait_s)
+            mpc.wait([simple_queue_reader(queue)] + [p.sentinel for i, p in enumerate(procs) if i not in done], timeout=wait_s)
             # drain first: a worker blocks on a full pipe until its result is read
             if _drain(queue, results, errors):
                 failed_at = failed_at or time.monotonic()

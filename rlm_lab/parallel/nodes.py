@@ -39,7 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ..compat import torchrun_store_sites
+from ..compat.torch import torchrun_store_sites
 from ..errors import RlmLabError
 from ..host import alive, descendants, die_with_parent, free_port, still_alive
 from ..record import RunRecord
@@ -234,7 +234,7 @@ def _store_server(handler, master_addr, master_port):
 
 def main(argv: list[str] | None = None) -> None:
     """``torchrun`` (``torch.distributed.run.main``) with its rendezvous stores bound to the address they are
-    given (checked adapters: :func:`rlm_lab.compat.torchrun_store_sites`)."""
+    given (checked adapters: :func:`rlm_lab.compat.torch.torchrun_store_sites`)."""
     from torch.distributed.run import main as torchrun
 
     c10d, handler = torchrun_store_sites()

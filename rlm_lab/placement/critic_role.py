@@ -27,6 +27,7 @@ import os
 import time
 import types
 
+from ..compat.accelerate import prepared_models
 from ..device import pick_device
 from ..models import load
 from .proc import peak_rss as _peak_rss
@@ -156,7 +157,7 @@ def split_trainer_class():
     class SplitPPOTrainer(PPOTrainer):
         def use_remote_critic(self, remote: RemoteCritic) -> None:
             local = self.critic_trainer.model
-            models = getattr(self.accelerator, "_models", [])
+            models = prepared_models(self.accelerator)
             if local in models:  # drop the local copy (built only to keep the random stream; module doc)
                 models.remove(local)
             self.critic_trainer = remote

@@ -38,7 +38,7 @@ import os
 import sys
 import time
 
-from ..compat import ray_start_privates, ray_worker_node_privates
+from ..compat.ray import persist_agent_ports, ray_start_privates, ray_worker_node_privates
 
 REGISTER_WAIT_ENV = "RLM_RAY_REGISTER_WAIT_S"
 DEFAULT_REGISTER_WAIT_S = 120.0
@@ -71,12 +71,7 @@ def port_first(start_raylet):
     """``Node.start_raylet`` that first writes the agents' fixed ports where the raylet waits for them."""
 
     def wrapped(node, *args, **kwargs):
-        import ray._raylet as raylet
-
-        for name, param in AGENT_PORTS:
-            port = getattr(node._ray_params, param, None)
-            if port:
-                raylet.persist_port(node.get_session_dir_path(), node.node_id, getattr(raylet, name), int(port))
+        persist_agent_ports(node, AGENT_PORTS)
         return start_raylet(node, *args, **kwargs)
 
     wrapped.__wrapped__ = start_raylet

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 
+from ..compat.transformers import compile_on_every_device
+
 
 def chunk_seed(base_seed: int, call: int, chunk: int) -> int:
     """The sampling seed of chunk ``chunk`` of generation call ``call`` (same in every placement)."""
@@ -89,11 +91,8 @@ class RolloutEngine:
         self.model = model
         self.gen = GenerationConfig(**{k: v for k, v in gen.items() if not k.startswith("_")})
         if compile:  # transformers compiles the decode step itself (a compilable cache; every device allowed)
-            from transformers import CompileConfig
-
             self.gen.disable_compile = False
-            self.gen.compile_config = CompileConfig()
-            self.gen.compile_config._compile_all_devices = True
+            self.gen.compile_config = compile_on_every_device()
         self.pad = pad_token_id
         self.eos = list(eos_token_ids) if isinstance(eos_token_ids, (list, tuple)) else [eos_token_ids]
         self.spans: list[dict] = []  # (name, start, end) in time.perf_counter() seconds

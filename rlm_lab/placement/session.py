@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..compat.ray import close_cluster_gate
 from ..errors import RlmLabError
 from ..host import alive as _alive  # noqa: F401 - part of this module's API (tests use them)
 from ..host import descendants, die_with_parent, free_port, still_alive
@@ -250,9 +251,7 @@ def ray_env() -> None:
     # local only: Ray keeps a loopback node address (see _start_node); Ray reads this at import, so set it
     # in the module too when Ray was imported first
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray_constants = sys.modules.get("ray._private.ray_constants")
-    if ray_constants is not None:
-        ray_constants.ENABLE_RAY_CLUSTER = False
+    close_cluster_gate()
 
 
 def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NAME) -> _Node:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import time
 
+from ..compat.ray import actor_id
+from ..compat.trl import trainer_tokenizer
 from ..errors import RlmLabError
 from .rollout import RolloutEngine, chunk_seed, chunks
 from .weights import broadcast_weights, state_for_object_store
@@ -44,7 +46,7 @@ class RolloutFunc:
     # ---- helpers
     def _gen_settings(self):
         t = self.trainer
-        return t.generation_config.to_dict(), t._tokenizer.pad_token_id, t.eos_token_ids
+        return t.generation_config.to_dict(), trainer_tokenizer(t).pad_token_id, t.eos_token_ids
 
     def _engine(self):
         if self._local is None:
@@ -69,8 +71,8 @@ class RolloutFunc:
         """"rollout worker i" for the actor ``error`` is about (Ray's RayActorError.actor_id), else "rollout worker"."""
         dead = getattr(error, "actor_id", None)
         for i, r in enumerate(self.rollouts):
-            actor_id = getattr(r, "_actor_id", None)
-            if dead is not None and actor_id is not None and actor_id.hex() == dead:
+            rid = actor_id(r)
+            if dead is not None and rid is not None and rid.hex() == dead:
                 return f"rollout worker {i} of {len(self.rollouts)}"
         return "rollout worker"
 

@@ -22,6 +22,7 @@ import datetime
 import hashlib
 import time
 
+from ..compat.torch import nccl_options, register_backend
 from ..parallel.launch import bound_store
 
 DEFAULT_BUCKET_BYTES = 1 << 20  # 1 MiB buckets: several per sync at cpu size, few calls at gpu size
@@ -39,14 +40,11 @@ def make_group(host: str, port: int, rank: int, world: int, timeout_s: float, ba
         impl, device, kind = dist.ProcessGroupGloo(store, rank, world, timeout), torch.device("cpu"), \
             dist.ProcessGroup.BackendType.GLOO
     elif backend == "nccl":
-        opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
-        impl, device, kind = dist.ProcessGroupNCCL(store, rank, world, opts), torch.device("cuda"), \
+        impl, device, kind = dist.ProcessGroupNCCL(store, rank, world, nccl_options(timeout)), torch.device("cuda"), \
             dist.ProcessGroup.BackendType.NCCL
     else:
         raise ValueError(f"unknown backend {backend!r}")
-    pg._set_default_backend(kind)
-    pg._register_backend(device, kind, impl)
+    register_backend(pg, device, kind, impl)
     return Group(pg, store)
 
 

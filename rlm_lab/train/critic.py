@@ -41,7 +41,7 @@ import os
 import torch
 from torch import nn
 
-from ..compat import track_step_override
+from ..compat.torch import track_step_override
 from ..errors import RlmLabError
 
 CRITIC_DIR = "critic"

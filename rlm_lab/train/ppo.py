@@ -53,7 +53,7 @@ from torch import nn
 from trl import GRPOTrainer
 from trl.extras.profiling import profiling_context
 
-from ..compat import check_overrides
+from ..compat.trl import check_overrides
 from ..errors import RlmLabError
 from ..tasks import checked
 from . import shared_critic as SC

@@ -42,7 +42,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..compat import profiling_context
+from ..compat.trl import profiling_context
 from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 from ..trace_plots import gantt
