@@ -76,6 +76,7 @@ def test_the_judge_on_the_goal_settings_names_mode_and_split():
     for p in picks.values():
         assert p.rank is not None and 1 <= p.rank <= p.of
         assert p.first_step_s <= p.best_step_s          # the first is never slower than a later candidate
+        assert p.loose_rank is not None and p.loose_rank <= p.rank     # any proportion includes the published one
     text = "\n".join(A.format_advise(list(picks.values())))
     assert "goal settings" in text and "rank" in text
 
