@@ -37,3 +37,13 @@ def validated_error(path: Path = VALIDATION_FILE, fitted: bool | None = None) ->
         pass
     return ("validated error of the predictor at cluster scale: not validated (no result of `rlm-lab validate "
             "--published` in data/published/validation.json): read the ranking as a relative guide")
+
+
+def validated_ratio_error(path: Path = VALIDATION_FILE) -> float | None:
+    """The validation split's ratio median |error| (speed-ups and shares) of the record, as a fraction (None when the
+    record has none): the band within which two configurations' predicted steps cannot be told apart."""
+    try:
+        v = json.loads(Path(path).read_text())["summary"]["ratio"]["median_abs_error"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

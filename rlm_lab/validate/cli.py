@@ -17,7 +17,8 @@ from ..records.read import read_record_file
 from .compare import STATISTICS, report, table
 from .published import load_published
 from .published_blind import record_blind, rounds_blind
-from .published_predict import FIT_FILE, fit_efficiencies, load_fit
+from .published_advise import format_advise, judge_advise
+from .published_predict import FIT_FILE, fit_efficiencies, fitted_values, load_fit
 from .suite import SHARE_MIN, SUITE, run_dir, run_suite, workloads
 
 
@@ -128,17 +129,22 @@ def _run_published(args) -> int:
         print(f"fit written to {target}")
     elif not args.assumed:
         fit = load_fit()
+    def picks_of(rep: dict) -> list:   # the advisor on the published settings, judged with this validation's band
+        return judge_advise(registry, fitted_values(fit), band=rep["summary"]["validation"]["ratio"]["median_abs_error"])
+
     if args.write:
-        rep = write_record(registry, fit, note=args.note)
+        rep = write_record(registry, fit, note=args.note, advise=picks_of)
         print("prediction record written to data/published/validation.json")
     else:
         rep = report(registry, fit, use_fit=not args.assumed)
+        rep["advise"] = None if args.json else picks_of(rep)
     if args.json:
         print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
                                              "summary", "bars")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
                                                                      for r in rep["rows"]]}, indent=1))
     else:
         print(format_report(rep))
+        print("\n" + "\n".join(format_advise(rep["advise"], rep["efficiencies"])))
         print(_blind_lines())
     return 0
 

@@ -81,8 +81,13 @@ def _fit_values(commit: str) -> dict | None:
 
 def _behaviour(fn: ast.FunctionDef) -> ast.FunctionDef:
     """``fn`` without what Python does not execute: type annotations (a renamed class in a hint changes no number)
-    and the docstring."""
+    and the docstring; and without its import statements: an import moved from the function's body to the module's
+    top (issue 41's imports at the top) binds the same name to the same module and changes no number."""
     for node in ast.walk(fn):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [b for b in body if not isinstance(b, (ast.Import, ast.ImportFrom))]
+            node.body = kept or [ast.Pass()]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.returns = None
             if ast.get_docstring(node) is not None and len(node.body) > 1:

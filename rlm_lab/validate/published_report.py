@@ -431,6 +431,7 @@ def history_entry(rec: dict) -> dict:
             "step_priced": step.get("priced"), "note": rec.get("note"),
             "verdicts": {**(ratio.get("verdicts") or {}), **(step.get("verdicts") or {})},
             "bars": rec.get("bars"),
+            "advise_ranks": {p["case"]: p.get("rank") for p in rec.get("advise") or [] if isinstance(p, dict)},
             "predicted": predicted}
 
 
@@ -467,13 +468,16 @@ def _same_validation(old: dict) -> bool:
 LOCK_WAIT_S = 600   # how long a writer waits for another one (predicting every case takes seconds)
 
 
-def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note: str | None = None) -> dict:
+def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note: str | None = None,
+                 advise=None) -> dict:
     """Predict every case and write the record the book reads; returns the report. The record keeps every earlier
     validation's numbers under ``history`` (:func:`carried_history`): a registry or fit changed after a validation
     never hides what the validation before it said. Notes are append-only: a new note on the same validation carries
     the record it replaces (with its note) into the history. Writers are serialised by a lock on the record's folder
     (``filelock``: the read of the old record and the write of the new one are one step, so two concurrent writers
-    each keep the other's note)."""
+    each keep the other's note). ``advise``: a function of the report giving the advisor's picks on the published
+    settings (:func:`.published_advise.judge_advise` with this validation's band), kept under ``advise`` and in the
+    report when given."""
     from filelock import FileLock, Timeout  # noqa: PLC0415  optional: filelock is not a dependency every install has
 
     values = fitted_values(fit)
@@ -494,6 +498,9 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
             # ranking)
             record["summary"] = rep["summary"]["validation"]
             record["bars"] = _bars_numbers(rep["bars"])    # issue 39's bars (published_bars), as this record judges them
+            if advise is not None:
+                rep["advise"] = advise(rep)
+                record["advise"] = [p.to_dict() for p in rep["advise"]]
             if note:
                 record["note"] = note
             record["history"] = history
