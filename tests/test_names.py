@@ -10,11 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlm_lab"
 GLOSSARY = PACKAGE.parent / "GLOSSARY.md"
 
 # A shared name still to be removed, with the reason it is still here. Entries must stay true (checked).
-KNOWN_SHARED = {
-    # cost.comm.Layout (a set's ranks over nodes, for pricing) is to become RankSpan; the lanes that edit cost/
-    # in parallel (issues 39, 40) still add uses of the old name, so the rename waits for their merge.
-    "Layout": {"rlm_lab/cost/comm.py", "rlm_lab/parallel/mesh.py"},
-}
+KNOWN_SHARED: dict[str, set[str]] = {}
 
 
 def public_classes() -> dict[str, set[str]]:

@@ -10,7 +10,7 @@ Main entry points::
     load_profile(name_or_path) -> HardwareProfile               (hardware.py)
     decode_step_time(spec, batch, context, profile)             (timing.py)
     generate_time(spec, profile, prompt_len, lengths, batch)    (timing.py)
-    collective_time(op, nbytes, world, profile, nodes=1)        (comm.py; Topology, Layout)
+    collective_time(op, nbytes, world, profile, nodes=1)        (comm.py; Topology, RankSpan)
     Engine(...).drain(lengths) / .stream(lengths, cap)          (engine.py: vLLM/SGLang-style continuous batching)
     tail_bubble(lengths), dynamic_sampling_inflation(p, G)      (workdepth.py)
     predict_placement(placement, model, algo, workload, profile, cluster, mode="sync", eta=None)

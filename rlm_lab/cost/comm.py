@@ -97,7 +97,7 @@ class Topology:
 
 
 @dataclass(frozen=True)
-class Layout:
+class RankSpan:
     """Where one prediction's ranks sit and what memory its devices have (placement.py builds one per set):
     tensor- and expert-parallel sizes, the nodes the tensor-, expert- and data-parallel groups span, the device
     capacity (None: the profile's) and the bytes other models hold on a device while the engine generates
@@ -119,7 +119,7 @@ class Layout:
     sp_nodes: int = 1        # the nodes one sequence-parallel group spans
 
 
-def layer_comm_time(spec, tokens: float, profile, layout: Layout, dtype_bytes: int = 2) -> float:
+def layer_comm_time(spec, tokens: float, profile, layout: RankSpan, dtype_bytes: int = 2) -> float:
     """Collectives of one forward pass over ``tokens`` tokens on one rank: tensor parallelism's 2 all-reduces
     of tokens x h per layer (Megatron-LM, arXiv 1909.08053 Sec. 3) and expert parallelism's dispatch and combine
     all-to-alls of tokens x top_k x h per MoE layer (GShard, arXiv 2006.16668 Sec. 2; :func:`ep_all_to_all_bytes`).

@@ -75,7 +75,7 @@ from ..errors import RlmLabError
 from .placement_spec import Cluster, Placement, PlacementError
 from ..stages import Stage
 from . import memory as M
-from .comm import Layout, Topology, collective_time, layer_comm_time
+from .comm import RankSpan, Topology, collective_time, layer_comm_time
 from .hardware import load_profile
 from .modes import ModeStep, check_mode, mode_step
 from .offload import note as offload_note
@@ -396,8 +396,8 @@ class _Predictor:
         return tuple(s if i == 0 else scalar_head(s) for i, s in enumerate(
             pp_shard(ep_shard(tp_shard(m, tp), ep), pp) for m in (self.spec, self.critic_base, self.rm_base)))
 
-    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: Layout | None = None, pp: int = 1):
-        layout = layout or Layout(tp=tp, ep=ep)
+    def base(self, dp: int, zero: int, lora, tp: int = 1, ep: int = 1, layout: RankSpan | None = None, pp: int = 1):
+        layout = layout or RankSpan(tp=tp, ep=ep)
         key = (dp, zero, lora, tp, ep, layout, pp)
         if key not in self._cache:
             wl = replace(self.wl, devices=dp, zero_stage=zero, weight_sync="none")
@@ -408,7 +408,7 @@ class _Predictor:
         return self._cache[key]
 
 
-def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
+def _layout_comm(stage, row, shape, spec, wl, layout: RankSpan, prof) -> float:
     """Tensor- and expert-parallel collectives of one stage row (comm.layer_comm_time per pass: one pass per
     forward or backward call, two for the critic's update); a continuous engine's decode and prefill price theirs
     inside the engine."""
@@ -430,7 +430,7 @@ def _layout_comm(stage, row, shape, spec, wl, layout: Layout, prof) -> float:
     return t
 
 
-def ulysses_comm_time(spec, tokens: float, prof, layout: Layout, dtype_bytes: int = 2) -> float:
+def ulysses_comm_time(spec, tokens: float, prof, layout: RankSpan, dtype_bytes: int = 2) -> float:
     """DeepSpeed-Ulysses' all-to-alls of one forward pass (arXiv 2309.14509 Sec. 3): per layer, the rank's queries,
     keys and values (tokens / sp x (d_attn + 2 kv_dim)) scattered over heads before attention and its output
     (tokens / sp x d_attn) gathered back after; ``tokens`` the sequence-parallel group's tokens of the call, which
@@ -485,8 +485,8 @@ def _grads(role: str, pr: _Predictor, rset, lora) -> int:
 
 
 def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | None, tp: int | None = None,
-               ep: int | None = None) -> Layout:
-    """The Layout of a set that starts at device ``start``: its tensor-parallel groups (consecutive devices), its
+               ep: int | None = None) -> RankSpan:
+    """The RankSpan of a set that starts at device ``start``: its tensor-parallel groups (consecutive devices), its
     data- and expert-parallel groups (strided by tp), the nodes each spans; ``tp``/``ep`` override the set's (the
     hybrid engine's generation layout)."""
     pp = rset.pp if tp is None else 1      # an override is a generation layout: no pipeline
@@ -495,7 +495,7 @@ def set_layout(rset, topo: Topology, start: int, capacity: float, held: float | 
     dp = rset.devices // (tp * pp)
     shard = rset.shard if pp == rset.pp and tp == rset.tp and 0 < rset.shard < dp else 0   # training layout only
     sp = rset.sp if pp == rset.pp and tp == rset.tp else 1
-    return Layout(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
+    return RankSpan(tp=tp, ep=ep, tp_nodes=topo.nodes(start, tp), ep_nodes=topo.nodes(start, ep, tp),
                   dp_nodes=topo.nodes(start, dp, tp), capacity=capacity, held=held, shard=shard,
                   shard_nodes=topo.nodes(start, shard, tp) if shard else 1, sp=sp,
                   sp_nodes=topo.nodes(start, sp, tp))

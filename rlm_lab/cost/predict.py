@@ -55,7 +55,7 @@ from ..stages import Stage
 from . import flops as F
 from . import memory as M
 from .assumed import trl_step_terms
-from .comm import Layout, Topology, collective_time, layer_comm_time
+from .comm import RankSpan, Topology, collective_time, layer_comm_time
 from .engine import AUTO_MEMORY_FRACTION, Engine, EngineInfo, EngineRun, arrival_order, kv_capacity, vllm_defaults
 from .hardware import HardwareProfile, load_profile
 from .lora import Lora, lora_forward_flops, lora_from, lora_params, lora_tensors
@@ -184,13 +184,13 @@ class Prediction:
 
 def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | None = None,
             profile="cpu-2core-epyc", critic=None, reward_model=None, beta: float | None = None,
-            lora=None, layout: Layout | None = None) -> Prediction:
+            lora=None, layout: RankSpan | None = None) -> Prediction:
     """Predict one iteration of ``algo`` on ``model`` with ``workload`` on hardware ``profile``.
 
     ``critic``/``reward_model`` (PPO) default to the actor's backbone with a scalar head; ``critic="shared"``: a
     value head on the actor's own backbone (shared actor-critic; values from the actor's forward, one backward);
     ``beta=0`` drops the reference model; ``lora`` (a :class:`Lora`, a rank, a mapping or True) trains
-    LoRA adapters on the frozen actor (lora.py). ``layout`` (comm.Layout; placement.py passes one per set): the
+    LoRA adapters on the frozen actor (lora.py). ``layout`` (comm.RankSpan; placement.py passes one per set): the
     tensor-/expert-parallel sizes the model shards were cut for, the nodes each group spans, the device memory
     and what other models hold on it; default: tp = ep = 1, the data-parallel ranks packed into the profile's
     nodes, its memory.
@@ -205,14 +205,14 @@ def predict(model, algo: str | Algorithm = "grpo", workload: Workload | dict | N
     critic_spec = scalar_head(model_spec(critic) if critic is not None else spec)
     rm_spec = scalar_head(model_spec(reward_model) if reward_model is not None else spec)
     if layout is None:
-        layout = Layout(dp_nodes=Topology(prof.devices_per_node).nodes(0, wl.devices))
+        layout = RankSpan(dp_nodes=Topology(prof.devices_per_node).nodes(0, wl.devices))
     return _Assembler(spec, alg, wl, prof, critic_spec, rm_spec, lora_from(lora), layout).run()
 
 
 class _Assembler:
-    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec, lora=None, layout: Layout | None = None):
+    def __init__(self, spec, alg, wl, prof, critic_spec, rm_spec, lora=None, layout: RankSpan | None = None):
         self.spec, self.alg, self.wl, self.prof = spec, alg, wl, prof
-        self.layout = layout or Layout()
+        self.layout = layout or RankSpan()
         self.engine = None
         self.lora = lora
         self.adapter = lora_params(spec, lora) if lora else 0   # trainable parameters of the actor's adapters
@@ -221,7 +221,7 @@ class _Assembler:
         self.dt, self.db = wl.dtype, wl.dtype_bytes
         self.lengths = wl.lengths()
         self.dev = wl.devices
-        # ZeRO's sharding group: all data-parallel ranks, or an HSDP group of layout.shard of them (comm.Layout)
+        # ZeRO's sharding group: all data-parallel ranks, or an HSDP group of layout.shard of them (comm.RankSpan)
         self.shard = self.layout.shard if 0 < self.layout.shard < self.dev else self.dev
         self.shard_nodes = self.layout.shard_nodes if self.shard < self.dev else self.layout.dp_nodes
         self.n_dev = math.ceil(wl.n / self.dev)          # sequences per device

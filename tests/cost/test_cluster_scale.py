@@ -8,7 +8,7 @@ import pytest
 
 from rlm_lab.cost import collective_time, load_profile, model_spec
 from rlm_lab.cost.assumed import apply_assumptions
-from rlm_lab.cost.comm import Layout, Topology, layer_comm_time
+from rlm_lab.cost.comm import RankSpan, Topology, layer_comm_time
 from rlm_lab.cost.placement import ep_shard, predict_placement
 from rlm_lab.cost.placement_spec import Cluster, PlacementError, ResourceSet, get_placement
 from rlm_lab.cost.spec import spec_from_config, spec_from_dict
@@ -88,7 +88,7 @@ def test_expert_parallelism_shards_and_all_to_all():
     expert_w = spec.moe_layers * 3 * spec.hidden * spec.expert_intermediate
     assert spec.params - sh.params == pytest.approx(6 * expert_w + spec.moe_layers * spec.hidden * 6)
     assert sh.matmul_params_per_token() == spec.matmul_params_per_token() - spec.moe_layers * spec.hidden * 6
-    lay = Layout(ep=4)
+    lay = RankSpan(ep=4)
     T = 1024
     msg = T * spec.top_k * spec.hidden * 2
     want = 2 * spec.moe_layers * collective_time("all_to_all", msg, 4, H100)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlm_lab.cost import load_profile, model_spec, predict
-from rlm_lab.cost.comm import Layout, collective_time
+from rlm_lab.cost.comm import RankSpan, collective_time
 from rlm_lab.cost.placement import predict_placement
 from rlm_lab.cost.placement_spec import Cluster, Placement, PlacementError, ResourceSet
 from rlm_lab.cost.workload import Workload, algorithm
@@ -30,8 +30,8 @@ def h100():
 def test_hsdp_gathers_inside_a_node_and_all_reduces_across(h100):
     spec = model_spec(QWEN_7B)
     wl = Workload(**WL)
-    full = predict(spec, "dapo", wl, h100, layout=Layout(dp_nodes=2))
-    hsdp = predict(spec, "dapo", wl, h100, layout=Layout(dp_nodes=2, shard=8, shard_nodes=1))
+    full = predict(spec, "dapo", wl, h100, layout=RankSpan(dp_nodes=2))
+    hsdp = predict(spec, "dapo", wl, h100, layout=RankSpan(dp_nodes=2, shard=8, shard_nodes=1))
     p = spec.params * wl.dtype_bytes
     g_full = collective_time("all_gather", p, 16, h100, 2)
     g_hsdp = collective_time("all_gather", p, 8, h100, 1)
@@ -48,7 +48,7 @@ def test_hsdp_gradient_sync_adds_the_replicas_all_reduce(h100):
     wl = Workload(**WL)
     from rlm_lab.cost.predict import _Assembler
 
-    a = _Assembler(spec, algorithm("dapo"), wl, h100, spec, spec, layout=Layout(dp_nodes=2, shard=8, shard_nodes=1))
+    a = _Assembler(spec, algorithm("dapo"), wl, h100, spec, spec, layout=RankSpan(dp_nodes=2, shard=8, shard_nodes=1))
     grad = 4.0 * spec.params
     want = (2 * collective_time("all_gather", spec.params * wl.dtype_bytes, 8, h100, 1)
             + collective_time("reduce_scatter", grad, 8, h100, 1)

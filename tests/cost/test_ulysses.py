@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlm_lab.cost import load_profile, model_spec
-from rlm_lab.cost.comm import Layout, collective_time
+from rlm_lab.cost.comm import RankSpan, collective_time
 from rlm_lab.cost.placement import predict_placement, ulysses_comm_time
 from rlm_lab.cost.placement_spec import Cluster, Placement, PlacementError, ResourceSet
 from rlm_lab.errors import RlmLabError
@@ -21,7 +21,7 @@ WL = dict(prompts=16, group_size=4, prompt_len=256, response=768, minibatches=2,
 def test_all_to_all_volume_by_hand():
     prof = load_profile("h100-sxm")
     spec = model_spec(QWEN_7B)
-    lay = Layout(sp=4, sp_nodes=1)
+    lay = RankSpan(sp=4, sp_nodes=1)
     tokens = 8192
     local = tokens / 4
     qkv = local * (spec.heads * spec.head_dim + 2 * spec.kv_heads * spec.head_dim) * 2
