@@ -28,6 +28,7 @@ Memory: on CUDA the peak of ``torch.cuda.max_memory_allocated`` per stage (reset
 start); on CPU the process resident-set high-water mark (``VmHWM``), reset per stage through Linux's
 ``/proc/self/clear_refs`` ("5" resets the peak RSS, see proc(5)); both are nearly free (~20 µs).
 On CUDA each stage boundary synchronizes the device so that spans are the stage's real duration.
+The probes: :mod:`rlm_lab.train.stage_memory`; the summaries of the step rows: :mod:`rlm_lab.train.trace_summary`.
 
 Ignores: time between ``on_step_end`` and the next ``on_step_begin`` (logging, data loading), and
 what happens on other ranks (each rank traces itself; files are written per rank).
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -46,6 +46,8 @@ from ..compat import profiling_context
 from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 from ..trace_plots import gantt
+from .stage_memory import memory_probe
+from .trace_summary import OTHER, chrome_trace, summarize, window_throughput  # noqa: F401 - part of this API
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
 # grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss), the PPO trainer of
@@ -69,7 +71,6 @@ TRL_NAMES: dict[str, Stage | None] = {
     "_generate_and_score_completions": None,
 }
 LOGPS_NAME = "_get_per_token_logps_and_entropies"  # resolved per call: old, ref or training forward
-OTHER = "other"  # step time no stage covers (grad clipping, lr schedule, zero_grad, TRL bookkeeping)
 
 
 def stage_for_name(name: str) -> Stage | None | str:
@@ -81,76 +82,6 @@ def stage_for_name(name: str) -> Stage | None | str:
     if suffix in TRL_NAMES:
         return TRL_NAMES[suffix]
     return None
-
-
-class _CpuMemory:
-    """Peak resident set size via /proc/self/status VmHWM, reset through /proc/self/clear_refs."""
-
-    kind = "cpu_rss_hwm"
-
-    def __init__(self):
-        self._status = os.open("/proc/self/status", os.O_RDONLY)
-        try:
-            self._clear = os.open("/proc/self/clear_refs", os.O_WRONLY)
-        except OSError:  # not Linux or not allowed: peaks become "high-water mark so far"
-            self._clear = None
-            self.kind = "cpu_rss_hwm_unreset"
-
-    def reset(self) -> None:
-        if self._clear is not None:
-            os.write(self._clear, b"5")
-
-    def peak(self) -> int:
-        s = os.pread(self._status, 4096, 0)
-        i = s.find(b"VmHWM:")
-        return int(s[i + 6:s.index(b"kB", i)]) * 1024 if i >= 0 else 0
-
-    def close(self) -> None:
-        for fd in (self._status, self._clear):
-            if fd is not None:
-                os.close(fd)
-
-
-class _CudaMemory:
-    kind = "cuda_max_allocated"
-
-    def __init__(self, device):
-        import torch
-
-        self.cuda, self.device = torch.cuda, device
-
-    def reset(self) -> None:
-        self.cuda.synchronize(self.device)
-        self.cuda.reset_peak_memory_stats(self.device)
-
-    def peak(self) -> int:
-        self.cuda.synchronize(self.device)
-        return int(self.cuda.max_memory_allocated(self.device))
-
-    def close(self) -> None:
-        pass
-
-
-class _NoMemory:
-    kind = "none"
-
-    def reset(self) -> None:
-        pass
-
-    def peak(self) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
-
-
-def _memory_probe(device):
-    if device is not None and getattr(device, "type", None) == "cuda":
-        return _CudaMemory(device)
-    try:
-        return _CpuMemory()
-    except OSError:
-        return _NoMemory()
 
 
 # --- the one process-wide hook on TRL's profiling context ------------------------------------------
@@ -208,7 +139,7 @@ class _StageTracerCore:
         accel = getattr(trainer, "accelerator", None)
         self.rank = accel.process_index if accel is not None else 0
         self.device = accel.device if accel is not None else None
-        self.memory = _memory_probe(self.device)
+        self.memory = memory_probe(self.device)
         self._sync = None
         if self.device is not None and self.device.type == "cuda":
             import torch
@@ -416,68 +347,6 @@ def _make_tracer_class():
         """Records one span per stage per optimizer step; see the module docstring."""
 
     return StageTracer
-
-
-def summarize(steps: list[dict], warmup: int = 1, memory_kind: str | None = None) -> dict:
-    """Per-stage time per optimizer step (median and mean over steps after ``warmup``), share of the
-    step, number of calls and peak memory. A stage that runs every k-th step (generation with
-    ``steps_per_generation=k``) is averaged over all steps: the mean is its amortized cost per step."""
-    kept = steps[warmup:] if len(steps) > warmup else steps
-    if not kept:
-        return {"steps": 0}
-    walls = [r["wall_s"] for r in kept]
-    names = [s.value for s in STAGE_ORDER if any(s.value in r["stages"] for r in kept)] + [OTHER]
-    total_wall = sum(walls)
-    stages = {}
-    for name in names:
-        per_step = [r["stages"].get(name, 0.0) for r in kept]
-        calls = sum(1 for r in kept for sp in r["spans"] if sp["counted"] and sp["stage"] == name)
-        stages[name] = {
-            "median_s": statistics.median(per_step), "mean_s": sum(per_step) / len(per_step),
-            "share": sum(per_step) / total_wall if total_wall else 0.0, "calls": calls,
-            "peak_bytes": max((r["peaks"].get(name, 0) for r in kept), default=0),
-        }
-    return {"steps": len(kept), "warmup_steps_excluded": len(steps) - len(kept),
-            "step_wall_s": {"median": statistics.median(walls), "mean": total_wall / len(kept)},
-            "peak_bytes": max(r["peak_bytes"] for r in kept), "memory_kind": memory_kind, "stages": stages}
-
-
-def window_throughput(steps: list[dict], log_history: list[dict], warmup: int = 1, excluded_s: float = 0.0) -> dict:
-    """Tokens per second of a traced run after its first ``warmup`` steps: the tokens TRL counted
-    (``num_tokens``, prompt + completion, cumulative in ``log_history``) between the end of step ``warmup`` and
-    the end of the last step, over the wall time between those two ends (so the time between steps -- logging,
-    callbacks -- counts, and one-time start-up costs do not), minus ``excluded_s`` (evaluations inside the window).
-    Every arm of a comparison is measured the same way; ``{}`` when the run is too short or logged no tokens."""
-    ends = {r["step"]: r["start_s"] + r["wall_s"] for r in steps}
-    tokens = {r["step"]: r["num_tokens"] for r in log_history if "num_tokens" in r and "step" in r}
-    last = max((k for k in ends if k in tokens), default=None)
-    if last is None or warmup not in ends or warmup not in tokens or last <= warmup:
-        return {}
-    seconds = round(ends[last] - ends[warmup] - excluded_s, 6)  # rounded once: every field below uses this value
-    n = tokens[last] - tokens[warmup]
-    return {"tokens": n, "seconds": seconds, "steps": last - warmup,
-            "tokens_per_s": n / seconds if seconds > 0 else None, "step_s": seconds / (last - warmup)}
-
-
-def chrome_trace(steps: list[dict]) -> dict:
-    """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev): complete ("X") events,
-    µs timestamps. Thread 0: steps; thread 1: counted stage spans; thread 2: every TRL profiling span."""
-    events = []
-    for pid in sorted({r.get("rank", 0) for r in steps}) or [0]:
-        for tid, label in ((0, "optimizer steps"), (1, "stages"), (2, "TRL profiling spans")):
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
-    for r in steps:
-        pid = r.get("rank", 0)
-        events.append({"ph": "X", "name": f"step {r['step']}", "cat": "step", "pid": pid, "tid": 0,
-                       "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6,
-                       "args": {"peak_mib": r["peak_bytes"] / 2**20}})
-        for sp in r["spans"]:
-            counted = sp["counted"]
-            events.append({"ph": "X", "name": sp["stage"] if counted else sp["name"],
-                           "cat": "stage" if counted else "detail", "pid": pid, "tid": 1 if counted else 2,
-                           "ts": sp["start_s"] * 1e6, "dur": sp["dur_s"] * 1e6,
-                           "args": {"step": r["step"], "trl_name": sp["name"], "peak_mib": sp["peak_bytes"] / 2**20}})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def _peft_reference_active(trainer, model) -> bool:
