@@ -20,6 +20,9 @@ Bad input (a placement asking for more CPUs than exist, a set larger than a node
 one :class:`RlmLabError` before anything runs; a worker (or a node) that dies mid-run fails the run within its
 timeout with one line, the record says ``failed`` and why, and every actor, the placement group and (when
 this module started it) Ray itself are torn down: no orphaned processes.
+
+:func:`run_placement` takes its options as keywords, :func:`run_with` as one :class:`RunOptions`; the Ray steps
+of a run (reserve, start the actors, join the sync group, train, finish) are :mod:`rlm_lab.placement.ray_run`'s.
 """
 
 from __future__ import annotations
