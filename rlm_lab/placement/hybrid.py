@@ -41,7 +41,8 @@ from ..record import RunRecord, write_trace
 from ..trace_merge import merge
 from .hybrid_rank import HybridWorker, rank_config, train_rank  # noqa: F401 - the rank's side, in the actors
 from .resources import actor_options, bundle
-from .runtime import RaySession, _results, _sft_checkpoint, check_placement, fail_record, release, startup_timeout
+from .ray_run import fail_record, release, results_of
+from .runtime import RaySession, _sft_checkpoint, check_placement, startup_timeout
 from .trl_rollout import PlacementRunError
 
 
@@ -125,7 +126,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
         except ray.exceptions.GetTimeoutError:
             raise PlacementRunError(f"the ranks did not finish within "
                                     f"{timeout_s * max(1, cfg.rl_steps) + startup_timeout_s:g} s") from None
-        results = hybrid_results(outs, placement, pids, t_ready - t_start, cfg, _results)
+        results = hybrid_results(outs, placement, pids, t_ready - t_start, cfg, results_of)
         results.update(load_average_end=load_average(2), prediction=prediction)
         _timeline(record.dir, placement, outs)
         record.complete(**results)
@@ -138,7 +139,7 @@ def run_hybrid(placement, cfg, run_dir, *, session=None, prediction: dict | None
 
 
 def hybrid_results(outs: list[dict], placement, pids, startup_s: float, cfg, base) -> dict:
-    """The record's results: rank 0's run (as every placement's, ``base`` = runtime._results) plus the reshard
+    """The record's results: rank 0's run (as every placement's, ``base`` = ray_run.results_of) plus the reshard
     per rank against HybridFlow's formula and the peaks of both layouts."""
     r0 = outs[0]
     out = {**r0, "trainer_spans": [], "sync": {"syncs": 0, "bytes_per_sync": 0}, "state_bytes": None}

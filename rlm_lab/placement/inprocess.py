@@ -4,9 +4,9 @@ whose image has no Ray (issue 40; Ray's wheel is larger than the device tool car
 With one resource set there is nothing to place: :func:`rlm_lab.placement.runtime.run_placement` reserves one bundle
 and starts one actor, :class:`rlm_lab.placement.workers.TrainerWorker`, which trains with the in-process rollout
 engine (no rollout workers, no weight sync). Here the same ``TrainerWorker.train`` runs in this process on the same
-job, and the record has the same results (``_results``: step times, stages, sync, weights' SHA-256, memory), with
-``nodes.strategy`` "in-process (no Ray)" saying how it ran. A placement of several sets is refused in one line: it
-needs Ray.
+job, and the record has the same results (``ray_run.results_of``: step times, stages, sync, weights' SHA-256,
+memory), with ``nodes.strategy`` "in-process (no Ray)" saying how it ran. A placement of several sets is refused in
+one line: it needs Ray.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord
 from .resources import threads
-from .runtime import LORA, _results, _sft_checkpoint, _write_timeline, check_placement, fail_record
+from .ray_run import LORA, fail_record, results_of, write_timeline
+from .runtime import _sft_checkpoint, check_placement
 from .weights import DEFAULT_BUCKET_BYTES
 from .workers import TrainerWorker
 
@@ -53,9 +54,9 @@ def run_inprocess(placement, cfg, run_dir: str | Path, *, prediction: dict | Non
                             "bucket_bytes": DEFAULT_BUCKET_BYTES,
                             "lora": dict(LORA) if placement.lora else None})
         spans = {"trainer": out["trainer_spans"]}
-        results = _results(out, placement, spans, [os.getpid()], t_ready - t_start, cfg)
+        results = results_of(out, placement, spans, [os.getpid()], t_ready - t_start, cfg)
         results.update(nodes=nodes, load_average_end=load_average(2), prediction=prediction)
-        _write_timeline(record.dir, placement, out, spans)
+        write_timeline(record.dir, placement, out, spans)
         record.complete(**results)
         return results
     except BaseException as e:

@@ -198,6 +198,12 @@ class TrainerWorker:
             t0 = time.perf_counter()
             trainer.train()
             seconds = time.perf_counter() - t0
+        return self._output(job, cfg, task, trainer, glue, tracer, seconds, t0)
+
+    def _output(self, job: dict, cfg, task, trainer, glue, tracer, seconds: float, t0: float) -> dict:
+        """What the trained run returns to the driver: rewards, step and stage times, throughput, spans, sync,
+        parameter counts and digest, memory; held-out accuracy, the glue's record and the weights when asked."""
+        critic = job.get("critic")
         model = trainer.accelerator.unwrap_model(trainer.model)
         logs = [r for r in trainer.state.log_history if "reward" in r]
         out = {

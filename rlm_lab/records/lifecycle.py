@@ -15,7 +15,7 @@ How a record ends:
   exception ``failed: <Type: message>``.
 - Writers that never call these (scripts that just ``update()``): at interpreter exit a still-open record
   is ``interrupted`` after SIGINT/SIGTERM, ``failed: <exception>`` after an uncaught exception,
-  ``completed`` if it holds results and ``failed`` if it holds none.
+  ``completed`` if it holds results and ``failed`` if it holds none (:mod:`rlm_lab.records.exit_hooks`).
 - SIGKILL: the record stays ``running`` and the kernel frees the lock; readers (``records.read``) see a
   ``running`` record nobody holds and refuse it as dead.
 
@@ -27,18 +27,17 @@ Standard library only.
 
 from __future__ import annotations
 
-import atexit
 import datetime as _dt
 import gzip
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
+from .exit_hooks import (Terminated, install_hooks, interruptible, is_open, register,  # noqa: F401 - Terminated,
+                         restore_handlers, unregister)  # interruptible, restore_handlers: this module's API
 from .files import (
     RecordError,
     append_jsonl,
@@ -58,9 +57,6 @@ SCRATCH_PREFIX = ".scratch-"
 REPLACED = ".replaced"
 BUILD_TREE = REPO_ROOT / "_build"
 
-_OPEN: dict[Path, "RunRecord"] = {}  # records this process is writing (key: resolved folder)
-_EXIT: dict = {"signal": None, "exception": None}
-
 
 class RunRecord:
     """One run on disk: ``record.json`` (status, config, provenance, results) and ``metrics.jsonl``."""
@@ -69,8 +65,7 @@ class RunRecord:
                  force: bool = False, say=None):
         self.dir = Path(run_dir)
         self.replaced: Path | None = None
-        if not _EXIT.get("installed"):
-            _install_hooks()  # before the record says "running": a SIGTERM from then on is seen
+        install_hooks()  # before the record says "running": a SIGTERM from then on is seen
         replace = force or _in_build_tree(self.dir)
         if not replace:
             _refuse_existing(self.dir)  # first without touching anything (no lock file, no folder) ...
@@ -95,7 +90,7 @@ class RunRecord:
         except BaseException:
             self._lock.release()
             raise
-        _register(self)
+        register(self)
 
     # ---- reopening ------------------------------------------------------------------------------
     @classmethod
@@ -122,7 +117,7 @@ class RunRecord:
         except BaseException:
             obj._lock.release()
             raise
-        _register(obj)
+        register(obj)
         return obj
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -135,7 +130,7 @@ class RunRecord:
         obj.dir, obj.replaced, obj._lock = run_dir, None, None
         obj.data = read_record_file(run_dir)
         if strict:
-            check_completed(run_dir, obj.data, require, own=_key(run_dir) in _OPEN)
+            check_completed(run_dir, obj.data, require, own=is_open(run_dir))
         return obj
 
     @property
@@ -203,7 +198,7 @@ class RunRecord:
     def close(self) -> None:
         """Remove the scratch folders and free the folder (the status is left as it is)."""
         clean_scratch(self.dir)
-        _OPEN.pop(_key(self.dir), None)
+        unregister(self.dir)
         if self._lock is not None:
             self._lock.release()
 
@@ -337,96 +332,6 @@ def _in_build_tree(run_dir: Path) -> bool:
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr)
-
-
-def _key(run_dir) -> Path:
-    return Path(run_dir).resolve()
-
-
-# ---- process hooks: records that were never ended explicitly ------------------------------------------
-
-def _register(rec: RunRecord) -> None:
-    if not _EXIT.get("installed"):
-        _install_hooks()
-    _OPEN[_key(rec.dir)] = rec
-
-
-def _install_hooks() -> None:
-    _EXIT["installed"] = True
-    atexit.register(_end_open_records)
-    previous = sys.excepthook
-
-    def excepthook(exc_type, exc, tb):
-        _EXIT["exception"] = exc if not issubclass(exc_type, KeyboardInterrupt) else None
-        if issubclass(exc_type, KeyboardInterrupt):
-            _EXIT["signal"] = "SIGINT"
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = excepthook
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _on_sigint)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM while a record was open: unwinds like Ctrl-C, so ``with`` blocks and ``finally`` run."""
-
-
-def _on_sigterm(signum, frame):
-    if not _OPEN:  # nothing of ours to close: behave as if we had never installed a handler
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    _EXIT["signal"] = "SIGTERM"
-    raise Terminated("SIGTERM")
-
-
-def _raise_terminated(signum, frame):
-    _EXIT["signal"] = "SIGTERM"
-    raise Terminated("SIGTERM")
-
-
-def interruptible():
-    """From now on, in the main thread, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt (open
-    records end ``interrupted``, ``finally`` blocks run and stop what the run started), whatever was set
-    before: ``ray.init`` installs a SIGTERM handler that calls ``sys.exit`` (a record would end ``failed``),
-    and a run started in the background by a non-interactive shell inherits SIGINT ignored (POSIX), so
-    that an interrupt meant for the run would not reach it. Call it for long runs the user may stop; returns
-    the previous handlers (for :func:`restore_handlers`), or None off the main thread, where Python cannot
-    set handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return (signal.signal(signal.SIGTERM, _raise_terminated), signal.signal(signal.SIGINT, _on_sigint))
-
-
-def restore_handlers(previous) -> None:
-    """Put back the handlers :func:`interruptible` replaced."""
-    if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])
-
-
-def _on_sigint(signum, frame):
-    _EXIT["signal"] = "SIGINT"
-    raise KeyboardInterrupt
-
-
-def _end_open_records() -> None:
-    for rec in list(_OPEN.values()):
-        try:
-            if _EXIT["signal"]:
-                rec.interrupt()
-            elif _EXIT["exception"] is not None:
-                rec.fail(_EXIT["exception"])
-            elif rec.results:
-                rec.complete()
-            else:
-                rec.fail("the process exited before recording any result")
-        except Exception:  # at exit: never mask the process's own outcome
-            pass
 
 
 # a finished record's append-only files, and traces an older writer left plain

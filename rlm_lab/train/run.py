@@ -327,14 +327,24 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     model = trainer.accelerator.unwrap_model(trainer.model)
     after = evaluator(model)
 
+    results.update(_eval_results(before, after), **_rl_measures(trainer, cfg, record, rl_seconds, rl_cpu),
+                   total_seconds=round(time.perf_counter() - t_start, 3),
+                   total_cpu_seconds=round(cpu_time() - c_start, 3), load_average=load_average(2))
+    shutil.rmtree(record.dir / CHECKPOINTS, ignore_errors=True)  # a completed run is never resumed
+    record.complete(**results)
+    record.trainer = trainer  # in memory only: lets a notebook look at the trained model
+
+
+def _rl_measures(trainer, cfg, record: RunRecord, rl_seconds: float, rl_cpu: float) -> dict:
+    """What the RL phase measured: its seconds and CPU seconds, steps, throughputs, the first and last tenth's
+    mean reward, and (when traced) the generation tokens per second and generation's share of a step."""
     logs = [r for r in trainer.state.log_history if "reward" in r]
     # a step whose completions no reward function scored logs a missing or NaN reward (TRL's contract):
     # averaged over the scored steps only
     rewards = [r["reward"] for r in logs if isinstance(r["reward"], (int, float)) and math.isfinite(r["reward"])]
     k = max(1, len(rewards) // 10)
     completion_tokens = sum(r.get("completions/mean_length", 0.0) * cfg.batch_size for r in logs)
-    results.update(
-        _eval_results(before, after),
+    out = dict(
         rl_seconds=round(rl_seconds, 3),
         rl_cpu_seconds=round(rl_cpu, 3),
         rl_steps=trainer.state.global_step,
@@ -343,20 +353,15 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
         rl_completion_tokens_per_s=round(completion_tokens / rl_seconds, 1) if rl_seconds > 0 else None,
         reward_first=round(sum(rewards[:k]) / k, 4) if rewards else None,
         reward_final=round(sum(rewards[-k:]) / k, 4) if rewards else None,
-        total_seconds=round(time.perf_counter() - t_start, 3),
-        total_cpu_seconds=round(cpu_time() - c_start, 3),
-        load_average=load_average(2),
     )
     gen = record.results.get("trace", {}).get("stages", {}).get("generate")
     if gen and gen.get("mean_s") and logs:
         # completion tokens sampled per optimizer step (a batch is reused num_iterations times) over the
         # traced generate time per step (also amortized over the steps that reuse a batch)
         per_step = completion_tokens / len(logs) / cfg.num_iterations
-        results["rl_gen_tokens_per_s"] = round(per_step / gen["mean_s"], 1)
-        results["rl_generate_share"] = round(gen.get("share", 0.0), 3)
-    shutil.rmtree(record.dir / CHECKPOINTS, ignore_errors=True)  # a completed run is never resumed
-    record.complete(**results)
-    record.trainer = trainer  # in memory only: lets a notebook look at the trained model
+        out["rl_gen_tokens_per_s"] = round(per_step / gen["mean_s"], 1)
+        out["rl_generate_share"] = round(gen.get("share", 0.0), 3)
+    return out
 
 
 def _checkpointing(trainer, cfg) -> None:

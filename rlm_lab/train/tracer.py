@@ -28,6 +28,7 @@ Memory: on CUDA the peak of ``torch.cuda.max_memory_allocated`` per stage (reset
 start); on CPU the process resident-set high-water mark (``VmHWM``), reset per stage through Linux's
 ``/proc/self/clear_refs`` ("5" resets the peak RSS, see proc(5)); both are nearly free (~20 µs).
 On CUDA each stage boundary synchronizes the device so that spans are the stage's real duration.
+The probes: :mod:`rlm_lab.train.stage_memory`; the summaries of the step rows: :mod:`rlm_lab.train.trace_summary`.
 
 Ignores: time between ``on_step_end`` and the next ``on_step_begin`` (logging, data loading), and
 what happens on other ranks (each rank traces itself; files are written per rank).
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -46,6 +46,8 @@ from ..compat.trl import profiling_context
 from ..record import write_trace
 from ..stages import STAGE_ORDER, Stage  # noqa: F401 - STAGE_ORDER: part of this module's API
 from ..trace_plots import gantt
+from .stage_memory import memory_probe
+from .trace_summary import OTHER, chrome_trace, summarize, window_throughput  # noqa: F401 - part of this API
 
 # TRL profiling names (the part after "<TrainerClass>.") -> stage. Names from trl 1.16.0:
 # grpo_trainer.py / rloo_trainer.py (generation paths, weight sync, rewards, loss), the PPO trainer of
@@ -69,7 +71,6 @@ TRL_NAMES: dict[str, Stage | None] = {
     "_generate_and_score_completions": None,
 }
 LOGPS_NAME = "_get_per_token_logps_and_entropies"  # resolved per call: old, ref or training forward
-OTHER = "other"  # step time no stage covers (grad clipping, lr schedule, zero_grad, TRL bookkeeping)
 
 
 def stage_for_name(name: str) -> Stage | None | str:
@@ -81,76 +82,6 @@ def stage_for_name(name: str) -> Stage | None | str:
     if suffix in TRL_NAMES:
         return TRL_NAMES[suffix]
     return None
-
-
-class _CpuMemory:
-    """Peak resident set size via /proc/self/status VmHWM, reset through /proc/self/clear_refs."""
-
-    kind = "cpu_rss_hwm"
-
-    def __init__(self):
-        self._status = os.open("/proc/self/status", os.O_RDONLY)
-        try:
-            self._clear = os.open("/proc/self/clear_refs", os.O_WRONLY)
-        except OSError:  # not Linux or not allowed: peaks become "high-water mark so far"
-            self._clear = None
-            self.kind = "cpu_rss_hwm_unreset"
-
-    def reset(self) -> None:
-        if self._clear is not None:
-            os.write(self._clear, b"5")
-
-    def peak(self) -> int:
-        s = os.pread(self._status, 4096, 0)
-        i = s.find(b"VmHWM:")
-        return int(s[i + 6:s.index(b"kB", i)]) * 1024 if i >= 0 else 0
-
-    def close(self) -> None:
-        for fd in (self._status, self._clear):
-            if fd is not None:
-                os.close(fd)
-
-
-class _CudaMemory:
-    kind = "cuda_max_allocated"
-
-    def __init__(self, device):
-        import torch
-
-        self.cuda, self.device = torch.cuda, device
-
-    def reset(self) -> None:
-        self.cuda.synchronize(self.device)
-        self.cuda.reset_peak_memory_stats(self.device)
-
-    def peak(self) -> int:
-        self.cuda.synchronize(self.device)
-        return int(self.cuda.max_memory_allocated(self.device))
-
-    def close(self) -> None:
-        pass
-
-
-class _NoMemory:
-    kind = "none"
-
-    def reset(self) -> None:
-        pass
-
-    def peak(self) -> int:
-        return 0
-
-    def close(self) -> None:
-        pass
-
-
-def _memory_probe(device):
-    if device is not None and getattr(device, "type", None) == "cuda":
-        return _CudaMemory(device)
-    try:
-        return _CpuMemory()
-    except OSError:
-        return _NoMemory()
 
 
 # --- the one process-wide hook on TRL's profiling context ------------------------------------------
@@ -197,281 +128,225 @@ class _Frame:
         self.nested = 0.0  # seconds of counted spans of other stages inside this one
 
 
-def _make_tracer_class():
-    class StageTracer(_callback_base()):
-        """Records one span per stage per optimizer step; see the module docstring."""
+class _StageTracerCore:
+    """The stage tracer's logic: one span per stage per optimizer step, see the module docstring. A plain class,
+    so that importing this module loads no transformers: :func:`tracer_class` mixes it with
+    ``transformers.TrainerCallback`` (whose no-op events it overrides) on first use."""
 
-        def __init__(self, trainer, record=None, out_dir=None, warmup: int = 1):
-            self.trainer, self.record, self.warmup = trainer, record, warmup
-            self.out_dir = Path(out_dir) if out_dir else (record.dir if record is not None else None)
-            accel = getattr(trainer, "accelerator", None)
-            self.rank = accel.process_index if accel is not None else 0
-            self.device = accel.device if accel is not None else None
-            self.memory = _memory_probe(self.device)
-            self._sync = None
-            if self.device is not None and self.device.type == "cuda":
-                import torch
-
-                self._sync = torch.cuda.synchronize
-            self.steps: list[dict] = []  # one row per optimizer step (see _finish_step)
-            self._stack: list[_Frame] = []
-            self._spans: list[dict] = []
-            self._logps_stage: Stage | None = None
-            self._reward_end = None
-            self._saw_advantage = False
-            self._t0 = None
-            self._patched = {}
-            self._spans_file = None
-            _install_profiling_hook()
-
-        # ---- span bookkeeping -------------------------------------------------------------------
-        def _now(self) -> float:
-            if self._sync is not None:  # CUDA kernels are asynchronous: wait so the span is the stage's
-                self._sync(self.device)
-            return time.perf_counter()
-
-        def _open(self, name: str, stage) -> None:
-            if not self._stack:  # outside a step (evaluation, before training): ignore
-                return
-            now = self._now()
-            parent = self._stack[-1]
-            parent.peak = max(parent.peak, self.memory.peak())  # the parent's peak before the child
-            self.memory.reset()
-            # A stage nested in the *same* stage (the training forward's log-prob pass inside compute_loss, a
-            # reward model inside _calculate_rewards) is a detail span, not counted twice. A *different* stage
-            # nested in a stage (our PPO's critic_update inside compute_loss) is counted, and its time is taken
-            # out of the enclosing stage's exclusive time (``self_s``).
-            enclosing = next((f for f in reversed(self._stack) if f.stage is not None), None)
-            counted = stage is not None and (enclosing is None or enclosing.stage != stage)
-            self._stack.append(_Frame(name, stage, now, counted))
-
-        def _open_profiled(self, name: str) -> None:
-            stage = stage_for_name(name)
-            if stage == LOGPS_NAME:
-                stage = self._logps_stage
-            self._open(name, stage)
-
-        def _close(self, name: str) -> None:
-            if len(self._stack) < 2:
-                return
-            frame = self._stack.pop()
-            if frame.name != name:  # unbalanced (an exception unwound a child): drop silently
-                self._stack.append(frame)
-                return
-            end = self._now()
-            frame.peak = max(frame.peak, self.memory.peak())
-            parent = self._stack[-1]
-            parent.peak = max(parent.peak, frame.peak)
-            dur = end - frame.start
-            if frame.counted:
-                outer = next((f for f in reversed(self._stack) if f.counted), None)
-                if outer is not None:
-                    outer.nested += dur
-            self._spans.append({"stage": None if frame.stage is None else frame.stage.value, "name": frame.name,
-                                "start_s": frame.start - self._t0, "dur_s": dur, "self_s": dur - frame.nested,
-                                "peak_bytes": frame.peak, "depth": len(self._stack), "counted": frame.counted})
-            if frame.stage is Stage.REWARD and frame.counted:
-                self._reward_end = end
-            if frame.stage is Stage.ADVANTAGE:
-                self._saw_advantage = True
-            if frame.name.endswith("._prepare_inputs") and self._reward_end is not None:
-                if not self._saw_advantage:  # GRPO/RLOO: no profiling point for the advantage
-                    self._spans.append({"stage": Stage.ADVANTAGE.value, "name": "derived:reward_end->_prepare_inputs_end",
-                                        "start_s": self._reward_end - self._t0, "dur_s": end - self._reward_end,
-                                        "self_s": end - self._reward_end,
-                                        "peak_bytes": frame.peak, "depth": len(self._stack), "counted": True})
-                self._reward_end, self._saw_advantage = None, False
-
-        # ---- instance hooks -------------------------------------------------------------------
-        def _patch(self) -> None:
-            trainer, accel = self.trainer, getattr(self.trainer, "accelerator", None)
-            if hasattr(accel, "backward") and "backward" not in self._patched:
-                orig_backward = accel.backward
-
-                def backward(*args, **kwargs):
-                    critic = any(f.stage is Stage.CRITIC_UPDATE for f in self._stack)
-                    self._open("accelerator.backward", Stage.CRITIC_UPDATE if critic else Stage.ACTOR_BACKWARD)
-                    try:
-                        return orig_backward(*args, **kwargs)
-                    finally:
-                        self._close("accelerator.backward")
-
-                accel.backward = backward
-                self._patched["backward"] = (accel, "backward")
-            if hasattr(trainer, LOGPS_NAME) and LOGPS_NAME not in self._patched:
-                orig_logps = getattr(trainer, LOGPS_NAME)
-
-                def logps(model, *args, **kwargs):
-                    self._logps_stage = self.classify_logps(model)
-                    try:
-                        return orig_logps(model, *args, **kwargs)
-                    finally:
-                        self._logps_stage = None
-
-                setattr(trainer, LOGPS_NAME, logps)
-                self._patched[LOGPS_NAME] = (trainer, LOGPS_NAME)
-
-        def _unpatch(self) -> None:
-            for obj, attr in self._patched.values():
-                obj.__dict__.pop(attr, None)  # the class method shows through again
-            self._patched.clear()
-
-        def classify_logps(self, model) -> Stage:
-            """Which stage a log-prob pass on ``model`` belongs to (see module docstring)."""
+    def __init__(self, trainer, record=None, out_dir=None, warmup: int = 1):
+        self.trainer, self.record, self.warmup = trainer, record, warmup
+        self.out_dir = Path(out_dir) if out_dir else (record.dir if record is not None else None)
+        accel = getattr(trainer, "accelerator", None)
+        self.rank = accel.process_index if accel is not None else 0
+        self.device = accel.device if accel is not None else None
+        self.memory = memory_probe(self.device)
+        self._sync = None
+        if self.device is not None and self.device.type == "cuda":
             import torch
 
-            if torch.is_grad_enabled():
-                return Stage.ACTOR_FORWARD
-            ref = getattr(self.trainer, "ref_model", None)
-            if ref is not None and model is ref:
-                return Stage.REF_LOGPROB
-            return Stage.REF_LOGPROB if _peft_reference_active(self.trainer, model) else Stage.OLD_LOGPROB
+            self._sync = torch.cuda.synchronize
+        self.steps: list[dict] = []  # one row per optimizer step (see _finish_step)
+        self._stack: list[_Frame] = []
+        self._spans: list[dict] = []
+        self._logps_stage: Stage | None = None
+        self._reward_end = None
+        self._saw_advantage = False
+        self._t0 = None
+        self._patched = {}
+        self._spans_file = None
+        _install_profiling_hook()
 
-        # ---- TrainerCallback events ---------------------------------------------------------------
-        def on_train_begin(self, args, state, control, **kwargs):
-            self._patch()
-            if self not in _ACTIVE:
-                _ACTIVE.append(self)
-            if self.out_dir is not None:
-                self.out_dir.mkdir(parents=True, exist_ok=True)
-                name = "spans.jsonl" if self.rank == 0 else f"spans.rank{self.rank}.jsonl"
-                # Plain appends (no fsync per step: an fsync costs milliseconds, >3 % of a tiny step);
-                # the file is flushed to the OS every step and fsynced at the end of training.
-                self._spans_file = open(self.out_dir / name, "w")
+    # ---- span bookkeeping -------------------------------------------------------------------
+    def _now(self) -> float:
+        if self._sync is not None:  # CUDA kernels are asynchronous: wait so the span is the stage's
+            self._sync(self.device)
+        return time.perf_counter()
 
-        def on_step_begin(self, args, state, control, **kwargs):
-            now = self._now()
-            if self._t0 is None:
-                self._t0 = now
-            self.memory.reset()
-            self._stack = [_Frame("step", None, now, False)]
-            self._spans = []
+    def _open(self, name: str, stage) -> None:
+        if not self._stack:  # outside a step (evaluation, before training): ignore
+            return
+        now = self._now()
+        parent = self._stack[-1]
+        parent.peak = max(parent.peak, self.memory.peak())  # the parent's peak before the child
+        self.memory.reset()
+        # A stage nested in the *same* stage (the training forward's log-prob pass inside compute_loss, a
+        # reward model inside _calculate_rewards) is a detail span, not counted twice. A *different* stage
+        # nested in a stage (our PPO's critic_update inside compute_loss) is counted, and its time is taken
+        # out of the enclosing stage's exclusive time (``self_s``).
+        enclosing = next((f for f in reversed(self._stack) if f.stage is not None), None)
+        counted = stage is not None and (enclosing is None or enclosing.stage != stage)
+        self._stack.append(_Frame(name, stage, now, counted))
+
+    def _open_profiled(self, name: str) -> None:
+        stage = stage_for_name(name)
+        if stage == LOGPS_NAME:
+            stage = self._logps_stage
+        self._open(name, stage)
+
+    def _close(self, name: str) -> None:
+        if len(self._stack) < 2:
+            return
+        frame = self._stack.pop()
+        if frame.name != name:  # unbalanced (an exception unwound a child): drop silently
+            self._stack.append(frame)
+            return
+        end = self._now()
+        frame.peak = max(frame.peak, self.memory.peak())
+        parent = self._stack[-1]
+        parent.peak = max(parent.peak, frame.peak)
+        dur = end - frame.start
+        if frame.counted:
+            outer = next((f for f in reversed(self._stack) if f.counted), None)
+            if outer is not None:
+                outer.nested += dur
+        self._spans.append({"stage": None if frame.stage is None else frame.stage.value, "name": frame.name,
+                            "start_s": frame.start - self._t0, "dur_s": dur, "self_s": dur - frame.nested,
+                            "peak_bytes": frame.peak, "depth": len(self._stack), "counted": frame.counted})
+        if frame.stage is Stage.REWARD and frame.counted:
+            self._reward_end = end
+        if frame.stage is Stage.ADVANTAGE:
+            self._saw_advantage = True
+        if frame.name.endswith("._prepare_inputs") and self._reward_end is not None:
+            if not self._saw_advantage:  # GRPO/RLOO: no profiling point for the advantage
+                self._spans.append({"stage": Stage.ADVANTAGE.value, "name": "derived:reward_end->_prepare_inputs_end",
+                                    "start_s": self._reward_end - self._t0, "dur_s": end - self._reward_end,
+                                    "self_s": end - self._reward_end,
+                                    "peak_bytes": frame.peak, "depth": len(self._stack), "counted": True})
             self._reward_end, self._saw_advantage = None, False
 
-        def on_pre_optimizer_step(self, args, state, control, **kwargs):
-            self._open("optimizer.step", Stage.OPTIMIZER)
+    # ---- instance hooks -------------------------------------------------------------------
+    def _patch(self) -> None:
+        trainer, accel = self.trainer, getattr(self.trainer, "accelerator", None)
+        if hasattr(accel, "backward") and "backward" not in self._patched:
+            orig_backward = accel.backward
 
-        def on_optimizer_step(self, args, state, control, **kwargs):
-            self._close("optimizer.step")
+            def backward(*args, **kwargs):
+                critic = any(f.stage is Stage.CRITIC_UPDATE for f in self._stack)
+                self._open("accelerator.backward", Stage.CRITIC_UPDATE if critic else Stage.ACTOR_BACKWARD)
+                try:
+                    return orig_backward(*args, **kwargs)
+                finally:
+                    self._close("accelerator.backward")
 
-        def on_step_end(self, args, state, control, **kwargs):
-            if not self._stack:
-                return
-            end = self._now()
-            root = self._stack[0]
-            root.peak = max(root.peak, self.memory.peak())
-            del self._stack[1:]  # frames left open by an exception are abandoned
-            self._finish_step(state.global_step, root, end)
-            self._stack = []
+            accel.backward = backward
+            self._patched["backward"] = (accel, "backward")
+        if hasattr(trainer, LOGPS_NAME) and LOGPS_NAME not in self._patched:
+            orig_logps = getattr(trainer, LOGPS_NAME)
 
-        def on_train_end(self, args, state, control, **kwargs):
-            if self in _ACTIVE:
-                _ACTIVE.remove(self)
-            self._unpatch()
-            if self._spans_file is not None:
-                self._spans_file.flush()
-                os.fsync(self._spans_file.fileno())
-                self._spans_file.close()
-                self._spans_file = None
-            self.write_outputs()
+            def logps(model, *args, **kwargs):
+                self._logps_stage = self.classify_logps(model)
+                try:
+                    return orig_logps(model, *args, **kwargs)
+                finally:
+                    self._logps_stage = None
 
-        def _finish_step(self, step: int, root: _Frame, end: float) -> None:
-            wall = end - root.start
-            stages: dict[str, float] = {}
-            peaks: dict[str, int] = {}
-            for s in self._spans:
-                if s["counted"]:  # exclusive time: nested stages of another kind are counted on their own
-                    stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["self_s"]
-                    peaks[s["stage"]] = max(peaks.get(s["stage"], 0), s["peak_bytes"])
-            stages[OTHER] = max(0.0, wall - sum(stages.values()))
-            row = {"step": step, "rank": self.rank, "start_s": root.start - self._t0, "wall_s": wall,
-                   "peak_bytes": root.peak, "stages": stages, "peaks": peaks, "spans": self._spans}
-            self.steps.append(row)
-            if self._spans_file is not None:
-                self._spans_file.write(json.dumps(row, sort_keys=True) + "\n")
-                self._spans_file.flush()
+            setattr(trainer, LOGPS_NAME, logps)
+            self._patched[LOGPS_NAME] = (trainer, LOGPS_NAME)
 
-        # ---- outputs ------------------------------------------------------------------------------
-        def summary(self) -> dict:
-            return summarize(self.steps, warmup=self.warmup, memory_kind=self.memory.kind)
+    def _unpatch(self) -> None:
+        for obj, attr in self._patched.values():
+            obj.__dict__.pop(attr, None)  # the class method shows through again
+        self._patched.clear()
 
-        def chrome_trace(self) -> dict:
-            return chrome_trace(self.steps)
+    def classify_logps(self, model) -> Stage:
+        """Which stage a log-prob pass on ``model`` belongs to (see module docstring)."""
+        import torch
 
-        def gantt(self, path=None, show=None):
-            return gantt(self.steps, path=path, show=show)
+        if torch.is_grad_enabled():
+            return Stage.ACTOR_FORWARD
+        ref = getattr(self.trainer, "ref_model", None)
+        if ref is not None and model is ref:
+            return Stage.REF_LOGPROB
+        return Stage.REF_LOGPROB if _peft_reference_active(self.trainer, model) else Stage.OLD_LOGPROB
 
-        def write_outputs(self) -> None:
-            """trace.json.gz (Chrome/Perfetto; :meth:`gantt` draws it on demand) and the record summary; rank 0 owns
-            the record."""
-            if self.out_dir is not None and self.steps:
-                write_trace(self.out_dir, self.chrome_trace(), "trace" if self.rank == 0 else f"trace.rank{self.rank}")
-            if self.record is not None and self.rank == 0 and self.steps:
-                self.record.update(trace=self.summary())
+    # ---- TrainerCallback events ---------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._patch()
+        if self not in _ACTIVE:
+            _ACTIVE.append(self)
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            name = "spans.jsonl" if self.rank == 0 else f"spans.rank{self.rank}.jsonl"
+            # Plain appends (no fsync per step: an fsync costs milliseconds, >3 % of a tiny step);
+            # the file is flushed to the OS every step and fsynced at the end of training.
+            self._spans_file = open(self.out_dir / name, "w")
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        now = self._now()
+        if self._t0 is None:
+            self._t0 = now
+        self.memory.reset()
+        self._stack = [_Frame("step", None, now, False)]
+        self._spans = []
+        self._reward_end, self._saw_advantage = None, False
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self._open("optimizer.step", Stage.OPTIMIZER)
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self._close("optimizer.step")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self._stack:
+            return
+        end = self._now()
+        root = self._stack[0]
+        root.peak = max(root.peak, self.memory.peak())
+        del self._stack[1:]  # frames left open by an exception are abandoned
+        self._finish_step(state.global_step, root, end)
+        self._stack = []
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        self._unpatch()
+        if self._spans_file is not None:
+            self._spans_file.flush()
+            os.fsync(self._spans_file.fileno())
+            self._spans_file.close()
+            self._spans_file = None
+        self.write_outputs()
+
+    def _finish_step(self, step: int, root: _Frame, end: float) -> None:
+        wall = end - root.start
+        stages: dict[str, float] = {}
+        peaks: dict[str, int] = {}
+        for s in self._spans:
+            if s["counted"]:  # exclusive time: nested stages of another kind are counted on their own
+                stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["self_s"]
+                peaks[s["stage"]] = max(peaks.get(s["stage"], 0), s["peak_bytes"])
+        stages[OTHER] = max(0.0, wall - sum(stages.values()))
+        row = {"step": step, "rank": self.rank, "start_s": root.start - self._t0, "wall_s": wall,
+               "peak_bytes": root.peak, "stages": stages, "peaks": peaks, "spans": self._spans}
+        self.steps.append(row)
+        if self._spans_file is not None:
+            self._spans_file.write(json.dumps(row, sort_keys=True) + "\n")
+            self._spans_file.flush()
+
+    # ---- outputs ------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        return summarize(self.steps, warmup=self.warmup, memory_kind=self.memory.kind)
+
+    def chrome_trace(self) -> dict:
+        return chrome_trace(self.steps)
+
+    def gantt(self, path=None, show=None):
+        return gantt(self.steps, path=path, show=show)
+
+    def write_outputs(self) -> None:
+        """trace.json.gz (Chrome/Perfetto; :meth:`gantt` draws it on demand) and the record summary; rank 0 owns
+        the record."""
+        if self.out_dir is not None and self.steps:
+            write_trace(self.out_dir, self.chrome_trace(), "trace" if self.rank == 0 else f"trace.rank{self.rank}")
+        if self.record is not None and self.rank == 0 and self.steps:
+            self.record.update(trace=self.summary())
+
+
+def _make_tracer_class():
+    class StageTracer(_StageTracerCore, _callback_base()):
+        """Records one span per stage per optimizer step; see the module docstring."""
 
     return StageTracer
-
-
-def summarize(steps: list[dict], warmup: int = 1, memory_kind: str | None = None) -> dict:
-    """Per-stage time per optimizer step (median and mean over steps after ``warmup``), share of the
-    step, number of calls and peak memory. A stage that runs every k-th step (generation with
-    ``steps_per_generation=k``) is averaged over all steps: the mean is its amortized cost per step."""
-    kept = steps[warmup:] if len(steps) > warmup else steps
-    if not kept:
-        return {"steps": 0}
-    walls = [r["wall_s"] for r in kept]
-    names = [s.value for s in STAGE_ORDER if any(s.value in r["stages"] for r in kept)] + [OTHER]
-    total_wall = sum(walls)
-    stages = {}
-    for name in names:
-        per_step = [r["stages"].get(name, 0.0) for r in kept]
-        calls = sum(1 for r in kept for sp in r["spans"] if sp["counted"] and sp["stage"] == name)
-        stages[name] = {
-            "median_s": statistics.median(per_step), "mean_s": sum(per_step) / len(per_step),
-            "share": sum(per_step) / total_wall if total_wall else 0.0, "calls": calls,
-            "peak_bytes": max((r["peaks"].get(name, 0) for r in kept), default=0),
-        }
-    return {"steps": len(kept), "warmup_steps_excluded": len(steps) - len(kept),
-            "step_wall_s": {"median": statistics.median(walls), "mean": total_wall / len(kept)},
-            "peak_bytes": max(r["peak_bytes"] for r in kept), "memory_kind": memory_kind, "stages": stages}
-
-
-def window_throughput(steps: list[dict], log_history: list[dict], warmup: int = 1, excluded_s: float = 0.0) -> dict:
-    """Tokens per second of a traced run after its first ``warmup`` steps: the tokens TRL counted
-    (``num_tokens``, prompt + completion, cumulative in ``log_history``) between the end of step ``warmup`` and
-    the end of the last step, over the wall time between those two ends (so the time between steps -- logging,
-    callbacks -- counts, and one-time start-up costs do not), minus ``excluded_s`` (evaluations inside the window).
-    Every arm of a comparison is measured the same way; ``{}`` when the run is too short or logged no tokens."""
-    ends = {r["step"]: r["start_s"] + r["wall_s"] for r in steps}
-    tokens = {r["step"]: r["num_tokens"] for r in log_history if "num_tokens" in r and "step" in r}
-    last = max((k for k in ends if k in tokens), default=None)
-    if last is None or warmup not in ends or warmup not in tokens or last <= warmup:
-        return {}
-    seconds = round(ends[last] - ends[warmup] - excluded_s, 6)  # rounded once: every field below uses this value
-    n = tokens[last] - tokens[warmup]
-    return {"tokens": n, "seconds": seconds, "steps": last - warmup,
-            "tokens_per_s": n / seconds if seconds > 0 else None, "step_s": seconds / (last - warmup)}
-
-
-def chrome_trace(steps: list[dict]) -> dict:
-    """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev): complete ("X") events,
-    µs timestamps. Thread 0: steps; thread 1: counted stage spans; thread 2: every TRL profiling span."""
-    events = []
-    for pid in sorted({r.get("rank", 0) for r in steps}) or [0]:
-        for tid, label in ((0, "optimizer steps"), (1, "stages"), (2, "TRL profiling spans")):
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
-    for r in steps:
-        pid = r.get("rank", 0)
-        events.append({"ph": "X", "name": f"step {r['step']}", "cat": "step", "pid": pid, "tid": 0,
-                       "ts": r["start_s"] * 1e6, "dur": r["wall_s"] * 1e6,
-                       "args": {"peak_mib": r["peak_bytes"] / 2**20}})
-        for sp in r["spans"]:
-            counted = sp["counted"]
-            events.append({"ph": "X", "name": sp["stage"] if counted else sp["name"],
-                           "cat": "stage" if counted else "detail", "pid": pid, "tid": 1 if counted else 2,
-                           "ts": sp["start_s"] * 1e6, "dur": sp["dur_s"] * 1e6,
-                           "args": {"step": r["step"], "trl_name": sp["name"], "peak_mib": sp["peak_bytes"] / 2**20}})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def _peft_reference_active(trainer, model) -> bool:
