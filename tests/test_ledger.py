@@ -111,3 +111,28 @@ def test_the_results_figure_reads_current_entries_only(entries):
     assert "sync_collective" not in {p["label"] for p in pts}   # replaced, not re-measured: no current value
     colo = next(p for p in pts if p["label"] == "colocated")
     assert colo["measured"] == d["ch05.colocated.measured"].value and colo["predicted"] == d["ch05.colocated.predicted"].value
+
+
+def test_an_arm_of_a_window_has_one_value(entries):
+    """Chapter 5's disaggregated arm is the partner of three references of one window (83.3 ms in one, 90.2 ms in
+    another, as separate entries before): one arm, one config, one quantity, so every entry that gives its step (the
+    window's arm entries, the results page's item) shows one value, over all its repeats in the window."""
+    from rlm_lab.chapters.ch09_guidelines.cases import ITEMS
+
+    rec = CPU / "reference" / "20261204T084630Z"
+    d = json.loads((rec / "record.json").read_text())
+    pooled: dict = {}
+    for r in d["results"]["references"]:
+        for arm, vals in r["summary"]["values"].items():
+            pooled.setdefault((r["chapter"], arm), []).extend(vals)
+    assert len(pooled[(5, "disaggregated")]) == 12   # three references x 4 pairs
+    win = str(rec.relative_to(ROOT))
+    for (ch, arm), vals in pooled.items():
+        shown = [e for e in entries if e.id.startswith(f"ch{ch:02d}.window.") and e.id.endswith(f".{arm}.measured")]
+        shown += [e for e in entries for it in ITEMS if it.source in ("ch04", "ch05") and it.record == arm
+                  and e.id == f"ch{ch:02d}.{it.key}.measured" and e.records == (win,)]
+        assert shown, (ch, arm)
+        assert len({e.value for e in shown}) == 1, [(e.id, e.value) for e in shown]
+        assert all(e.n == len(vals) for e in shown), [(e.id, e.n, len(vals)) for e in shown]
+    e = next(e for e in entries if e.id == "ch05.disaggregated.measured")
+    assert e.value == pytest.approx(statistics.median(pooled[(5, "disaggregated")]))   # 12 values: the median
