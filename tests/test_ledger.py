@@ -136,3 +136,22 @@ def test_an_arm_of_a_window_has_one_value(entries):
         assert all(e.n == len(vals) for e in shown), [(e.id, e.n, len(vals)) for e in shown]
     e = next(e for e in entries if e.id == "ch05.disaggregated.measured")
     assert e.value == pytest.approx(statistics.median(pooled[(5, "disaggregated")]))   # 12 values: the median
+
+
+def test_chapter_1s_committed_runs_read_the_ledger(entries):
+    """Chapter 1's table of committed runs shows each run's accuracies and seconds per step as the ledger holds
+    them (its id in the row): an entry changed in the ledger changes the page."""
+    from dataclasses import replace
+
+    from rlm_lab.chapters.ch01_quickstart import report as R1
+
+    refs = R1.reference_records()
+    d = L.by_id(entries)
+    rows = R1.summary_rows(refs, entries)
+    assert [r["ledger id"] for r in rows] == [f"ch01.run.{r.dir.name}" for r in refs]
+    for r in rows:
+        for col, key in R1.LEDGER_KEYS.items():
+            assert r[col] == d[f"{r['ledger id']}.{key}"].value, (r["run"], col)
+    moved = [replace(e, value=0.5) if e.id == "ch01.run.ch01_grpo.accuracy_after" else e for e in entries]
+    got = next(r for r in R1.summary_rows(refs, moved) if r["ledger id"] == "ch01.run.ch01_grpo")
+    assert got["acc_after"] == 0.5 and got["gain_points"] == round(100 * (0.5 - got["acc_before"]), 1)
