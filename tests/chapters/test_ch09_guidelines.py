@@ -335,3 +335,20 @@ def test_a_typed_reason_about_the_predictor_is_checked_against_it():
     # the old g23 reason would have failed: the engine it said was missing is there
     assert re.search(CLAIM, "the cost model has no KV-cache-limited engine yet")
     assert callable(__import__("rlm_lab.cost.engine", fromlist=["x"]).kv_capacity)
+
+
+def test_the_at_scale_column_names_its_quantity_and_condition():
+    """Issue 36: g02's column showed '64: 0.801 fails' beside the test 'within 25 % of 1', another quantity than the
+    test's, unnamed. Every priced point says what it predicts and the condition it is held to at that scale."""
+    from rlm_lab.chapters.ch09_guidelines import report
+    from rlm_lab.chapters.ch09_guidelines.compare import check_text
+
+    for r in report.guideline_rows():
+        g, pts = r["guideline"], [p for p in r["points"] if p.value is not None]
+        if not pts:
+            continue
+        text = report.points_text(r)
+        assert all(p.note for p in pts), g.id   # the predicted quantity, named
+        assert text.startswith(pts[0].note + ": "), (g.id, text)
+        for p in pts:
+            assert f"{p.devices}: " in text and check_text(g.holds[p.devices]) in text, (g.id, p.devices, text)
