@@ -203,11 +203,13 @@ def _windows(size: str, repo: Path) -> list[Entry]:
             else Path(rec.dir).name
         load = load_of([win], repo)
         arms, pairs = RR.rows(rec, ch)
-        for a in arms:
-            base = f"ch{ch:02d}.window.{a['reference']}.{a['arm']}"
-            out.append(Entry(f"{base}.measured", ch, f"{a['arm']} in the window's {a['reference']}", "s", "repeats",
-                             **_from_interval(a["measured"]), counts="paired repeats", records=(win,), load=load,
-                             verdict=a["goal"], rule=f"the {RR.GOAL:.0%} goal on the error's interval"))
+        for a in arms:   # one entry per arm: an arm several references measured is one quantity (RR.rows)
+            base = f"ch{ch:02d}.window.{a['arm']}"
+            refs = ", ".join(a["references"])
+            out.append(Entry(f"{base}.measured", ch, f"{a['arm']}'s step in the window (references {refs})", "s",
+                             "repeats", **_from_interval(a["measured"]), counts="paired repeats", records=(win,),
+                             load=load, verdict=a["goal"], rule=f"the {RR.GOAL:.0%} goal on the error's interval",
+                             note=f"every repeat of the arm in the window: {refs}"))
             if a["predicted"] is not None:
                 out.append(Entry(f"{base}.predicted", ch, f"{a['arm']} predicted before the window's first repeat",
                                  "s", "prediction", _num(a["predicted"]), records=(win,), counts="prediction"))

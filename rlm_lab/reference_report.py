@@ -13,7 +13,9 @@ Per arm the page shows the prediction, the measured value with its 95 % interval
 chapters 2-5: "met" only when the whole error interval is within it, "not met" only when wholly outside, else
 "undecided"; :func:`rlm_lab.evidence.bar_word`). Per reference: the median of the paired ratios A / B with its
 interval and the word it decides (:func:`rlm_lab.evidence.ratio_word`), beside the predicted ratio. An arm that
-appears in two references was measured in each and is shown in each: the repeats are not pooled.
+appears in several references (chapter 5's ``disaggregated`` is the partner of three) is one quantity, the same
+config run in fresh processes in one window: its step is **one** value, over every repeat of it in the window (the
+references pooled, their names listed); each reference's paired ratio stays within its own pairs.
 """
 
 from __future__ import annotations
@@ -47,22 +49,29 @@ def latest_window(size: str, chapter: int, root: Path | None = None):
 
 
 def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
-    """(per-arm rows, per-reference rows) of ``chapter`` in the window record ``rec`` (module docstring)."""
+    """(per-arm rows, per-reference rows) of ``chapter`` in the window record ``rec`` (module docstring). An arm
+    measured in several references is one row over all its repeats (``references`` names them)."""
     preds = {(p["name"], p["arm"]): p for p in rec.results.get("predictions", []) if p.get("chapter") == chapter}
     asked = {c["name"]: c for c in rec.config.get("references", []) if c.get("chapter") == chapter}
-    arms, pairs = [], []
+    pooled = arm_values(rec, chapter)
+    arms, pairs, done = [], [], set()
     for ref in (r for r in rec.results.get("references", []) if r.get("chapter") == chapter):
         values = ref["summary"]["values"]
         names = list(asked[ref["name"]]["arms"])   # A, B as asked (a record's keys are stored sorted)
         higher = bool(asked.get(ref["name"], {}).get("higher_is_better", False))
         predicted = {}
         for arm in names:
-            m = repeat_interval(values[arm])
             p = preds.get((ref["name"], arm), {})
-            row = {"reference": ref["name"], "arm": arm, "predicted": p.get("predicted"), "measured": m,
-                   "error": None, "goal": "nothing predicted", "why": p.get("why", "")}
             if p.get("predicted") is not None:
                 predicted[arm] = p["predicted"]
+            if arm in done:
+                continue
+            done.add(arm)
+            vals, refs = pooled[arm]
+            m = repeat_interval(vals)
+            row = {"reference": ref["name"], "references": refs, "arm": arm, "predicted": p.get("predicted"),
+                   "measured": m, "error": None, "goal": "nothing predicted", "why": p.get("why", "")}
+            if p.get("predicted") is not None:
                 row["error"] = error_interval(p["predicted"], m)
                 row["goal"] = bar_word(row["error"], GOAL)
             arms.append(row)
@@ -73,6 +82,19 @@ def rows(rec, chapter: int) -> tuple[list[dict], list[dict]]:
                       "predicted_ratio": (predicted[names[0]] / predicted[names[1]]
                                           if len(predicted) == 2 else None)})
     return arms, pairs
+
+
+def arm_values(rec, chapter: int) -> dict:
+    """``{arm: (values, references)}``: every repeat of each arm of ``chapter`` in the window ``rec``, over all the
+    references that measured it (in the window's order), and those references' names. One arm, one config, one
+    quantity: the value a page shows for it reads all of them (module docstring)."""
+    out: dict = {}
+    for ref in (r for r in rec.results.get("references", []) if r.get("chapter") == chapter):
+        for arm, vals in ref["summary"]["values"].items():
+            v, refs = out.setdefault(arm, ([], []))
+            v.extend(float(x) for x in vals)
+            refs.append(ref["name"])
+    return {a: (v, tuple(r)) for a, (v, r) in out.items()}
 
 
 def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dict]:
@@ -102,7 +124,7 @@ def section(chapter: int, size: str, root: Path | None = None) -> tuple[str, dic
               f"{c}_decided_pairs": str(sum(p["word"] != "undecided" for p in pairs))}
     for p in pairs:
         values[f"{c}_{p['reference']}"] = f"{p['ratio'].text()} ({p['word']})"
-    t1 = format_table([{"reference": a["reference"], "arm": a["arm"],
+    t1 = format_table([{"arm": a["arm"], "references": ", ".join(a["references"]),
                         "predicted": "-" if a["predicted"] is None else f"{a['predicted']:.4g}",
                         "measured [95 %]": a["measured"].text("{:.4g}"),
                         "error [95 %]": "-" if a["error"] is None else a["error"].text("{:+.0%}"),

@@ -101,3 +101,20 @@ def test_chapter_9s_glued_verdict_counts_are_the_ledgers(entries):
     n = L.verdict_counts(entries, "ch09.g", ("supported", "contradicted", "undecided", "not testable here"))
     for word, key in (("supported", "sup"), ("contradicted", "con"), ("undecided", "und"), ("not testable here", "nt")):
         assert glued[f"ch09_{key}"] == str(n[word]), word
+
+
+def test_chapter_1s_committed_runs_show_the_ledgers_values(site, entries):
+    """Chapter 1's table of committed runs names each row's ledger id (``ch01.run.<folder>``); the accuracies and
+    the seconds per step printed beside it are that entry's value, as the table formats a number."""
+    from rlm_lab.chapters.ch01_quickstart.report import LEDGER_KEYS
+    from rlm_lab.tables import _num
+
+    d = L.by_id(entries)
+    text = html.unescape(re.sub(r"<[^>]+>", "", (site / "notebooks" / "ch01_quickstart.html").read_text()))
+    lines = [ln.split() for ln in text.splitlines() if re.match(r"^ch01_\w+\s+ch01\.run\.", ln)]
+    assert len(lines) >= 4, "chapter 1's committed-runs table names no ledger ids"
+    cols = {"acc_before": 3, "acc_after": 4, "s_per_step": 9}   # run, ledger id, model, acc_before, acc_after, ...
+    for tok in lines:
+        for col, key in LEDGER_KEYS.items():
+            e = d[f"{tok[1]}.{key}"]
+            assert tok[cols[col]] == _num(e.value), (tok[1], col, tok[cols[col]], e.value)

@@ -111,3 +111,47 @@ def test_the_results_figure_reads_current_entries_only(entries):
     assert "sync_collective" not in {p["label"] for p in pts}   # replaced, not re-measured: no current value
     colo = next(p for p in pts if p["label"] == "colocated")
     assert colo["measured"] == d["ch05.colocated.measured"].value and colo["predicted"] == d["ch05.colocated.predicted"].value
+
+
+def test_an_arm_of_a_window_has_one_value(entries):
+    """Chapter 5's disaggregated arm is the partner of three references of one window (83.3 ms in one, 90.2 ms in
+    another, as separate entries before): one arm, one config, one quantity, so every entry that gives its step (the
+    window's arm entries, the results page's item) shows one value, over all its repeats in the window."""
+    from rlm_lab.chapters.ch09_guidelines.cases import ITEMS
+
+    rec = CPU / "reference" / "20261204T084630Z"
+    d = json.loads((rec / "record.json").read_text())
+    pooled: dict = {}
+    for r in d["results"]["references"]:
+        for arm, vals in r["summary"]["values"].items():
+            pooled.setdefault((r["chapter"], arm), []).extend(vals)
+    assert len(pooled[(5, "disaggregated")]) == 12   # three references x 4 pairs
+    win = str(rec.relative_to(ROOT))
+    for (ch, arm), vals in pooled.items():
+        shown = [e for e in entries if e.id.startswith(f"ch{ch:02d}.window.") and e.id.endswith(f".{arm}.measured")]
+        shown += [e for e in entries for it in ITEMS if it.source in ("ch04", "ch05") and it.record == arm
+                  and e.id == f"ch{ch:02d}.{it.key}.measured" and e.records == (win,)]
+        assert shown, (ch, arm)
+        assert len({e.value for e in shown}) == 1, [(e.id, e.value) for e in shown]
+        assert all(e.n == len(vals) for e in shown), [(e.id, e.n, len(vals)) for e in shown]
+    e = next(e for e in entries if e.id == "ch05.disaggregated.measured")
+    assert e.value == pytest.approx(statistics.median(pooled[(5, "disaggregated")]))   # 12 values: the median
+
+
+def test_chapter_1s_committed_runs_read_the_ledger(entries):
+    """Chapter 1's table of committed runs shows each run's accuracies and seconds per step as the ledger holds
+    them (its id in the row): an entry changed in the ledger changes the page."""
+    from dataclasses import replace
+
+    from rlm_lab.chapters.ch01_quickstart import report as R1
+
+    refs = R1.reference_records()
+    d = L.by_id(entries)
+    rows = R1.summary_rows(refs, entries)
+    assert [r["ledger id"] for r in rows] == [f"ch01.run.{r.dir.name}" for r in refs]
+    for r in rows:
+        for col, key in R1.LEDGER_KEYS.items():
+            assert r[col] == d[f"{r['ledger id']}.{key}"].value, (r["run"], col)
+    moved = [replace(e, value=0.5) if e.id == "ch01.run.ch01_grpo.accuracy_after" else e for e in entries]
+    got = next(r for r in R1.summary_rows(refs, moved) if r["ledger id"] == "ch01.run.ch01_grpo")
+    assert got["acc_after"] == 0.5 and got["gain_points"] == round(100 * (0.5 - got["acc_before"]), 1)

@@ -38,6 +38,8 @@ def test_the_lora_section_prints_the_ledgers_values_not_the_records():
     assert sync.value == recs["disaggregated_lora"].results["sync"]["seconds_mean"]
     text = lora_sync_text(recs, entries)
     assert f"LoRA {sync.value * 1e3:.2f} ms (one run, history)" in text and "did not re-measure the sync" in text
-    assert "window's paired repeats (current)" in text
+    assert "window's repeats (current)" in text
+    full = d["ch05.window.disaggregated.measured"]   # the arm over all its repeats in the window, one value
+    assert f"full {full.value * 1e3:.2f} ms" in text and full.n == 12
     moved = [replace(e, value=0.123) if e.id == sync.id else e for e in entries]
     assert "LoRA 123.00 ms" in lora_sync_text(recs, moved)

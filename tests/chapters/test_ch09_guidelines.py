@@ -277,3 +277,78 @@ def test_the_map_names_what_its_assumed_overheads_move():
     by_hand = U.advise(str(cases.REPO / U.MODEL_7B), U.algorithm("grpo", 0), run.workload("fixed 1024"),
                        U.Cluster(8, "gpu"), bare).ranked[0].step_s
     assert row["bare_step_s"] == pytest.approx(by_hand) and row["bare_moved"] < 0   # overheads only add time
+
+
+# ---- typed reasons against the code they describe (issue 36: g23 said "no KV-cache-limited engine" after the
+# cost model had one). A guideline with no scale prediction says why in typed words; where those words say what the
+# predictor has or lacks, a probe here asks the code, so the prose fails the day the code moves under it.
+
+def _pp_generation_refused() -> bool:
+    from rlm_lab.cost.placement_spec import Placement, PlacementError, ResourceSet
+
+    s = ResourceSet("all", 8, "gpu", dp=4, tp=1, pp=2)
+    try:
+        Placement("p", (s,), {"actor": "all", "rollout": "all", "reference": "all"}).validate("grpo")
+    except PlacementError as e:
+        return "pipeline-parallel generation is not priced" in str(e)
+    return False
+
+
+def _cost_sources() -> str:
+    return "\n".join(p.read_text() for p in (ROOT / "rlm_lab" / "cost").glob("*.py")).lower()
+
+
+PROBES = {   # guideline -> (the words of its typed reason that make the claim, a check of the code that holds
+             # while the claim is true): the old g22 ("a collective broadcast only") fails on the first
+    "g18-fusion": ("fusion_time", lambda: callable(__import__(
+        "rlm_lab.cost.longtail", fromlist=["x"]).fusion_time)),
+    "g22-collective-sync": ("collective and object_store", lambda: {"collective", "object_store"} <= set(__import__(
+        "rlm_lab.cost.placement_spec", fromlist=["x"]).SYNCS)),
+    "g28-frozen-placement": ("no quantized frozen weights", lambda: not any(w in _cost_sources()
+                                                                      for w in ("quantiz", "int8", "int4", "fp8"))),
+    "g29-process-rewards": ("no per-step reward term", lambda: not any(w in _cost_sources() for w in (
+        "process reward", "per-step reward", "prm"))),
+    "g30-dpo-not-free": ("prices DPO", lambda: 'algorithm("dpo")' in (ROOT / "rlm_lab/cost/predict.py").read_text()),
+    "g37-shared-critic": ("the predictor prices it", lambda: 'critic="shared"' in (
+        ROOT / "rlm_lab/cost/predict.py").read_text()),
+    "g32-sp-cp-long": ("no ring-attention context parallelism", lambda: hasattr(__import__(
+        "rlm_lab.cost.placement", fromlist=["x"]), "ASSUMED_SP") and "cp" not in __import__(
+        "rlm_lab.cost.placement_spec", fromlist=["x"]).ResourceSet.__dataclass_fields__),
+    "g39-pp-decode": ("refuses pipeline-parallel generation", _pp_generation_refused),
+}
+CLAIM = r"(cost model|predictor)\b.*\b(has no|is not in|not in the|ignores|only|prices|refuses)"
+
+
+def test_a_typed_reason_about_the_predictor_is_checked_against_it():
+    import re
+
+    for g in load_guidelines():
+        if g.predict is not None:
+            assert not g.scale_why, g.id   # a priced guideline's column is the code's own text (points_text)
+            continue
+        if re.search(CLAIM, g.scale_why) and "scale predictions" not in g.scale_why.split(" but ")[0]:
+            assert g.id in PROBES, f"{g.id}: its reason says what the predictor has or lacks; add a probe: {g.scale_why}"
+        if g.id in PROBES:
+            what, probe = PROBES[g.id]
+            assert what in " ".join(g.scale_why.split()), f"{g.id}: its reason no longer says {what!r}: {g.scale_why}"
+            assert probe(), f"{g.id}: the code no longer matches its typed reason ({what}): {g.scale_why}"
+    # the old g23 reason would have failed: the engine it said was missing is there
+    assert re.search(CLAIM, "the cost model has no KV-cache-limited engine yet")
+    assert callable(__import__("rlm_lab.cost.engine", fromlist=["x"]).kv_capacity)
+
+
+def test_the_at_scale_column_names_its_quantity_and_condition():
+    """Issue 36: g02's column showed '64: 0.801 fails' beside the test 'within 25 % of 1', another quantity than the
+    test's, unnamed. Every priced point says what it predicts and the condition it is held to at that scale."""
+    from rlm_lab.chapters.ch09_guidelines import report
+    from rlm_lab.chapters.ch09_guidelines.compare import check_text
+
+    for r in report.guideline_rows():
+        g, pts = r["guideline"], [p for p in r["points"] if p.value is not None]
+        if not pts:
+            continue
+        text = report.points_text(r)
+        assert all(p.note for p in pts), g.id   # the predicted quantity, named
+        assert text.startswith(pts[0].note + ": "), (g.id, text)
+        for p in pts:
+            assert f"{p.devices}: " in text and check_text(g.holds[p.devices]) in text, (g.id, p.devices, text)

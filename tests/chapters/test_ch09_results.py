@@ -39,7 +39,8 @@ WINDOW = "data/runs/cpu/reference/20261204T084630Z"
 
 def from_window(item):
     """(measured, predicted) from the window that declares it replaces the item's folder, or None: the
-    window's config names the folders; a time is the arm's values, a long-tail gain baseline / technique per pair.
+    window's config names the folders; a time is the arm's values (all its references'), a long-tail gain baseline /
+    technique per pair.
     The estimate of n values by the book's rule: the mean below 10 (Student-t), the median from 10 on."""
     win = json.loads((ROOT / WINDOW / "record.json").read_text())
     folder = f"ch{item.chapter[2:4]}_{item.record}"
@@ -51,8 +52,10 @@ def from_window(item):
     a, b = ref["arms"]
     if item.source == "ch07":
         v, pred = [y / x for x, y in zip(vals[a], vals[b])], preds[b] / preds[a]
-    else:
-        v, pred = vals[item.record], preds[item.record]
+    else:   # an arm's step: every repeat of it in the window, over all the references of its chapter that ran it
+        v = [x for r in win["results"]["references"] if r["chapter"] == ref["chapter"]
+             for x in r["summary"]["values"].get(item.record, [])]
+        pred = preds[item.record]
     return (statistics.fmean(v) if len(v) < 10 else statistics.median(v)), pred
 
 

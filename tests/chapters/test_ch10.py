@@ -90,6 +90,11 @@ def test_the_matrix_has_power_only_on_tasks_the_specialists_moved():
     pw = compare.power(recs)
     assert pw[flat][1] == "undecided" and pw[flat][0].estimate == pytest.approx(0.0)
     assert sum(w == "higher" for _, w in pw.values()) == len(COMPONENTS) - 1
+    # the page says "no power" there, not "undecided"; a moved task keeps its word, a decided word stays
+    assert compare.powered_word("undecided", pw[flat]) == "no power"
+    moved = list(COMPONENTS)[1]
+    assert compare.powered_word("undecided", pw[moved]) == "undecided"
+    assert compare.powered_word("lower", pw[flat]) == "lower" and compare.powered_word("undecided", None) == "undecided"
 
 
 def test_the_glue_names_are_the_closing_notes():

@@ -75,23 +75,39 @@ def plot_runs(records, title: str = "", smooth: int = 10):
     return fig
 
 
-def summary_rows(records) -> list[dict]:
-    """One row per run: the numbers chapter 1 reports, straight from each record."""
+# the committed runs' numbers the page shows, as the results ledger holds them (``rlm_lab.ledger.RUN_FIELDS``)
+LEDGER_KEYS = {"acc_before": "accuracy_before", "acc_after": "accuracy_after", "s_per_step": "rl_seconds_per_step"}
+
+
+def summary_rows(records, entries=None) -> list[dict]:
+    """One row per run: the numbers chapter 1 reports. A committed run's accuracies and seconds per step are read
+    from the results ledger when ``entries`` (``rlm_lab.ledger.build("cpu")``) are given, its id in the row
+    (``ch01.run.<folder>``: one value per quantity across the book); the other columns, and this build's own runs,
+    straight from each record."""
+    d = {e.id: e for e in entries or ()}
     rows = []
     for rec in records:
         r, prov = rec.results, rec.data.get("provenance", {})
+        where = rel_to_repo(rec.dir)
+        parts = Path(where).parts   # data/runs/<size>/<folder>[/<run>]
+        base = f"ch01.run.{parts[3]}" if len(parts) > 3 and parts[:2] == ("data", "runs") else "-"
+        led = {k: d[f"{base}.{key}"].value for k, key in LEDGER_KEYS.items()
+               if f"{base}.{key}" in d and d[f"{base}.{key}"].records == (where,)}
+        before = led.get("acc_before", r.get("accuracy_before"))
+        after = led.get("acc_after", r.get("accuracy_after"))
         rows.append({
             "run": Path(str(rec.dir)).name,
+            "ledger id": base if len(led) == len(LEDGER_KEYS) else "-",
             "algo": rec.config.get("algo"),
             "size": rec.config.get("size"),
             "model": rec.config.get("model"),
-            "acc_before": r.get("accuracy_before"),
-            "acc_after": r.get("accuracy_after"),
-            "gain_points": None if r.get("accuracy_gain") is None else round(100 * r["accuracy_gain"], 1),
+            "acc_before": before,
+            "acc_after": after,
+            "gain_points": None if before is None or after is None else round(100 * (after - before), 1),
             "eval_n": r.get("eval_problems"),
             "sft_s": r.get("sft_seconds"),
             "rl_s": r.get("rl_seconds"),
-            "s_per_step": r.get("rl_seconds_per_step"),
+            "s_per_step": led.get("s_per_step", r.get("rl_seconds_per_step")),
             "train_tok_s": r.get("rl_train_tokens_per_s"),
             "gen_tok_s": r.get("rl_gen_tokens_per_s"),
             "eval_gen_tok_s": r.get("eval_gen_tokens_per_s"),
@@ -99,6 +115,14 @@ def summary_rows(records) -> list[dict]:
             "date": prov.get("date"),
         })
     return rows
+
+
+def rel_to_repo(path) -> str:
+    """A record folder relative to the repository (as the ledger names records), else its absolute path."""
+    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
+
+    p = Path(str(path)).resolve()
+    return str(p.relative_to(REPO_ROOT.resolve())) if p.is_relative_to(REPO_ROOT.resolve()) else str(p)
 
 
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:

@@ -185,7 +185,8 @@ def lora_sync_text(records: dict, entries) -> str:
     records), and the seconds per sync and the step as the results ledger holds them (``entries``, from
     ``rlm_lab.ledger.build``): one value per quantity, so this page, chapter 8 and the results page agree. The
     single runs' values are labelled history where the reference window replaced them, and the window's paired
-    repeats of the step (``ch05.window.lora_vs_full.*``) are printed beside them as the current value."""
+    repeats of the step (``ch05.window.<arm>.measured``, over every reference that ran the arm) and LoRA / full paired
+    within ``lora_vs_full`` are printed beside them as the current value."""
     d = {e.id: e for e in entries}
     full, lora = records["disaggregated"], records["disaggregated_lora"]
     f, lo = full.results, lora.results
@@ -202,10 +203,12 @@ def lora_sync_text(records: dict, entries) -> str:
             lines.append(f"  history: {old} replaced these single runs"
                          + ("; it re-measured the step, below" if "step" in key else "; it did not re-measure the sync"))
     w = "ch05.window.lora_vs_full"
-    if f"{w}.ratio" in d:
-        lines.append(f"step, the window's paired repeats (current): full {_ledger_text(d.get(w + '.disaggregated.measured'))}"
-                     f"; LoRA {_ledger_text(d.get(w + '.disaggregated_lora.measured'))}; LoRA / full "
-                     f"{_ledger_text(d[w + '.ratio'], ms=False)}: {d[w + '.ratio'].verdict}   (ledger {w}.*)")
+    if f"{w}.ratio" in d:   # each arm's step over all its repeats in the window (one value: ledger ch05.window.<arm>)
+        lines.append(f"step, the window's repeats (current): full {_ledger_text(d.get('ch05.window.disaggregated.measured'))}"
+                     f"; LoRA {_ledger_text(d.get('ch05.window.disaggregated_lora.measured'))}   "
+                     "(ledger ch05.window.<arm>.measured)")
+        lines.append(f"LoRA / full, paired within {w.split('.')[-1]}: {_ledger_text(d[w + '.ratio'], ms=False)}: "
+                     f"{d[w + '.ratio'].verdict}   (ledger {w}.ratio)")
     return "\n".join(lines)
 
 

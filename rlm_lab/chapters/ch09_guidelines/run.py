@@ -28,6 +28,7 @@ from ...errors import RlmLabError
 from ...evidence import EXACT, Interval, bar_word, error_interval, mean_interval, repeat_interval, steps_interval
 from ...record import RunRecord, load_record, reference_root
 from ...records.files import read_jsonl
+from ...reference_report import arm_values
 from ...supersession import superseded, superseded_by
 from . import upstream as U
 from .cases import DEVICES, MAP_LENGTHS, MAP_MODELS, REPO, Guideline, Item
@@ -716,15 +717,17 @@ def window_cells(item: Item, r, root: Path, old: Cell) -> tuple[Cell, Cell]:
         v, p = [y / x for x, y in zip(vals[a], vals[b])], (preds[b] / preds[a] if preds.get(a) and preds.get(b)
                                                            else None)
     elif item.source in ("ch04", "ch05") and item.record in (a, b):
-        v, p = vals[item.record], preds.get(item.record)
+        # the arm's step is one quantity in the window: every repeat of it, over all the references that ran it
+        v, p = arm_values(rec, ref["chapter"])[item.record][0], preds.get(item.record)
     else:
         return NONE, Cell(old.value, "measured", old.sources, Interval(float(old.value), None, None, 1), "superseded",
                           f"the window {r.window} replaced this record and did not measure this quantity")
     iv = repeat_interval(v)
     pred = Cell(p, "predicted", (r.window,), note="the window's prediction, made before its first repeat") \
         if p is not None else NONE
+    refs = ", ".join(arm_values(rec, ref["chapter"])[item.record][1]) if item.source != "ch07" else r.reference
     return pred, Cell(iv.estimate, "measured", (r.window,), iv, "paired repeats",
-                      f"reference {r.reference} of the window (replaces the earlier record)")
+                      f"reference {refs} of the window (replaces the earlier record)")
 
 
 @functools.lru_cache(maxsize=None)

@@ -166,6 +166,16 @@ def power(records: dict) -> dict:
     return out
 
 
+def powered_word(word: str, power_cell) -> str:
+    """A paradigm-against-specialist word on a task, said as what it can mean: "no power" in place of "undecided"
+    where the task's own specialist did not move it (``power_cell``, a :func:`power` cell, not "higher"): the
+    comparison could not have decided there, so "undecided" would promise a test that was never possible. A decided
+    word stays as it is."""
+    if word == "undecided" and power_cell is not None and power_cell[1] != "higher":
+        return "no power"
+    return word
+
+
 def matrix_rows(records: dict) -> list[dict]:
     """The task x paradigm accuracy matrix as rows (one per task), each cell a mean over seeds [95 % interval]."""
     m = matrix(records)

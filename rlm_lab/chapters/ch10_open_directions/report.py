@@ -253,8 +253,8 @@ def md_summary(runs: dict, size: str) -> dict:
     recs = matrix_records(runs, size)
     vs = compare.against_specialists(recs)
     sysr = compare.systems(runs[cases.name("md", "systems")], runs[cases.name("md", "predict")].results["predicted"])
-    words = {p: [f"{t} {w}" for t, (d, w) in cells.items()] for p, cells in vs.items()}
     pw = compare.power(recs)
+    words = {p: [f"{t} {compare.powered_word(w, pw.get(t))}" for t, (d, w) in cells.items()] for p, cells in vs.items()}
     moved = [t for t, (d, w) in pw.items() if w == "higher"]
     still = [f"{t} ({d.text('{:+.3f}')})" for t, (d, w) in pw.items() if w != "higher"]
     return {
