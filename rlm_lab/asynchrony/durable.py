@@ -86,6 +86,8 @@ def load_checkpoint(folder):
 
 
 def make_checkpointer(folder, every: int):
+    """A ``Checkpointer`` callback saving to ``folder`` every ``every`` steps; a class built here because its base,
+    transformers' TrainerCallback, is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class Checkpointer(TrainerCallback):

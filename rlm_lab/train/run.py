@@ -58,7 +58,8 @@ def cache_root() -> Path:
 
 
 def _record_callback(record: RunRecord, phase: str, evaluator=None, every: int = 0, step_offset: int = 0):
-    """A TrainerCallback that appends every Trainer log row (and a periodic held-out eval) to the record."""
+    """A TrainerCallback that appends every Trainer log row (and a periodic held-out eval) to the record.
+    A class built here: its base is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class RecordCallback(TrainerCallback):
