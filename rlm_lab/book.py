@@ -112,7 +112,7 @@ def build(size: str, out: Path = BUILD / "html", *, book: Path = BOOK, notebooks
     the execution cache defaults to :func:`cache_dir` (the size's, for this package and these records); the size's
     older caches are removed.
     """
-    from jupyter_book.sphinx import build_sphinx  # noqa: PLC0415  optional: jupyter_book is not a dependency every install has
+    from jupyter_book.sphinx import build_sphinx  # noqa: PLC0415  optional: jupyter-book builds the book (requirements.txt), not a dependency of the package
 
     check_size(size)
     out = Path(out).resolve()
@@ -163,7 +163,7 @@ def glue_text(name: str, value, fmt: str = "") -> None:
     """Glue ``value`` (formatted with ``fmt``, e.g. ``".1%"``) under ``name`` for ``{glue:text}`name``` in a
     notebook's markdown, so a number in prose is computed from a record, never typed by hand. Returns
     nothing, so a cell that ends with it shows no stray value."""
-    from myst_nb import glue  # noqa: PLC0415  optional: myst_nb is not a dependency every install has
+    from myst_nb import glue  # noqa: PLC0415  optional: myst-nb comes with jupyter-book (requirements.txt), not a dependency of the package
 
     glue(name, _Text(text(value, fmt)), display=False)
 
@@ -201,8 +201,8 @@ def glued_values(size: str, *, cache: Path | None = None, notebooks: Path = NOTE
 
         rlm-lab book glued --size cpu --out _build/glue-cpu.json
     """
-    from jupyter_cache import get_cache  # noqa: PLC0415  optional: jupyter_cache is not a dependency every install has
-    from myst_nb.core.read import read_myst_markdown_notebook  # noqa: PLC0415  optional: myst_nb is not a dependency every install has
+    from jupyter_cache import get_cache  # noqa: PLC0415  optional: jupyter-cache comes with jupyter-book (requirements.txt), not a dependency of the package
+    from myst_nb.core.read import read_myst_markdown_notebook  # noqa: PLC0415  optional: myst-nb comes with jupyter-book (requirements.txt), not a dependency of the package
 
     check_size(size)
     cache = Path(cache or cache_dir(size))

@@ -17,7 +17,9 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import cli
 from .chapters import ch03_work_depth as wd
+from .chapters.ch02_anatomy.cases import algorithm_cases
 from .chapters.ch05_placement.cases import configs
 from .chapters.ch05_placement.run import _now, predict
 from .device import datasheet_for, gpu_slug
@@ -25,7 +27,7 @@ from .errors import RlmLabError
 from .placement.inprocess import run_inprocess
 from .record import RunRecord, atomic_write_text
 from .train.config import make_config
-from .validate.traced_case import Case, predict_case
+from .validate.traced_case import Case, predict_case, run_case
 
 # GPU-size overrides that keep each step inside its share of a ten-minute lease (the presets are for hours).
 TRAIN_GPU = ["rl_steps=40", "sft_steps=300", "eval_problems=256", "eval_every=0"]
@@ -80,8 +82,6 @@ def predict_both(fn, out: Path, step: dict, device: str) -> dict:
 # ---- runners ----------------------------------------------------------------------------------------
 
 def run_calibrate(step, out, size, device) -> dict:
-    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
-
     name = "cpu-rehearsal-quick" if device == "cpu" else _gpu_profile_name()
     path = out / "hardware" / f"{name}.json"
     # --allow-busy: the lease is the only time there is; a busy host is recorded in the profile, not refused
@@ -90,7 +90,7 @@ def run_calibrate(step, out, size, device) -> dict:
         argv.append("--quick")
     else:  # five repeats overran their 105 s on the first lease (2026-12-04); three give a median and quartiles
         argv += ["--repeats", "3"]
-    if main(argv) != 0:
+    if cli.main(argv) != 0:
         raise RlmLabError("calibration failed")
     return {"profile": str(path.relative_to(out))}
 
@@ -106,8 +106,6 @@ def _runs(out: Path, size: str) -> Path:
 
 
 def run_train(step, out, size, device) -> dict:
-    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
-
     algo = step["args"]["algo"]
     overrides = TRAIN_GPU if size == "gpu" else []
     run_dir = _runs(out, size) / step["name"]
@@ -118,7 +116,7 @@ def run_train(step, out, size, device) -> dict:
     argv = ["train", "--algo", algo, "--size", size, "--out", str(run_dir)]
     for o in overrides:
         argv += ["--set", o]
-    if main(argv) != 0:
+    if cli.main(argv) != 0:
         raise RlmLabError(f"rlm-lab train --algo {algo} failed")
     measured = RunRecord.load(run_dir).results["rl_seconds_per_step"]
     return {"record": str(run_dir.relative_to(out)),
@@ -126,8 +124,6 @@ def run_train(step, out, size, device) -> dict:
 
 
 def run_anatomy(step, out, size, device) -> dict:
-    from .chapters.ch02_anatomy import algorithm_cases, predict_case, run_case  # noqa: PLC0415  name clash: predict_case means something else in this module
-
     case = algorithm_cases(size)[step["args"]["case"]]
     if size == "gpu":
         case = replace(case, **ANATOMY_GPU_STEPS)
@@ -166,11 +162,9 @@ def run_long_tail(step, out, size, device) -> dict:
 
 
 def run_parallel_single(step, out, size, device) -> dict:
-    from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
-
     run_dir = _runs(out, size) / step["name"]
     model = "micro" if size == "smoke" else "small"
-    if main(["parallel", "--dp", "1", "--model", model, "--size", size, "--out", str(run_dir)]) != 0:
+    if cli.main(["parallel", "--dp", "1", "--model", model, "--size", size, "--out", str(run_dir)]) != 0:
         raise RlmLabError("rlm-lab parallel --dp 1 failed")
     steps = RunRecord.load(run_dir).results["step_s"]
     return {"record": str(run_dir.relative_to(out)),
@@ -197,9 +191,7 @@ def run_placement(step, out, size, device) -> dict:
                       command=["gpu-archive", step["name"]])
         label = "colocated GRPO step in-process, no Ray (median)"
     else:
-        from .cli import main  # noqa: PLC0415  name clash: main means something else in this module
-
-        if main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
+        if cli.main(["place", "--placement", "colocated", "--size", size, "--out", str(root)]) != 0:
             raise RlmLabError("rlm-lab place --placement colocated failed")
         label = "colocated GRPO step on Ray (median)"
     run_dir = sorted(root.glob("ch05_colocated/*/record.json"))[-1].parent

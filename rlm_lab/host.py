@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from .device import FAKE_HOST, cpu_name, faked
 
 KEY_FIELDS = ("host", "cpu_model", "cores", "torch", "threads")
@@ -149,8 +151,6 @@ def loopback(ip: str) -> bool:
 
 def bound_sockets(pids) -> list[tuple]:
     """``(pid, process name, ip, port)`` of every listening TCP and bound UDP socket of ``pids`` (psutil)."""
-    import psutil  # accelerate's dependency; imported here so that host stays light  # noqa: PLC0415  optional: psutil is not a dependency every install has
-
     bound = []
     for pid in sorted(pids):
         try:

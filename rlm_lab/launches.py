@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import click
 import yaml
 
 from .cli import build_parser
@@ -377,8 +378,6 @@ def _check_entrypoint(name: str, argv: list[str], n: int) -> None:
 
 
 def _check_ray_job(launch: ClusterLaunch, n: int, g: int) -> None:
-    import click  # noqa: PLC0415  optional: click is not a dependency every install has
-
     ray_env()  # before Ray is imported: a local Ray started later in this process needs its settings at import
     from ray.dashboard.modules.job.cli import submit
     from ray.scripts.scripts import get_auth_token, start

@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import reference_report as RR
+from . import record, reference_report as RR
 from .chapters.ch01_quickstart import advised as ADV
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
@@ -318,9 +318,7 @@ def _runs(size: str, repo: Path, replaced: dict) -> list[Entry]:
 
 def repo_root() -> Path:
     """The repository the records are read from (paths in entries are relative to it)."""
-    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    return REPO_ROOT.resolve()
+    return record.repo_root().resolve()
 
 
 def _frameworks() -> list[Entry]:
@@ -377,9 +375,7 @@ def _shared_critic(size: str) -> list[Entry]:
 def build(size: str = "cpu") -> list[Entry]:
     """The ledger of the committed records at ``size`` (module docstring); ids are unique (an error names a
     repeated id)."""
-    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    repo = REPO_ROOT.resolve()
+    repo = repo_root()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
                + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size))

@@ -34,9 +34,15 @@ __all__ = [
     "PACKAGES", "REPO_ROOT", "SCHEMA_VERSION", "RecordError", "RunRecord", "Terminated", "append_jsonl",
     "atomic_write_json", "atomic_write_text", "check_completed", "clean_scratch", "effective_status",
     "finished", "git_commit", "hardware", "load_record", "load_records", "lock_holder", "provenance", "read_jsonl",
-    "read_record_file", "read_text", "read_trace", "reference_root", "repo_relative", "runs_root", "set_aside",
-    "trace_path", "versions", "write_trace",
+    "read_record_file", "read_text", "read_trace", "reference_root", "repo_relative", "repo_root", "runs_root",
+    "set_aside", "trace_path", "versions", "write_trace",
 ]
+
+
+def repo_root() -> Path:
+    """The repository's root, read at call time (a test that sets ``rlm_lab.record.REPO_ROOT`` moves every
+    reader that asks through this function)."""
+    return REPO_ROOT
 
 
 def repo_relative(path) -> str:

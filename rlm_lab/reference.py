@@ -57,12 +57,12 @@ import sys
 from pathlib import Path
 
 from .chapters.registry import reference_registries
-from .cost.hardware import save_profile
+from .cost.hardware import CPU_PROFILE, save_profile
 from .errors import RlmLabError
 from .host import machine_key, machine_load
 from .insitu.run import calibrate, run
 from .protocol import GATE_TIMEOUT_S, WINDOW_ENV, Arm, Reference, child_main, compare, gate, new_window
-from .record import RunRecord
+from .record import RunRecord, repo_root
 from .records.lifecycle import interruptible, restore_handlers
 from .sizes import check_size, get
 
@@ -211,7 +211,7 @@ def run_window(chapters, size: str, out, force: bool = False, insitu: bool = Tru
                 for k in PROFILE_ENVS:   # the repeats' own predictions come from the window's profile too
                     os.environ[k] = profile
             else:
-                from .cost.hardware import CPU_PROFILE as profile  # noqa: PLC0415  name clash: profile means something else in this module
+                profile = CPU_PROFILE
             record.update(predictions=predictions(todo, size, profile), predicted_from=Path(profile).name)
             done = []
             for chapter, ref in todo:
@@ -255,8 +255,6 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     size = check_size(args.size)
     chapters = list(REGISTRIES) if args.all else [check_chapter(c) for c in args.chapter]
     if args.all and args.chapter:
@@ -268,7 +266,7 @@ def main(args) -> int:
             for ch, r in plan([c], size):
                 print(f"  {r.name}: {r.arms[0]} / {r.arms[1]} ({r.metric}); replaces {', '.join(r.replaces)}")
         return 0
-    out = Path(args.out) if args.out else REPO_ROOT / "_build" / "reference" / size
+    out = Path(args.out) if args.out else repo_root() / "_build" / "reference" / size
     if args.gate_timeout is not None and not args.gate_timeout > 0:
         raise RlmLabError(f"--gate-timeout must be a positive number of seconds, not {args.gate_timeout}")
     res = run_window(chapters, size, out, force=args.force, insitu=not args.no_insitu,

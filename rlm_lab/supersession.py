@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RlmLabError
-from .record import RunRecord, reference_root
+from .record import RunRecord, reference_root, repo_root
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,11 @@ def _windows(size: str, root: Path | None) -> list:
 def superseded(size: str = "cpu", root: Path | None = None) -> dict:
     """``{folder: Replacement}`` for every folder (a name under ``data/runs/<size>/``, possibly ``a/b``) that a
     completed window declares it replaces; the newest window wins where two replace the same folder."""
-    from .record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     out: dict = {}
     for rec in _windows(size, root):
         done = {r.get("name") for r in rec.results.get("references", [])}
         window = Path(rec.dir).resolve()
-        where = str(window.relative_to(REPO_ROOT)) if window.is_relative_to(REPO_ROOT) else window.name
+        where = str(window.relative_to(repo_root())) if window.is_relative_to(repo_root()) else window.name
         for ref in rec.config.get("references", []):
             if ref.get("name") not in done:
                 continue   # asked but not measured: it replaces nothing

@@ -30,6 +30,7 @@ import os
 import shutil
 from pathlib import Path
 
+from .. import models
 from ..models import load
 from ..record import append_jsonl, atomic_write_json, read_jsonl
 
@@ -58,14 +59,12 @@ def read_samples(path) -> dict:
 
 def save_checkpoint(model, tokenizer, folder, step: int) -> Path:
     """Save to ``folder`` atomically: write ``folder``.tmp, move the old ``folder`` aside, rename, drop the old."""
-    from ..models import save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save(model, tokenizer, tmp)
+    models.save(model, tokenizer, tmp)
     atomic_write_json(tmp / "step.json", {"step": step})
     if folder.exists():
         shutil.rmtree(old, ignore_errors=True)
@@ -87,6 +86,8 @@ def load_checkpoint(folder):
 
 
 def make_checkpointer(folder, every: int):
+    """A ``Checkpointer`` callback saving to ``folder`` every ``every`` steps; a class built here because its base,
+    transformers' TrainerCallback, is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class Checkpointer(TrainerCallback):

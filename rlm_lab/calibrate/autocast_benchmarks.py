@@ -41,6 +41,7 @@ from ..cost.hardware import load_profile
 from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord
+from . import benchmarks
 from .benchmarks import LAYERS_HI, _tiny_lm
 from .benchmarks import timeit as _timeit
 from .kernel_benchmarks import bench_attention
@@ -173,15 +174,13 @@ def with_autocast_terms(profile, measured: dict) -> dict:
 
 def record(run_dir, budget: float = 0.3):
     """:func:`bench_autocast_and_checkpoint` (CPU) into a RunRecord at ``run_dir`` (load before and after)."""
-    from .benchmarks import bench_op  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_op: read at call time
-
     rec = RunRecord(run_dir, {"device": "cpu", "budget_s": budget},
                     command=f"rlm-lab chapter 2 autocast-benchmarks {run_dir}", seed=0)
     with rec:
         before = load_average()
         import torch
 
-        res = bench_autocast_and_checkpoint("cpu", False, bench_op("cpu", budget), budget)
+        res = bench_autocast_and_checkpoint("cpu", False, benchmarks.bench_op("cpu", budget), budget)
         rec.complete(**res, torch_threads=torch.get_num_threads(), loadavg_before=before,
                      loadavg_after=load_average(), cpu_count=os.cpu_count())
     return rec

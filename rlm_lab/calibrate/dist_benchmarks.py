@@ -50,6 +50,7 @@ from ..parallel.bench.step_time import fit_framework, framework_terms  # noqa: F
 from ..parallel.launch import spawn
 from ..parallel.mesh import Layout
 from ..record import atomic_write_json, provenance
+from . import benchmarks
 from .kernel_benchmarks import bench_attention, bench_elementwise
 
 THREADS = (1,)
@@ -68,15 +69,13 @@ def bench_threads(threads: int, device: str = "cpu", quick: bool = False) -> dic
     """The rates a rank with ``threads`` torch threads computes at (this process, threads restored after)."""
     import torch
 
-    from .benchmarks import bench_matmul, bench_op, bench_overheads  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_matmul: read at call time
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         budget = 0.05 if quick else 0.25
-        op_s = bench_op(device, budget)
-        curve = bench_matmul(device, "fp32", quick, op_s, budget)
-        over = bench_overheads(device, quick, budget)
+        op_s = benchmarks.bench_op(device, budget)
+        curve = benchmarks.bench_matmul(device, "fp32", quick, op_s, budget)
+        over = benchmarks.bench_overheads(device, quick, budget)
         kernels = {"elementwise": bench_elementwise(device, quick, 0.4 * budget),
                    "attention": bench_attention(device, quick, op_s, 0.4 * budget)}
     finally:

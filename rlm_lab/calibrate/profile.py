@@ -57,6 +57,7 @@ from ..device import cpu_name, default_name
 from ..errors import RlmLabError
 from ..host import machine_load
 from ..record import provenance
+from . import benchmarks
 from .autocast_benchmarks import bench_autocast_and_checkpoint
 from .dist_benchmarks import measure_distributed
 from .kernel_benchmarks import bench_attention, bench_elementwise, bench_logprob_head, bench_weight_stream
@@ -163,16 +164,14 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
     """One pass of every micro-benchmark: the measured part of a profile."""
     import torch
 
-    from .benchmarks import bench_bandwidth, bench_collectives, bench_matmul, bench_op, bench_overheads  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_bandwidth: read at call time
-
     # seconds per timed benchmark: a GPU kernel takes microseconds to milliseconds, so 0.1 s is still hundreds of
     # repeats; 0.5 s on CUDA made one pass of every benchmark take over half a minute
     budget = 0.05 if quick else (0.1 if device == "cuda" else 0.5)
-    op_s = bench_op(device, budget)
+    op_s = benchmarks.bench_op(device, budget)
     dtypes = ("fp32",) if device == "cpu" else ("bf16", "fp32")
-    curve = {dt: bench_matmul(device, dt, quick, op_s, budget) for dt in dtypes}
-    bw = bench_bandwidth(device, quick, budget)
-    overhead = bench_overheads(device, quick, budget)
+    curve = {dt: benchmarks.bench_matmul(device, dt, quick, op_s, budget) for dt in dtypes}
+    bw = benchmarks.bench_bandwidth(device, quick, budget)
+    overhead = benchmarks.bench_overheads(device, quick, budget)
     if device == "cpu" and not quick:  # TRL's per-step bookkeeping on a real GRPOTrainer (~30 s; step_benchmarks.py)
 
         trl = bench_trl_step(device)
@@ -188,7 +187,7 @@ def measure_once(device: str, quick: bool, collectives: bool) -> dict:
                "logprob_head": bench_logprob_head(device, quick, kb),
                "weight_stream": bench_weight_stream(device, quick, kb)}
     if collectives and (device == "cpu" or torch.cuda.device_count() >= 2):
-        coll = bench_collectives(device, quick)
+        coll = benchmarks.bench_collectives(device, quick)
     else:
         coll = {"backend": "gloo" if device == "cpu" else "nccl", "world": 2, "ops": {}, "points": {},
                 "note": "not measured (needs 2 devices or --collectives)"}

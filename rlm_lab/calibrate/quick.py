@@ -36,6 +36,7 @@ from ..cost import load_profile
 from ..cost.cli import predict_from_config
 from ..cost.hardware import _interp
 from ..host import key_differences, key_of_provenance, machine_key, machine_load
+from . import benchmarks
 
 BUDGET_S = 0.08  # per shape: warm-up + at least 3 repeats, about 2 s in all
 ROUND_BUDGET_S = BUDGET_S / 2  # per shape in each round of the repeated check (3 rounds at least: about 3 s)
@@ -64,17 +65,15 @@ def matched_threads(profile) -> int:
 def quick_check(profile, budget_s: float = BUDGET_S) -> dict:
     """This machine's micro-benchmark rates against ``profile``'s (a :class:`rlm_lab.cost.HardwareProfile`):
     ``{"ratios": {quantity: here / profile}, "median": ..., "n": ...}``; products by FLOP count, ``memory``."""
-    from .benchmarks import bench_bandwidth, bench_matmul, bench_op  # noqa: PLC0415  tests patch rlm_lab.calibrate.benchmarks.bench_bandwidth: read at call time
-
     with _threads(matched_threads(profile)):
-        op_s = bench_op("cpu", budget_s)
+        op_s = benchmarks.bench_op("cpu", budget_s)
         ratios = {}
         curve = profile.matmul_curve.get("fp32")
         if curve:
-            for flops, rate in bench_matmul("cpu", "fp32", True, op_s, budget_s):
+            for flops, rate in benchmarks.bench_matmul("cpu", "fp32", True, op_s, budget_s):
                 ratios[f"matmul_{flops:.3g}"] = rate / _interp(curve, flops)
         if profile.memory_bandwidth:
-            ratios["memory"] = bench_bandwidth("cpu", True, budget_s) / float(profile.memory_bandwidth)
+            ratios["memory"] = benchmarks.bench_bandwidth("cpu", True, budget_s) / float(profile.memory_bandwidth)
     vals = list(ratios.values())
     return {"ratios": ratios, "median": statistics.median(vals) if vals else None, "n": len(vals),
             "products": statistics.median(v for k, v in ratios.items() if k.startswith("matmul")) if curve else None}

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..cost.hardware import save_profile
 from ..errors import RlmLabError, number_arg
 from ..host import machine_load
+from ..record import repo_root, runs_root
 from ..validate.suite import SUITE as VAL_SUITE
 from ..validate.suite import run_dir
 from .fit import check_base
@@ -35,15 +36,13 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ..record import REPO_ROOT, runs_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     cases = calibration_cases(args.size)  # an unknown size: one clear error, before any work
     check_base(base_path(args.base))        # an unknown or unusable base profile: one clear error
     if args.bootstrap is not None and args.bootstrap < 0:
         raise RlmLabError("--bootstrap must be >= 0")
     if not args.max_load >= 0:  # NaN too
         raise RlmLabError("--max-load must be >= 0")
-    out = Path(args.write) if args.write else REPO_ROOT / "_build" / "insitu" / f"{args.name}.json"
+    out = Path(args.write) if args.write else repo_root() / "_build" / "insitu" / f"{args.name}.json"
     if out.exists() and not args.force:
         raise RlmLabError(f"{out} already exists; pass --force to replace it, or --write another path")
     roots = [Path(o) for o in args.out] if args.out else [runs_root(args.size)]

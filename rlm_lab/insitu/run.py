@@ -10,6 +10,7 @@ from ..sizes import check_size, get
 from ..validate.suite import load_suite, reward_s_per_sample, run_suite, workloads
 from ..validate.traced_case import Case, predict_case
 from .fit import BOOTSTRAP, fit_retention, fit_terms, fitted_profile
+from ..record import repo_root
 
 SUITE = "insitu_suite"   # the calibration suite's own record (workloads, baseline RSS, load)
 PREFIX = "insitu_"       # its runs: <root>/insitu_<name>
@@ -66,11 +67,9 @@ def calibrate(size: str, roots, base=None, name: str = NAME, bootstrap: int | No
 
 def _repo_relative(path) -> str:
     """``path`` relative to the repository when it is inside it (what a committed profile names), else absolute."""
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     p = Path(path).resolve()
     try:
-        return str(p.relative_to(REPO_ROOT.resolve()))
+        return str(p.relative_to(repo_root().resolve()))
     except ValueError:
         return str(p)
 

@@ -22,6 +22,8 @@ import os
 import time
 from pathlib import Path
 
+from filelock import FileLock
+
 from ..cost.hardware import (
     CPU_PROFILE,
     HARDWARE_DIR,
@@ -33,7 +35,7 @@ from ..cost.hardware import (
 )
 from ..errors import RlmLabError
 from ..host import key_of_provenance, key_slug, machine_key, machine_load
-from ..record import atomic_write_json, hardware
+from ..record import atomic_write_json, hardware, repo_root
 from ..records.portable import portable
 from .run import calibrate, run
 
@@ -48,8 +50,6 @@ LOADAVG, SLEEP = os.getloadavg, time.sleep  # tests stand in for them
 
 def cache_root() -> Path:
     """The user's cache folder for rlm-lab; one line when it would be inside the repository."""
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV]).expanduser()
         where = f"${CACHE_ENV}"
@@ -57,7 +57,7 @@ def cache_root() -> Path:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root, where = Path(base).expanduser() / "rlm-lab", "the cache folder"
     root = root.resolve()
-    if root == REPO_ROOT or REPO_ROOT in root.parents:
+    if root == repo_root() or repo_root() in root.parents:
         raise RlmLabError(f"{where} ({root}) is inside the repository; a machine's profile is the user's, never "
                           f"the repository's: point ${CACHE_ENV} elsewhere")
     return root
@@ -154,8 +154,6 @@ def default_profile(no_calibrate: bool = False, say=print) -> tuple[str, dict]:
         "(--no-calibrate: use another machine's profile instead)")
 
     folder.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock  # noqa: PLC0415  optional: filelock is not a dependency every install has
-
     with FileLock(folder / ".calibration.lock"):  # a second command waits for the first's calibration
         path = cached(key)
         if path is None:

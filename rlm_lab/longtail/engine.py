@@ -43,6 +43,8 @@ def left_pad(rows: list[list[int]]):
 
 
 def _watch_class():
+    """The ``Watch`` stopping criterion; a class built here because its base, transformers' ``StoppingCriteria``,
+    is not imported at this module's top."""
     import torch
     from transformers import StoppingCriteria
 

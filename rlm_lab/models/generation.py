@@ -11,6 +11,8 @@ from __future__ import annotations
 
 
 def force_lengths_class():
+    """The ``ForceLengths`` logits processor; a class built here because its base, transformers'
+    ``LogitsProcessor``, is not imported at this module's top."""
     import torch
     from transformers import LogitsProcessor
 

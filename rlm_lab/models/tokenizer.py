@@ -7,6 +7,8 @@ mostly transformer, not embedding. It is a real ``PreTrainedTokenizerFast`` (bui
 
 from __future__ import annotations
 
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIALS = (PAD, EOS, UNK)
 # Everything the built-in tasks print: digits, operators, separators and a few letters for labels.
@@ -19,7 +21,6 @@ def char_tokenizer(alphabet: str = ALPHABET):
     The tokenizer adds no BOS/EOS on its own; training code appends ``eos_token`` to targets
     (TRL's SFTTrainer does this itself), and generation stops at it.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415  optional: tokenizers is not a dependency every install has
     from transformers import PreTrainedTokenizerFast
 
     if len(set(alphabet)) != len(alphabet):

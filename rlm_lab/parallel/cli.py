@@ -34,10 +34,10 @@ from ..models import check_model
 from ..models.tokenizer import ALPHABET, SPECIALS
 from ..record import RunRecord, runs_root
 from ..sizes import check_size, size_from_env
-from .bench.measure import TOLERANCE, run_layout, tolerance_problem, write_record
+from .bench.measure import TOLERANCE, run_layout, spawn_layouts, tolerance_problem, write_record
 from .launch import bound_store
 from .mesh import Layout, backend_for, device_type, validate
-from .nodes import check_nnodes
+from .nodes import check_nnodes, run_nodes
 from .predict import comm_mismatches, layout_of, predicted_comm
 
 
@@ -132,13 +132,9 @@ def _run(args, argv: list[str] | None = None) -> int:
         if in_torchrun():
             res = _run_rank(args, layout, kw)
         elif args.nnodes > 1:
-            from .nodes import run_nodes  # noqa: PLC0415  optional: guarded by except ImportError
-
             res = run_nodes(args.nnodes, layout.world // args.nnodes, rank_args(args), rec.scratch("nodes-"),
                             timeout_s=600 + 10 * args.timeout)
         elif layout.world > 1:
-            from .bench.measure import spawn_layouts  # noqa: PLC0415  optional: guarded by except ImportError
-
             res = spawn_layouts([(layout, kw)], world=layout.world, timeout_s=args.timeout)[0]
         else:
             res = _run_rank(args, layout, kw)

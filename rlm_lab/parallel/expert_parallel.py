@@ -70,6 +70,8 @@ def _all_to_all_fn():
 
 
 def _make_ep_experts(experts, group):
+    """``experts`` wrapped as an ``EPExperts`` module over ``group``; a class built here because its base,
+    ``torch.nn.Module``, is not imported at this module's top (light parallel.parallelize imports it)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F

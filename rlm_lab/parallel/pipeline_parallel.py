@@ -67,6 +67,8 @@ def stage_layers(layers: int, pp: int, stage: int) -> range:
 
 
 def _stage_module(model, lo: int, hi: int, first: bool, last: bool):
+    """Layers ``lo:hi`` of ``model`` as one ``LlamaStage`` module; a class built here because its base,
+    ``torch.nn.Module``, is not imported at this module's top (light parallel.predict imports it)."""
     import torch
     from torch import nn
     from transformers.masking_utils import create_causal_mask

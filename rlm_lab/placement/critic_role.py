@@ -149,7 +149,8 @@ class RemoteCritic:
 
 
 def split_trainer_class():
-    """``PPOTrainer`` whose critic is a :class:`RemoteCritic` (set as ``trainer.critic_trainer`` after init)."""
+    """``PPOTrainer`` whose critic is a :class:`RemoteCritic` (set as ``trainer.critic_trainer`` after init).
+    A class built here because its base imports torch and TRL at its top."""
     from trl.extras.profiling import profiling_context
 
     from ..train.ppo import PPOTrainer  # noqa: PLC0415  heavy: rlm_lab.train.ppo imports torch at its top

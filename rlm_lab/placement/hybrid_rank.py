@@ -19,6 +19,7 @@ from ..train.config import from_dict
 from ..train.rl import make_trainer
 from ..train.tracer import trace
 from .proc import peak_rss, pin
+from ..record import repo_root
 
 ZERO3_CONFIG = "configs/deepspeed/zero3.json"
 TRAIN_STAGES = ("actor_forward", "actor_backward", "optimizer")
@@ -27,9 +28,7 @@ TRAIN_STAGES = ("actor_forward", "actor_backward", "optimizer")
 def rank_config(cfg, world: int, timeout_s: float):
     """``cfg`` for one rank: ZeRO-3 through TRL, the gather for generation on, per-device batch = batch / s,
     the process group's timeout (``ddp_timeout``: a dead peer fails the collective instead of waiting 30 min)."""
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    extra = {"deepspeed": str(REPO_ROOT / ZERO3_CONFIG), "ds3_gather_for_generation": True,
+    extra = {"deepspeed": str(repo_root() / ZERO3_CONFIG), "ds3_gather_for_generation": True,
              "ddp_timeout": int(max(10, timeout_s))}
     return cfg.replace(batch_size=cfg.batch_size // world, extra={**cfg.extra, **extra})
 

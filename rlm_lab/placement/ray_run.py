@@ -20,6 +20,7 @@ from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RunRecord, write_trace
 from ..trace_merge import merge
+from .critic_role import CriticWorker
 from .resources import actor_options, bundle, sync_backend, threads
 from .trl_rollout import PlacementRunError
 from .workers import RolloutWorker, TrainerWorker
@@ -113,8 +114,6 @@ def start_actors(run: RunState, model) -> None:
     run.trainer = _actor(run, train_set.name, TrainerWorker, train_set.devices,
                          role_threads.get("actor", threads(train_set, train_set.devices)), max_concurrency=2)
     if cfg.algo == "ppo" and placement.set_of("critic").name != train_set.name:  # split: critic actor
-        from .critic_role import CriticWorker  # noqa: PLC0415  optional: guarded by except ImportError
-
         cset = placement.set_of("critic")
         # PPOConfig.critic_learning_rate defaults to the actor's (rl_args does not set it)
         run.critic = _actor(run, cset.name, CriticWorker, cset.devices, threads(cset, cset.devices), model, cfg.rl_lr)

@@ -34,12 +34,14 @@ import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import models
 from ..cost.placement_spec import Cluster, Placement, PlacementError
 from ..errors import RlmLabError
 from ..host import load_average, machine_load
-from ..record import RunRecord
+from ..record import RunRecord, repo_root
 from ..tasks import ensure_data, parse_task
 from ..train.sft import train_sft
+from . import resources
 from .ray_run import (LORA, MetricsFeed, RunState, bundle_nodes, fail_record, finish,  # noqa: F401 - LORA,
                       join_sync_group, release, reserve, run_trainer, start_actors)  # MetricsFeed, bundle_nodes: API
 from .session import RaySession, local_cpus, ray_processes  # noqa: F401 - part of this module's API
@@ -62,15 +64,13 @@ def check_placement(placement: Placement, cfg, cpus: int | None = None) -> Place
         raise RlmLabError(f"the placement runtime runs GRPO and PPO; got algo={cfg.algo!r}")
     if cfg.algo == "ppo" and placement.rollout_separate:
         raise RlmLabError("PPO generates with TRL's own generate on the actor's set; place rollout with the actor")
-    from .resources import check_devices, local_gpus  # noqa: PLC0415  tests patch rlm_lab.placement.resources.local_gpus: read at call time
-
     kind = placement.sets[0].kind if placement.sets else "cpu"
     if kind == "cpu" and cfg.size == "gpu":
         raise RlmLabError("size gpu places its roles on GPU sets; use --size smoke or cpu for cores")
     try:
         if kind == "gpu":  # the gpu size: a set per role group of GPUs, NCCL sync (rlm_lab.placement.resources)
-            check_devices(placement, cpus or local_cpus(), local_gpus())
-            return placement.validate(algo_roles(cfg), Cluster(local_gpus(), "gpu"))
+            resources.check_devices(placement, cpus or local_cpus(), resources.local_gpus())
+            return placement.validate(algo_roles(cfg), Cluster(resources.local_gpus(), "gpu"))
         return placement.validate(algo_roles(cfg), Cluster(cpus or local_cpus(), "cpu"))
     except PlacementError as e:
         raise RlmLabError(str(e)) from None
@@ -119,12 +119,9 @@ def _sft_checkpoint(cfg) -> Path:
     """The SFT warm start every placement of one config shares: TRL's SFTTrainer (``rlm_lab.train.sft``),
     cached under ``<cache>/placement_sft/<cfg.sft_key()>`` and written to a temp folder then renamed, so a
     crash never leaves half a checkpoint."""
-    from ..models import load, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint)
-    root = Path(os.environ.get("RLM_CACHE_DIR") or REPO_ROOT / "_build" / "cache") / "placement_sft"
+    root = Path(os.environ.get("RLM_CACHE_DIR") or repo_root() / "_build" / "cache") / "placement_sft"
     folder = root / cfg.sft_key()
     if (folder / "config.json").exists():
         return folder
@@ -133,14 +130,14 @@ def _sft_checkpoint(cfg) -> Path:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    model, tokenizer = load(cfg.model, seed=cfg.seed)
+    model, tokenizer = models.load(cfg.model, seed=cfg.seed)
     tmp = root / f".{folder.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     if cfg.sft_steps:
         train_sft(model, tokenizer, ensure_data(task)["train"], cfg, tmp / "trainer")
     shutil.rmtree(tmp / "trainer", ignore_errors=True)
-    save(model, tokenizer, tmp)
+    models.save(model, tokenizer, tmp)
     try:
         os.replace(tmp, folder)
     except OSError:  # another process cached it first

@@ -152,7 +152,8 @@ class TrainerWorker:
         """``job``: cfg (RunConfig dict), model (the warm start: a folder, or the files Ray carried, see
         :mod:`rlm_lab.placement.shipping`; ``model_path`` is the folder's older name), metrics_path (a file of this
         machine to append the metrics to, optional: they are kept for :meth:`metrics` anyway), rollouts (actor
-        handles; empty for colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes."""
+        handles; empty for colocated), sync ("none" | "collective" | "object_store"), chunks, timeout_s, bucket_bytes.
+        ``Metrics``: a class built here, its base (transformers' ``TrainerCallback``) imported in the actor only."""
         from transformers import TrainerCallback
         from transformers.utils import logging as hf_logging
 

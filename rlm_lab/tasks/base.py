@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..errors import RlmLabError
+from ..models.tokenizer import ALPHABET
 from ..record import atomic_write_text
 
 REQUIRED_FIELDS = ("prompt", "answer")
@@ -107,7 +108,7 @@ def read_rows(path: str | Path, extra_fields: tuple[str, ...] = (), alphabet: st
     cannot encode) is one error naming the file and line. ``alphabet`` defaults to the zoo's character
     tokenizer's: any other character would silently become ``<unk>`` in training."""
     if alphabet is None:
-        from ..models.tokenizer import ALPHABET as alphabet  # noqa: PLC0415  name clash: alphabet means something else in this module
+        alphabet = ALPHABET
     path = Path(path)
     if path.is_dir():
         raise RlmLabError(f"task file {path} is a folder, not a JSON Lines file")

@@ -15,7 +15,8 @@ def quiet_progress(trainer):
     """Keep the Trainer's tqdm bar but stop it printing every log dict (logging_steps=1 would print one
     dict per step; with disable_tqdm the Trainer prints them instead of the bar). The rows go to
     metrics.jsonl instead; transformers has no switch for this
-    (https://huggingface.co/docs/transformers/main_classes/callback)."""
+    (https://huggingface.co/docs/transformers/main_classes/callback).
+    A class built here: its base, transformers' ``ProgressCallback``, is not imported at this module's top."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     class BarOnly(ProgressCallback):
@@ -34,7 +35,8 @@ def quiet_progress(trainer):
 def step_clock():
     """A ``transformers.TrainerCallback`` that keeps, per optimizer step, its wall seconds and the process's
     CPU seconds (``time.process_time``: all threads; on a shared machine closer to what the step costs than
-    the wall time). ``clock.rows``: ``[{"step", "wall_s", "cpu_s"}, ...]``."""
+    the wall time). ``clock.rows``: ``[{"step", "wall_s", "cpu_s"}, ...]``.
+    A class built here: its base is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
@@ -57,7 +59,8 @@ def step_clock():
 
 def metrics_logger(path, phase: str):
     """A ``transformers.TrainerCallback`` that appends every log dict the Trainer emits to ``path`` (a record's
-    ``metrics.jsonl``) as ``{"phase", "step", **logs}``; with ``path`` None it writes nothing (a rank other than 0)."""
+    ``metrics.jsonl``) as ``{"phase", "step", **logs}``; with ``path`` None it writes nothing (a rank other than 0).
+    A class built here: its base is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class MetricsLogger(TrainerCallback):

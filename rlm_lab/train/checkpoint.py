@@ -29,6 +29,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from safetensors import SafetensorError, safe_open
+
 from ..errors import RlmLabError
 from ..models.tokenizer import char_tokenizer
 from ..models.zoo import ZOO, make_config
@@ -96,8 +98,6 @@ def _check_state(cfg, ckpt: Path, step: int) -> None:
 
 def _check_safetensors(ckpt: Path, path: Path) -> None:
     import torch
-    from safetensors import SafetensorError, safe_open  # noqa: PLC0415  optional: safetensors is not a dependency every install has
-
     try:
         with safe_open(str(path), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 - a safe_open handle, not a dict; one tensor at a time: memory bounded by the largest tensor
@@ -140,8 +140,6 @@ def expected_shapes(model: str) -> dict[str, tuple] | None:
 
 
 def _check_shapes(cfg, ckpt: Path) -> None:
-    from safetensors import safe_open  # noqa: PLC0415  optional: safetensors is not a dependency every install has
-
     want = expected_shapes(cfg.model)
     if want is None:
         return

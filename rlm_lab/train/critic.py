@@ -39,6 +39,7 @@ import copy
 import os
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from ..compat.torch import track_step_override
@@ -159,7 +160,6 @@ class CriticTrainer:
 
     def load(self, checkpoint_dir: str) -> None:
         """Weights, optimizer and schedule from ``<checkpoint_dir>/critic/`` (what :meth:`save` wrote)."""
-        from safetensors.torch import load_file  # noqa: PLC0415  optional: safetensors is not a dependency every install has
         from transformers.utils import SAFE_WEIGHTS_NAME  # noqa: PLC0415  heavy: transformers (this module loads only torch at import)
 
         folder = os.path.join(checkpoint_dir, CRITIC_DIR)

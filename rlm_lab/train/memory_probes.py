@@ -80,6 +80,8 @@ def measure_kv_cache(model, batch: int, prompt_len: int, length: int) -> int:
 
 
 def _probe_class():
+    """The ``Probe`` callback class; built here because its base, transformers' TrainerCallback, is not imported at this
+    module's top."""
     from transformers import TrainerCallback
 
     class Probe(TrainerCallback):

@@ -34,21 +34,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import models
 from ..errors import RlmLabError
-from ..models import load
+from ..host import load_average
 from ..models.tokenizer import char_tokenizer
 from ..record import REPO_ROOT, RunRecord, append_jsonl, atomic_write_json, read_jsonl, read_record_file
 from ..records.lifecycle import atomic_write_json_lines
 from ..tasks import ensure_data, ensure_files, parse_task
+from .callbacks import quiet_progress
 from .checkpoint import check_checkpoint
 from .config import from_dict
 from .evaluate import evaluate, test_rows
 from .rl import make_trainer
 from .sft import sft_cache_key, train_sft
+from .tracer import trace
 
 CHECKPOINTS = "checkpoints"
-from ..host import load_average
-from .callbacks import quiet_progress
 
 
 def cache_root() -> Path:
@@ -57,7 +58,8 @@ def cache_root() -> Path:
 
 
 def _record_callback(record: RunRecord, phase: str, evaluator=None, every: int = 0, step_offset: int = 0):
-    """A TrainerCallback that appends every Trainer log row (and a periodic held-out eval) to the record."""
+    """A TrainerCallback that appends every Trainer log row (and a periodic held-out eval) to the record.
+    A class built here: its base is not imported at this module's top."""
     from transformers import TrainerCallback
 
     class RecordCallback(TrainerCallback):
@@ -88,8 +90,6 @@ def _throughput(log_history: list[dict], seconds: float) -> float | None:
 
 def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, log_cached: bool = True):
     """Train the SFT model (or reuse the cached one); returns (model_path, info dict)."""
-    from ..models import load, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-
     if cfg.sft_checkpoint:
         return Path(cfg.sft_checkpoint), {"sft_cached": True, "sft_checkpoint": cfg.sft_checkpoint}
     folder = cache_root() / "sft" / key
@@ -102,7 +102,7 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, lo
                 record.log(row)  # the curve starts where the cached SFT run started
         return folder, {**info, "sft_cached": True}
 
-    model, tokenizer = load(cfg.model, seed=cfg.seed)
+    model, tokenizer = models.load(cfg.model, seed=cfg.seed)
     scratch = record.scratch("sft")  # in the run folder: removed at the end, or by the next start after a SIGKILL
     sft_record = _Tee(record, Path(scratch) / "sft_metrics.jsonl")
     cb = _record_callback(sft_record, "sft", evaluator, cfg.eval_every)
@@ -119,7 +119,7 @@ def _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key: str, lo
     # Write the checkpoint next to its final place, then rename: a crash never leaves a half cache
     # (a killed writer's temp folder carries its pid; the next run removes it if that pid is gone).
     def write(tmp):
-        save(model, tokenizer, tmp)
+        models.save(model, tokenizer, tmp)
         shutil.copy(Path(scratch) / "sft_metrics.jsonl", tmp / "sft_metrics.jsonl") \
             if (Path(scratch) / "sft_metrics.jsonl").exists() else (tmp / "sft_metrics.jsonl").write_text("")
         atomic_write_json(tmp / "sft_info.json", info)
@@ -286,16 +286,17 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
             return evaluate_fn(model, tokenizer_, task, eval_rows)
         return evaluate(model, tokenizer_, task, eval_rows, cfg.eval_max_new_tokens, cfg.eval_batch_size)
 
-    tokenizer_ = char_tokenizer() if not ("/" in cfg.model and not Path(cfg.model).exists()) else load(cfg.model)[1]
+    hub = "/" in cfg.model and not Path(cfg.model).exists()
+    tokenizer_ = models.load(cfg.model)[1] if hub else char_tokenizer()
     results: dict = {"algo": cfg.algo, "task": task.slug, "eval_problems": cfg.eval_problems}
     if resume:
         results["resumed_from_step"] = record.results.get("resumed_from_step", 0)
 
     if cfg.algo == "sft":
-        model, tokenizer_ = load(cfg.model, seed=cfg.seed)
+        model, tokenizer_ = models.load(cfg.model, seed=cfg.seed)
         before = evaluator(model)
         path, info = _train_sft(cfg, task, train_rows, record, evaluator, callbacks, key, not sft_logged)
-        after = evaluator(load(str(path))[0])
+        after = evaluator(models.load(str(path))[0])
         results.update(info, **_eval_results(before, after), total_seconds=round(time.perf_counter() - t_start, 3),
                        total_cpu_seconds=round(cpu_time() - c_start, 3))
         record.complete(**results)
@@ -303,7 +304,7 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
 
     sft_path, info = _train_sft(cfg, task, train_rows, record, evaluator, (), key, not sft_logged)
     results.update(info)
-    model, tokenizer_ = load(str(sft_path))
+    model, tokenizer_ = models.load(str(sft_path))
     before = evaluator(model)
     del model
 
@@ -315,11 +316,6 @@ def _run(record: RunRecord, cfg, callbacks, reward_funcs, resume: bool, rollout_
     cb.trainer = trainer
     quiet_progress(trainer)
     if cfg.trace:
-        try:
-            from .tracer import trace  # noqa: PLC0415  optional: guarded by except ImportError
-        except ImportError as e:
-            raise RlmLabError(f"trace=True but the stage tracer is not available ({e}); "
-                              "run with --set trace=false") from None
         trace(trainer, record=record)
     t0, c0 = time.perf_counter(), cpu_time()
     trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

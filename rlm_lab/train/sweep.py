@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from ..errors import unknown
-from ..record import runs_root
+from ..record import atomic_write_json, load_record, reference_root, repo_root, runs_root
 from .config import make_config, parse_overrides
 from .run import run
 
@@ -76,8 +76,6 @@ def run_setting(name: str, extra: dict | None = None, root: Path | None = None, 
 
 def summarize(root: Path | None = None) -> list[dict]:
     """One row per recorded sweep run, read from the run records."""
-    from ..record import REPO_ROOT, atomic_write_json, load_record, reference_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     root = root or reference_root("cpu")
     rows = []
     for d in sorted(p for p in root.glob("ch01_sweep_*") if p.is_dir()):
@@ -105,7 +103,7 @@ def summarize(root: Path | None = None) -> list[dict]:
             "meets_aim": r["accuracy_after"] >= AIM_ACCURACY and _cpu_total(r) is not None
             and _cpu_total(r) <= AIM_SECONDS,
             "shared_machine": True,
-            "record": str(d.relative_to(REPO_ROOT)) if d.is_relative_to(REPO_ROOT) else str(d),
+            "record": str(d.relative_to(repo_root())) if d.is_relative_to(repo_root()) else str(d),
             "commit": rec.data["provenance"]["git"]["commit"],
         })
     atomic_write_json(root / "ch01_sweep.json", {"aim": {"accuracy": AIM_ACCURACY, "seconds": AIM_SECONDS},

@@ -343,6 +343,8 @@ class _StageTracerCore:
 
 
 def _make_tracer_class():
+    """``StageTracer``: :class:`_StageTracerCore` with transformers' TrainerCallback as second base, built here because
+    transformers is not imported at this module's top."""
     class StageTracer(_StageTracerCore, _callback_base()):
         """Records one span per stage per optimizer step; see the module docstring."""
 

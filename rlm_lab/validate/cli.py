@@ -14,6 +14,7 @@ from ..errors import RlmLabError
 from ..record import hardware, runs_root
 from ..records.files import atomic_write_text, json_text
 from ..records.read import read_record_file
+from . import published_report
 from .compare import STATISTICS, report, table
 from .published import load_published
 from .published_blind import record_blind, rounds_blind
@@ -103,8 +104,6 @@ def register(subparsers) -> None:
 
 def _run_published(args) -> int:
     """``--published`` (see :mod:`rlm_lab.validate.published_report`); every argument checked before any work."""
-    from .published_report import format_report, report, write_record  # noqa: PLC0415  name clash: report means something else in this module
-
     suite_only = [f"--{k}" for k in ("run", "only", "profile", "out") if getattr(args, k)]
     if suite_only:
         raise RlmLabError(f"{', '.join(suite_only)} belong(s) to the CPU validation suite, not to --published")
@@ -133,17 +132,17 @@ def _run_published(args) -> int:
         return judge_advise(registry, fitted_values(fit), band=rep["summary"]["validation"]["ratio"]["median_abs_error"])
 
     if args.write:
-        rep = write_record(registry, fit, note=args.note, advise=picks_of)
+        rep = published_report.write_record(registry, fit, note=args.note, advise=picks_of)
         print("prediction record written to data/published/validation.json")
     else:
-        rep = report(registry, fit, use_fit=not args.assumed)
+        rep = published_report.report(registry, fit, use_fit=not args.assumed)
         rep["advise"] = None if args.json else picks_of(rep)
     if args.json:
         print(json_text({k: rep[k] for k in ("cases", "sources", "projects", "split", "efficiencies", "fit",
                                              "summary", "bars")} | {"rows": [{k: v for k, v in r.items() if k != "error_value"}
                                                                      for r in rep["rows"]]}, indent=1))
     else:
-        print(format_report(rep))
+        print(published_report.format_report(rep))
         print("\n" + "\n".join(format_advise(rep["advise"], rep["efficiencies"])))
         print(_blind_lines())
     return 0

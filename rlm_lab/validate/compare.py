@@ -13,7 +13,7 @@ from ..cost import load_profile
 from ..cost.hardware import CPU_PROFILE, INSITU_PROFILE
 from ..cost.peak import peak_rows
 from ..errors import RlmLabError
-from ..record import load_record, read_jsonl
+from ..record import load_record, read_jsonl, repo_root
 from .suite import BARS, SHARE_MIN, load_suite, reward_s_per_sample
 from .traced_case import case_of, predict_case, time_table
 
@@ -144,10 +144,8 @@ def paired_root(profile):
     (``insitu.validation_root``: the suite measured on the same machine, in the same session, before the
     fit), else the committed suite (``data/runs/<size>``). A profile describes one machine at one time: this
     project's machines are re-provisioned between sessions and ran the same suite about twice as fast or slow."""
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     where = (profile.insitu or {}).get("validation_root")
-    return (REPO_ROOT / where) if where else None
+    return (repo_root() / where) if where else None
 
 
 def report(size: str, root: Path | None = None, profile: str | None = None, statistic: str = "median") -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..cost.hardware import HARDWARE_DIR
 from ..errors import RlmLabError
 from .compare import report
+from ..record import repo_root
 
 CAL = HARDWARE_DIR / "calibrations"
 # The suites measured this session on this session's machine: before any in-situ fit (the headline),
@@ -36,12 +37,10 @@ PAIRS = (
 
 def pair_rows(size: str = "cpu", statistic: str = "median") -> list[dict]:
     """One row per pair of :data:`PAIRS` whose records and profile are present: its summary and verdicts."""
-    from ..record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     rows = []
     for key, label, profile, root in PAIRS:
         try:
-            rep = report(size, REPO_ROOT / root, profile, statistic)
+            rep = report(size, repo_root() / root, profile, statistic)
         except RlmLabError as e:
             rows.append({"key": key, "pair": label, "missing": str(e)})
             continue

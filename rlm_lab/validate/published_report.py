@@ -34,6 +34,8 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from ..errors import RlmLabError
 from ..evidence import median_interval
 from ..records.files import atomic_write_text, json_text
@@ -478,8 +480,6 @@ def write_record(registry: Registry, fit: dict | None, path: Path = RECORD, note
     each keep the other's note). ``advise``: a function of the report giving the advisor's picks on the published
     settings (:func:`.published_advise.judge_advise` with this validation's band), kept under ``advise`` and in the
     report when given."""
-    from filelock import FileLock, Timeout  # noqa: PLC0415  optional: filelock is not a dependency every install has
-
     values = fitted_values(fit)
     assumed = predict_all(registry)
     fitted = predict_all(registry, values) if values else None

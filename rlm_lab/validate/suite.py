@@ -13,7 +13,7 @@ from ..errors import RlmLabError
 from ..host import load_average
 from ..record import RecordError, RunRecord, load_record, reference_root, runs_root
 from ..sizes import check_size, get
-from .traced_case import Case
+from .traced_case import Case, run_case
 
 # The suite of each size is in the one registry (rlm_lab.sizes: ``validation``), as tuples of Case fields.
 # B / G >= 8 prompts per step, so the longest prompt of a batch is almost always 6 tokens (the PROMPT_LEN
@@ -55,8 +55,6 @@ def _fresh_case(case: Case, size: str, out: str, warmup_dir: str, seed: int, con
     thread pools) so that the baseline holds it; what an earlier workload allocated and freed (and the
     allocator kept) is not in this process at all, so the peak above the baseline is this workload's own."""
     try:
-        from .traced_case import run_case  # noqa: PLC0415  optional: guarded by except ImportError
-
         run_case(WARMUP_CASE, size, Path(warmup_dir), seed=seed)
         gc.collect()
         baseline, load = _rss(), load_average()

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import models
 from ..compare import OTHER, STEP, relative_error
 from ..cost import predict
 from ..cost.run_input import from_run
@@ -73,8 +74,6 @@ def run_case(case: Case, size: str, run_dir: Path, seed: int = 0, trace_on: bool
              extra_callbacks=()) -> RunRecord:
     """Train ``case`` with the stage tracer and record spans, per-stage summary and memory counts in
     ``run_dir`` (chapter 2's folder for a case is :func:`rlm_lab.chapters.ch02_anatomy.cases.case_dir`)."""
-    from ..models import build_model, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-
     run_dir = Path(run_dir)
     cfg = run_config(case, size, seed, trace_on)
     task = parse_task(TASK)
@@ -89,9 +88,9 @@ def run_case(case: Case, size: str, run_dir: Path, seed: int = 0, trace_on: bool
     # Trainer's output) lives in the run folder: removed at the end, or by the next start after a SIGKILL.
     with record:
         tmp = record.scratch("ch02")
-        model, tok = build_model(case.model, seed=seed)
+        model, tok = models.build_model(case.model, seed=seed)
         kv = measure_kv_cache(model, case.batch, PROMPT_LEN, case.length)
-        model_dir = save(model, tok, Path(tmp) / "model")
+        model_dir = models.save(model, tok, Path(tmp) / "model")
         del model
         probe = Probe()
         trainer = make_trainer(cfg, model_dir, ensure_data(task)["train"], task, Path(tmp) / "out",

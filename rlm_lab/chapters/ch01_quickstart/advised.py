@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+from ...asynchrony.modes import run_mode
 from ...cost.advise import advise
 from ...cost.hardware import INSITU_PROFILE
 from ...cost.modes import MODES
@@ -48,10 +49,12 @@ from ...cost.run_input import from_run
 from ...errors import RlmLabError, unknown
 from ...evidence import at_least_word, mean_interval, ratio_interval, sign_word
 from ...host import load_average
+from ...insitu import this_machine
+from ...placement.runtime import _sft_checkpoint
 from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
 from ...sizes import check_size
-from ...train import make_config
+from ...train import make_config, run
 from ..registry import step_argv
 
 GOAL = 2.0           # the issue's goal: at least 2x plain TRL's steps per second (fixed before any run)
@@ -156,10 +159,6 @@ def run_arm(arm: str, size: str, out, plan: dict, command=None, seed: int = 0, c
     """One run of ``arm`` (``plan``: :func:`apply`'s output, read from the prediction) with RL seed ``seed`` (the
     SFT start is seed 0's in every run); ``correction``: ``"plan"`` (the plan's), ``"none"`` or a TRL mode. Returns
     ``{"steps_per_s", "accuracy", "rl_seconds", "seed", "correction", "record"}``."""
-    from ...asynchrony.modes import run_mode  # noqa: PLC0415  imports ray's glue (heavy)
-    from ...placement.runtime import _sft_checkpoint  # noqa: PLC0415  imports torch/transformers (heavy)
-    from ...train import run  # noqa: PLC0415  imports trl (heavy)
-
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
     cfg = plain_config(size)
@@ -316,13 +315,11 @@ def _profile():
     """This machine's profile (:func:`rlm_lab.insitu.this_machine.default_profile`: cached, or calibrated in situ
     behind its load gate); where the calibration is refused (a busy machine), the chapters' committed in-situ
     profile, its origin saying it is another machine's and why it was used."""
-    from ...insitu.this_machine import default_profile, origin  # noqa: PLC0415  may calibrate (imports torch)
-
     try:
-        return default_profile(say=lambda s: print(s, file=sys.stderr))
+        return this_machine.default_profile(say=lambda s: print(s, file=sys.stderr))
     except RlmLabError as e:
         print(f"rlm-lab: {e}; predicting with {INSITU_PROFILE} instead", file=sys.stderr)
-        return INSITU_PROFILE, origin(INSITU_PROFILE) | {"used_because": str(e)}
+        return INSITU_PROFILE, this_machine.origin(INSITU_PROFILE) | {"used_because": str(e)}
 
 
 def main(argv=None) -> int:

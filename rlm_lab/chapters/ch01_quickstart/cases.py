@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from ...train import make_config
+from ...record import repo_root
 
 RUNS = ("ch01_grpo", "ch01_ppo")  # this build's runs, named as the committed reference runs they stand beside
 
@@ -15,9 +16,7 @@ RUNS = ("ch01_grpo", "ch01_ppo")  # this build's runs, named as the committed re
 def build_run_dir(name: str, size: str) -> Path:
     """Where a notebook's own run goes: ``_build/runs/<size>/<name>`` (never the committed data/runs),
     so executing the book at cpu size cannot overwrite the reference records."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    root = Path(os.environ.get("RLM_RUNS_DIR") or REPO_ROOT / "_build" / "runs")
+    root = Path(os.environ.get("RLM_RUNS_DIR") or repo_root() / "_build" / "runs")
     return root / size / name
 
 

@@ -22,6 +22,7 @@ from ...parallel.bench.measure import spawn_layouts, write_record
 from ...parallel.mesh import Layout
 from .compare import compare
 from .run import load_records, oversubscribed
+from ...record import repo_root
 
 BAR = 0.25
 PREFIX = "validation_dist_"
@@ -94,8 +95,6 @@ def bar_met(abs_errors: list, bar: float) -> str:
 
 def main(argv=None) -> int:
     """``rlm-lab chapter 4 out-of-sample [RUNS_ROOT]`` (default ``data/runs/cpu``): run the out-of-sample layouts."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     argv = sys.argv[1:] if argv is None else argv
-    run(Path(argv[0]) if argv else REPO_ROOT / "data" / "runs" / "cpu")
+    run(Path(argv[0]) if argv else repo_root() / "data" / "runs" / "cpu")
     return 0

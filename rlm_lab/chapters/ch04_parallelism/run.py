@@ -27,7 +27,7 @@ from ...parallel.bench.measure import run_layout, spawn_layouts, write_record
 from ...parallel.bench.step_time import predicted_step_time as predict
 from ...parallel.launch import init_process_group
 from ...parallel.mesh import Layout
-from ...record import RecordError, load_record, runs_root
+from ...record import RecordError, load_record, repo_root, runs_root
 from ...sizes import check_size
 from ..registry import step_argv
 from .cases import run_args, suite
@@ -101,8 +101,6 @@ def reference_arm(arm: str, size: str, out) -> dict:
     """One repeat of one layout for ``rlm-lab reference --chapter 4`` (:data:`.cases.REFERENCES`): ``single`` in this
     process, a 2-process layout of the size's suite on 2 spawned ranks (gloo), as :func:`run_suite` runs it; its
     record under ``<out>/ch04_<arm>/<UTC time>``; ``{"step_s": median step after the first, "record": folder}``."""
-    from .cases import Layout, run_args  # noqa: PLC0415  name clash: Layout means something else in this module
-
     lay, kw = _reference_layout(arm, size)
     args = run_args(size)
     if arm == "single":  # a group of one (its store on loopback), the code path `rlm-lab parallel` runs
@@ -132,14 +130,12 @@ def run_e2e(size: str, modes=E2E_MODES, steps: int = 6, model: str = "micro", sa
     """The same GRPO run through the HF Trainer under torchrun on 2 processes (1 for ``single``, the
     baseline), once per mode; each
     writes ``ch04_e2e_grpo_<mode>`` (``fsdp`` is expected to be refused on CPU: exit status 2)."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     codes = {}
     for mode in modes:
         n = "1" if mode == "single" else "2"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", n, *step_argv(4, "e2e")[1:],
                "--mode", mode, "--steps", str(steps), "--model", model, "--size", size]
-        p = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
+        p = subprocess.run(cmd, cwd=repo_root(), capture_output=True, text=True)
         codes[mode] = p.returncode
         line = next((ln for ln in p.stdout.splitlines() + p.stderr.splitlines()
                      if ln.startswith((f"{mode}:", "rlm-lab: error"))), f"exit {p.returncode}")

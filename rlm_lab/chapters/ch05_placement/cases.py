@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ...cost.placement_spec import Cluster, get_placement
 from ...errors import RlmLabError
+from ...placement import resources
 from ...placement.runtime import algo_roles
 from ...protocol import Reference
 from ...sizes import get
@@ -42,9 +43,7 @@ def size_cluster(cfg) -> Cluster:
     gpu size the GPUs torch sees (at least 2, so that a disaggregated placement exists to ask for)."""
     if cfg.size != "gpu":
         return cluster()
-    from ...placement.resources import local_gpus  # noqa: PLC0415  tests patch rlm_lab.placement.resources.local_gpus: read at call time
-
-    return cluster(max(2, local_gpus()), "gpu")
+    return cluster(max(2, resources.local_gpus()), "gpu")
 
 
 def placements(cfg, devices: int | None = None) -> dict:

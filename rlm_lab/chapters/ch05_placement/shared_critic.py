@@ -43,7 +43,7 @@ from ...record import RunRecord, load_record, reference_root, repo_relative, run
 from ...records.provenance import utc_now
 from ...sizes import get
 from ..registry import step_argv
-from ...validate.traced_case import Case, predict_case
+from ...validate.traced_case import Case, predict_case, run_case
 
 ARMS = ("shared", "separate")   # arm A, arm B: the ratio is shared / separate
 FOLDER = "ch05_shared_critic"
@@ -110,8 +110,6 @@ def load_prediction(folder: Path) -> dict:
 def run_arm(arm: str, size: str, out) -> dict:
     """One repeat of one arm (a protocol child): the traced case into ``<out>/<arm>/<UTC time>``; its median step
     after the warm-up, the model-state bytes counted on the live trainer, the peak resident memory."""
-    from ...validate.traced_case import run_case  # noqa: PLC0415  imports torch and TRL (a repeat's process only)
-
     c = case(arm, size)
     folder = Path(out) / arm / _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     rec = run_case(c, size, folder)

@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import RlmLabError
-from ...record import atomic_write_json, provenance
+from ...record import atomic_write_json, provenance, repo_root
+from . import compare
 from .cases import cell_name
 from .run import latest_in
 
@@ -143,15 +144,13 @@ def load_finals(root, plan: dict | None = None) -> tuple[dict, dict]:
     """``({(mode, correction): {seed: final accuracy}}, {cell folder: record folder})`` from the newest completed
     record of each planned cell and seed under ``root`` (the campaign's folders,
     :func:`rlm_lab.chapters.ch06_async.cases.cell_name`); record folders relative to ``root``."""
-    from .compare import final_accuracy  # noqa: PLC0415  tests patch rlm_lab.chapters.ch06_async.compare.final_accuracy: read at call time
-
     plan = plan or PLAN
     out: dict = {}
     dirs: dict = {}
     for cell in plan["cells"]:
         for s in plan["seeds"]:
             rec = latest_in(Path(root) / cell_name(cell[0], cell[1], s))
-            acc = final_accuracy(rec.results) if rec is not None else None
+            acc = compare.final_accuracy(rec.results) if rec is not None else None
             if acc is not None:
                 out.setdefault(tuple(cell), {})[s] = acc
                 dirs[cell_name(cell[0], cell[1], s)] = str(Path(rec.dir).relative_to(Path(root)))
@@ -164,9 +163,7 @@ ROOT = "data/runs/cpu/ch06_accuracy"  # the plan's runs, apart from the campaign
 def section(root=None) -> tuple[str, dict]:
     """The plan and its result for the book: the plan's words, how many of its runs exist, and each test's
     sentence (:func:`summary_lines`); glued values ``ch06_acc_*``. Reads the committed runs under :data:`ROOT`."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    root = Path(root) if root is not None else REPO_ROOT / ROOT
+    root = Path(root) if root is not None else repo_root() / ROOT
     finals, _ = load_finals(root) if root.is_dir() else ({}, {})
     result = decide(finals)
     planned = len(PLAN["cells"]) * len(PLAN["seeds"])

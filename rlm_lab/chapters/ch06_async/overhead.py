@@ -63,7 +63,7 @@ from ...host import load_average
 from ...placement.runtime import _sft_checkpoint, algo_roles, run_placement
 from ...placement.workers import TrainerWorker
 from ...protocol import Arm, child_main, compare
-from ...record import RunRecord, atomic_write_json, runs_root
+from ...record import RunRecord, atomic_write_json, repo_root, runs_root
 from ...sizes import check_size, get
 from ...tables import format_table
 from ..ch05_placement.cases import cluster
@@ -230,9 +230,7 @@ def comparison_folder(root, arm: str, base: str = "plain", lengths: str = "fixed
 
 def _root(root) -> Path:
     """``root``, or the committed records of the comparisons, ``data/runs/cpu/ch06_overhead``."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    return Path(root) if root is not None else REPO_ROOT / "data" / "runs" / "cpu" / "ch06_overhead"
+    return Path(root) if root is not None else repo_root() / "data" / "runs" / "cpu" / "ch06_overhead"
 
 
 def comparisons(root=None) -> list[dict]:
@@ -257,14 +255,12 @@ def completion_lengths(root=None, arm: str = "sync_all", lengths: str = "sampled
     run's mean per-step longest and mean completion (TRL's ``completions/max_length`` and ``.../mean_length``, steps
     after the first), read from each repeat's run record. Whether the arms did the same work: with sampled lengths
     they need not. A record path that leaves ``root`` is refused (one line)."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     root = _root(root)
     rec = latest_in(comparison_folder(root, arm, "plain", lengths))
     if rec is None or rec.status != "completed":
         return {}
     per: dict = {}
-    for name, run in repeat_records(rec.results, root, base=REPO_ROOT):  # committed paths: from the repository root
+    for name, run in repeat_records(rec.results, root, base=repo_root()):  # committed paths: from the repository root
         steps = [r for r in run.metrics() if "completions/max_length" in r and r.get("step", 0) > 1]
         if steps:
             per.setdefault(name, []).append((statistics.mean(r["completions/max_length"] for r in steps),

@@ -23,7 +23,7 @@ from ...asynchrony.modes import mode_eta, run_mode
 from ...cost.asynchrony import simulate
 from ...errors import RlmLabError
 from ...placement.runtime import RaySession
-from ...record import RunRecord
+from ...record import RunRecord, repo_root
 from ...sizes import check_size
 from ..ch05_placement.cases import run_config
 
@@ -137,10 +137,8 @@ def main(argv=None) -> int:
                     help="do not re-score batches for the importance weights (one forward per step less)")
     a = ap.parse_args(argv)
     try:
-        from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
         check_size(a.size)
-        out = measure(a.size, a.out or REPO_ROOT / "_build" / "runs" / a.size, tuple(a.modes.split(",")),
+        out = measure(a.size, a.out or repo_root() / "_build" / "runs" / a.size, tuple(a.modes.split(",")),
                       a.seed, a.steps, command=sys.argv, importance=not a.no_importance,
                       evaluate=a.evaluate, correction=None if a.correction == "none" else a.correction)
     except RlmLabError as e:

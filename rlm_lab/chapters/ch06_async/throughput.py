@@ -35,6 +35,7 @@ from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
 from ...sizes import check_size
 from ..registry import step_argv
+from . import compare as ch06_compare  # the module; compare (protocol) is the window comparison
 from .cases import _now, campaign_config, curve_spec
 from .generation_options import chosen
 from .reference import run_reference
@@ -53,8 +54,6 @@ ARMS = ("plain", "pick")
 
 def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, command=None) -> dict:
     """One run of ``arm``; returns ``{"tokens_per_s", "accuracy", "record"}``."""
-    from .compare import final_accuracy, tokens_per_s  # noqa: PLC0415  tests patch rlm_lab.chapters.ch06_async.compare.final_accuracy: read at call time
-
     if arm not in ARMS:
         raise unknown("arm", arm, ARMS)
     size = check_size(size)
@@ -68,7 +67,7 @@ def run_arm(arm: str, size: str, seed: int, out, steps: int | None = None, comma
         res = run_mode(PICK["mode"], cfg, folder, importance=False, correction=PICK["correction"],
                        curve=curve_spec(cfg, size), command=command, generation=settings or None,
                        prediction={"note": "the throughput goal's pick: measured against plain TRL, not predicted"})
-    tps, acc = tokens_per_s(res), final_accuracy(res)
+    tps, acc = ch06_compare.tokens_per_s(res), ch06_compare.final_accuracy(res)
     if not tps or acc is None:
         raise RlmLabError(f"arm {arm}: the run recorded no tokens per second or no accuracy ({folder})")
     return {"tokens_per_s": tps, "accuracy": acc, "record": str(folder)}

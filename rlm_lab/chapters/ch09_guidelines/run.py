@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ...errors import RlmLabError
 from ...evidence import EXACT, Interval, bar_word, error_interval, mean_interval, repeat_interval, steps_interval
-from ...record import RunRecord, load_record, reference_root
+from ...record import RunRecord, load_record, reference_root, repo_root
 from ...records.files import read_jsonl
 from ...reference_report import arm_values
 from ...supersession import superseded, superseded_by
@@ -236,10 +236,8 @@ def pretest(name: str, sign: int) -> Evidence:
     """Chapter 6's pre-registered accuracy test ``name``: its word decides (``for`` when the Holm-adjusted exact
     sign-flip test rejects at its alpha, else ``undecided``); the interval shown is the mean paired difference's
     Student-t interval (times ``sign``), for its size."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     A = U.accuracy_test
-    finals, dirs = A.load_finals(REPO_ROOT / A.ROOT)
+    finals, dirs = A.load_finals(repo_root() / A.ROOT)
     result = A.decide(finals)
     row = next((r for r in result["tests"] if r["test"] == name), None)
     if row is None or not row["diffs"]:

@@ -30,6 +30,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+from ... import models
 from ...cost import load_profile, model_spec
 from ...cost.forkjoin import batch_bubble, fork_join_dag, latency, sequential_dag, sequential_latency
 from ...cost.hardware import profile_for
@@ -69,9 +70,7 @@ def cache_dir(*bits) -> Path:
 
 def _save(model, tokenizer, folder: Path) -> Path:
     """Save a model next to its final place, then rename it there (:func:`publish`)."""
-    from ...models import save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-
-    return publish(folder, lambda tmp: save(model, tokenizer, tmp))
+    return publish(folder, lambda tmp: models.save(model, tokenizer, tmp))
 
 
 # ---- parallel reasoning -------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from filelock import FileLock
+
 from ...calibrate.profile import MAX_LOAD_PER_CORE, calibrate
 from ...cost.hardware import load_profile, save_profile
 from ...cost.spread import HEADLINES as QUANTITIES
@@ -78,8 +80,6 @@ def ensure_calibration(key: dict | None = None, root: Path | None = None, calibr
 
     Returns its meta: ``profile`` (path), ``sha256``, ``made``, ``seconds``, ``machine_key``, ``busy``, the
     calibration's warnings (busy machine, noisy quantities) and ``reused``."""
-    from filelock import FileLock  # noqa: PLC0415  optional: filelock is not a dependency every install has
-
     key = key or machine_key()
     folder = Path(root or CACHE) / key_slug(key)
     folder.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ... import models
 from ...cost.comm import dp_allreduce_bytes, zero3_bytes
 from ...errors import RlmLabError
+from ...record import RunRecord, repo_root, runs_root
 from ...tasks import ensure_data, parse_task
 from ...train import make_config
 from ...train.callbacks import quiet_progress
@@ -100,9 +102,6 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     import torch.distributed as dist
 
-    from ...models import build_model, count_parameters, save  # noqa: PLC0415  tests patch rlm_lab.models.save: read at call time
-    from ...record import REPO_ROOT, RunRecord, runs_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     if "WORLD_SIZE" not in os.environ:
         raise RlmLabError("launch under torchrun: torchrun --nproc_per_node 2 -m rlm_lab.cli chapter 4 e2e --mode ddp")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -110,13 +109,13 @@ def _run(args) -> int:
     if MODES[args.mode] == "fsdp":
         extra = {"fsdp": "full_shard auto_wrap"}
     elif MODES[args.mode]:
-        extra = {"deepspeed": str(REPO_ROOT / MODES[args.mode])}
+        extra = {"deepspeed": str(repo_root() / MODES[args.mode])}
     cfg = make_config("grpo", args.size, model=args.model, rl_steps=args.steps, disable_tqdm=True, extra=extra)
     task = parse_task(cfg.task)
     rows = ensure_data(task)["train"]
     with tempfile.TemporaryDirectory(prefix=f"rlm_e2e_{rank}_") as scratch:
-        model, tok = build_model(args.model, seed=cfg.seed)
-        model_dir = save(model, tok, Path(scratch) / "model")
+        model, tok = models.build_model(args.model, seed=cfg.seed)
+        model_dir = models.save(model, tok, Path(scratch) / "model")
         trainer = make_trainer(cfg, model_dir, rows, task, Path(scratch) / "out")
 
         quiet_progress(trainer)
@@ -134,7 +133,7 @@ def _run(args) -> int:
         # again after train(): accelerate wraps the model lazily (model_wrapped is then DDP / the engine)
         got = require(trainer, args.mode)
         if rank == 0:
-            psi = 4 * count_parameters(model)
+            psi = 4 * models.count_parameters(model)
             record.update(parallelism=got, rl_seconds=round(seconds, 3), steps=trainer.state.global_step,
                           seconds_per_step=round(seconds / max(1, trainer.state.global_step), 4),
                           predicted_grad_bytes_per_rank=predicted_grad_bytes(psi, world, args.mode))

@@ -75,6 +75,7 @@ def _timed_stage_class():
     Why a subclass: the stage is the one place that sees each micro-batch's compute and every
     tensor it sends (``get_*_send_ops``), so time, bytes and memory come from one place.
     (``CommCounter`` sees the same sends as c10d ``send`` ops: a cross-check.)
+    A class built here because its base, torch's ``PipelineStage``, is not imported at this module's top.
     """
     import torch
     from torch.distributed.pipelining import PipelineStage
