@@ -34,6 +34,7 @@ from ..errors import RlmLabError
 from ..host import alive as _alive  # noqa: F401 - part of this module's API (tests use them)
 from ..host import descendants, die_with_parent, free_port, still_alive
 from ..records.lifecycle import interruptible, restore_handlers
+from .ray_head import DRIVER_GONE, NODE_OF_DRIVER_ENV
 
 STOP_WAIT_S = 6.0  # how long `ray start --block` gets to stop its processes on SIGTERM before the SIGKILLs
 HEAD_NAME = "rlm-head"  # node names of a local cluster (``ray start --node-name``), as errors and records show them
@@ -278,11 +279,11 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
     ``--address``; :mod:`.ray_head` lifts that one gate for a worker node (and nothing else).
 
     Lifecycle: every node runs in its own process group (a Ctrl-C at the terminal reaches the driver, which
-    stops the head in order) and gets SIGTERM when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``,
-    :func:`rlm_lab.host.die_with_parent`). ``ray start --block`` stops its processes on SIGTERM
-    (its GCS, raylet, monitor and log monitor also die with it by Ray's own PDEATHSIG, and the workers with
-    their raylet); its drain-before-shutdown wait (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for
-    Ray Serve) is switched off, so a stop takes seconds.
+    stops the head in order) and, when the driver dies, even by SIGKILL, gets :data:`.ray_head.DRIVER_GONE`
+    (``PR_SET_PDEATHSIG``, :func:`rlm_lab.host.die_with_parent`), on which it SIGKILLs its own process group: every
+    process the node started (:mod:`.ray_head`). An orderly stop (:meth:`RaySession.close`) goes through
+    ``ray start --block``'s SIGTERM, which stops its processes; its drain-before-shutdown wait
+    (``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, 30 s, for Ray Serve) is switched off, so a stop takes seconds.
     """
     ray_env()
     ports = [free_port() for _ in range(5)]
@@ -295,7 +296,8 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
            "--metrics-export-port", str(ports[4]), "--num-cpus", str(num_cpus), "--disable-usage-stats"]
     # GLOO_SOCKET_IFNAME: the actors' gloo groups (weight sync) bind loopback too, whatever the host name
     # resolves to (https://pytorch.org/docs/stable/distributed.html#common-environment-variables)
-    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo", **RAYLET_ENV)
+    env = dict(os.environ, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", GLOO_SOCKET_IFNAME="lo", **RAYLET_ENV,
+               **{NODE_OF_DRIVER_ENV: str(os.getpid())})
     package_root = str(Path(__file__).resolve().parents[2])  # the head imports rlm_lab.placement.ray_head
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log = tempfile.TemporaryFile(prefix=f"rlm_ray_{name}_")
@@ -306,7 +308,7 @@ def _start_node(num_cpus: int, head_port: int | None = None, name: str = HEAD_NA
 
 
 def _die_with_driver(driver: int) -> None:
-    die_with_parent(signal.SIGTERM, parent=driver)
+    die_with_parent(DRIVER_GONE, parent=driver)
 
 
 def _connect(ray, nodes: list[_Node], num_cpus: int, timeout_s: float = 300.0) -> None:
