@@ -263,6 +263,47 @@ def need_bool(value, key: str) -> bool:
     return value
 
 
+
+# ---- declarative key tables: an importer's plain keys as rows, read by one engine --------------------------
+@dataclass(frozen=True)
+class Key:
+    """One row of an importer's key table: the framework's ``key`` read into ``field`` through ``kind`` (``int``:
+    an integer >= 1, ``int0``: >= 0, ``num``: a number >= 0, ``bool``, ``str`` (one of ``choices`` when given),
+    ``raw``: as written), ``default`` when the key is absent, recorded as used with ``to`` (what it sets; "read" when
+    None); ``label`` names the key in a refusal (the key itself when None); ``assumed`` is the line added to the
+    import's assumed lines when the key is absent and the default is priced (``{value}`` is the default)."""
+    key: str
+    field: str
+    kind: str = "int"
+    default: object = None
+    to: str | None = None
+    label: str | None = None
+    choices: tuple | None = None
+    assumed: str | None = None
+
+
+CONVERTERS = {"int": lambda v, label, _: need_int(v, label), "int0": lambda v, label, _: need_int(v, label, minimum=0),
+              "num": lambda v, label, _: need_num(v, label), "bool": lambda v, label, _: need_bool(v, label),
+              "str": need_str, "raw": lambda v, _label, _choices: v}
+
+
+def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = ""):
+    """One table row's value (:class:`Key`): read, recorded as used, converted, and its assumed line added when the
+    default stands in for an absent key."""
+    key = prefix + row.key
+    present = k.has(key)
+    value = CONVERTERS[row.kind](k.get(key, row.default, row.to), row.label or key, row.choices)
+    if row.assumed and not present and assumed is not None:
+        assumed.append(row.assumed.format(value=value))
+    return value
+
+
+def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "") -> dict:
+    """{field: value} of every row of ``table``, read in the table's order (the order refusals and the used keys
+    keep)."""
+    return {row.field: read_key(k, row, assumed, prefix) for row in table}
+
+
 # NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
 NEMO_RESOLVERS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
                   "max": lambda a, b: max(a, b)}
