@@ -274,7 +274,7 @@ class Key:
     import's assumed lines when the key is absent and the default is priced (``{value}`` is the default)."""
     key: str
     field: str
-    kind: str = "int"
+    kind: object = "int"       # a name in CONVERTERS, or a converter of its own: (value, label, choices) -> value
     default: object = None
     to: str | None = None
     label: str | None = None
@@ -287,21 +287,23 @@ CONVERTERS = {"int": lambda v, label, _: need_int(v, label), "int0": lambda v, l
               "str": need_str, "raw": lambda v, _label, _choices: v}
 
 
-def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = ""):
+def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = "", label: str = "{}"):
     """One table row's value (:class:`Key`): read, recorded as used, converted, and its assumed line added when the
-    default stands in for an absent key."""
+    default stands in for an absent key; a refusal names the key as ``label`` formats it (``"--{}"`` for a
+    command-line option) unless the row names it."""
     key = prefix + row.key
     present = k.has(key)
-    value = CONVERTERS[row.kind](k.get(key, row.default, row.to), row.label or key, row.choices)
+    convert = CONVERTERS[row.kind] if isinstance(row.kind, str) else row.kind
+    value = convert(k.get(key, row.default, row.to), row.label or label.format(key), row.choices)
     if row.assumed and not present and assumed is not None:
         assumed.append(row.assumed.format(value=value))
     return value
 
 
-def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "") -> dict:
+def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "", label: str = "{}") -> dict:
     """{field: value} of every row of ``table``, read in the table's order (the order refusals and the used keys
     keep)."""
-    return {row.field: read_key(k, row, assumed, prefix) for row in table}
+    return {row.field: read_key(k, row, assumed, prefix, label) for row in table}
 
 
 # NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
