@@ -282,28 +282,37 @@ class Key:
     assumed: str | None = None
 
 
+# a row's default that the framework's own library states (TRL's config dataclasses): read_key's ``library(key)``
+FROM_LIBRARY = "<the library's default>"
+
+
 CONVERTERS = {"int": lambda v, label, _: need_int(v, label), "int0": lambda v, label, _: need_int(v, label, minimum=0),
               "num": lambda v, label, _: need_num(v, label), "bool": lambda v, label, _: need_bool(v, label),
               "str": need_str, "raw": lambda v, _label, _choices: v}
 
 
-def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = "", label: str = "{}"):
+def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = "", label: str = "{}", library=None):
     """One table row's value (:class:`Key`): read, recorded as used, converted, and its assumed line added when the
     default stands in for an absent key; a refusal names the key as ``label`` formats it (``"--{}"`` for a
-    command-line option) unless the row names it."""
+    command-line option) unless the row names it; a :data:`FROM_LIBRARY` default is ``library(key)``, asked only
+    when the key is absent (a config that sets the key needs no library)."""
     key = prefix + row.key
     present = k.has(key)
+    default = row.default
+    if default is FROM_LIBRARY:
+        default = None if present else library(key)
     convert = CONVERTERS[row.kind] if isinstance(row.kind, str) else row.kind
-    value = convert(k.get(key, row.default, row.to), row.label or label.format(key), row.choices)
+    value = convert(k.get(key, default, row.to), row.label or label.format(key), row.choices)
     if row.assumed and not present and assumed is not None:
         assumed.append(row.assumed.format(value=value))
     return value
 
 
-def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "", label: str = "{}") -> dict:
+def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "", label: str = "{}",
+               library=None) -> dict:
     """{field: value} of every row of ``table``, read in the table's order (the order refusals and the used keys
     keep)."""
-    return {row.field: read_key(k, row, assumed, prefix, label) for row in table}
+    return {row.field: read_key(k, row, assumed, prefix, label, library) for row in table}
 
 
 # NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
