@@ -291,6 +291,28 @@ CONVERTERS = {"int": lambda v, label, _: need_int(v, label), "int0": lambda v, l
               "str": need_str, "raw": lambda v, _label, _choices: v}
 
 
+def text_int(minimum: int = 1, prefix: str = ""):
+    """A row kind for an integer option written as text (a command line's ``--rollout-batch-size 128``): a word that
+    is no integer is one line (``prefix`` before the key's label), then :func:`need_int`'s check."""
+    def convert(v, label: str, _choices=None) -> int:
+        try:
+            v = int(v) if not isinstance(v, bool) else v
+        except (TypeError, ValueError):
+            raise RlmLabError(f"{prefix}{label} must be an integer, got {v!r}") from None
+        return need_int(v, label, minimum)
+    return convert
+
+
+def text_num(prefix: str = ""):
+    """A row kind for a number option written as text (``--kl-coef 0.01``), as :func:`text_int`."""
+    def convert(v, label: str, _choices=None) -> float:
+        try:
+            return need_num(float(v), label)
+        except (TypeError, ValueError):
+            raise RlmLabError(f"{prefix}{label} must be a number, got {v!r}") from None
+    return convert
+
+
 def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = "", label: str = "{}", library=None):
     """One table row's value (:class:`Key`): read, recorded as used, converted, and its assumed line added when the
     default stands in for an absent key; a refusal names the key as ``label`` formats it (``"--{}"`` for a

@@ -45,8 +45,8 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Key, Keys, capped_response, finish, load_options, mean_response, need_int, need_num, read_key,
-                     read_table, resolve_model, roles_of, set_dict)
+from .common import (Key, Keys, capped_response, finish, load_options, mean_response, read_key, read_table, resolve_model,
+                     roles_of, set_dict, text_int, text_num)
 from .shell import commands
 
 NAME = "openrlhf"
@@ -169,25 +169,7 @@ def parse_args(text: str) -> dict:
     return out
 
 
-def _text_int(minimum: int):
-    """A converter of an integer option given as text (``--rollout.batch_size 128``)."""
-    def convert(v, label: str, _choices=None) -> int:
-        try:
-            v = int(v) if not isinstance(v, bool) else v
-        except (TypeError, ValueError):
-            raise RlmLabError(f"openrlhf {label} must be an integer, got {v!r}") from None
-        return need_int(v, label, minimum)
-    return convert
-
-
-def _text_num(v, label: str, _choices=None) -> float:
-    try:
-        return need_num(float(v), label)
-    except (TypeError, ValueError):
-        raise RlmLabError(f"openrlhf {label} must be a number, got {v!r}") from None
-
-
-INT, INT0, NUM, FLAG = _text_int(1), _text_int(0), _text_num, "bool"
+INT, INT0, NUM, FLAG = text_int(1, "openrlhf "), text_int(0, "openrlhf "), text_num("openrlhf "), "bool"
 
 
 # ---- the key tables: (option, field, kind, default, what it sets); read in order, refusals name "--option" ----
