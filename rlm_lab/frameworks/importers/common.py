@@ -263,6 +263,80 @@ def need_bool(value, key: str) -> bool:
     return value
 
 
+
+# ---- declarative key tables: an importer's plain keys as rows, read by one engine --------------------------
+@dataclass(frozen=True)
+class Key:
+    """One row of an importer's key table: the framework's ``key`` read into ``field`` through ``kind`` (``int``:
+    an integer >= 1, ``int0``: >= 0, ``num``: a number >= 0, ``bool``, ``str`` (one of ``choices`` when given),
+    ``raw``: as written), ``default`` when the key is absent, recorded as used with ``to`` (what it sets; "read" when
+    None); ``label`` names the key in a refusal (the key itself when None); ``assumed`` is the line added to the
+    import's assumed lines when the key is absent and the default is priced (``{value}`` is the default)."""
+    key: str
+    field: str
+    kind: object = "int"       # a name in CONVERTERS, or a converter of its own: (value, label, choices) -> value
+    default: object = None
+    to: str | None = None
+    label: str | None = None
+    choices: tuple | None = None
+    assumed: str | None = None
+
+
+# a row's default that the framework's own library states (TRL's config dataclasses): read_key's ``library(key)``
+FROM_LIBRARY = "<the library's default>"
+
+
+CONVERTERS = {"int": lambda v, label, _: need_int(v, label), "int0": lambda v, label, _: need_int(v, label, minimum=0),
+              "num": lambda v, label, _: need_num(v, label), "bool": lambda v, label, _: need_bool(v, label),
+              "str": need_str, "raw": lambda v, _label, _choices: v}
+
+
+def text_int(minimum: int = 1, prefix: str = ""):
+    """A row kind for an integer option written as text (a command line's ``--rollout-batch-size 128``): a word that
+    is no integer is one line (``prefix`` before the key's label), then :func:`need_int`'s check."""
+    def convert(v, label: str, _choices=None) -> int:
+        try:
+            v = int(v) if not isinstance(v, bool) else v
+        except (TypeError, ValueError):
+            raise RlmLabError(f"{prefix}{label} must be an integer, got {v!r}") from None
+        return need_int(v, label, minimum)
+    return convert
+
+
+def text_num(prefix: str = ""):
+    """A row kind for a number option written as text (``--kl-coef 0.01``), as :func:`text_int`."""
+    def convert(v, label: str, _choices=None) -> float:
+        try:
+            return need_num(float(v), label)
+        except (TypeError, ValueError):
+            raise RlmLabError(f"{prefix}{label} must be a number, got {v!r}") from None
+    return convert
+
+
+def read_key(k: Keys, row: Key, assumed: list | None = None, prefix: str = "", label: str = "{}", library=None):
+    """One table row's value (:class:`Key`): read, recorded as used, converted, and its assumed line added when the
+    default stands in for an absent key; a refusal names the key as ``label`` formats it (``"--{}"`` for a
+    command-line option) unless the row names it; a :data:`FROM_LIBRARY` default is ``library(key)``, asked only
+    when the key is absent (a config that sets the key needs no library)."""
+    key = prefix + row.key
+    present = k.has(key)
+    default = row.default
+    if default is FROM_LIBRARY:
+        default = None if present else library(key)
+    convert = CONVERTERS[row.kind] if isinstance(row.kind, str) else row.kind
+    value = convert(k.get(key, default, row.to), row.label or label.format(key), row.choices)
+    if row.assumed and not present and assumed is not None:
+        assumed.append(row.assumed.format(value=value))
+    return value
+
+
+def read_table(k: Keys, table, assumed: list | None = None, prefix: str = "", label: str = "{}",
+               library=None) -> dict:
+    """{field: value} of every row of ``table``, read in the table's order (the order refusals and the used keys
+    keep)."""
+    return {row.field: read_key(k, row, assumed, prefix, label, library) for row in table}
+
+
 # NeMo-RL's resolvers, as nemo_rl/utils/config.py registers them (its configs write ${mul:a,b} and ${div:a,b})
 NEMO_RESOLVERS = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
                   "max": lambda a, b: max(a, b)}

@@ -32,8 +32,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model,
-                     resolve_refs, roles_of, two_sets)
+from .common import (Key, Keys, capped_response, finish, flatten, load_yaml, need_int, one_set, read_key, read_table,
+                     resolve_model, resolve_refs, roles_of, two_sets)
 
 NAME = "nemo-rl"
 NOTES = {"checkpointing.*": "checkpoints", "logger.*": "logging",
@@ -72,7 +72,47 @@ def load_with_defaults(path, depth: int = 0) -> dict:
     return _merge(merged, data)
 
 
-def import_config(path: str, **_):
+# ---- the key tables: (key, field, kind, default, what it sets); read in order by common.read_table ---------
+G = "policy.generation."
+BATCH = (Key("grpo.num_prompts_per_step", "prompts", "int", 32, "workload.prompts"),
+         Key("grpo.num_generations_per_prompt", "group", "int", 16, "workload.group_size"),
+         Key("policy.train_global_batch_size", "gbs", "int", 512, "samples per optimizer step -> minibatches"))
+TOTAL = Key("policy.max_total_sequence_length", "total", "int", 512, "prompt + response length")
+PRECISION = Key("policy.precision", "precision", "str", "bfloat16", "workload.precision", "nemo-rl policy.precision")
+MICRO = Key("policy.train_micro_batch_size", "micro_batch", "int", 4, "workload.micro_batch")
+PADDING = (Key("policy.sequence_packing.enabled", "packing", "bool", True, "workload.padding"),
+           Key("policy.dynamic_batching.enabled", "dynamic", "bool", False, "workload.padding"))
+BETA = Key("loss_fn.reference_policy_kl_penalty", "beta", "num", 0.01, "beta")
+MEGATRON_ON = Key("policy.megatron_cfg.enabled", "megatron", "bool", False, "training backend")
+CP = Key("context_parallel_size", "cp", "int", 1, "checked: 1")
+# the two training backends' layouts, under policy.megatron_cfg. and policy.dtensor_cfg.
+MEGATRON = (Key("pipeline_model_parallel_size", "pp", "int", 1,
+                "training pp (Megatron's 1F1B stages, resharded into the engine's tp)"),
+            Key("tensor_model_parallel_size", "tp", "int", 1, "training tp"),
+            Key("expert_model_parallel_size", "ep", "int", 1, "training ep (MoE experts split)"),
+            Key("optimizer.use_distributed_optimizer", "zero1", "bool", True, "ZeRO-1"),
+            Key("activation_checkpointing", "gradient_checkpointing", "bool", False, "workload.gradient_checkpointing"))
+DTENSOR = (Key("tensor_parallel_size", "tp", "int", 1, "training tp"),
+           Key("activation_checkpointing", "gradient_checkpointing", "bool", False, "workload.gradient_checkpointing"))
+BACKEND = Key("backend", "backend", "str", "vllm", "workload.engine", f"nemo-rl {G}backend")
+GEN_PP = Key("vllm_cfg.pipeline_parallel_size", "gen_pp", "int", 1, "checked: 1")
+ENGINE = (Key("vllm_cfg.tensor_parallel_size", "gen_tp", "int", 1, "generation tp"),
+          Key("vllm_cfg.gpu_memory_utilization", "memory_fraction", "num", 0.6, "the engine's memory share (KV cache)"))
+CLUSTER = (Key("cluster.gpus_per_node", "per_node", "int", 1, "GPUs per node"),
+           Key("cluster.num_nodes", "nodes", "int", 1, "nodes"))
+COLOCATED = Key(G + "colocated.enabled", "colocated", "bool", True, "placement")
+ASYNC = (Key("grpo.async_grpo.enabled", "on", "bool", False, "mode async"),
+         Key("grpo.async_grpo.max_trajectory_age_steps", "eta", "int", 1, "eta"))
+STALENESS = Key("async_rl.sampler.max_staleness_versions", "eta", "int0", 1, "eta (policy versions a sample may lag)")
+LC = "policy.dtensor_cfg.lora_cfg."
+LORA = (Key(LC + "enabled", "on", "bool", False, "LoRA"), Key(LC + "match_all_linear", "all", "bool", True, "lora.targets"),
+        Key(LC + "target_modules", "targets", "raw", None, "lora.targets"), Key(LC + "dim", "rank", "int", 8, "lora.rank"))
+
+
+# ---- derived values ---------------------------------------------------------------------------------------
+def _keys(path: str) -> Keys:
+    """The config's keys, its defaults merged under it; only what this file writes is sorted into ignored / unknown
+    (its bases' keys are NeMo-RL's own); refused: an SFT, DPO, RM, distillation or eval config."""
     raw = load_with_defaults(path)
     for other in ("sft", "dpo", "rm", "distillation", "eval"):
         if isinstance(raw.get(other), dict) and not isinstance(raw.get("grpo"), dict):
@@ -82,130 +122,138 @@ def import_config(path: str, **_):
     top = load_yaml(path, NAME)
     if "defaults" in top:
         flat["defaults"] = top["defaults"]
-    # only what this file writes is sorted into ignored / unknown (its bases' keys are NeMo-RL's own)
     k = Keys(NAME, flat, NOTES, written=list(flatten(top)))
     k.use("defaults", "the base config merged under this one")
-    assumed = []
-    model = resolve_model(k.get("policy.model_name", to="model"), "policy.model_name")
-    prompts = need_int(k.get("grpo.num_prompts_per_step", 32, "workload.prompts"), "grpo.num_prompts_per_step")
-    group = need_int(k.get("grpo.num_generations_per_prompt", 16, "workload.group_size"),
-                     "grpo.num_generations_per_prompt")
-    n = prompts * group
-    gbs = need_int(k.get("policy.train_global_batch_size", 512, "samples per optimizer step -> minibatches"),
-                   "policy.train_global_batch_size")
-    if n % gbs and gbs % n:
-        raise RlmLabError(f"nemo-rl policy.train_global_batch_size={gbs} must divide the {n} samples of a step "
+    return k
+
+
+def _workload(k: Keys, assumed: list) -> dict:
+    """The workload: batch, the prompt and the response sharing max_total_sequence_length, precision, padding."""
+    b = read_table(k, BATCH)
+    n = b["prompts"] * b["group"]
+    if n % b["gbs"] and b["gbs"] % n:
+        raise RlmLabError(f"nemo-rl policy.train_global_batch_size={b['gbs']} must divide the {n} samples of a step "
                           f"(num_prompts_per_step x num_generations_per_prompt)")
-    minibatches = max(1, n // gbs)
-    total = need_int(k.get("policy.max_total_sequence_length", 512, "prompt + response length"),
-                     "policy.max_total_sequence_length")
-    new = k.get("policy.generation.max_new_tokens", total, "response cap")
-    new = need_int(new, "policy.generation.max_new_tokens") if not isinstance(new, str) else total
+    total = read_key(k, TOTAL)
+    new = k.get(G + "max_new_tokens", total, "response cap")
+    new = need_int(new, G + "max_new_tokens") if not isinstance(new, str) else total
     if new < total:                       # the response cap leaves the rest of the sequence to the prompt
         prompt_len, resp = total - new, new
     else:                                 # the cap is the whole sequence: split it evenly
         prompt_len = max(1, total // 2)
         resp = max(1, total - prompt_len)
     assumed.append(f"prompt and response share max_total_sequence_length {total}: {prompt_len} + {resp}")
-    response = capped_response(resp, "policy.generation.max_new_tokens", assumed)
-    precision = need_str(k.get("policy.precision", "bfloat16", "workload.precision"), "nemo-rl policy.precision")
+    response = capped_response(resp, G + "max_new_tokens", assumed)
+    precision = read_key(k, PRECISION)
     if precision not in ("bfloat16", "float16", "float32"):
         raise RlmLabError(f"nemo-rl policy.precision={precision!r}: bfloat16, float16 or float32")
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
-          "minibatches": minibatches, "precision": "fp32" if precision == "float32" else "bf16-mixed",
-          "micro_batch": need_int(k.get("policy.train_micro_batch_size", 4, "workload.micro_batch"),
-                                  "policy.train_micro_batch_size")}
-    packing = need_bool(k.get("policy.sequence_packing.enabled", True, "workload.padding"),
-                        "policy.sequence_packing.enabled")
-    dyn = need_bool(k.get("policy.dynamic_batching.enabled", False, "workload.padding"),
-                    "policy.dynamic_batching.enabled")
-    wl["padding"] = "none" if packing or dyn else "batch"
-    beta = need_num(k.get("loss_fn.reference_policy_kl_penalty", 0.01, "beta"), "loss_fn.reference_policy_kl_penalty")
+    wl = {"prompts": b["prompts"], "group_size": b["group"], "prompt_len": prompt_len, "response": response,
+          "minibatches": max(1, n // b["gbs"]), "precision": "fp32" if precision == "float32" else "bf16-mixed",
+          "micro_batch": read_key(k, MICRO)}
+    pad = read_table(k, PADDING)
+    wl["padding"] = "none" if pad["packing"] or pad["dynamic"] else "batch"
+    return wl
 
-    megatron = need_bool(k.get("policy.megatron_cfg.enabled", False, "training backend"), "policy.megatron_cfg.enabled")
+
+def _training(k: Keys, wl: dict) -> tuple[bool, dict]:
+    """(Megatron or not, {tp, ep, pp, zero}) of the training backend; refused: context parallelism."""
+    megatron = read_key(k, MEGATRON_ON)
+    prefix = "policy.megatron_cfg." if megatron else "policy.dtensor_cfg."
+    if read_key(k, CP, prefix=prefix) > 1:
+        raise RlmLabError(f"nemo-rl {prefix}context_parallel_size={k.flat[prefix + 'context_parallel_size']}: context "
+                          f"parallelism is not modelled by the predictor")
     if megatron:
-        m = "policy.megatron_cfg."
-        if need_int(k.get(m + "context_parallel_size", 1, "checked: 1"), m + "context_parallel_size") > 1:
-            raise RlmLabError(f"nemo-rl {m}context_parallel_size={k.flat[m + 'context_parallel_size']}: context "
-                              f"parallelism is not modelled by the predictor")
-        pp = need_int(k.get(m + "pipeline_model_parallel_size", 1, "training pp (Megatron's 1F1B stages, resharded "
-                                                                  "into the engine's tp)"),
-                      m + "pipeline_model_parallel_size")
-        tp = need_int(k.get(m + "tensor_model_parallel_size", 1, "training tp"), m + "tensor_model_parallel_size")
-        ep = need_int(k.get(m + "expert_model_parallel_size", 1, "training ep (MoE experts split)"),
-                      m + "expert_model_parallel_size")
-        zero = 1 if need_bool(k.get(m + "optimizer.use_distributed_optimizer", True, "ZeRO-1"),
-                              m + "optimizer.use_distributed_optimizer") else 0
-        wl["gradient_checkpointing"] = need_bool(k.get(m + "activation_checkpointing", False,
-                                                       "workload.gradient_checkpointing"), m + "activation_checkpointing")
+        lay = read_table(k, MEGATRON, prefix=prefix)
+        lay["zero"] = 1 if lay.pop("zero1") else 0
     else:
-        d = "policy.dtensor_cfg."
-        if need_int(k.get(d + "context_parallel_size", 1, "checked: 1"), d + "context_parallel_size") > 1:
-            raise RlmLabError(f"nemo-rl {d}context_parallel_size={k.flat[d + 'context_parallel_size']}: context "
-                              f"parallelism is not modelled by the predictor")
-        tp = need_int(k.get(d + "tensor_parallel_size", 1, "training tp"), d + "tensor_parallel_size")
-        ep, pp = 1, 1
-        zero = 3
-        wl["gradient_checkpointing"] = need_bool(k.get(d + "activation_checkpointing", False,
-                                                       "workload.gradient_checkpointing"), d + "activation_checkpointing")
+        lay = read_table(k, DTENSOR, prefix=prefix) | {"ep": 1, "pp": 1, "zero": 3}
+    wl["gradient_checkpointing"] = lay.pop("gradient_checkpointing")
     off = "policy.dtensor_cfg.*" if megatron else "policy.megatron_cfg.*"
     k.notes = {off: f"unused: policy.megatron_cfg.enabled is {str(megatron).lower()}"} | k.notes
-    g = "policy.generation."
-    backend = need_str(k.get(g + "backend", "vllm", "workload.engine"), f"nemo-rl {g}backend")
+    return megatron, lay
+
+
+def _engine(k: Keys, wl: dict, assumed: list) -> tuple[dict, int]:
+    """(the engine's batch limit and memory share, generation tp); refused: pipeline-parallel generation."""
+    backend = read_key(k, BACKEND, prefix=G)
     if backend not in ("vllm", "sglang", "megatron"):
-        raise RlmLabError(f"nemo-rl {g}backend={backend!r}: vllm, sglang or megatron")
+        raise RlmLabError(f"nemo-rl {G}backend={backend!r}: vllm, sglang or megatron")
     wl["engine"] = "continuous"
-    if need_int(k.get(g + "vllm_cfg.pipeline_parallel_size", 1, "checked: 1"), g + "vllm_cfg.pipeline_parallel_size") > 1:
-        raise RlmLabError(f"nemo-rl {g}vllm_cfg.pipeline_parallel_size > 1: pipeline-parallel generation is not priced")
-    gen_tp = need_int(k.get(g + "vllm_cfg.tensor_parallel_size", 1, "generation tp"), g + "vllm_cfg.tensor_parallel_size")
-    engine = {"what": f"{backend} engine", "max_num_seqs": 256, "memory_fraction": need_num(
-        k.get(g + "vllm_cfg.gpu_memory_utilization", 0.6, "the engine's memory share (KV cache)"),
-        g + "vllm_cfg.gpu_memory_utilization")}
+    if read_key(k, GEN_PP, prefix=G) > 1:
+        raise RlmLabError(f"nemo-rl {G}vllm_cfg.pipeline_parallel_size > 1: pipeline-parallel generation is not priced")
+    e = read_table(k, ENGINE, prefix=G)
     assumed.append("vLLM's max_num_seqs default (256): NeMo-RL's base config does not set it")
-    per_node = need_int(k.get("cluster.gpus_per_node", 1, "GPUs per node"), "cluster.gpus_per_node")
-    nodes = need_int(k.get("cluster.num_nodes", 1, "nodes"), "cluster.num_nodes")
-    roles = roles_of("grpo", beta)
-    colocated = need_bool(k.get(g + "colocated.enabled", True, "placement"), g + "colocated.enabled")
-    r = g + "colocated.resources."
-    if colocated:
-        placement = one_set(roles, per_node * nodes, zero, gen_tp=gen_tp, tp=tp, ep=ep, assumed=assumed, pp=pp)
+    return {"what": f"{backend} engine", "max_num_seqs": 256, "memory_fraction": e["memory_fraction"]}, e["gen_tp"]
+
+
+def _split(k: Keys, per_node: int, nodes: int) -> tuple[int, int]:
+    """(generation GPUs, training GPUs) of non-colocated generation, as NeMo-RL asserts them."""
+    r = G + "colocated.resources."
+    rg, rn = k.get(r + "gpus_per_node", None, "rollout GPUs"), k.get(r + "num_nodes", None, "rollout nodes")
+    if nodes == 1:
+        if rg is None or need_int(rg, r + "gpus_per_node") >= per_node:
+            raise RlmLabError(f"nemo-rl {r}gpus_per_node must be set and below cluster.gpus_per_node={per_node} "
+                              f"on one node with non-colocated generation (NeMo-RL asserts it), got {rg!r}")
+        return rg, per_node - rg
+    if rn is None or rg != per_node:
+        raise RlmLabError(f"nemo-rl on {nodes} nodes with non-colocated generation needs {r}num_nodes set and "
+                          f"{r}gpus_per_node = cluster.gpus_per_node = {per_node} (NeMo-RL asserts it), got "
+                          f"num_nodes={rn!r}, gpus_per_node={rg!r}")
+    rn = need_int(rn, r + "num_nodes")
+    if rn >= nodes:
+        raise RlmLabError(f"nemo-rl {r}num_nodes={rn} leaves no node of {nodes} for training")
+    return rn * per_node, (nodes - rn) * per_node
+
+
+def _placement(k: Keys, roles, lay: dict, gen_tp: int, c: dict, assumed: list) -> dict:
+    """One set resharded into the engine's tp (colocated), or generation and training GPUs split."""
+    if read_key(k, COLOCATED):
+        placement = one_set(roles, c["per_node"] * c["nodes"], lay["zero"], gen_tp=gen_tp, tp=lay["tp"], ep=lay["ep"],
+                            assumed=assumed, pp=lay["pp"])
         for key in ("gpus_per_node", "num_nodes"):
-            k.use(r + key, "unused: generation colocated")
-    else:
-        rg, rn = k.get(r + "gpus_per_node", None, "rollout GPUs"), k.get(r + "num_nodes", None, "rollout nodes")
-        if nodes == 1:
-            if rg is None or need_int(rg, r + "gpus_per_node") >= per_node:
-                raise RlmLabError(f"nemo-rl {r}gpus_per_node must be set and below cluster.gpus_per_node={per_node} "
-                                  f"on one node with non-colocated generation (NeMo-RL asserts it), got {rg!r}")
-            rollout, train = rg, per_node - rg
-        else:
-            if rn is None or rg != per_node:
-                raise RlmLabError(f"nemo-rl on {nodes} nodes with non-colocated generation needs {r}num_nodes set and "
-                                  f"{r}gpus_per_node = cluster.gpus_per_node = {per_node} (NeMo-RL asserts it), got "
-                                  f"num_nodes={rn!r}, gpus_per_node={rg!r}")
-            rn = need_int(rn, r + "num_nodes")
-            if rn >= nodes:
-                raise RlmLabError(f"nemo-rl {r}num_nodes={rn} leaves no node of {nodes} for training")
-            rollout, train = rn * per_node, (nodes - rn) * per_node
-        placement = two_sets(roles, rollout, train, gen_tp, zero, tp, ep, pp)
-        assumed.append("weights sent to the generation GPUs (NCCL) after each step")
+            k.use(G + "colocated.resources." + key, "unused: generation colocated")
+        return placement
+    rollout, train = _split(k, c["per_node"], c["nodes"])
+    assumed.append("weights sent to the generation GPUs (NCCL) after each step")
+    return two_sets(roles, rollout, train, gen_tp, lay["zero"], lay["tp"], lay["ep"], lay["pp"])
+
+
+def _mode(k: Keys, assumed: list) -> tuple[str, int]:
+    """(mode, eta): async GRPO's max_trajectory_age_steps, or the single-controller path's windowed sampler (async_rl.*:
+    samples at most max_staleness_versions policy versions old)."""
     mode, eta = "sync", 0
-    if need_bool(k.get("grpo.async_grpo.enabled", False, "mode async"), "grpo.async_grpo.enabled"):
-        mode, eta = "async", need_int(k.get("grpo.async_grpo.max_trajectory_age_steps", 1, "eta"),
-                                      "grpo.async_grpo.max_trajectory_age_steps")
+    if read_key(k, ASYNC[0]):
+        mode, eta = "async", read_key(k, ASYNC[1])
     if any(key.startswith("async_rl.") for key in k.flat):
-        # the single-controller path (async_rl.*): a windowed sampler admits samples at most max_staleness_versions
-        # policy versions old
-        sk = "async_rl.sampler.max_staleness_versions"
-        eta = need_int(k.get(sk, 1, "eta (policy versions a sample may lag)"), sk, minimum=0)
+        eta = read_key(k, STALENESS)
         mode = "async" if eta > 0 else "sync"
-        assumed.append(f"NeMo-RL single-controller async_rl: async with eta {eta} ({sk})")
+        assumed.append(f"NeMo-RL single-controller async_rl: async with eta {eta} ({STALENESS.key})")
+    return mode, eta
+
+
+def _lora(k: Keys, megatron: bool) -> dict | None:
+    """DTensor's LoRA (``lora_cfg``): rank ``dim``, every linear layer or ``target_modules``."""
+    if megatron or not read_key(k, LORA[0]):
+        return None
+    targets = "all-linear" if read_key(k, LORA[1]) else read_key(k, LORA[2])
+    return {"rank": read_key(k, LORA[3]), "targets": targets}
+
+
+def import_config(path: str, **_):
+    k = _keys(path)
+    assumed = []
+    model = resolve_model(k.get("policy.model_name", to="model"), "policy.model_name")
+    wl = _workload(k, assumed)
+    beta = read_key(k, BETA)
+    megatron, lay = _training(k, wl)
+    engine, gen_tp = _engine(k, wl, assumed)
+    c = read_table(k, CLUSTER)
+    placement = _placement(k, roles_of("grpo", beta), lay, gen_tp, c, assumed)
+    mode, eta = _mode(k, assumed)
     cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
-           "cluster": {"devices": per_node * nodes, "kind": "gpu"}}
-    lc = "policy.dtensor_cfg.lora_cfg."
-    if not megatron and need_bool(k.get(lc + "enabled", False, "LoRA"), lc + "enabled"):
-        targets = "all-linear" if need_bool(k.get(lc + "match_all_linear", True, "lora.targets"),
-                                            lc + "match_all_linear") else k.get(lc + "target_modules", to="lora.targets")
-        cfg["lora"] = {"rank": need_int(k.get(lc + "dim", 8, "lora.rank"), lc + "dim"), "targets": targets}
+           "cluster": {"devices": c["per_node"] * c["nodes"], "kind": "gpu"}}
+    lora = _lora(k, megatron)
+    if lora:
+        cfg["lora"] = lora
     return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine,
                   prompt_cap="policy.max_total_sequence_length less the response cap")

@@ -45,20 +45,8 @@ import shlex
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (
-    Keys,
-    capped_response,
-    finish,
-    load_options,
-    mean_response,
-    need_bool,
-    need_int,
-    need_num,
-    need_str,
-    resolve_model,
-    roles_of,
-    set_dict,
-)
+from .common import (Key, Keys, capped_response, finish, load_options, mean_response, read_key, read_table, resolve_model,
+                     roles_of, set_dict, text_int, text_num)
 from .shell import commands
 
 NAME = "openrlhf"
@@ -181,24 +169,56 @@ def parse_args(text: str) -> dict:
     return out
 
 
-def _int(k: Keys, key: str, default: int, to: str, minimum: int = 1) -> int:
-    v = k.get(key, default, to)
-    try:
-        v = int(v) if not isinstance(v, bool) else v
-    except (TypeError, ValueError):
-        raise RlmLabError(f"openrlhf --{key} must be an integer, got {v!r}") from None
-    return need_int(v, f"--{key}", minimum)
+INT, INT0, NUM, FLAG = text_int(1, "openrlhf "), text_int(0, "openrlhf "), text_num("openrlhf "), "bool"
 
 
-def _float(k: Keys, key: str, default: float, to: str) -> float:
-    v = k.get(key, default, to)
-    try:
-        return need_num(float(v), f"--{key}")
-    except (TypeError, ValueError):
-        raise RlmLabError(f"openrlhf --{key} must be a number, got {v!r}") from None
+# ---- the key tables: (option, field, kind, default, what it sets); read in order, refusals name "--option" ----
+RING = Key("ds.ring_attn_size", "ring", INT, 1, "checked: 1 (no ring attention)")
+BATCH = (Key("rollout.batch_size", "prompts", INT, 1024, "workload.prompts"),
+         Key("rollout.n_samples_per_prompt", "group", INT, 1, "workload.group_size"),
+         Key("train.batch_size", "train_bs", INT, 128, "samples per optimizer step -> workload.minibatches"))
+MAX_LEN = Key("data.max_len", "max_len", INT, 2048, "prompt + response length")
+MAX_NEW = Key("rollout.max_new_tokens", "resp", INT, 0, "workload.response (fixed, the cap)")
+EPOCHS = Key("train.max_epochs", "epochs", INT, 1, "workload.epochs")
+OFFLOAD = tuple(Key(key, kind, FLAG, False, f"workload.offload {kind}") for key, kind in (
+    ("ds.adam_offload", "host_optimizer"), ("ref.offload", "frozen"), ("reward.offload", "frozen"),
+    ("ds.enable_sleep", "sleep")))
+ENGINE_SLEEP = Key("vllm.enable_sleep", "sleep", FLAG, False,
+                   "the engine's pool only while it generates (as the predictor prices it)")
+DYNAMIC = (Key("train.dynamic_batch_enable", "dynamic", FLAG, False, "micro-batches by tokens"),
+           Key("train.max_tokens_per_gpu", "tokens", INT, 16192, "workload.micro_batch = tokens / mean sequence length"))
+MICRO = Key("train.micro_batch_size", "micro_batch", INT, 1, "workload.micro_batch")
+DTYPE = Key("ds.param_dtype", "dtype", "str", "bf16", "workload.precision bf16-mixed", "openrlhf --ds.param_dtype")
+PACKING = Key("ds.packing_samples", "packing", FLAG, False, "workload.padding none")
+CHECKPOINTING = Key("actor.gradient_checkpointing_enable", "gc", FLAG, False, "workload.gradient_checkpointing")
+BETA = Key("algo.kl.init_coef", "beta", NUM, 0.01, "beta (0: no reference model)")
+LAYOUT = (Key("vllm.num_engines", "engines", INT0, 0, "vLLM engines"),
+          Key("vllm.tensor_parallel_size", "vtp", INT, 1, "generation tp"),
+          Key("ds.zero_stage", "zero", INT0, 2, "ZeRO stage of every trained model"),
+          Key("ds.tensor_parallel_size", "tp", INT, 1, "training tp"),
+          Key("train.colocate_all", "colocate_all", FLAG, False, "one set for every model"),
+          Key("train.async_enable", "async_on", FLAG, False, "mode async"))
+MEMORY_FRACTION = Key("vllm.gpu_memory_utilization", "memory_fraction", NUM, 0.95, "the engine's memory share (KV cache)")
+COLOCATE_REF = Key("train.colocate_actor_ref", "on", FLAG, False, "reference on the actor's set")
+COLOCATE_REWARD = Key("train.colocate_critic_reward", "on", FLAG, False, "reward on the critic's set")
+QUEUE = Key("train.async_queue_size", "eta", INT, 1, "eta (queued rollouts ahead of training)")
+LORA = (Key("ds.lora.rank", "rank", INT0, 0, "lora.rank"),
+        Key("ds.lora.target_modules", "targets", "raw", "all-linear", "lora.targets"))
 
 
-def import_config(arg: str, **_):
+def _read(k: Keys, row: Key):
+    return read_key(k, row, label="--{}")
+
+
+def _gpus(k: Keys, role: str) -> int:
+    what = f"{role} GPUs = num_nodes x num_gpus_per_node"
+    return _read(k, Key(f"{role}.num_nodes", "n", INT, 1, what)) * _read(k, Key(f"{role}.num_gpus_per_node", "g", INT,
+                                                                                 8, what))
+
+
+# ---- derived values ---------------------------------------------------------------------------------------
+def _arguments(arg: str) -> tuple[str, dict, list]:
+    """(source, parsed options, assumed lines): a file or a command line; pre-2026 names read as today's."""
     source = arg
     if not arg.lstrip().startswith("-") and Path(arg.strip()).is_file():
         source, arg = arg.strip(), args_from_file(arg.strip())
@@ -216,18 +236,25 @@ def import_config(arg: str, **_):
                 raise RlmLabError(f"openrlhf --prompt_max_len must be an integer, got {cap!r}") from None
             assumed.append(f"--prompt_max_len {cap} (pre-2026) read as --data.max_len {parsed['data.max_len']} = "
                            f"prompt cap + --rollout.max_new_tokens")
-    k = Keys(NAME, parsed, NOTES)
-    flag = lambda key, to: need_bool(k.get(key, False, to), f"--{key}")  # noqa: E731
+    return source, parsed, assumed
 
-    est = need_str(k.get("algo.advantage.estimator", "gae"), "openrlhf --algo.advantage.estimator")
+
+def _algorithm(k: Keys) -> tuple[str, str]:
+    """(estimator, the predictor's algorithm); refused: ring attention."""
+    est = read_key(k, Key("algo.advantage.estimator", "est", "str", "gae", label="openrlhf --algo.advantage.estimator"))
     if est not in ESTIMATORS:
         raise RlmLabError(f"openrlhf --algo.advantage.estimator {est!r}: one of {', '.join(ESTIMATORS)}")
     algo = ESTIMATORS[est]
     k.use("algo.advantage.estimator", f"algorithm {algo}")
-    if _int(k, "ds.ring_attn_size", 1, "checked: 1 (no ring attention)") > 1:
+    if _read(k, RING) > 1:
         raise RlmLabError(f"openrlhf --ds.ring_attn_size {k.flat['ds.ring_attn_size']}: ring attention (context "
                           f"parallelism, each sequence split over a ring of GPUs) is not modelled by the predictor "
                           f"(its sp is Ulysses only); predict with 1")
+    return est, algo
+
+
+def _models(k: Keys, est: str, algo: str, assumed: list) -> tuple[str, str | None, str | None, str]:
+    """(policy, critic, reward model, scoring): PPO's critic and reward as train_ppo_ray.py picks them."""
     if k.get("actor.model_name_or_path") is None:
         raise RlmLabError("openrlhf arguments need --actor.model_name_or_path (the policy model)")
     model = resolve_model(k.get("actor.model_name_or_path", to="model"), "--actor.model_name_or_path")
@@ -259,17 +286,14 @@ def import_config(arg: str, **_):
     if algo != "ppo" and rm_path is not None:
         raise RlmLabError(f"openrlhf --reward.model_name_or_path with --algo.advantage.estimator {est}: the "
                           f"predictor's {algo} scores with a rule; only PPO (gae) places a reward model")
+    return model, critic, reward, scoring
 
-    prompts = _int(k, "rollout.batch_size", 1024, "workload.prompts")
-    group = _int(k, "rollout.n_samples_per_prompt", 1, "workload.group_size")
-    n = prompts * group
-    train_bs = _int(k, "train.batch_size", 128, "samples per optimizer step -> workload.minibatches")
-    if n % train_bs:
-        raise RlmLabError(f"openrlhf --train.batch_size {train_bs} must divide the {n} samples of a rollout "
-                          f"(--rollout.batch_size x --rollout.n_samples_per_prompt)")
-    max_len = _int(k, "data.max_len", 2048, "prompt + response length")
-    if k.has("rollout.max_new_tokens"):
-        resp = _int(k, "rollout.max_new_tokens", 0, "workload.response (fixed, the cap)")
+
+def _lengths(k: Keys, assumed: list) -> tuple[int, object]:
+    """(prompt length, response): --data.max_len less --rollout.max_new_tokens, or split evenly."""
+    max_len = _read(k, MAX_LEN)
+    if k.has(MAX_NEW.key):
+        resp = _read(k, MAX_NEW)
         if resp >= max_len:
             raise RlmLabError(f"openrlhf --rollout.max_new_tokens {resp} leaves no room for a prompt in --data.max_len "
                               f"{max_len} (prompt + response)")
@@ -277,114 +301,144 @@ def import_config(arg: str, **_):
     else:
         prompt_len = resp = max(1, max_len // 2)
         assumed.append(f"prompt and response split --data.max_len {max_len} evenly ({prompt_len} + {resp})")
-    response = capped_response(resp, "--rollout.max_new_tokens" if k.has("rollout.max_new_tokens") else
+    response = capped_response(resp, "--rollout.max_new_tokens" if k.has(MAX_NEW.key) else
                                "--data.max_len (half of it)", assumed)
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
-          "minibatches": n // train_bs, "epochs": _int(k, "train.max_epochs", 1, "workload.epochs"),
-          "precision": "bf16-mixed", "logprob_chunk": LOGPROB_CHUNK}
-    offload = [kind for key, kind in (("ds.adam_offload", "host_optimizer"), ("ref.offload", "frozen"),
-                                      ("reward.offload", "frozen"), ("ds.enable_sleep", "sleep"))
-               if flag(key, f"workload.offload {kind}") or k.use(key, "false")]
+    return prompt_len, response
+
+
+def _workload(k: Keys, assumed: list) -> dict:
+    """The workload: batch, lengths, epochs, offload, micro-batch, padding, gradient checkpointing."""
+    b = read_table(k, BATCH, label="--{}")
+    n = b["prompts"] * b["group"]
+    if n % b["train_bs"]:
+        raise RlmLabError(f"openrlhf --train.batch_size {b['train_bs']} must divide the {n} samples of a rollout "
+                          f"(--rollout.batch_size x --rollout.n_samples_per_prompt)")
+    prompt_len, response = _lengths(k, assumed)
+    wl = {"prompts": b["prompts"], "group_size": b["group"], "prompt_len": prompt_len, "response": response,
+          "minibatches": n // b["train_bs"], "epochs": _read(k, EPOCHS), "precision": "bf16-mixed",
+          "logprob_chunk": LOGPROB_CHUNK}
+    offload = [row.field for row in OFFLOAD if _read(k, row) or k.use(row.key, "false")]
     if offload:
         wl["offload"] = sorted(set(offload))
         if "frozen" in offload and not (k.flat.get("ref.offload") and k.flat.get("reward.offload")):
             assumed.append("--ref.offload or --reward.offload: both frozen models priced as offloaded")
-    flag("vllm.enable_sleep", "the engine's pool only while it generates (as the predictor prices it)")
-    if flag("train.dynamic_batch_enable", "micro-batches by tokens"):
-        tokens = _int(k, "train.max_tokens_per_gpu", 16192, "workload.micro_batch = tokens / mean sequence length")
-        wl["micro_batch"] = max(1, int(tokens // (prompt_len + mean_response(response))))
+    _read(k, ENGINE_SLEEP)
+    if _read(k, DYNAMIC[0]):
+        wl["micro_batch"] = max(1, int(_read(k, DYNAMIC[1]) // (prompt_len + mean_response(response))))
     else:
-        wl["micro_batch"] = _int(k, "train.micro_batch_size", 1, "workload.micro_batch")
-    dtype = need_str(k.get("ds.param_dtype", "bf16", "workload.precision bf16-mixed"), "openrlhf --ds.param_dtype")
-    if dtype not in ("bf16", "fp16"):
-        raise RlmLabError(f"openrlhf --ds.param_dtype {dtype!r}: bf16 or fp16")
-    if flag("ds.packing_samples", "workload.padding none") or k.flat.get("train.dynamic_batch_enable") is True:
+        wl["micro_batch"] = _read(k, MICRO)
+    if read_key(k, DTYPE) not in ("bf16", "fp16"):
+        raise RlmLabError(f"openrlhf --ds.param_dtype {k.flat['ds.param_dtype']!r}: bf16 or fp16")
+    if _read(k, PACKING) or k.flat.get("train.dynamic_batch_enable") is True:
         wl["padding"] = "none"
-    wl["gradient_checkpointing"] = flag("actor.gradient_checkpointing_enable", "workload.gradient_checkpointing")
-    beta = _float(k, "algo.kl.init_coef", 0.01, "beta (0: no reference model)")
+    wl["gradient_checkpointing"] = _read(k, CHECKPOINTING)
+    return wl
 
-    def gpus(role):
-        return _int(k, f"{role}.num_nodes", 1, f"{role} GPUs = num_nodes x num_gpus_per_node") * _int(k, f"{role}.num_gpus_per_node", 8,
-                                                                         f"{role} GPUs = num_nodes x num_gpus_per_node")
-    engines = _int(k, "vllm.num_engines", 0, "vLLM engines", minimum=0)
-    vtp = _int(k, "vllm.tensor_parallel_size", 1, "generation tp")
-    zero = _int(k, "ds.zero_stage", 2, "ZeRO stage of every trained model", minimum=0)
-    tp = _int(k, "ds.tensor_parallel_size", 1, "training tp")
-    colocate_all = flag("train.colocate_all", "one set for every model")
-    async_on = flag("train.async_enable", "mode async")
-    roles = roles_of(algo, beta, scoring)
+
+def _engine(k: Keys, wl: dict, engines: int, assumed: list) -> dict | None:
+    """The vLLM engines' batch limit and memory share, or none (the actor generates)."""
+    if not engines:
+        assumed.append("no vLLM engines (--vllm.num_engines 0): the actor generates (static batching)")
+        return None
+    wl["engine"] = "continuous"
+    engine = {"what": "vLLM engine", "max_num_seqs": VLLM_MAX_NUM_SEQS, "memory_fraction": _read(k, MEMORY_FRACTION)}
+    assumed.append(f"vLLM's max_num_seqs default ({VLLM_MAX_NUM_SEQS}): OpenRLHF does not set it")
+    return engine
+
+
+def _colocated_all(k: Keys, roles, lay: dict, actor_devices: int, add, sets, where, assumed: list) -> dict:
+    """--train.colocate_all without async: every model on the actor's GPUs (the hybrid engine under ZeRO-3)."""
+    engines, vtp, zero, tp = lay["engines"], lay["vtp"], lay["zero"], lay["tp"]
+    if engines and engines * vtp != actor_devices:
+        raise RlmLabError(f"openrlhf --train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size "
+                          f"({engines} x {vtp}) = the actor's {actor_devices} GPUs (as OpenRLHF asserts)")
+    if zero == 3 and tp == 1:
+        add("all", actor_devices, roles, zero=3, gen_tp=vtp if vtp > 1 else 0)
+        placement = {"name": "hybrid", "sets": sets, "roles": where, "sync": "none", "reshard": True}
+        assumed.append("hybrid engine: the vLLM copy is priced as the ZeRO-3 actor gathered into generation "
+                       "tp (HybridFlow's reshard, arXiv 2409.19256 Sec. 5.4)")
+    else:
+        add("all", actor_devices, roles, tp=tp, zero=zero)
+        placement = {"name": "colocated", "sets": sets, "roles": where, "sync": "none", "reshard": False}
+        if vtp > 1:
+            assumed.append(f"colocated with ZeRO-{zero}: generation priced at the training layout, not vLLM tp {vtp}")
+    for r in ("ref", "critic", "reward"):
+        k.use(f"{r}.num_gpus_per_node", "on the actor's GPUs (colocate_all)")
+        k.use(f"{r}.num_nodes", "on the actor's GPUs (colocate_all)")
+    return placement
+
+
+def _placement(k: Keys, roles, algo: str, scoring: str, lay: dict, assumed: list) -> dict:
+    """The sets: one (colocate_all), or the vLLM engines, the actor (with what is colocated on it), the reference,
+    the critic and the reward model on GPUs of their own."""
     sets, where = [], {}
 
     def add(name, devices, roles_here, **kw):
         sets.append(set_dict(name, devices, key=f"openrlhf {name} GPUs", **kw))
         where.update({r: name for r in roles_here})
 
-    engine = None
+    engines, vtp, zero, tp, colocate_all = lay["engines"], lay["vtp"], lay["zero"], lay["tp"], lay["colocate_all"]
+    actor_devices = _gpus(k, "actor")
+    if colocate_all and not lay["async_on"]:
+        return _colocated_all(k, roles, lay, actor_devices, add, sets, where, assumed)
     if engines:
-        wl["engine"] = "continuous"
-        engine = {"what": "vLLM engine", "max_num_seqs": VLLM_MAX_NUM_SEQS, "memory_fraction": _float(
-            k, "vllm.gpu_memory_utilization", 0.95, "the engine's memory share (KV cache)")}
-        assumed.append(f"vLLM's max_num_seqs default ({VLLM_MAX_NUM_SEQS}): OpenRLHF does not set it")
-    else:
-        assumed.append("no vLLM engines (--vllm.num_engines 0): the actor generates (static batching)")
-    actor_devices = gpus("actor")
-    if colocate_all and not async_on:
-        if engines and engines * vtp != actor_devices:
-            raise RlmLabError(f"openrlhf --train.colocate_all needs --vllm.num_engines x --vllm.tensor_parallel_size "
-                              f"({engines} x {vtp}) = the actor's {actor_devices} GPUs (as OpenRLHF asserts)")
-        if zero == 3 and tp == 1:
-            add("all", actor_devices, roles, zero=3, gen_tp=vtp if vtp > 1 else 0)
-            placement = {"name": "hybrid", "sets": sets, "roles": where, "sync": "none", "reshard": True}
-            assumed.append("hybrid engine: the vLLM copy is priced as the ZeRO-3 actor gathered into generation "
-                           "tp (HybridFlow's reshard, arXiv 2409.19256 Sec. 5.4)")
+        add("rollout", engines * vtp, ("rollout",), tp=vtp)
+    trainer_roles = ["actor"] + ([] if engines else ["rollout"])
+    if "reference" in roles and (colocate_all or _read(k, COLOCATE_REF)):
+        trainer_roles.append("reference")
+    if colocate_all and algo == "ppo":
+        trainer_roles += [r for r in ("critic", "reward") if r in roles]
+    add("actor", actor_devices, trainer_roles, tp=tp, zero=zero)
+    if "reference" in roles and "reference" not in trainer_roles:
+        add("ref", _gpus(k, "ref"), ("reference",), tp=tp)
+    if algo == "ppo" and "critic" not in trainer_roles and scoring == "rule":
+        add("critic", _gpus(k, "critic"), ("critic",), tp=tp, zero=zero)
+    elif algo == "ppo" and "critic" not in trainer_roles:
+        if _read(k, COLOCATE_REWARD):
+            add("critic", _gpus(k, "critic"), ("critic", "reward"), tp=tp, zero=zero)
         else:
-            add("all", actor_devices, roles, tp=tp, zero=zero)
-            placement = {"name": "colocated", "sets": sets, "roles": where, "sync": "none", "reshard": False}
-            if vtp > 1:
-                assumed.append(f"colocated with ZeRO-{zero}: generation priced at the training layout, not vLLM tp {vtp}")
-        for r in ("ref", "critic", "reward"):
-            k.use(f"{r}.num_gpus_per_node", "on the actor's GPUs (colocate_all)")
-            k.use(f"{r}.num_nodes", "on the actor's GPUs (colocate_all)")
-    else:
-        if engines:
-            add("rollout", engines * vtp, ("rollout",), tp=vtp)
-        trainer_roles = ["actor"] + ([] if engines else ["rollout"])
-        if "reference" in roles and (colocate_all or flag("train.colocate_actor_ref", "reference on the actor's set")):
-            trainer_roles.append("reference")
-        if colocate_all and algo == "ppo":
-            trainer_roles += [r for r in ("critic", "reward") if r in roles]
-        add("actor", actor_devices, trainer_roles, tp=tp, zero=zero)
-        if "reference" in roles and "reference" not in trainer_roles:
-            add("ref", gpus("ref"), ("reference",), tp=tp)
-        if algo == "ppo" and "critic" not in trainer_roles and scoring == "rule":
-            add("critic", gpus("critic"), ("critic",), tp=tp, zero=zero)
-        elif algo == "ppo" and "critic" not in trainer_roles:
-            if flag("train.colocate_critic_reward", "reward on the critic's set"):
-                add("critic", gpus("critic"), ("critic", "reward"), tp=tp, zero=zero)
-            else:
-                add("critic", gpus("critic"), ("critic",), tp=tp, zero=zero)
-                add("reward", gpus("reward"), ("reward",), tp=tp)
-        placement = {"name": "openrlhf", "sets": sets, "roles": where,
-                     "sync": "collective" if engines else "none", "reshard": False}
-        if engines:
-            assumed.append("weights broadcast (NCCL) from the actor to the vLLM engines after each update")
-    mode, eta = "sync", 0
-    if async_on:
-        mode, eta = "async", _int(k, "train.async_queue_size", 1, "eta (queued rollouts ahead of training)")
+            add("critic", _gpus(k, "critic"), ("critic",), tp=tp, zero=zero)
+            add("reward", _gpus(k, "reward"), ("reward",), tp=tp)
+    if engines:
+        assumed.append("weights broadcast (NCCL) from the actor to the vLLM engines after each update")
+    return {"name": "openrlhf", "sets": sets, "roles": where, "sync": "collective" if engines else "none",
+            "reshard": False}
+
+
+def _lora(k: Keys, where: dict) -> dict | None:
+    """LoRA's rank and targets; refused: the reference on GPUs of its own (LoRA's reference is the actor)."""
+    rank = _read(k, LORA[0])
+    if rank and "reference" in where and where["reference"] != where["actor"]:
+        raise RlmLabError("openrlhf --ds.lora.rank with the reference on GPUs of its own: the predictor prices LoRA's "
+                          "reference as the actor with its adapter disabled; add --train.colocate_actor_ref")
+    if not rank:
+        return None
+    targets = _read(k, LORA[1])
+    return {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}
+
+
+def import_config(arg: str, **_):
+    source, parsed, assumed = _arguments(arg)
+    k = Keys(NAME, parsed, NOTES)
+    est, algo = _algorithm(k)
+    model, critic, reward, scoring = _models(k, est, algo, assumed)
+    wl = _workload(k, assumed)
+    beta = _read(k, BETA)
+    lay = read_table(k, LAYOUT, label="--{}")
+    roles = roles_of(algo, beta, scoring)
+    engine = _engine(k, wl, lay["engines"], assumed)
+    placement = _placement(k, roles, algo, scoring, lay, assumed)
+    mode, eta = ("async", _read(k, QUEUE)) if lay["async_on"] else ("sync", 0)
     cfg = {"model": model, "algorithm": algo, "beta": beta, "workload": wl, "placement": placement,
-           "cluster": {"devices": sum(s["devices"] for s in sets), "kind": "gpu"}}
+           "cluster": {"devices": sum(s["devices"] for s in placement["sets"]), "kind": "gpu"}}
     if critic:
         cfg["critic"] = critic
     if reward:
         cfg["reward_model"] = reward
     if scoring == "rule":
         cfg["reward"] = "rule"
-    rank = _int(k, "ds.lora.rank", 0, "lora.rank", minimum=0)
-    if rank and "reference" in where and where["reference"] != where["actor"]:
-        raise RlmLabError("openrlhf --ds.lora.rank with the reference on GPUs of its own: the predictor prices LoRA's "
-                          "reference as the actor with its adapter disabled; add --train.colocate_actor_ref")
-    if rank:
-        targets = k.get("ds.lora.target_modules", "all-linear", "lora.targets")
-        cfg["lora"] = {"rank": rank, "targets": targets if targets != ["all-linear"] else "all-linear"}
-    cap = "--data.max_len - --rollout.max_new_tokens" if k.has("rollout.max_new_tokens") else None
+    lora = _lora(k, placement["roles"])
+    if lora:
+        cfg["lora"] = lora
+    cap = "--data.max_len - --rollout.max_new_tokens" if k.has(MAX_NEW.key) else None
     return finish(NAME, source, k, cfg, mode, eta, assumed, engine=engine, prompt_cap=cap)

@@ -23,11 +23,12 @@ asserted off): mode one_step_off, eta 1. slime's fully asynchronous example (exa
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from ...errors import RlmLabError
-from .common import (Keys, capped_response, finish, load_options, mean_response, need_int, need_num, resolve_model,
-                     roles_of, set_dict)
+from .common import (Key, Keys, capped_response, finish, load_options, mean_response, read_key, resolve_model, roles_of,
+                     set_dict, text_int, text_num)
 from .shell import commands
 
 NAME = "slime"
@@ -87,41 +88,58 @@ def parse(words: list[str]) -> dict:
     return out
 
 
-def _int(k: Keys, key: str, default, to: str, minimum: int = 1) -> int:
-    v = k.get(key, default, to)
-    try:
-        v = int(v) if not isinstance(v, bool) else v
-    except (TypeError, ValueError):
-        raise RlmLabError(f"slime --{key} must be an integer, got {v!r}") from None
-    return need_int(v, f"slime --{key}", minimum)
+# ---- the key tables: (option, field, kind, default, what it sets); read in order, refusals name "slime --option" --
+INT, NUM, TEXT, RAW = text_int(1), text_num(), (lambda v, _label, _choices: str(v)), "raw"
+CP = Key("context-parallel-size", "cp", INT, 1, "checked: 1")
+PP = Key("pipeline-model-parallel-size", "pp", INT, 1, "training pp (Megatron's 1F1B stages)")
+ESTIMATOR = Key("advantage-estimator", "est", TEXT, "grpo", "algorithm")
+KL = (Key("use-kl-loss", "kl_loss", RAW, False, "the reference model is loaded"),
+      Key("kl-loss-coef", "beta", NUM, 0.0, "beta"), Key("kl-coef", "beta", NUM, 0.0, "beta"))
+BATCH = (Key("rollout-batch-size", "prompts", INT, None, "workload.prompts"),
+         Key("n-samples-per-prompt", "group", INT, 1, "workload.group_size"))
+GLOBAL_BATCH = Key("global-batch-size", "gbs", INT, None, "samples per optimizer step -> workload.minibatches")
+RESPONSE = Key("rollout-max-response-len", "cap", INT, None, "workload.response (the cap's assumed distribution)")
+PROMPT = Key("rollout-max-prompt-len", "prompt_len", INT, DEFAULT_PROMPT, "workload.prompt_len (the cap)",
+             assumed=f"prompts of {DEFAULT_PROMPT} tokens (slime's script sets no --rollout-max-prompt-len; pass "
+                     f"--prompt-len)")
+DYNAMIC = (Key("use-dynamic-batch-size", "dynamic", RAW, False, "micro-batches by tokens"),
+           Key("max-tokens-per-gpu", "tokens", INT, None, "workload.micro_batch = tokens / mean sequence length"))
+MICRO = Key("micro-batch-size", "micro_batch", INT, 1, "workload.micro_batch")
+RECOMPUTE = Key("recompute-granularity", "granularity", RAW, None, "workload.gradient_checkpointing")
+TRAINING = (Key("tensor-model-parallel-size", "tp", INT, 1, "training tp"),
+            Key("expert-model-parallel-size", "ep", INT, 1, "training ep"))
+DEVICES = (Key("actor-num-nodes", "nodes", INT, 1, "trainer GPUs = nodes x GPUs per node"),
+           Key("actor-num-gpus-per-node", "per_node", INT, 8, "trainer GPUs = nodes x GPUs per node"),
+           Key("rollout-num-gpus-per-engine", "gen_tp", INT, 1, "generation tp (GPUs per SGLang engine)"),
+           Key("sglang-mem-fraction-static", "memory_fraction", NUM, 0.9, "the engine's memory share (KV cache)"))
+COLOCATE = Key("colocate", "colocate", RAW, False, "the engines on the trainer's GPUs (offloaded in turn)")
+ROLLOUT_GPUS = Key("rollout-num-gpus", "rollout", INT, None, "the engines' GPUs (a set of their own)")
 
 
-def _float(k: Keys, key: str, default: float, to: str) -> float:
-    v = k.get(key, default, to)
-    try:
-        return need_num(float(v), f"slime --{key}")
-    except (TypeError, ValueError):
-        raise RlmLabError(f"slime --{key} must be a number, got {v!r}") from None
+def _read(k: Keys, row: Key, assumed: list | None = None):
+    return read_key(k, row, assumed, label="slime --{}")
 
 
-def import_config(arg: str, **_):
+# ---- derived values ---------------------------------------------------------------------------------------
+def _words(arg: str) -> tuple[str, list, str]:
+    """(source, the words after train.py, which main runs): a command line or a run script."""
     arg = arg.strip()
-    if arg.startswith("-"):
-        source, main = "arguments", "train.py"
-        try:
-            words = shlex.split(arg, comments=True)
-        except ValueError as e:
-            raise RlmLabError(f"slime arguments do not split as a shell line ({e})") from None
-    else:
-        source = arg
+    if not arg.startswith("-"):
         words, main = words_from_script(arg)
-    k = Keys(NAME, parse(words), NOTES)
-    assumed: list[str] = []
-    if _int(k, "context-parallel-size", 1, "checked: 1") > 1:
+        return arg, words, main
+    try:
+        return "arguments", shlex.split(arg, comments=True), "train.py"
+    except ValueError as e:
+        raise RlmLabError(f"slime arguments do not split as a shell line ({e})") from None
+
+
+def _algorithm(k: Keys, assumed: list) -> tuple[int, str, str]:
+    """(pp, algorithm, scoring); refused: context parallelism, an estimator with no predictor algorithm."""
+    if _read(k, CP) > 1:
         raise RlmLabError(f"slime --context-parallel-size {k.flat['context-parallel-size']}: context parallelism is "
                           f"not modelled by the predictor")
-    pp = _int(k, "pipeline-model-parallel-size", 1, "training pp (Megatron's 1F1B stages)")
-    est = str(k.get("advantage-estimator", "grpo", "algorithm"))
+    pp = _read(k, PP)
+    est = _read(k, ESTIMATOR)
     if est not in ESTIMATORS and est != "ppo":
         raise RlmLabError(f"slime --advantage-estimator {est!r} has no predictor algorithm; known: "
                           f"{', '.join([*ESTIMATORS, 'ppo'])}")
@@ -131,73 +149,86 @@ def import_config(arg: str, **_):
     if scoring == "rule":
         assumed.append("slime PPO: the critic on the actor's GPUs with the actor's shape, a rule reward (no reward "
                        "model); slime offloads each trainer while the other runs, priced as both resident")
-    if k.get("hf-checkpoint") is None:
-        raise RlmLabError("slime arguments need --hf-checkpoint (the policy model's Hugging Face checkpoint)")
-    model = resolve_model(Path(str(k.get("hf-checkpoint", to="model (its folder's name)"))).name, "--hf-checkpoint")
-    kl_loss = k.get("use-kl-loss", False, "the reference model is loaded") is True
-    beta = _float(k, "kl-loss-coef", 0.0, "beta") or _float(k, "kl-coef", 0.0, "beta")
+    return pp, algo, scoring
+
+
+def _beta(k: Keys, assumed: list) -> float | None:
+    """--kl-loss-coef, else --kl-coef; None (the predictor's default beta) when --use-kl-loss keeps a zero-coefficient
+    reference (slime's validate_args loads and scores it)."""
+    kl_loss = _read(k, KL[0]) is True
+    beta = _read(k, KL[1]) or _read(k, KL[2])
     if kl_loss and beta == 0:
-        beta = None      # the predictor's default beta: the reference is scored each step
         assumed.append("--use-kl-loss with a zero coefficient: slime still loads and scores the reference model "
                        "(validate_args), so it is priced")
+        return None
+    return beta
 
-    prompts = _int(k, "rollout-batch-size", None, "workload.prompts")
-    group = _int(k, "n-samples-per-prompt", 1, "workload.group_size")
-    n = prompts * group
-    gbs = _int(k, "global-batch-size", n, "samples per optimizer step -> workload.minibatches")
+
+def _workload(k: Keys, assumed: list) -> tuple[dict, int]:
+    """(workload, samples of a rollout): batch, caps, micro-batches, activation checkpointing."""
+    b = {row.field: _read(k, row) for row in BATCH}
+    n = b["prompts"] * b["group"]
+    gbs = _read(k, replace(GLOBAL_BATCH, default=n))
     if n % gbs:
         raise RlmLabError(f"slime --global-batch-size {gbs} must divide the {n} samples of a rollout "
                           f"(--rollout-batch-size x --n-samples-per-prompt)")
     if k.get("rollout-max-response-len") is None:
         raise RlmLabError("slime arguments need --rollout-max-response-len (the response cap the predictor prices)")
-    cap = _int(k, "rollout-max-response-len", None, "workload.response (the cap's assumed distribution)")
-    response = capped_response(cap, "--rollout-max-response-len", assumed)
-    prompt_len = _int(k, "rollout-max-prompt-len", DEFAULT_PROMPT, "workload.prompt_len (the cap)")
-    if not k.has("rollout-max-prompt-len"):
-        assumed.append(f"prompts of {DEFAULT_PROMPT} tokens (slime's script sets no --rollout-max-prompt-len; pass "
-                       f"--prompt-len)")
-    wl = {"prompts": prompts, "group_size": group, "prompt_len": prompt_len, "response": response,
+    response = capped_response(_read(k, RESPONSE), "--rollout-max-response-len", assumed)
+    prompt_len = _read(k, PROMPT, assumed)
+    wl = {"prompts": b["prompts"], "group_size": b["group"], "prompt_len": prompt_len, "response": response,
           "minibatches": n // gbs, "epochs": 1, "precision": "bf16-mixed", "engine": "continuous"}
     assumed.append("bf16 mixed precision (slime's scripts pass --bf16 in the model arguments they source)")
-    if k.get("use-dynamic-batch-size", False, "micro-batches by tokens") is True:
-        tokens = _int(k, "max-tokens-per-gpu", None, "workload.micro_batch = tokens / mean sequence length")
+    if _read(k, DYNAMIC[0]) is True:
+        tokens = _read(k, DYNAMIC[1])
         wl["micro_batch"], wl["padding"] = max(1, int(tokens // (prompt_len + mean_response(response)))), "none"
     else:
-        wl["micro_batch"] = _int(k, "micro-batch-size", 1, "workload.micro_batch")
-    granularity = k.get("recompute-granularity", None, "workload.gradient_checkpointing")
-    wl["gradient_checkpointing"] = granularity in ("full", "selective")
+        wl["micro_batch"] = _read(k, MICRO)
+    wl["gradient_checkpointing"] = _read(k, RECOMPUTE) in ("full", "selective")
+    return wl, n
 
-    tp = _int(k, "tensor-model-parallel-size", 1, "training tp")
-    ep = _int(k, "expert-model-parallel-size", 1, "training ep")
-    k.use("sequence-parallel", "with tp: activations split over the tp ranks (priced with tp)")
-    k.use("expert-tensor-parallel-size", "checked: experts' tp")
-    devices = (_int(k, "actor-num-nodes", 1, "trainer GPUs = nodes x GPUs per node")
-               * _int(k, "actor-num-gpus-per-node", 8, "trainer GPUs = nodes x GPUs per node"))
-    gen_tp = _int(k, "rollout-num-gpus-per-engine", 1, "generation tp (GPUs per SGLang engine)")
-    engine = {"what": "SGLang engine", "memory_fraction": _float(
-        k, "sglang-mem-fraction-static", 0.9, "the engine's memory share (KV cache)")}
-    roles = roles_of(algo, beta, scoring)
-    if k.get("colocate", False, "the engines on the trainer's GPUs (offloaded in turn)") is True:
+
+def _placement(k: Keys, roles, lay: dict, pp: int, wl: dict, assumed: list) -> dict:
+    """The SGLang engines on the trainer's GPUs (--colocate, offloaded in turn) or on --rollout-num-gpus of their own."""
+    tp, ep, gen_tp, devices = lay["tp"], lay["ep"], lay["gen_tp"], lay["nodes"] * lay["per_node"]
+    if _read(k, COLOCATE) is True:
         if gen_tp != tp and pp == 1:
             assumed.append(f"generation priced at the training layout (tp {tp}), not the engines' tp {gen_tp}: the "
                            f"predictor reshards only a ZeRO-3 (FSDP) or pipeline-parallel trainer")
         wl["offload"] = ["sleep"]
-        placement = {"name": "colocated",
-                     "sets": [set_dict("all", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp,
-                                       gen_tp=gen_tp if pp > 1 and gen_tp > 1 else 0)],
-                     "roles": {r: "all" for r in roles}, "sync": "none", "reshard": pp > 1}
-    else:
-        if k.get("rollout-num-gpus") is None:
-            raise RlmLabError("slime without --colocate needs --rollout-num-gpus (the SGLang engines' own GPUs)")
-        rollout = _int(k, "rollout-num-gpus", None, "the engines' GPUs (a set of their own)")
-        placement = {"name": "disaggregated",
-                     "sets": [set_dict("rollout", rollout, tp=gen_tp, key="slime --rollout-num-gpus"),
-                              set_dict("train", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp)],
-                     "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
-                     "reshard": False}
-        assumed.append("weights broadcast (NCCL) from the trainer to the SGLang engines after each update")
-    replicas = max(1, placement["sets"][0]["devices"] // gen_tp)
-    engine["max_num_seqs"] = -(-n // replicas)
+        return {"name": "colocated",
+                "sets": [set_dict("all", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp,
+                                  gen_tp=gen_tp if pp > 1 and gen_tp > 1 else 0)],
+                "roles": {r: "all" for r in roles}, "sync": "none", "reshard": pp > 1}
+    if k.get("rollout-num-gpus") is None:
+        raise RlmLabError("slime without --colocate needs --rollout-num-gpus (the SGLang engines' own GPUs)")
+    rollout = _read(k, ROLLOUT_GPUS)
+    placement = {"name": "disaggregated",
+                 "sets": [set_dict("rollout", rollout, tp=gen_tp, key="slime --rollout-num-gpus"),
+                          set_dict("train", devices, tp=tp, ep=ep, key="slime trainer GPUs", pp=pp)],
+                 "roles": {r: ("rollout" if r == "rollout" else "train") for r in roles}, "sync": "collective",
+                 "reshard": False}
+    assumed.append("weights broadcast (NCCL) from the trainer to the SGLang engines after each update")
+    return placement
+
+
+def import_config(arg: str, **_):
+    source, words, main = _words(arg)
+    k = Keys(NAME, parse(words), NOTES)
+    assumed: list[str] = []
+    pp, algo, scoring = _algorithm(k, assumed)
+    if k.get("hf-checkpoint") is None:
+        raise RlmLabError("slime arguments need --hf-checkpoint (the policy model's Hugging Face checkpoint)")
+    model = resolve_model(Path(str(k.get("hf-checkpoint", to="model (its folder's name)"))).name, "--hf-checkpoint")
+    beta = _beta(k, assumed)
+    wl, n = _workload(k, assumed)
+    lay = {row.field: _read(k, row) for row in TRAINING}
+    k.use("sequence-parallel", "with tp: activations split over the tp ranks (priced with tp)")
+    k.use("expert-tensor-parallel-size", "checked: experts' tp")
+    lay |= {row.field: _read(k, row) for row in DEVICES}
+    engine = {"what": "SGLang engine", "memory_fraction": lay["memory_fraction"]}
+    placement = _placement(k, roles_of(algo, beta, scoring), lay, pp, wl, assumed)
+    engine["max_num_seqs"] = -(-n // max(1, placement["sets"][0]["devices"] // lay["gen_tp"]))
     assumed.append("SGLang's max_running_requests unset: each engine runs its share of the batch, limited only by "
                    "its KV cache")
     mode, eta = MAINS[main], (1 if MAINS[main] == "one_step_off" else 0)

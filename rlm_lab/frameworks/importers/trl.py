@@ -42,8 +42,8 @@ from pathlib import Path
 
 from ...compat.trl import config_defaults
 from ...errors import RlmLabError
-from .common import Keys, finish, flatten, load_yaml, need_bool, need_int, need_num, need_str, one_set, resolve_model, roles_of
-from .common import capped_response, two_sets
+from .common import (FROM_LIBRARY, Key, Keys, capped_response, finish, flatten, load_yaml, need_bool, need_int, need_str,
+                     one_set, read_key, resolve_model, roles_of, two_sets)
 
 NAME = "trl"
 NOTES = {"learning_rate": "optimizer hyper-parameters do not change the step's cost",
@@ -96,15 +96,41 @@ def accelerate_layout(path: str) -> tuple[dict, list]:
         + (f", offload {', '.join(offload)}" if offload else "")]
 
 
-def trl_get(k: Keys, key: str, to: str | None = None, asynchronous: bool = False):
-    """``k.get(key)`` with TRL's own default where the config leaves ``key`` out (read from TRL's config dataclasses,
-    :func:`rlm_lab.compat.trl.config_defaults`, only then: a config that sets the key needs no TRL)."""
-    if k.has(key):
-        return k.get(key, None, to)
-    return k.get(key, config_defaults(asynchronous)[key], to)
+# ---- the key tables: (field name, target, kind, default, what it sets); an absent field takes the installed TRL's
+# default (FROM_LIBRARY: rlm_lab.compat.trl.config_defaults, AsyncGRPOConfig's for an asynchronous config) ----------
+L = FROM_LIBRARY
+BATCH = (Key("per_device_train_batch_size", "per_dev", "int", L, "sequences per micro-step per process"),
+         Key("gradient_accumulation_steps", "accum", "int", L, "micro-steps per optimizer step"))
+GROUP = Key("num_generations", "group", "int", L, "workload.group_size")
+RESPONSE = Key("max_completion_length", "resp", "int", L, "workload.response (the cap)")
+FP16 = Key("fp16", "fp16", "bool", L)
+BF16 = Key("bf16", "bf16", "raw", L, "workload.autocast")    # None: "True if fp16 is not set" (GRPOConfig)
+TRAINING = (Key("num_iterations", "epochs", "int", L, "workload.epochs"),
+            Key("gradient_checkpointing", "gradient_checkpointing", "bool", L, "workload.gradient_checkpointing"))
+BETA = Key("beta", "beta", "num", L, "beta (0: no reference model)")
+USE_VLLM = Key("use_vllm", "use_vllm", "bool", L, "generation engine")
+VLLM_MODE = Key("vllm_mode", "mode", "str", L, "placement", "trl vllm_mode")
+COLOCATE_TP = Key("vllm_tensor_parallel_size", "vtp", "int", L, "generation tp")
+COLOCATE_MEMORY = Key("vllm_gpu_memory_utilization", "memory_fraction", "num", L, "the engine's memory share (KV cache)")
+SERVER = (Key("vllm_serve.tensor_parallel_size", "vtp", "int", L, "rollout set tp"),
+          Key("vllm_serve.data_parallel_size", "vdp", "int", L, "rollout replicas"))
+SERVER_MEMORY = Key("vllm_serve.gpu_memory_utilization", "memory_fraction", "num", L,
+                    "the engine's memory share (KV cache)")
+PEFT = (Key("use_peft", "on", "bool", L, "LoRA (peft)"), Key("lora_r", "rank", "int", L, "lora.rank"),
+        Key("lora_target_modules", "targets", "raw", L, "lora.targets"))
+STALENESS = Key("max_staleness", "eta", "int0", L, "eta (weight updates a sample may lag)")
 
 
-def import_config(path: str, **_):
+def _reader(k: Keys, asynchronous: bool):
+    """read(row): a table row's value, TRL's own default where the config leaves the field out."""
+    def library(key: str):
+        return config_defaults(asynchronous)[key]
+    return lambda row: read_key(k, row, library=library)
+
+
+# ---- derived values ---------------------------------------------------------------------------------------
+def _keys(path: str) -> tuple[Keys, str | None, str, list]:
+    """(keys, the accelerate config or None, the GRPO config's path, assumed); refused: an SFT config."""
     accel = None
     if "+" in path and not Path(path).is_file():   # trl:GRPO.yaml+ACCELERATE.yaml: the launch's accelerate config
         path, accel = path.split("+", 1)
@@ -118,30 +144,28 @@ def import_config(path: str, **_):
     if not any(f in k.flat for f in GRPO_ONLY):
         assumed.append("no GRPO field in the config (a TRL CLI config serves any trainer): priced as `trl grpo "
                        "--config` reads it, with GRPOConfig's defaults")
-    async_keys = [f for f in ASYNC_ONLY if f in k.flat]
+    return k, accel, path, assumed
 
-    def get(key: str, to: str | None = None):  # the key or TRL's default: AsyncGRPOConfig's for an async config
-        return trl_get(k, key, to, asynchronous=bool(async_keys))
-    layout = None
-    if accel:
-        layout, lines = accelerate_layout(accel)
-        assumed += lines
-    model = resolve_model(k.get("model_name_or_path", to="model"), "model_name_or_path")
+
+def _processes(k: Keys, layout: dict | None, assumed: list) -> int:
+    """The trainer's processes: the accelerate config's, else one per GPU in env.CUDA_VISIBLE_DEVICES, else one."""
     devices_env = k.get("env.CUDA_VISIBLE_DEVICES", None, "the trainer's processes (one per visible GPU)")
     if layout is not None:
-        procs = layout["processes"]
-    elif devices_env is None:
-        procs = 1
+        return layout["processes"]
+    if devices_env is None:
         assumed.append("one training process (no env.CUDA_VISIBLE_DEVICES)")
-    else:
-        ids = [d for d in str(devices_env).split(",") if d.strip()]
-        if not ids:
-            raise RlmLabError(f"trl env.CUDA_VISIBLE_DEVICES={devices_env!r} names no device")
-        procs = len(ids)
-    per_dev = need_int(get("per_device_train_batch_size", "sequences per micro-step per process"),
-                       "per_device_train_batch_size")
-    accum = need_int(get("gradient_accumulation_steps", "micro-steps per optimizer step"),
-                     "gradient_accumulation_steps")
+        return 1
+    ids = [d for d in str(devices_env).split(",") if d.strip()]
+    if not ids:
+        raise RlmLabError(f"trl env.CUDA_VISIBLE_DEVICES={devices_env!r} names no device")
+    return len(ids)
+
+
+def _generation_batch(k: Keys, read, procs: int) -> dict:
+    """{per_dev, accum, gbs, spg, group}: completions per generation = per_device_train_batch_size x processes x
+    steps_per_generation (or generation_batch_size), checked as GRPOConfig checks it."""
+    b = {row.field: read(row) for row in BATCH}
+    per_dev, accum = b["per_dev"], b["accum"]
     gbs, spg = k.get("generation_batch_size", None), k.get("steps_per_generation", None)
     if gbs is not None and spg is not None:
         raise RlmLabError("trl generation_batch_size and steps_per_generation cannot both be set (GRPOConfig refuses it)")
@@ -159,80 +183,106 @@ def import_config(path: str, **_):
     if spg % accum:
         raise RlmLabError(f"trl steps_per_generation={spg} is not a multiple of gradient_accumulation_steps={accum}: "
                           f"the predictor needs whole optimizer steps per generation")
-    group = need_int(get("num_generations", "workload.group_size"), "num_generations")
+    group = read(GROUP)
     if gbs % group:
         raise RlmLabError(f"trl generation batch {gbs} (per_device_train_batch_size x processes x steps) must be a "
                           f"multiple of num_generations={group}")
-    resp = need_int(get("max_completion_length", "workload.response (the cap)"), "max_completion_length")
+    return b | {"gbs": gbs, "spg": spg, "group": group}
+
+
+def _workload(k: Keys, read, b: dict, assumed: list) -> dict:
+    """The workload: the generation batch, the response cap, precision (bf16 or fp16 autocast over fp32 weights)."""
+    resp = read(RESPONSE)
     response = capped_response(resp, "max_completion_length", assumed)
     assumed.append("prompts of 512 tokens (GRPOConfig has no prompt length; pass --prompt-len)")
-    fp16 = need_bool(get("fp16"), "fp16")
-    bf16 = get("bf16", "workload.autocast")
-    bf16 = need_bool(not fp16 if bf16 is None else bf16, "bf16")  # None: "True if fp16 is not set" (GRPOConfig)
+    fp16 = read(FP16)
+    bf16 = read(BF16)
+    bf16 = need_bool(not fp16 if bf16 is None else bf16, "bf16")
     if fp16 and bf16:
         raise RlmLabError("trl fp16 and bf16 are both true; choose one")
     if fp16:
         k.use("fp16", "workload.autocast (fp16 priced as bf16: same bytes)")
-    wl = {"prompts": gbs // group, "group_size": group, "prompt_len": 512, "response": response,
-          "logprob_chunk": resp + 1,   # selective_log_softmax loops over rows: one completion's logits at a time
-          "epochs": need_int(get("num_iterations", "workload.epochs"), "num_iterations"),
-          "minibatches": spg // accum, "micro_batch": per_dev, "precision": "fp32", "autocast": bf16 or fp16,
-          "gradient_checkpointing": need_bool(get("gradient_checkpointing", "workload.gradient_checkpointing"),
-                                              "gradient_checkpointing")}
-    beta = need_num(get("beta", "beta (0: no reference model)"), "beta")
-    roles = roles_of("grpo", beta)
+    t = {row.field: read(row) for row in TRAINING}
+    return {"prompts": b["gbs"] // b["group"], "group_size": b["group"], "prompt_len": 512, "response": response,
+            "logprob_chunk": resp + 1,   # selective_log_softmax loops over rows: one completion's logits at a time
+            "epochs": t["epochs"], "minibatches": b["spg"] // b["accum"], "micro_batch": b["per_dev"],
+            "precision": "fp32", "autocast": bf16 or fp16, "gradient_checkpointing": t["gradient_checkpointing"]}
+
+
+def _generation(k: Keys, read, roles, procs: int, zero: int, async_keys: list, wl: dict,
+                assumed: list) -> tuple[dict, int, dict | None]:
+    """(placement, GPUs, engine): transformers' generate on the trainer's devices, vLLM colocated in the trainer's
+    processes, or a vLLM server on GPUs of its own."""
+    # AsyncGRPOConfig has no use_vllm: the asynchronous trainer always generates on a vLLM server
+    use_vllm = (bool(async_keys) and not k.has("use_vllm")) or read(USE_VLLM)
+    if async_keys:
+        k.use("vllm_mode", "server (AsyncGRPOTrainer generates on a vLLM server)")
+        k.flat["vllm_mode"] = "server"
+    if not use_vllm:
+        assumed.append("generation by transformers' generate on the trainer's devices (use_vllm false)")
+        return one_set(roles, procs, zero), procs, None
+    wl["engine"] = "continuous"
+    mode = read(VLLM_MODE)
+    if mode == "colocate":
+        vtp = read(COLOCATE_TP)
+        placement = one_set(roles, procs, zero, gen_tp=vtp, assumed=assumed)
+        if vtp > 1 and zero != 3:
+            assumed.append(f"vLLM tp {vtp} colocated: generation priced at the trainer's layout (tp 1)")
+        engine, cluster = {"what": "vLLM (colocated)", "max_num_seqs": 256, "memory_fraction": read(COLOCATE_MEMORY)}, procs
+    elif mode == "server":
+        vtp, vdp = (read(row) for row in SERVER)
+        if not any(key.startswith("vllm_serve.") for key in k.flat):
+            assumed.append("a vLLM server on 1 GPU (trl vllm-serve's defaults; describe it with vllm_serve)")
+        placement = two_sets(roles, vtp * vdp, procs, vtp, zero)
+        cluster = vtp * vdp + procs
+        engine = {"what": "vLLM server", "max_num_seqs": 256, "memory_fraction": read(SERVER_MEMORY)}
+        assumed.append("weights sent to the vLLM server (NCCL) after each optimizer step, synchronously")
+    else:
+        raise RlmLabError(f"trl vllm_mode={mode!r}: colocate or server")
+    assumed.append("vLLM's max_num_seqs default (256)")
+    return placement, cluster, engine
+
+
+def _lora(read) -> dict | None:
+    if not read(PEFT[0]):
+        return None
+    return {"rank": read(PEFT[1]), "targets": read(PEFT[2]) or ["q_proj", "v_proj"]}
+
+
+def _mode(k: Keys, read, async_keys: list, assumed: list) -> tuple[str, int]:
+    """(mode, eta): AsyncGRPOTrainer's max_staleness, or synchronous."""
+    if not async_keys:
+        return "sync", 0
+    eta = read(STALENESS)
+    k.use("weight_sync_steps", "read: weights sent every this many optimizer steps (priced every step)")
+    assumed.append(f"AsyncGRPOTrainer (AsyncGRPOConfig's {', '.join(async_keys)}; trl.experimental.async_grpo in "
+                   f"the pinned trl 1.16): generation on the vLLM server, eta = max_staleness {eta}")
+    return ("async" if eta else "sync"), eta
+
+
+def import_config(path: str, **_):
+    k, accel, path, assumed = _keys(path)
+    async_keys = [f for f in ASYNC_ONLY if f in k.flat]
+    read = _reader(k, bool(async_keys))
+    layout = None
+    if accel:
+        layout, lines = accelerate_layout(accel)
+        assumed += lines
+    model = resolve_model(k.get("model_name_or_path", to="model"), "model_name_or_path")
+    procs = _processes(k, layout, assumed)
+    wl = _workload(k, read, _generation_batch(k, read, procs), assumed)
+    beta = read(BETA)
     zero = layout["zero"] if layout else 0
     if layout is None:
         assumed.append("DDP over the trainer's processes (accelerate's default; pass the accelerate config as "
                        "trl:GRPO.yaml+ACCELERATE.yaml for ZeRO or FSDP)")
     if layout and layout["offload"]:
         wl["offload"] = layout["offload"]
-    # AsyncGRPOConfig has no use_vllm: the asynchronous trainer always generates on a vLLM server
-    use_vllm = (bool(async_keys) and not k.has("use_vllm")) or need_bool(get("use_vllm", "generation engine"), "use_vllm")
-    if async_keys:
-        k.use("vllm_mode", "server (AsyncGRPOTrainer generates on a vLLM server)")
-        k.flat["vllm_mode"] = "server"
-    engine = None
-    cluster = procs
-    if not use_vllm:
-        placement = one_set(roles, procs, zero)
-        assumed.append("generation by transformers' generate on the trainer's devices (use_vllm false)")
-    else:
-        wl["engine"] = "continuous"
-        mode = need_str(get("vllm_mode", "placement"), "trl vllm_mode")
-        if mode == "colocate":
-            vtp = need_int(get("vllm_tensor_parallel_size", "generation tp"), "vllm_tensor_parallel_size")
-            placement = one_set(roles, procs, zero, gen_tp=vtp, assumed=assumed)
-            if vtp > 1 and zero != 3:
-                assumed.append(f"vLLM tp {vtp} colocated: generation priced at the trainer's layout (tp 1)")
-            engine = {"what": "vLLM (colocated)", "max_num_seqs": 256, "memory_fraction": need_num(
-                get("vllm_gpu_memory_utilization", "the engine's memory share (KV cache)"),
-                "vllm_gpu_memory_utilization")}
-        elif mode == "server":
-            vtp = need_int(get("vllm_serve.tensor_parallel_size", "rollout set tp"),
-                           "vllm_serve.tensor_parallel_size")
-            vdp = need_int(get("vllm_serve.data_parallel_size", "rollout replicas"), "vllm_serve.data_parallel_size")
-            if not any(key.startswith("vllm_serve.") for key in k.flat):
-                assumed.append("a vLLM server on 1 GPU (trl vllm-serve's defaults; describe it with vllm_serve)")
-            placement = two_sets(roles, vtp * vdp, procs, vtp, zero)
-            cluster = vtp * vdp + procs
-            engine = {"what": "vLLM server", "max_num_seqs": 256, "memory_fraction": need_num(
-                get("vllm_serve.gpu_memory_utilization", "the engine's memory share (KV cache)"),
-                "vllm_serve.gpu_memory_utilization")}
-            assumed.append("weights sent to the vLLM server (NCCL) after each optimizer step, synchronously")
-        else:
-            raise RlmLabError(f"trl vllm_mode={mode!r}: colocate or server")
-        assumed.append("vLLM's max_num_seqs default (256)")
+    placement, cluster, engine = _generation(k, read, roles_of("grpo", beta), procs, zero, async_keys, wl, assumed)
     cfg = {"model": model, "algorithm": "grpo", "beta": beta, "workload": wl, "placement": placement,
            "cluster": {"devices": cluster, "kind": "gpu"}}
-    if need_bool(get("use_peft", "LoRA (peft)"), "use_peft"):
-        cfg["lora"] = {"rank": need_int(get("lora_r", "lora.rank"), "lora_r"),
-                       "targets": get("lora_target_modules", "lora.targets") or ["q_proj", "v_proj"]}
-    mode, eta = "sync", 0
-    if async_keys:
-        eta = need_int(get("max_staleness", "eta (weight updates a sample may lag)"), "max_staleness", minimum=0)
-        mode = "async" if eta else "sync"
-        k.use("weight_sync_steps", "read: weights sent every this many optimizer steps (priced every step)")
-        assumed.append(f"AsyncGRPOTrainer (AsyncGRPOConfig's {', '.join(async_keys)}; trl.experimental.async_grpo in "
-                       f"the pinned trl 1.16): generation on the vLLM server, eta = max_staleness {eta}")
+    lora = _lora(read)
+    if lora:
+        cfg["lora"] = lora
+    mode, eta = _mode(k, read, async_keys, assumed)
     return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine)
