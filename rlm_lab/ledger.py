@@ -31,7 +31,7 @@ from .chapters.ch09_guidelines import report as R
 from .chapters.ch09_guidelines.compare import check_text
 from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
 from .errors import RlmLabError
-from .evidence import BOOTSTRAP, Interval, mean_interval
+from .evidence import BOOTSTRAP, Interval, mean_interval, ratio_word, repeat_interval
 from .record import load_record, reference_root
 from .supersession import superseded, superseded_by
 from .tables import format_table
@@ -243,27 +243,52 @@ def _accuracy_test(repo: Path) -> list[Entry]:
     return out
 
 
-def _advised(size: str) -> list[Entry]:
-    """Chapter 1's advice applied (issue 35 item 8): the predicted speed-up (made before the measurement), the
-    measured paired speed-up over plain TRL and the paired accuracy difference, with the goal's verdict."""
-    got = ADV.latest(size)
+def _advised(size: str, root=None) -> list[Entry]:
+    """Chapter 1's advice applied (issue 35 item 8): the predicted steps and speed-up (made before the measurement),
+    the measured paired speed-up over plain TRL, the whole-process ratio, each arm's accuracy and the paired
+    accuracy difference, with the goal's verdict; an earlier measurement (other arm options) under its own ids
+    ``ch01.advised.<UTC>.*``. ``root``: another records root than the committed one (tests)."""
+    got = ADV.latest(size, root)
     if got is None:
         return []
     pred, v = got["prediction"], got["verdict"]
     base = f"{ADV.RECORDS}/prediction.json"
     out = [Entry("ch01.advised.predicted_speedup", 1, "advised over plain TRL, steps per second, predicted before "
                  "the run", "x", "prediction", _num(pred["speedup"]), counts="prediction", records=(base,))]
+    out += [Entry(f"ch01.advised.predicted_step.{arm}", 1, f"the {arm} arm's step, predicted before the run", "s",
+                  "prediction", _num(pred[key]), counts="prediction", records=(base,))
+            for arm, key in (("plain", "plain_step_s"), ("advised", "pick_step_s"))]
     if v is None:
         return out
     load = f"{got['load']['min']:.2f}-{got['load']['max']:.2f}"
-    sp, acc = v["speedup"], v["accuracy"]["difference"]
-    out.append(Entry("ch01.advised.speedup", 1, "advised over plain TRL, RL steps per second at equal steps", "x",
-                     "paired ratio", _num(sp["estimate"]), _num(sp["lo"]), _num(sp["hi"]), sp["method"] or "none",
-                     sp["n"], "paired repeats", (got["record"],), load, verdict=v["word"],
-                     rule=f"met when the interval is at or above {v['goal']:g}x and the accuracy not lower"))
-    out.append(Entry("ch01.advised.accuracy_difference", 1, "held-out accuracy, advised minus plain TRL, equal steps",
+    out += _advised_measured("ch01.advised", v, got["record"], load)
+    for e in got["earlier"]:
+        name = e["record"].rsplit("/", 1)[-1]
+        le = f"{e['load']['min']:.2f}-{e['load']['max']:.2f}"
+        out += [x for x in _advised_measured(f"ch01.advised.{name}", e["verdict"], e["record"], le)
+                if x.id.endswith(".speedup")]
+    return out
+
+
+def _advised_measured(base: str, v: dict, record: str, load: str) -> list[Entry]:
+    """One measurement of chapter 1's advice (its ``verdict.json``) as entries under ``base``."""
+    sp, acc, wall = v["speedup"], v["accuracy"]["difference"], v["wall_speedup"]
+    out = [Entry(f"{base}.speedup", 1, "advised over plain TRL, RL steps per second at equal steps", "x",
+                 "paired ratio", _num(sp["estimate"]), _num(sp["lo"]), _num(sp["hi"]), sp["method"] or "none",
+                 sp["n"], "paired repeats", (record,), load, verdict=v["word"],
+                 rule=f"met when the interval is at or above {v['goal']:g}x and the accuracy not lower"),
+           Entry(f"{base}.wall_speedup", 1, "plain TRL's whole-process wall time over the advised one's (Ray's "
+                 "start-up included)", "x", "paired ratio", _num(wall["estimate"]), _num(wall["lo"]),
+                 _num(wall["hi"]), wall["method"] or "none", wall["n"], "paired repeats", (record,), load,
+                 verdict=ratio_word(Interval(wall["estimate"], wall["lo"], wall["hi"], wall["n"])),
+                 rule="faster / slower only when the interval excludes 1")]
+    out += [Entry(f"{base}.accuracy.{arm}", 1, f"held-out accuracy of the {arm} arm after the preset's RL steps",
+                  "accuracy", "repeats", **_from_interval(repeat_interval(v["accuracy"][arm])),
+                  counts="paired repeats (one run of the arm each)", records=(record,), load=load)
+            for arm in ("advised", "plain")]
+    out.append(Entry(f"{base}.accuracy_difference", 1, "held-out accuracy, advised minus plain TRL, equal steps",
                      "accuracy", "paired difference", _num(acc["estimate"]), _num(acc["lo"]), _num(acc["hi"]),
-                     acc["method"] or "none", acc["n"], "paired repeats", (got["record"],), load,
+                     acc["method"] or "none", acc["n"], "seeds (per-seed means of the pairs)", (record,), load,
                      verdict=v["accuracy"]["word"], rule="higher / lower when the interval excludes 0"))
     return out
 
