@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import reference_report as RR
+from . import validate as V
 from .chapters.ch01_quickstart import advised as ADV
+from .chapters.ch02_anatomy import report as CH2
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
 from .chapters.ch08_frameworks import report as F
@@ -31,9 +33,11 @@ from .chapters.ch09_guidelines import report as R
 from .chapters.ch09_guidelines.compare import check_text
 from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
 from .errors import RlmLabError
-from .evidence import BOOTSTRAP, Interval, mean_interval, ratio_word, repeat_interval
+from .compare import OTHER, STEP
+from .evidence import BOOTSTRAP, Interval, mean_interval, median_interval, ratio_word, repeat_interval
 from .record import load_record, reference_root
 from .supersession import superseded, superseded_by
+from .validate.pairs import PAIRS
 from .tables import format_table
 
 # the estimators, one per kind of quantity: name -> how the value is made
@@ -48,6 +52,9 @@ ESTIMATORS = {
     "exact count": "a counted quantity (bytes on the wire), exact by construction",
     "relative error": "predicted / measured - 1, at the estimate and at both ends of the measured interval",
     "prediction": "the cost model or advisor's number (made before the run where stored in its record)",
+    "over cases": "a statistic over a suite's cases (one traced run per workload or stage): the median of |error| "
+                  "with its exact order-statistics interval below 10 cases and a percentile bootstrap from 10 "
+                  "(evidence.median_interval), the mean signed error with Student-t, the worst case with none",
 }
 
 
@@ -293,6 +300,79 @@ def _advised_measured(base: str, v: dict, record: str, load: str) -> list[Entry]
     return out
 
 
+def _suite(base: str, rep: dict, records: tuple, load: str, what: str) -> list[Entry]:
+    """One validation report (``rlm_lab.validate.report``) as entries under ``base``: the whole step's median and
+    worst |error| over the workloads and its bias (mean signed error), the judged stages' median and worst |error|,
+    the worst peak-memory error and the median error of the part above the runtime's baseline."""
+    s, rows = rep["summary"], rep["rows"]
+
+    def fin(x):
+        return isinstance(x, (int, float)) and x == x
+
+    steps = [r["rel_error"] for r in rows if r["stage"] == STEP and fin(r["rel_error"])]
+    stages = [abs(r["rel_error"]) for r in rows if r["stage"] not in (STEP, OTHER) and fin(r["rel_error"])
+              and r["share"] >= V.SHARE_MIN]
+    above = [abs(r["transient_rel_error"]) for r in rows if fin(r.get("transient_rel_error"))]
+
+    def word(k):
+        v = s["verdicts"].get(k)
+        return v.split(" (")[0] if v else ""
+
+    rule = "the point against the bar fixed before the runs (rlm_lab.validate.BARS: {:.0%})"
+    kw = {"records": records, "load": load}
+    wl, st = "workloads (one traced run each)", "stages of >= 5 % of a step (one traced run each)"
+    out = [Entry(f"{base}.step_median", 2, f"{what}: the whole step's median |error| over the workloads", "fraction",
+                 "over cases", **_from_interval(median_interval([abs(e) for e in steps])), counts=wl, **kw,
+                 verdict=word("step_median"), rule=rule.format(V.BARS["step_median"])),
+           Entry(f"{base}.step_worst", 2, f"{what}: the whole step's worst |error|", "fraction", "over cases",
+                 _num(s["step_worst"]), n=s["runs"], counts=wl, **kw),
+           Entry(f"{base}.bias", 2, f"{what}: the whole step's mean signed error (bias)", "fraction", "over cases",
+                 **_from_interval(mean_interval(steps)), counts=wl, **kw, verdict=word("bias"),
+                 rule=rule.format(V.BARS["bias"]) + " on |bias|"),
+           Entry(f"{base}.stage_median", 2, f"{what}: the judged stages' median |error|", "fraction", "over cases",
+                 **_from_interval(median_interval(stages)), counts=st, **kw),
+           Entry(f"{base}.stage_worst", 2, f"{what}: the judged stages' worst |error| ({s['worst_stage']})",
+                 "fraction", "over cases", _num(s["stage_worst"]), n=len(stages), counts=st, **kw,
+                 verdict=word("stage_worst"), rule=rule.format(V.BARS["stage_worst"]))]
+    if "peak_worst" in s:
+        out.append(Entry(f"{base}.peak_worst", 2, f"{what}: the worst stage's peak-memory |error|", "fraction",
+                         "over cases", _num(s["peak_worst"]), n=s["runs"], counts=wl, **kw,
+                         verdict=word("peak_worst"), rule=rule.format(V.BARS["peak_worst"])))
+    if above:
+        out.append(Entry(f"{base}.transient_median", 2, f"{what}: median |error| of the peak above the runtime's "
+                         "baseline", "fraction", "over cases", **_from_interval(median_interval(above)),
+                         counts="stages with a peak above the baseline", **kw))
+    return out
+
+
+def _validation(repo: Path) -> list[Entry]:
+    """Chapter 2's validation suite: the in-situ profile on the suite measured on its own machine before the fit
+    (its least-disturbed steps too), and each calibration judged on its own machine's suite
+    (``rlm_lab.validate.pairs.PAIRS``); nothing in a checkout without the suite or the in-situ profile."""
+    if not CH2.have_validation() or CH2.insitu_profile()[0] is None:
+        return []
+    val = V.report("cpu")
+    root = Path(val["root"]).resolve()
+    src = (str(root.relative_to(repo)) if root.is_relative_to(repo) else root.name,)
+    loads = [v[0] / 2 for v in val["load"].values()]   # the 1-minute load before each workload, on 2 cores
+    load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else ""
+    out = _suite("ch02.validation", val, src, load, "the in-situ profile on the suite")
+    least = V.report("cpu", statistic="min")
+    out += [e for e in _suite("ch02.validation.least_disturbed", least, src, load,
+                              "the in-situ profile on each workload's fastest traced step")
+            if e.id.endswith(".step_median")]
+    for key, label, profile, where in PAIRS:
+        if key == "insitu":   # the suite above, judged by the same profile: the same quantities, not a second id
+            continue
+        try:
+            rep = V.report("cpu", repo / where, profile)
+        except RlmLabError:
+            continue
+        out += [e for e in _suite(f"ch02.validation.pair.{key}", rep, (str(where),), "", label)
+                if e.id.rsplit(".", 1)[-1] in ("step_median", "bias")]
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -407,7 +487,8 @@ def build(size: str = "cpu") -> list[Entry]:
     repo = REPO_ROOT.resolve()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
-               + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size))
+               + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
+               + (_validation(repo) if size == "cpu" else []))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:
