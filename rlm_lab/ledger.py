@@ -25,6 +25,7 @@ from pathlib import Path
 from . import reference_report as RR
 from . import validate as V
 from .chapters.ch01_quickstart import advised as ADV
+from .chapters import ch03_work_depth as W3
 from .chapters.ch02_anatomy import report as CH2
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
@@ -373,6 +374,41 @@ def _validation(repo: Path) -> list[Entry]:
     return out
 
 
+def _work_depth(repo: Path) -> list[Entry]:
+    """Chapter 3's committed decode steps, long-tail batches and replicas (``data/runs/cpu/ch03_*``): the median
+    |error| of the whole ``generate`` calls, of the single decode steps and of every comparison, each over its
+    cases with the verdict :func:`rlm_lab.compare.verdict` gives (its interval: ``median_interval``); and the real
+    processes' T_p over the simulated one, per replica count and the largest."""
+    ref = W3.load_reference("cpu")
+    if len(ref) != 3:
+        return []
+    head = W3.headline(ref, W3.CPU_PROFILE)
+    src = tuple(rel(ref[k].dir) for k in sorted(ref))
+    load = load_of(src, repo)
+    out = []
+    for key, errs_key, what, counts in (
+            ("whole_error", "whole", "whole generate calls (long-tail batches and replica T_p)",
+             "whole generate calls (one timing each)"),
+            ("step_error", "step", "single decode steps (model x batch)", "decode steps (model x batch, one timing each)"),
+            ("all_error", "every", "every comparison of the chapter", "comparisons (one timing each)")):
+        out.append(Entry(f"ch03.{key}", 3, f"the cost model's median |error| over {what}", "fraction", "over cases",
+                         **_from_interval(median_interval(head["errors"][errs_key])), counts=counts, records=src,
+                         load=load, verdict=head[f"{key.split('_')[0]}_verdict"],
+                         rule="rlm_lab.compare.verdict: the median |error|'s interval against the bar and the goal"))
+    rsrc = (rel(ref["replicas"].dir),)
+    rload = load_of(rsrc, repo)
+    for p, x in sorted(head["real_over_sim"].items()):
+        out.append(Entry(f"ch03.replicas.real_over_sim.p{p}", 3, f"real processes' T_p over the simulated one, {p} "
+                         "replicas (round robin)", "x", "one run", _num(x), counts="one run", records=rsrc, load=rload,
+                         verdict="undecided", rule="one run decides nothing"))
+    if head["real_over_sim"]:
+        out.append(Entry("ch03.replicas.real_over_sim.max", 3, "the largest real / simulated T_p over the replica "
+                         "counts run as real processes", "x", "one run", _num(max(head["real_over_sim"].values())),
+                         counts="one run", records=rsrc, load=rload, verdict="undecided",
+                         rule="one run decides nothing"))
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -488,7 +524,7 @@ def build(size: str = "cpu") -> list[Entry]:
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
                + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
-               + (_validation(repo) if size == "cpu" else []))
+               + (_validation(repo) + _work_depth(repo) if size == "cpu" else []))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:
