@@ -27,6 +27,8 @@ from . import validate as V
 from .chapters.ch01_quickstart import advised as ADV
 from .chapters import ch03_work_depth as W3
 from .chapters.ch02_anatomy import report as CH2
+from .chapters.ch04_parallelism import out_of_sample as OOS
+from .chapters.ch04_parallelism import report as CH4
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
 from .chapters.ch08_frameworks import report as F
@@ -409,6 +411,45 @@ def _work_depth(repo: Path) -> list[Entry]:
     return out
 
 
+def _out_of_sample(repo: Path) -> list[Entry]:
+    """Chapter 4's out-of-sample runs (``data/runs/cpu/validation_dist_*``, predicted from the profile alone): each
+    run's measured step (median of its steps) and prediction, and over the runs the median |error| with its
+    exact order-statistics interval and the bar's word (``out_of_sample.bar_met``), the worst |error| and the
+    signed median (bias); nothing without a committed profile."""
+    _, _, profile, root = CH4.committed("cpu")
+    if profile is None:
+        return []
+    val = OOS.rows(root, profile)
+    src = tuple(sorted(rel(p) for p in root.glob(f"{OOS.PREFIX}*") if p.is_dir()))
+    load = load_of(src, repo)
+    out, errs = [], []
+    for r in val:
+        base = f"ch04.out_of_sample.{r['layout']}.{r['model']}"
+        rec = tuple(s for s in src if Path(s).name.startswith(f"{OOS.PREFIX}{r['layout']}-{r['model']}-")) or src
+        out.append(Entry(f"{base}.measured", 4, f"{r['layout']} ({r['model']}, {r['world']} processes): step",
+                         "s", "median of steps", _num(r["measured_ms"] / 1e3), n=1, counts="one run", records=rec,
+                         load=load_of(rec, repo), verdict="undecided", rule="one run decides nothing"))
+        if r.get("predicted_ms") is not None:
+            out.append(Entry(f"{base}.predicted", 4, f"{r['layout']} ({r['model']}): step, predicted from the "
+                             "profile alone", "s", "prediction", _num(r["predicted_ms"] / 1e3), counts="prediction",
+                             records=rec))
+        if r.get("time_rel_err") is not None:
+            errs.append(r["time_rel_err"])
+    if not errs:
+        return out
+    kw = {"counts": "out-of-sample runs (one each)", "records": src, "load": load}
+    s = OOS.summary(val)
+    out += [Entry("ch04.out_of_sample.median_abs", 4, "the step's median |error| over the out-of-sample runs",
+                  "fraction", "over cases", **_from_interval(median_interval([abs(e) for e in errs])), **kw,
+                  verdict=s["met"], rule=f"out_of_sample.bar_met: the interval against the {OOS.BAR:.0%} bar fixed "
+                                         "before the runs"),
+            Entry("ch04.out_of_sample.worst_abs", 4, "the step's worst |error| over the out-of-sample runs",
+                  "fraction", "over cases", _num(s["worst_abs"]), n=len(errs), **kw),
+            Entry("ch04.out_of_sample.bias", 4, "the step's signed median error over the out-of-sample runs",
+                  "fraction", "over cases", **_from_interval(median_interval(errs)), **kw)]
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -524,7 +565,7 @@ def build(size: str = "cpu") -> list[Entry]:
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
                + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
-               + (_validation(repo) + _work_depth(repo) if size == "cpu" else []))
+               + (_validation(repo) + _work_depth(repo) + _out_of_sample(repo) if size == "cpu" else []))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:

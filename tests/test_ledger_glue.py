@@ -105,7 +105,7 @@ STILL_READS = {
     ("rlm_lab.chapters.ch03_work_depth.report", "replica_section"):
         "the record's load averages (1, 5, 15 min) printed as kept; its measured numbers are LEDGER_GLUE's",
     ("rlm_lab.chapters.ch04_parallelism.report", "distributed_terms_section"):
-        TODO,
+        "the in-sample layout and sweep records (not yet ledger entries); the out-of-sample summary is LEDGER_GLUE's",
     ("rlm_lab.chapters.ch05_placement.report", "hybrid_memory_section"):
         TODO,
     ("rlm_lab.chapters.ch05_placement.report", "hybrid_section"):
