@@ -31,13 +31,17 @@ from .chapters.ch04_parallelism import out_of_sample as OOS
 from .chapters.ch04_parallelism import report as CH4
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
+from .chapters.ch06_async import report as CH6
+from .chapters.ch06_async.cases import corr_label
+from .chapters.ch06_async.compare import advisor_check, goal_vs_reference
 from .chapters.ch08_frameworks import report as F
 from .chapters.ch09_guidelines import report as R
 from .chapters.ch09_guidelines.compare import check_text
 from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
 from .errors import RlmLabError
 from .compare import OTHER, STEP
-from .evidence import BOOTSTRAP, Interval, mean_interval, median_interval, ratio_word, repeat_interval
+from .evidence import (BOOTSTRAP, Interval, error_interval, mean_interval, median_interval, ratio_word,
+                       repeat_interval)
 from .record import load_record, reference_root
 from .supersession import superseded, superseded_by
 from .validate.pairs import PAIRS
@@ -450,6 +454,79 @@ def _out_of_sample(repo: Path) -> list[Entry]:
     return out
 
 
+def _campaign(repo: Path) -> list[Entry]:
+    """Chapter 6's campaign (``data/runs/cpu/ch06_*``, three seeds a cell): per mode and correction the final
+    held-out accuracy and the tokens/s over the seeds, the speed-up over the synchronous step paired by seed with
+    its prediction (made from the synchronous run before the mode ran) and the prediction's error; the plain-TRL
+    reference's tokens/s and accuracy; the advisor's predicted speed-up; the issue's goal (the advisor's pick's
+    tokens/s over the reference's, paired by seed) per correction."""
+    c = CH6.campaign_section()
+    rows, ref, camp = c["rows"], c["ref"], c["camp"]
+    if not rows:
+        return []
+    out = []
+
+    def srcs(cell) -> tuple:
+        return tuple(sorted(rel(r["dir"]) for r in cell if "dir" in r))
+
+    for r in rows:
+        base, cell = CH6.campaign_id(r), camp["cells"].get((r["mode"], r["correction"]), [])
+        src = srcs(cell)
+        load = load_of(src, repo)
+        what = f"{r['mode']} (correction {corr_label(r['correction'])})"
+        kw = {"counts": "seeds (one run each)", "records": src, "load": load}
+        out.append(Entry(f"{base}.final_accuracy", 6, f"{what}: final held-out accuracy", "accuracy", "repeats",
+                         **_from_interval(repeat_interval(r["finals"])), **kw))
+        out.append(Entry(f"{base}.tokens_per_s", 6, f"{what}: tokens/s over the training wall time", "tokens/s",
+                         "repeats", **_from_interval(repeat_interval(list(r["tokens_per_s_by_seed"].values()))), **kw))
+        if r.get("speedup_iv") is not None and r["mode"] != "sync":
+            out.append(Entry(f"{base}.speedup", 6, f"{what}: speed-up over the synchronous step, paired by seed", "x",
+                             "paired ratio", **_from_interval(r["speedup_iv"]), **kw, verdict=r.get("speedup_word", ""),
+                             rule="faster / slower only when the interval excludes 1"))
+            if r.get("predicted_speedup"):
+                out.append(Entry(f"{base}.predicted_speedup", 6, f"{what}: speed-up predicted from the synchronous "
+                                 "run before the mode ran", "x", "prediction", _num(r["predicted_speedup"]),
+                                 counts="prediction", records=src))
+                out.append(Entry(f"{base}.error", 6, f"{what}: relative error of the predicted speed-up", "",
+                                 "relative error", **_from_interval(error_interval(r["predicted_speedup"],
+                                                                                   r["speedup_iv"])),
+                                 **kw, verdict=r.get("met") or "undecided",
+                                 rule="met when the whole interval is within +-25 %"))
+    if ref:
+        src = srcs(camp["reference"])
+        kw = {"counts": "seeds (one run each)", "records": src, "load": load_of(src, repo)}
+        out.append(Entry("ch06.campaign.reference.tokens_per_s", 6, "plain trl.GRPOTrainer (the reference): tokens/s",
+                         "tokens/s", "repeats",
+                         **_from_interval(repeat_interval(list(ref["tokens_per_s_by_seed"].values()))), **kw))
+        out.append(Entry("ch06.campaign.reference.final_accuracy", 6, "plain trl.GRPOTrainer: final held-out accuracy",
+                         "accuracy", "repeats", **_from_interval(repeat_interval(ref["finals"])), **kw))
+    sync = camp["cells"].get(("sync", None), [])
+    if sync:
+        adv = advisor_check([r["results"] for r in sync], rows, None)
+        out.append(Entry("ch06.campaign.advisor.predicted_speedup", 6, f"advise_mode's pick (eta {adv['eta']}): its "
+                         "speed-up over the synchronous step, predicted from each seed's synchronous run", "x",
+                         "prediction", _num(adv["predicted_speedup"]), counts="prediction", records=srcs(sync),
+                         note=f"eta {adv['eta']}"))
+        picked = [r for r in rows if ("inf" if r["eta"] is None else str(r["eta"])) == adv["eta"]]
+        cell = next((r for r in picked if r["correction"] is None and r.get("speedup_iv") is not None), None)
+        if cell is not None:
+            src = srcs(camp["cells"].get((cell["mode"], None), []))
+            err = error_interval(adv["predicted_speedup"], cell["speedup_iv"])
+            out.append(Entry("ch06.campaign.advisor.error", 6, f"advise_mode's predicted speed-up against the measured "
+                             f"one of its pick ({CH6.campaign_id(cell)}.speedup)", "", "relative error",
+                             **_from_interval(err), counts="seeds (paired)", records=src, load=load_of(src, repo),
+                             verdict=adv["met"] or "undecided", rule="met when the whole interval is within +-25 %"))
+        for r in picked if ref else []:
+            g = goal_vs_reference(r, ref)
+            src = srcs(camp["cells"].get((r["mode"], r["correction"]), [])) + srcs(camp["reference"])
+            out.append(Entry(f"ch06.campaign.goal.{corr_label(r['correction'])}.tokens_ratio", 6,
+                             f"the advisor's pick ({r['mode']}, correction {corr_label(r['correction'])}) over plain "
+                             "TRL, tokens/s paired by seed", "x", "paired ratio", **_from_interval(g["tokens_iv"]),
+                             counts="seeds (paired)", records=src, load=load_of(src, repo), verdict=g["met"],
+                             rule="met when the interval is at or above 2x at the same accuracy curve"))
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -565,7 +642,8 @@ def build(size: str = "cpu") -> list[Entry]:
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
                + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
-               + (_validation(repo) + _work_depth(repo) + _out_of_sample(repo) if size == "cpu" else []))
+               + (_validation(repo) + _work_depth(repo) + _out_of_sample(repo) + _campaign(repo)
+                  if size == "cpu" else []))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:

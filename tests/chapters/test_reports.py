@@ -264,7 +264,10 @@ def test_ch06_verdict_section_names_the_sync_finals_and_whether_async_trained_as
     cells = {("sync", None): {"finals": [0.5, 0.25]}, ("eta8", None): {"finals": [1]}, ("async", None): {"finals": [1]},
              ("eta8", "token_truncate"): {"finals": [1]}, ("async", "token_truncate"): {"finals": [2]}}
     rows = [_cell("sync", None), _cell("async", None, finals=(0.25, 0.5))]
-    _, values = verdict_section(rows, cells)
+    # the mean final accuracies are the ledger's entries (rlm_lab.ledger: ch06.campaign.<mode>.<corr>.*)
+    entries = [Entry("ch06.campaign.sync.none.final_accuracy", 6, "", "accuracy", "repeats", 0.5),
+               Entry("ch06.campaign.async.none.final_accuracy", 6, "", "accuracy", "repeats", 0.375)]
+    _, values = verdict_section(rows, cells, entries)
     assert values["ch06_sync_finals"] == "0.500, 0.250"
     assert values["ch06_async_is_eta8"] == "different final accuracies"  # the corrected cells differ
     assert values["ch06_trend_none"] == "η=0: 0.500, η=∞: 0.375" and values["ch06_trend_tis"] == "n/a"
