@@ -31,6 +31,9 @@ from .chapters.ch04_parallelism import out_of_sample as OOS
 from .chapters.ch04_parallelism import report as CH4
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
+from .chapters.ch10_open_directions import cases as C10
+from .chapters.ch10_open_directions import compare as CMP10
+from .chapters.ch10_open_directions import report as CH10
 from .chapters.ch06_async import report as CH6
 from .chapters.ch06_async.cases import corr_label
 from .chapters.ch06_async.compare import advisor_check, goal_vs_reference
@@ -527,6 +530,74 @@ def _campaign(repo: Path) -> list[Entry]:
     return out
 
 
+def _open_directions(repo: Path) -> list[Entry]:
+    """Chapter 10's parallel-against-sequential reasoning (``data/runs/cpu/ch10_par_*``): each arm's held-out
+    accuracy over the GRPO seeds (one SFT model per arm: the SFT variance is not in the interval) and their paired
+    difference; the traces' depth and work, sequential over parallel per problem, with the prediction and its
+    error; the latency per problem (median over problems) and its paired ratio with the prediction; and the
+    multi-domain systems run's bubble and the mixed / separate generation ratio (``ch10_md_systems``)."""
+    runs = CH10.ensure_runs("cpu")
+    out = []
+    if CH10.parallel_ready(runs, "cpu"):
+        pred_rec, meas_rec = runs[C10.name("par", "predict")], runs[C10.name("par", "measure")]
+        pred, meas = pred_rec.results["predicted"], meas_rec.results
+        seeds = C10.parallel("cpu")["seeds"]
+        qa, tk, la = CMP10.quality(meas, seeds), CMP10.tokens(meas, seeds, pred), CMP10.latency(meas, pred)
+        src, psrc = (rel(meas_rec.dir),), (rel(pred_rec.dir),)
+        load = load_of(src, repo)
+        kw = {"counts": "GRPO seeds (one SFT model per arm)", "records": src, "load": load}
+        base = "ch10.parallel"
+        for a in C10.ARMS:
+            out.append(Entry(f"{base}.accuracy.{a}", 10, f"held-out accuracy of the {a} arm after GRPO", "accuracy",
+                             "repeats", **_from_interval(qa["accuracy"][a]), **kw))
+        out.append(Entry(f"{base}.accuracy_difference", 10, "held-out accuracy, parallel minus sequential, paired by "
+                         "seed", "accuracy", "paired difference", **_from_interval(qa["difference"]), **kw,
+                         verdict=qa["word"], rule="higher / lower when the interval excludes 0"))
+        for k in ("work", "depth"):
+            t = tk[k]
+            pk = {"counts": "problems x seeds (paired traces)", "records": src}
+            for a in C10.ARMS:
+                out.append(Entry(f"{base}.{k}.{a}", 10, f"{k} of the {a} arm's traces (tokens, mean over problems and "
+                                 "seeds)", "tokens", "over cases", _num(t["mean"][a]), n=t["ratio"].n, **pk))
+                out.append(Entry(f"{base}.{k}.{a}.predicted", 10, f"{k} of the {a} arm, predicted", "tokens",
+                                 "prediction", _num(pred[f"{k}_{a}"]), counts="prediction", records=psrc))
+            out.append(Entry(f"{base}.{k}_ratio", 10, f"{k}, sequential over parallel, per problem (paired)", "x",
+                             "paired ratio", **_from_interval(t["ratio"]), **pk))
+            out.append(Entry(f"{base}.{k}_ratio.predicted", 10, f"{k}, sequential over parallel, predicted", "x",
+                             "prediction", _num(t["predicted"]), counts="prediction", records=psrc))
+            out.append(Entry(f"{base}.{k}_ratio.error", 10, f"{k} ratio: the prediction's relative error", "",
+                             "relative error", **_from_interval(t["error"]), **pk, verdict=t["verdict"],
+                             rule="met when the whole interval is within +-25 %"))
+        lk = {"counts": "problems (median of each one's repeats)", "records": src, "load": load}
+        for a, key in (("seq", "seq_s"), ("par", "par_s")):
+            out.append(Entry(f"{base}.latency.{a}", 10, f"wall latency per problem, {a} policy", "s", "over cases",
+                             **_from_interval(la[key]), **lk))
+        out.append(Entry(f"{base}.latency_ratio", 10, "latency, sequential over parallel, per problem (paired)", "x",
+                         "paired ratio", **_from_interval(la["ratio"]), **lk, verdict=la["word"],
+                         rule="faster / slower only when the interval excludes 1"))
+        out.append(Entry(f"{base}.latency_ratio.predicted", 10, "latency speed-up, predicted", "x", "prediction",
+                         _num(la["predicted"]), counts="prediction", records=psrc))
+        out.append(Entry(f"{base}.latency_ratio.error", 10, "latency ratio: the prediction's relative error", "",
+                         "relative error", **_from_interval(la["error"]), **lk, verdict=la["verdict"],
+                         rule="met when the whole interval is within +-25 %"))
+    if CH10.md_ready(runs, "cpu"):
+        sys_rec, pred_rec = runs[C10.name("md", "systems")], runs[C10.name("md", "predict")]
+        sysr = CMP10.systems(sys_rec, pred_rec.results["predicted"])
+        src = (rel(sys_rec.dir),)
+        kw = {"records": src, "load": load_of(src, repo)}
+        out.append(Entry("ch10.multidomain.bubble_mixed", 10, "the mixed batch's bubble (idle share of its decode "
+                         "slots)", "fraction", "repeats", **_from_interval(sysr["mixed"]["bubble"]),
+                         counts="generate calls", **kw, note="the mean with Student-t (compare.systems)"))
+        out.append(Entry("ch10.multidomain.bubble_mixed.predicted", 10, "the mixed batch's bubble, predicted",
+                         "fraction", "prediction", _num(sysr["mixed"]["predicted_bubble"]), counts="prediction",
+                         records=(rel(pred_rec.dir),)))
+        g = sysr["mixed_over_separate"]
+        out.append(Entry("ch10.multidomain.gen_ratio", 10, "generation seconds, the mixed batch over the separate "
+                         "ones", "x", "paired ratio", **_from_interval(g["ratio"]), counts="generate calls (paired)",
+                         **kw, verdict=g["word"], rule="faster / slower only when the interval excludes 1"))
+    return out
+
+
 # (chapter, folder glob, results key, what, unit, estimator): single runs' headline numbers of chapters 1-3, 5, 8, 10
 RUN_FIELDS = (
     (1, "ch01_*", "accuracy_after", "held-out accuracy after RL", "accuracy", "one run"),
@@ -643,6 +714,7 @@ def build(size: str = "cpu") -> list[Entry]:
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
                + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
                + (_validation(repo) + _work_depth(repo) + _out_of_sample(repo) + _campaign(repo)
+                  + _open_directions(repo)
                   if size == "cpu" else []))
     seen: dict = {}
     for e in entries:

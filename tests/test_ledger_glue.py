@@ -131,9 +131,11 @@ STILL_READS = {
     ("rlm_lab.chapters.ch08_frameworks.report", "measured_html"):
         TODO,
     ("rlm_lab.chapters.ch10_open_directions.report", "md_values"):
-        TODO,
+        "counts and per-task words (seeds, problems, Brent's range, the matrix's words) from the records; at cpu "
+        "its measured and predicted numbers are LEDGER_GLUE's",
     ("rlm_lab.chapters.ch10_open_directions.report", "parallel_values"):
-        TODO,
+        "counts and per-task words (seeds, problems, Brent's range, the matrix's words) from the records; at cpu "
+        "its measured and predicted numbers are LEDGER_GLUE's",
     ("rlm_lab.chapters.ch10_open_directions.report", "plot_latency"):
         "a figure of this build's or the committed runs' curves (no glued value)",
     ("rlm_lab.chapters.ch10_open_directions.report", "plot_lengths"):
