@@ -23,17 +23,31 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import record, reference_report as RR
+from . import validate as V
 from .chapters.ch01_quickstart import advised as ADV
+from .chapters import ch03_work_depth as W3
+from .chapters.ch02_anatomy import report as CH2
+from .chapters.ch04_parallelism import out_of_sample as OOS
+from .chapters.ch04_parallelism import report as CH4
 from .chapters.ch05_placement import shared_critic as AC
 from .chapters.ch06_async import accuracy_test as A
+from .chapters.ch10_open_directions import cases as C10
+from .chapters.ch10_open_directions import compare as CMP10
+from .chapters.ch10_open_directions import report as CH10
+from .chapters.ch06_async import report as CH6
+from .chapters.ch06_async.cases import corr_label
+from .chapters.ch06_async.compare import advisor_check, goal_vs_reference
 from .chapters.ch08_frameworks import report as F
 from .chapters.ch09_guidelines import report as R
 from .chapters.ch09_guidelines.compare import check_text
 from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
 from .errors import RlmLabError
-from .evidence import BOOTSTRAP, Interval, mean_interval
+from .compare import OTHER, STEP
+from .evidence import (BOOTSTRAP, Interval, error_interval, mean_interval, median_interval, ratio_word,
+                       repeat_interval)
 from .record import load_record, reference_root
 from .supersession import superseded, superseded_by
+from .validate.pairs import PAIRS
 from .tables import format_table
 
 # the estimators, one per kind of quantity: name -> how the value is made
@@ -48,6 +62,9 @@ ESTIMATORS = {
     "exact count": "a counted quantity (bytes on the wire), exact by construction",
     "relative error": "predicted / measured - 1, at the estimate and at both ends of the measured interval",
     "prediction": "the cost model or advisor's number (made before the run where stored in its record)",
+    "over cases": "a statistic over a suite's cases (one traced run per workload or stage): the median of |error| "
+                  "with its exact order-statistics interval below 10 cases and a percentile bootstrap from 10 "
+                  "(evidence.median_interval), the mean signed error with Student-t, the worst case with none",
 }
 
 
@@ -243,28 +260,341 @@ def _accuracy_test(repo: Path) -> list[Entry]:
     return out
 
 
-def _advised(size: str) -> list[Entry]:
-    """Chapter 1's advice applied (issue 35 item 8): the predicted speed-up (made before the measurement), the
-    measured paired speed-up over plain TRL and the paired accuracy difference, with the goal's verdict."""
-    got = ADV.latest(size)
+def _advised(size: str, root=None) -> list[Entry]:
+    """Chapter 1's advice applied (issue 35 item 8): the predicted steps and speed-up (made before the measurement),
+    the measured paired speed-up over plain TRL, the whole-process ratio, each arm's accuracy and the paired
+    accuracy difference, with the goal's verdict; an earlier measurement (other arm options) under its own ids
+    ``ch01.advised.<UTC>.*``. ``root``: another records root than the committed one (tests)."""
+    got = ADV.latest(size, root)
     if got is None:
         return []
     pred, v = got["prediction"], got["verdict"]
     base = f"{ADV.RECORDS}/prediction.json"
     out = [Entry("ch01.advised.predicted_speedup", 1, "advised over plain TRL, steps per second, predicted before "
                  "the run", "x", "prediction", _num(pred["speedup"]), counts="prediction", records=(base,))]
+    out += [Entry(f"ch01.advised.predicted_step.{arm}", 1, f"the {arm} arm's step, predicted before the run", "s",
+                  "prediction", _num(pred[key]), counts="prediction", records=(base,))
+            for arm, key in (("plain", "plain_step_s"), ("advised", "pick_step_s"))]
     if v is None:
         return out
     load = f"{got['load']['min']:.2f}-{got['load']['max']:.2f}"
-    sp, acc = v["speedup"], v["accuracy"]["difference"]
-    out.append(Entry("ch01.advised.speedup", 1, "advised over plain TRL, RL steps per second at equal steps", "x",
-                     "paired ratio", _num(sp["estimate"]), _num(sp["lo"]), _num(sp["hi"]), sp["method"] or "none",
-                     sp["n"], "paired repeats", (got["record"],), load, verdict=v["word"],
-                     rule=f"met when the interval is at or above {v['goal']:g}x and the accuracy not lower"))
-    out.append(Entry("ch01.advised.accuracy_difference", 1, "held-out accuracy, advised minus plain TRL, equal steps",
+    out += _advised_measured("ch01.advised", v, got["record"], load)
+    for e in got["earlier"]:
+        name = e["record"].rsplit("/", 1)[-1]
+        le = f"{e['load']['min']:.2f}-{e['load']['max']:.2f}"
+        out += [x for x in _advised_measured(f"ch01.advised.{name}", e["verdict"], e["record"], le)
+                if x.id.endswith(".speedup")]
+    return out
+
+
+def _advised_measured(base: str, v: dict, record: str, load: str) -> list[Entry]:
+    """One measurement of chapter 1's advice (its ``verdict.json``) as entries under ``base``."""
+    sp, acc, wall = v["speedup"], v["accuracy"]["difference"], v["wall_speedup"]
+    out = [Entry(f"{base}.speedup", 1, "advised over plain TRL, RL steps per second at equal steps", "x",
+                 "paired ratio", _num(sp["estimate"]), _num(sp["lo"]), _num(sp["hi"]), sp["method"] or "none",
+                 sp["n"], "paired repeats", (record,), load, verdict=v["word"],
+                 rule=f"met when the interval is at or above {v['goal']:g}x and the accuracy not lower"),
+           Entry(f"{base}.wall_speedup", 1, "plain TRL's whole-process wall time over the advised one's (Ray's "
+                 "start-up included)", "x", "paired ratio", _num(wall["estimate"]), _num(wall["lo"]),
+                 _num(wall["hi"]), wall["method"] or "none", wall["n"], "paired repeats", (record,), load,
+                 verdict=ratio_word(Interval(wall["estimate"], wall["lo"], wall["hi"], wall["n"])),
+                 rule="faster / slower only when the interval excludes 1")]
+    out += [Entry(f"{base}.accuracy.{arm}", 1, f"held-out accuracy of the {arm} arm after the preset's RL steps",
+                  "accuracy", "repeats", **_from_interval(repeat_interval(v["accuracy"][arm])),
+                  counts="paired repeats (one run of the arm each)", records=(record,), load=load)
+            for arm in ("advised", "plain")]
+    out.append(Entry(f"{base}.accuracy_difference", 1, "held-out accuracy, advised minus plain TRL, equal steps",
                      "accuracy", "paired difference", _num(acc["estimate"]), _num(acc["lo"]), _num(acc["hi"]),
-                     acc["method"] or "none", acc["n"], "paired repeats", (got["record"],), load,
+                     acc["method"] or "none", acc["n"], "seeds (per-seed means of the pairs)", (record,), load,
                      verdict=v["accuracy"]["word"], rule="higher / lower when the interval excludes 0"))
+    return out
+
+
+def _suite(base: str, rep: dict, records: tuple, load: str, what: str) -> list[Entry]:
+    """One validation report (``rlm_lab.validate.report``) as entries under ``base``: the whole step's median and
+    worst |error| over the workloads and its bias (mean signed error), the judged stages' median and worst |error|,
+    the worst peak-memory error and the median error of the part above the runtime's baseline."""
+    s, rows = rep["summary"], rep["rows"]
+
+    def fin(x):
+        return isinstance(x, (int, float)) and x == x
+
+    steps = [r["rel_error"] for r in rows if r["stage"] == STEP and fin(r["rel_error"])]
+    stages = [abs(r["rel_error"]) for r in rows if r["stage"] not in (STEP, OTHER) and fin(r["rel_error"])
+              and r["share"] >= V.SHARE_MIN]
+    above = [abs(r["transient_rel_error"]) for r in rows if fin(r.get("transient_rel_error"))]
+
+    def word(k):
+        v = s["verdicts"].get(k)
+        return v.split(" (")[0] if v else ""
+
+    rule = "the point against the bar fixed before the runs (rlm_lab.validate.BARS: {:.0%})"
+    kw = {"records": records, "load": load}
+    wl, st = "workloads (one traced run each)", "stages of >= 5 % of a step (one traced run each)"
+    out = [Entry(f"{base}.step_median", 2, f"{what}: the whole step's median |error| over the workloads", "fraction",
+                 "over cases", **_from_interval(median_interval([abs(e) for e in steps])), counts=wl, **kw,
+                 verdict=word("step_median"), rule=rule.format(V.BARS["step_median"])),
+           Entry(f"{base}.step_worst", 2, f"{what}: the whole step's worst |error|", "fraction", "over cases",
+                 _num(s["step_worst"]), n=s["runs"], counts=wl, **kw),
+           Entry(f"{base}.bias", 2, f"{what}: the whole step's mean signed error (bias)", "fraction", "over cases",
+                 **_from_interval(mean_interval(steps)), counts=wl, **kw, verdict=word("bias"),
+                 rule=rule.format(V.BARS["bias"]) + " on |bias|"),
+           Entry(f"{base}.stage_median", 2, f"{what}: the judged stages' median |error|", "fraction", "over cases",
+                 **_from_interval(median_interval(stages)), counts=st, **kw),
+           Entry(f"{base}.stage_worst", 2, f"{what}: the judged stages' worst |error| ({s['worst_stage']})",
+                 "fraction", "over cases", _num(s["stage_worst"]), n=len(stages), counts=st, **kw,
+                 verdict=word("stage_worst"), rule=rule.format(V.BARS["stage_worst"]))]
+    if "peak_worst" in s:
+        out.append(Entry(f"{base}.peak_worst", 2, f"{what}: the worst stage's peak-memory |error|", "fraction",
+                         "over cases", _num(s["peak_worst"]), n=s["runs"], counts=wl, **kw,
+                         verdict=word("peak_worst"), rule=rule.format(V.BARS["peak_worst"])))
+    if above:
+        out.append(Entry(f"{base}.transient_median", 2, f"{what}: median |error| of the peak above the runtime's "
+                         "baseline", "fraction", "over cases", **_from_interval(median_interval(above)),
+                         counts="stages with a peak above the baseline", **kw))
+    return out
+
+
+def _validation(repo: Path) -> list[Entry]:
+    """Chapter 2's validation suite: the in-situ profile on the suite measured on its own machine before the fit
+    (its least-disturbed steps too), and each calibration judged on its own machine's suite
+    (``rlm_lab.validate.pairs.PAIRS``); nothing in a checkout without the suite or the in-situ profile."""
+    if not CH2.have_validation() or CH2.insitu_profile()[0] is None:
+        return []
+    val = V.report("cpu")
+    root = Path(val["root"]).resolve()
+    src = (str(root.relative_to(repo)) if root.is_relative_to(repo) else root.name,)
+    loads = [v[0] / 2 for v in val["load"].values()]   # the 1-minute load before each workload, on 2 cores
+    load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else ""
+    out = _suite("ch02.validation", val, src, load, "the in-situ profile on the suite")
+    least = V.report("cpu", statistic="min")
+    out += [e for e in _suite("ch02.validation.least_disturbed", least, src, load,
+                              "the in-situ profile on each workload's fastest traced step")
+            if e.id.endswith(".step_median")]
+    for key, label, profile, where in PAIRS:
+        if key == "insitu":   # the suite above, judged by the same profile: the same quantities, not a second id
+            continue
+        try:
+            rep = V.report("cpu", repo / where, profile)
+        except RlmLabError:
+            continue
+        out += [e for e in _suite(f"ch02.validation.pair.{key}", rep, (str(where),), "", label)
+                if e.id.rsplit(".", 1)[-1] in ("step_median", "bias")]
+    return out
+
+
+def _work_depth(repo: Path) -> list[Entry]:
+    """Chapter 3's committed decode steps, long-tail batches and replicas (``data/runs/cpu/ch03_*``): the median
+    |error| of the whole ``generate`` calls, of the single decode steps and of every comparison, each over its
+    cases with the verdict :func:`rlm_lab.compare.verdict` gives (its interval: ``median_interval``); and the real
+    processes' T_p over the simulated one, per replica count and the largest."""
+    ref = W3.load_reference("cpu")
+    if len(ref) != 3:
+        return []
+    head = W3.headline(ref, W3.CPU_PROFILE)
+    src = tuple(rel(ref[k].dir) for k in sorted(ref))
+    load = load_of(src, repo)
+    out = []
+    for key, errs_key, what, counts in (
+            ("whole_error", "whole", "whole generate calls (long-tail batches and replica T_p)",
+             "whole generate calls (one timing each)"),
+            ("step_error", "step", "single decode steps (model x batch)", "decode steps (model x batch, one timing each)"),
+            ("all_error", "every", "every comparison of the chapter", "comparisons (one timing each)")):
+        out.append(Entry(f"ch03.{key}", 3, f"the cost model's median |error| over {what}", "fraction", "over cases",
+                         **_from_interval(median_interval(head["errors"][errs_key])), counts=counts, records=src,
+                         load=load, verdict=head[f"{key.split('_')[0]}_verdict"],
+                         rule="rlm_lab.compare.verdict: the median |error|'s interval against the bar and the goal"))
+    rsrc = (rel(ref["replicas"].dir),)
+    rload = load_of(rsrc, repo)
+    for p, x in sorted(head["real_over_sim"].items()):
+        out.append(Entry(f"ch03.replicas.real_over_sim.p{p}", 3, f"real processes' T_p over the simulated one, {p} "
+                         "replicas (round robin)", "x", "one run", _num(x), counts="one run", records=rsrc, load=rload,
+                         verdict="undecided", rule="one run decides nothing"))
+    if head["real_over_sim"]:
+        out.append(Entry("ch03.replicas.real_over_sim.max", 3, "the largest real / simulated T_p over the replica "
+                         "counts run as real processes", "x", "one run", _num(max(head["real_over_sim"].values())),
+                         counts="one run", records=rsrc, load=rload, verdict="undecided",
+                         rule="one run decides nothing"))
+    return out
+
+
+def _out_of_sample(repo: Path) -> list[Entry]:
+    """Chapter 4's out-of-sample runs (``data/runs/cpu/validation_dist_*``, predicted from the profile alone): each
+    run's measured step (median of its steps) and prediction, and over the runs the median |error| with its
+    exact order-statistics interval and the bar's word (``out_of_sample.bar_met``), the worst |error| and the
+    signed median (bias); nothing without a committed profile."""
+    _, _, profile, root = CH4.committed("cpu")
+    if profile is None:
+        return []
+    val = OOS.rows(root, profile)
+    src = tuple(sorted(rel(p) for p in root.glob(f"{OOS.PREFIX}*") if p.is_dir()))
+    load = load_of(src, repo)
+    out, errs = [], []
+    for r in val:
+        base = f"ch04.out_of_sample.{r['layout']}.{r['model']}"
+        rec = tuple(s for s in src if Path(s).name.startswith(f"{OOS.PREFIX}{r['layout']}-{r['model']}-")) or src
+        out.append(Entry(f"{base}.measured", 4, f"{r['layout']} ({r['model']}, {r['world']} processes): step",
+                         "s", "median of steps", _num(r["measured_ms"] / 1e3), n=1, counts="one run", records=rec,
+                         load=load_of(rec, repo), verdict="undecided", rule="one run decides nothing"))
+        if r.get("predicted_ms") is not None:
+            out.append(Entry(f"{base}.predicted", 4, f"{r['layout']} ({r['model']}): step, predicted from the "
+                             "profile alone", "s", "prediction", _num(r["predicted_ms"] / 1e3), counts="prediction",
+                             records=rec))
+        if r.get("time_rel_err") is not None:
+            errs.append(r["time_rel_err"])
+    if not errs:
+        return out
+    kw = {"counts": "out-of-sample runs (one each)", "records": src, "load": load}
+    s = OOS.summary(val)
+    out += [Entry("ch04.out_of_sample.median_abs", 4, "the step's median |error| over the out-of-sample runs",
+                  "fraction", "over cases", **_from_interval(median_interval([abs(e) for e in errs])), **kw,
+                  verdict=s["met"], rule=f"out_of_sample.bar_met: the interval against the {OOS.BAR:.0%} bar fixed "
+                                         "before the runs"),
+            Entry("ch04.out_of_sample.worst_abs", 4, "the step's worst |error| over the out-of-sample runs",
+                  "fraction", "over cases", _num(s["worst_abs"]), n=len(errs), **kw),
+            Entry("ch04.out_of_sample.bias", 4, "the step's signed median error over the out-of-sample runs",
+                  "fraction", "over cases", **_from_interval(median_interval(errs)), **kw)]
+    return out
+
+
+def _campaign(repo: Path) -> list[Entry]:
+    """Chapter 6's campaign (``data/runs/cpu/ch06_*``, three seeds a cell): per mode and correction the final
+    held-out accuracy and the tokens/s over the seeds, the speed-up over the synchronous step paired by seed with
+    its prediction (made from the synchronous run before the mode ran) and the prediction's error; the plain-TRL
+    reference's tokens/s and accuracy; the advisor's predicted speed-up; the issue's goal (the advisor's pick's
+    tokens/s over the reference's, paired by seed) per correction."""
+    c = CH6.campaign_section()
+    rows, ref, camp = c["rows"], c["ref"], c["camp"]
+    if not rows:
+        return []
+    out = []
+
+    def srcs(cell) -> tuple:
+        return tuple(sorted(rel(r["dir"]) for r in cell if "dir" in r))
+
+    for r in rows:
+        base, cell = CH6.campaign_id(r), camp["cells"].get((r["mode"], r["correction"]), [])
+        src = srcs(cell)
+        load = load_of(src, repo)
+        what = f"{r['mode']} (correction {corr_label(r['correction'])})"
+        kw = {"counts": "seeds (one run each)", "records": src, "load": load}
+        out.append(Entry(f"{base}.final_accuracy", 6, f"{what}: final held-out accuracy", "accuracy", "repeats",
+                         **_from_interval(repeat_interval(r["finals"])), **kw))
+        out.append(Entry(f"{base}.tokens_per_s", 6, f"{what}: tokens/s over the training wall time", "tokens/s",
+                         "repeats", **_from_interval(repeat_interval(list(r["tokens_per_s_by_seed"].values()))), **kw))
+        if r.get("speedup_iv") is not None and r["mode"] != "sync":
+            out.append(Entry(f"{base}.speedup", 6, f"{what}: speed-up over the synchronous step, paired by seed", "x",
+                             "paired ratio", **_from_interval(r["speedup_iv"]), **kw, verdict=r.get("speedup_word", ""),
+                             rule="faster / slower only when the interval excludes 1"))
+            if r.get("predicted_speedup"):
+                out.append(Entry(f"{base}.predicted_speedup", 6, f"{what}: speed-up predicted from the synchronous "
+                                 "run before the mode ran", "x", "prediction", _num(r["predicted_speedup"]),
+                                 counts="prediction", records=src))
+                out.append(Entry(f"{base}.error", 6, f"{what}: relative error of the predicted speed-up", "",
+                                 "relative error", **_from_interval(error_interval(r["predicted_speedup"],
+                                                                                   r["speedup_iv"])),
+                                 **kw, verdict=r.get("met") or "undecided",
+                                 rule="met when the whole interval is within +-25 %"))
+    if ref:
+        src = srcs(camp["reference"])
+        kw = {"counts": "seeds (one run each)", "records": src, "load": load_of(src, repo)}
+        out.append(Entry("ch06.campaign.reference.tokens_per_s", 6, "plain trl.GRPOTrainer (the reference): tokens/s",
+                         "tokens/s", "repeats",
+                         **_from_interval(repeat_interval(list(ref["tokens_per_s_by_seed"].values()))), **kw))
+        out.append(Entry("ch06.campaign.reference.final_accuracy", 6, "plain trl.GRPOTrainer: final held-out accuracy",
+                         "accuracy", "repeats", **_from_interval(repeat_interval(ref["finals"])), **kw))
+    sync = camp["cells"].get(("sync", None), [])
+    if sync:
+        adv = advisor_check([r["results"] for r in sync], rows, None)
+        out.append(Entry("ch06.campaign.advisor.predicted_speedup", 6, f"advise_mode's pick (eta {adv['eta']}): its "
+                         "speed-up over the synchronous step, predicted from each seed's synchronous run", "x",
+                         "prediction", _num(adv["predicted_speedup"]), counts="prediction", records=srcs(sync),
+                         note=f"eta {adv['eta']}"))
+        picked = [r for r in rows if ("inf" if r["eta"] is None else str(r["eta"])) == adv["eta"]]
+        cell = next((r for r in picked if r["correction"] is None and r.get("speedup_iv") is not None), None)
+        if cell is not None:
+            src = srcs(camp["cells"].get((cell["mode"], None), []))
+            err = error_interval(adv["predicted_speedup"], cell["speedup_iv"])
+            out.append(Entry("ch06.campaign.advisor.error", 6, f"advise_mode's predicted speed-up against the measured "
+                             f"one of its pick ({CH6.campaign_id(cell)}.speedup)", "", "relative error",
+                             **_from_interval(err), counts="seeds (paired)", records=src, load=load_of(src, repo),
+                             verdict=adv["met"] or "undecided", rule="met when the whole interval is within +-25 %"))
+        for r in picked if ref else []:
+            g = goal_vs_reference(r, ref)
+            src = srcs(camp["cells"].get((r["mode"], r["correction"]), [])) + srcs(camp["reference"])
+            out.append(Entry(f"ch06.campaign.goal.{corr_label(r['correction'])}.tokens_ratio", 6,
+                             f"the advisor's pick ({r['mode']}, correction {corr_label(r['correction'])}) over plain "
+                             "TRL, tokens/s paired by seed", "x", "paired ratio", **_from_interval(g["tokens_iv"]),
+                             counts="seeds (paired)", records=src, load=load_of(src, repo), verdict=g["met"],
+                             rule="met when the interval is at or above 2x at the same accuracy curve"))
+    return out
+
+
+def _open_directions(repo: Path) -> list[Entry]:
+    """Chapter 10's parallel-against-sequential reasoning (``data/runs/cpu/ch10_par_*``): each arm's held-out
+    accuracy over the GRPO seeds (one SFT model per arm: the SFT variance is not in the interval) and their paired
+    difference; the traces' depth and work, sequential over parallel per problem, with the prediction and its
+    error; the latency per problem (median over problems) and its paired ratio with the prediction; and the
+    multi-domain systems run's bubble and the mixed / separate generation ratio (``ch10_md_systems``)."""
+    runs = CH10.ensure_runs("cpu")
+    out = []
+    if CH10.parallel_ready(runs, "cpu"):
+        pred_rec, meas_rec = runs[C10.name("par", "predict")], runs[C10.name("par", "measure")]
+        pred, meas = pred_rec.results["predicted"], meas_rec.results
+        seeds = C10.parallel("cpu")["seeds"]
+        qa, tk, la = CMP10.quality(meas, seeds), CMP10.tokens(meas, seeds, pred), CMP10.latency(meas, pred)
+        src, psrc = (rel(meas_rec.dir),), (rel(pred_rec.dir),)
+        load = load_of(src, repo)
+        kw = {"counts": "GRPO seeds (one SFT model per arm)", "records": src, "load": load}
+        base = "ch10.parallel"
+        for a in C10.ARMS:
+            out.append(Entry(f"{base}.accuracy.{a}", 10, f"held-out accuracy of the {a} arm after GRPO", "accuracy",
+                             "repeats", **_from_interval(qa["accuracy"][a]), **kw))
+        out.append(Entry(f"{base}.accuracy_difference", 10, "held-out accuracy, parallel minus sequential, paired by "
+                         "seed", "accuracy", "paired difference", **_from_interval(qa["difference"]), **kw,
+                         verdict=qa["word"], rule="higher / lower when the interval excludes 0"))
+        for k in ("work", "depth"):
+            t = tk[k]
+            pk = {"counts": "problems x seeds (paired traces)", "records": src}
+            for a in C10.ARMS:
+                out.append(Entry(f"{base}.{k}.{a}", 10, f"{k} of the {a} arm's traces (tokens, mean over problems and "
+                                 "seeds)", "tokens", "over cases", _num(t["mean"][a]), n=t["ratio"].n, **pk))
+                out.append(Entry(f"{base}.{k}.{a}.predicted", 10, f"{k} of the {a} arm, predicted", "tokens",
+                                 "prediction", _num(pred[f"{k}_{a}"]), counts="prediction", records=psrc))
+            out.append(Entry(f"{base}.{k}_ratio", 10, f"{k}, sequential over parallel, per problem (paired)", "x",
+                             "paired ratio", **_from_interval(t["ratio"]), **pk))
+            out.append(Entry(f"{base}.{k}_ratio.predicted", 10, f"{k}, sequential over parallel, predicted", "x",
+                             "prediction", _num(t["predicted"]), counts="prediction", records=psrc))
+            out.append(Entry(f"{base}.{k}_ratio.error", 10, f"{k} ratio: the prediction's relative error", "",
+                             "relative error", **_from_interval(t["error"]), **pk, verdict=t["verdict"],
+                             rule="met when the whole interval is within +-25 %"))
+        lk = {"counts": "problems (median of each one's repeats)", "records": src, "load": load}
+        for a, key in (("seq", "seq_s"), ("par", "par_s")):
+            out.append(Entry(f"{base}.latency.{a}", 10, f"wall latency per problem, {a} policy", "s", "over cases",
+                             **_from_interval(la[key]), **lk))
+        out.append(Entry(f"{base}.latency_ratio", 10, "latency, sequential over parallel, per problem (paired)", "x",
+                         "paired ratio", **_from_interval(la["ratio"]), **lk, verdict=la["word"],
+                         rule="faster / slower only when the interval excludes 1"))
+        out.append(Entry(f"{base}.latency_ratio.predicted", 10, "latency speed-up, predicted", "x", "prediction",
+                         _num(la["predicted"]), counts="prediction", records=psrc))
+        out.append(Entry(f"{base}.latency_ratio.error", 10, "latency ratio: the prediction's relative error", "",
+                         "relative error", **_from_interval(la["error"]), **lk, verdict=la["verdict"],
+                         rule="met when the whole interval is within +-25 %"))
+    if CH10.md_ready(runs, "cpu"):
+        sys_rec, pred_rec = runs[C10.name("md", "systems")], runs[C10.name("md", "predict")]
+        sysr = CMP10.systems(sys_rec, pred_rec.results["predicted"])
+        src = (rel(sys_rec.dir),)
+        kw = {"records": src, "load": load_of(src, repo)}
+        out.append(Entry("ch10.multidomain.bubble_mixed", 10, "the mixed batch's bubble (idle share of its decode "
+                         "slots)", "fraction", "repeats", **_from_interval(sysr["mixed"]["bubble"]),
+                         counts="generate calls", **kw, note="the mean with Student-t (compare.systems)"))
+        out.append(Entry("ch10.multidomain.bubble_mixed.predicted", 10, "the mixed batch's bubble, predicted",
+                         "fraction", "prediction", _num(sysr["mixed"]["predicted_bubble"]), counts="prediction",
+                         records=(rel(pred_rec.dir),)))
+        g = sysr["mixed_over_separate"]
+        out.append(Entry("ch10.multidomain.gen_ratio", 10, "generation seconds, the mixed batch over the separate "
+                         "ones", "x", "paired ratio", **_from_interval(g["ratio"]), counts="generate calls (paired)",
+                         **kw, verdict=g["word"], rule="faster / slower only when the interval excludes 1"))
     return out
 
 
@@ -378,7 +708,10 @@ def build(size: str = "cpu") -> list[Entry]:
     repo = repo_root()
     replaced = superseded(size)
     entries = (_guidelines(repo) + _items(repo) + _windows(size, repo) + _accuracy_test(repo)
-               + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size))
+               + _runs(size, repo, replaced) + _frameworks() + _advised(size) + _shared_critic(size)
+               + (_validation(repo) + _work_depth(repo) + _out_of_sample(repo) + _campaign(repo)
+                  + _open_directions(repo)
+                  if size == "cpu" else []))
     seen: dict = {}
     for e in entries:
         if e.id in seen and seen[e.id] != e:

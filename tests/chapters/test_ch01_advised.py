@@ -6,6 +6,7 @@ import math
 import pytest
 from scipy import stats
 
+from rlm_lab import ledger as L
 from rlm_lab.chapters.ch01_quickstart import advised as A
 from rlm_lab.errors import RlmLabError
 from rlm_lab.record import RunRecord
@@ -131,7 +132,7 @@ def test_latest_reads_the_newest_finished_measurement(tmp_path):
     got = A.latest(root=tmp_path)
     assert got["record"] == f"{A.RECORDS}/20261205T100000Z" and got["verdict"]["word"] == "met"
     assert got["load"]["min"] == 0.5 and got["load"]["max"] == 0.6 and got["earlier"] == []
-    text, values = A.section(root=tmp_path)
+    text, values = A.section("cpu", L._advised("cpu", tmp_path), root=tmp_path)   # the ledger over tmp_path
     assert values["ch01_advised_measured"] == got["verdict"]["speedup"]["text"] and values["ch01_advised_n"] == "4"
     assert values["ch01_advised_predicted"] == f"{pred['speedup']:.2f}" and "not applied: long-tail" in text
 

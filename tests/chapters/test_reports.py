@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlm_lab.tables import format_table, text
+from rlm_lab.ledger import Entry
 
 
 def test_text_is_format_with_a_format_and_str_without():
@@ -124,14 +125,20 @@ def test_ch03_replica_and_closing_values_from_a_hand_made_headline():
             "whole_error": 0.1234, "whole_verdict": "w", "step_error": 0.5, "step_verdict": "s", "all_error": 0.25,
             "all_verdict": "a"}
     ref = {"replicas": SimpleNamespace(results={"loadavg": [1.26, 0.5, 0.04]})}
-    body, figures, values = replica_section(ref, head)
-    assert values == {"ch03_n_above": "1", "ch03_n_replica_rows": "2", "ch03_real_over_sim": "1.3",
+    # the glued numbers are the ledger's (rlm_lab.ledger: ch03.*), here hand-made entries
+    entries = [Entry("ch03.replicas.real_over_sim.max", 3, "", "x", "one run", 1.26),
+               Entry("ch03.whole_error", 3, "", "", "over cases", 0.1234, 0.05, 0.2, "exact order statistics", 9,
+                     verdict="w"),
+               Entry("ch03.step_error", 3, "", "", "over cases", 0.5, verdict="s"),
+               Entry("ch03.all_error", 3, "", "", "over cases", 0.25, verdict="a")]
+    body, figures, values = replica_section(ref, head, entries)
+    assert values == {"ch03_n_above": "1", "ch03_n_replica_rows": "2", "ch03_real_over_sim": "1.3 (one run, no interval)",
                       "ch03_replicas_load": "1.3 / 0.5 / 0.0"}
     assert len(figures) == 2 and "simulated T_p above the measured W/p + D: by_length p=8" in body
     assert "{1: '1.04x', 2: '1.26x'}" in body
-    body, values = closing_section(head)
-    assert values["ch03_whole_error"] == "12.3%" and values["ch03_all_verdict"] == "a"
-    assert body.splitlines()[0] == "whole generation times (long tail + replicas): median |error| 12.3%: w"
+    body, values = closing_section(head, entries)
+    assert values["ch03_whole_error"] == "12.3% [5.0%, 20.0%]" and values["ch03_all_verdict"] == "a"
+    assert body.splitlines()[0] == "whole generation times (long tail + replicas): median |error| 12.3% [5.0%, 20.0%]: w"
     _, figures, values = replica_section({}, None)
     assert figures == [] and set(values.values()) == {"n/a"}
     assert {k: v for k, v in closing_section(None)[1].items() if k not in ("ch03_bar", "ch03_goal")} == dict.fromkeys(
@@ -257,7 +264,10 @@ def test_ch06_verdict_section_names_the_sync_finals_and_whether_async_trained_as
     cells = {("sync", None): {"finals": [0.5, 0.25]}, ("eta8", None): {"finals": [1]}, ("async", None): {"finals": [1]},
              ("eta8", "token_truncate"): {"finals": [1]}, ("async", "token_truncate"): {"finals": [2]}}
     rows = [_cell("sync", None), _cell("async", None, finals=(0.25, 0.5))]
-    _, values = verdict_section(rows, cells)
+    # the mean final accuracies are the ledger's entries (rlm_lab.ledger: ch06.campaign.<mode>.<corr>.*)
+    entries = [Entry("ch06.campaign.sync.none.final_accuracy", 6, "", "accuracy", "repeats", 0.5),
+               Entry("ch06.campaign.async.none.final_accuracy", 6, "", "accuracy", "repeats", 0.375)]
+    _, values = verdict_section(rows, cells, entries)
     assert values["ch06_sync_finals"] == "0.500, 0.250"
     assert values["ch06_async_is_eta8"] == "different final accuracies"  # the corrected cells differ
     assert values["ch06_trend_none"] == "η=0: 0.500, η=∞: 0.375" and values["ch06_trend_tis"] == "n/a"

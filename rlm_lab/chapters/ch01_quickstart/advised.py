@@ -54,6 +54,7 @@ from ...placement.runtime import _sft_checkpoint
 from ...protocol import Arm, child_main, compare
 from ...record import RunRecord, atomic_write_json, reference_root, runs_root
 from ...sizes import check_size
+from ...tables import entry_text, ledger_glue
 from ...train import make_config, run
 from ..registry import step_argv
 
@@ -256,41 +257,62 @@ def latest(size: str = "cpu", root=None) -> dict | None:
     return {"prediction": prediction, **found[0], "earlier": found[1:]}
 
 
-def section(size: str = "cpu", root=None) -> tuple[str, dict]:
+# the numbers the page glues, read from the results ledger (``rlm_lab.ledger``, ``ch01.advised.*``): glue name ->
+# (ledger id, format, scale); ``tests/test_ledger_glue.py`` checks each glued text against its entry
+LEDGER_GLUE = {
+    "ch01_advised_predicted": ("ch01.advised.predicted_speedup", "{:.2f}", 1.0),
+    "ch01_advised_measured": ("ch01.advised.speedup", "{:.2f}", 1.0),
+    "ch01_advised_wall": ("ch01.advised.wall_speedup", "{:.2f}", 1.0),
+    "ch01_advised_acc_advised": ("ch01.advised.accuracy.advised", "{:.3f}", 1.0),
+    "ch01_advised_acc_plain": ("ch01.advised.accuracy.plain", "{:.3f}", 1.0),
+    "ch01_advised_acc_diff": ("ch01.advised.accuracy_difference", "{:+.1f}", 100.0),
+}
+
+
+def ledger_values(entries) -> dict:
+    """The glued values :data:`LEDGER_GLUE` names, from the ledger ``entries`` (``rlm_lab.ledger.build``)."""
+    return ledger_glue(entries, LEDGER_GLUE)
+
+
+def section(size: str = "cpu", entries=(), root=None) -> tuple[str, dict]:
     """The page's text (the pick, what was applied and what not, predicted beside measured) and its glued values
-    ``ch01_advised_*``, from :func:`latest` ("not measured yet" where there is no record)."""
+    ``ch01_advised_*``. The numbers are the results ledger's (``entries``: ``rlm_lab.ledger.build(size)``, whose
+    ``ch01.advised.*`` entries read :func:`latest`); the plan's words are read from the prediction ("not measured
+    yet" where there is no record)."""
     got = latest(size, root)
     keys = ("pick", "profile", "predicted", "measured", "n", "verdict", "goal", "wall", "acc_advised", "acc_plain",
             "acc_diff", "acc_word", "load", "record", "method")
     if got is None:
         return "no prediction committed yet", dict.fromkeys((f"ch01_advised_{k}" for k in keys), "n/a")
-    pred, v = got["prediction"], got["verdict"]
-    plan = pred["apply"]
-    origin = pred.get("profile_origin") or {}
+    d = {e.id: e for e in entries}
+    led = {k[len("ch01_advised_"):]: v for k, v in ledger_values(entries).items()}
+    plan = got["prediction"]["apply"]
+    origin = got["prediction"].get("profile_origin") or {}
     whose = "this machine's in-situ profile" if origin.get("this_machine") else "another machine's profile"
     lines = [f"advisor's pick: {plan['applied']['placement']} in mode {plan['applied']['mode']} "
              f"(eta {plan['applied']['eta']}); run as chapter 6's {plan['mode']} on {plan['threads']} cores"]
     lines += [f"not applied: {k}: {why}" for k, why in plan["not_applied"].items()]
-    lines.append(f"predicted ({pred['profile']}, {whose}): plain {1e3 * pred['plain_step_s']:.1f} ms/step, advised "
-                 f"{1e3 * pred['pick_step_s']:.1f} ms/step, speed-up {pred['speedup']:.2f}x")
+    step = {a: d.get(f"ch01.advised.predicted_step.{a}") for a in ("plain", "advised")}
+    ms = {a: "n/a" if e is None else f"{1e3 * e.value:.1f}" for a, e in step.items()}
+    lines.append(f"predicted ({got['prediction']['profile']}, {whose}): plain {ms['plain']} ms/step, advised "
+                 f"{ms['advised']} ms/step, speed-up {led['predicted']}x")
     vals = {"pick": f"{plan['applied']['placement']}, {plan['applied']['mode']}", "profile": whose,
-            "predicted": f"{pred['speedup']:.2f}", "goal": f"{GOAL:g}"}
-    if v is None:
+            "predicted": led["predicted"], "goal": f"{GOAL:g}"}
+    sp, diff = d.get("ch01.advised.speedup"), d.get("ch01.advised.accuracy_difference")
+    if got["verdict"] is None or sp is None:
         lines.append("measured: not yet")
         return "\n".join(lines), {f"ch01_advised_{k}": vals.get(k, "n/a") for k in keys}
-    acc = v["accuracy"]
-    vals |= {"measured": v["speedup"]["text"], "n": str(v["n"]), "verdict": v["word"], "method": v["speedup"]["method"],
-             "wall": v["wall_speedup"]["text"],
-             "acc_advised": f"{sum(acc['advised']) / len(acc['advised']):.3f}",
-             "acc_plain": f"{sum(acc['plain']) / len(acc['plain']):.3f}",
-             "acc_diff": _points(acc["difference"]), "acc_word": acc["word"],
-             "load": f"{got['load']['min']:.2f} to {got['load']['max']:.2f}", "record": got["record"]}
-    lines.append(f"measured ({got['record']}, {v['n']} pairs, load per core {vals['load']}): steps/s advised / plain "
-                 f"{vals['measured']} ({v['speedup']['method']}); whole process {vals['wall']}; accuracy advised "
-                 f"{vals['acc_advised']}, plain {vals['acc_plain']}, difference {vals['acc_diff']} ({acc['word']}); "
-                 f"goal {GOAL:g}x: {v['word']}")
-    lines += [f"earlier ({e['record']}, {_options(e['arms'])}): {e['verdict']['speedup']['text']}, "
-              f"{e['verdict']['word']}" for e in got["earlier"]]
+    vals |= {k: led[k] for k in ("measured", "wall", "acc_advised", "acc_plain", "acc_diff")}
+    vals |= {"n": str(sp.n), "verdict": sp.verdict, "method": sp.method, "acc_word": diff.verdict,
+             "load": sp.load.replace("-", " to "), "record": sp.records[0]}
+    lines.append(f"measured ({vals['record']}, {sp.n} pairs, load per core {vals['load']}): steps/s advised / plain "
+                 f"{vals['measured']} ({sp.method}); whole process {vals['wall']}; accuracy advised "
+                 f"{vals['acc_advised']}, plain {vals['acc_plain']}, difference {vals['acc_diff']} points "
+                 f"({diff.verdict}); goal {GOAL:g}x: {sp.verdict}")
+    for e in got["earlier"]:
+        old = d.get(f"ch01.advised.{e['record'].rsplit('/', 1)[-1]}.speedup")
+        lines.append(f"earlier ({e['record']}, {_options(e['arms'])}): {entry_text(old)}, "
+                     f"{'n/a' if old is None else old.verdict}")
     return "\n".join(lines), {f"ch01_advised_{k}": vals.get(k, "n/a") for k in keys}
 
 
@@ -301,13 +323,6 @@ def _options(argv) -> str:
         return "seed 0 in every pair, the prediction plan's correction"
     i = argv.index("--seed")
     return " ".join(argv[i:])
-
-
-def _points(d: dict) -> str:
-    """An accuracy difference in points (one decimal), with its interval when it has one."""
-    if d["lo"] is None:
-        return f"{100 * d['estimate']:+.1f} points (one seed, no interval)"
-    return f"{100 * d['estimate']:+.1f} points [{100 * d['lo']:+.1f}, {100 * d['hi']:+.1f}]"
 
 
 # ---- the command -------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from ...evidence import mean_interval
 from ...insitu import REPEAT_TOL, repeat_agreement
 from ...insitu import load as load_insitu
 from ...record import load_record, read_jsonl, reference_root
-from ...tables import format_table, text
+from ...tables import format_table, ledger_glue, text
 from ...trace_plots import gantt, predicted_vs_measured, share_bars
 from ...validate import SUITE
 from ...validate.compare import with_bookkeeping
@@ -41,6 +41,33 @@ from ...validate.traced_case import case_of, predict_case, time_table
 from .compare import ALGORITHMS, errors_by_calibration, generation_shares, headline
 
 NA = "n/a"
+
+# the suite's numbers the page glues, read from the results ledger (``ch02.validation.*``, made by
+# ``rlm_lab.ledger`` from ``rlm_lab.validate.report``): glue name -> (ledger id, format, scale)
+LEDGER_GLUE = {
+    **{f"ch02_val_{k}": (f"ch02.validation.{k}", "{:.1f}%", 100.0)
+       for k in ("step_median", "step_worst", "stage_median", "stage_worst", "peak_worst")},
+    "ch02_val_bias": ("ch02.validation.bias", "{:+.1f}%", 100.0),
+    "ch02_val_transient_median": ("ch02.validation.transient_median", "{:.0f}%", 100.0),
+    "ch02_val_min_step_median": ("ch02.validation.least_disturbed.step_median", "{:.1f}%", 100.0),
+    **{f"ch02_pair_{k}_step": (f"ch02.validation.pair.{k}.step_median", "{:.1f}%", 100.0)
+       for k in ("insitu_after", "micro_now", "micro_morning", "chapters")},
+    **{f"ch02_pair_{k}_bias": (f"ch02.validation.pair.{k}.bias", "{:+.1f}%", 100.0)
+       for k in ("insitu_after", "micro_now", "micro_morning", "chapters")},
+}
+
+
+def ledger_values(entries) -> dict:
+    """The glued values :data:`LEDGER_GLUE` names, from the ledger ``entries`` (``rlm_lab.ledger.build``)."""
+    return ledger_glue(entries, LEDGER_GLUE)
+
+
+def _bar_word(e, key: str) -> str:
+    """A ledger entry's word against its bar, as the page prints it: "met (12.0% <= 15%)"."""
+    if e is None or not e.verdict:
+        return NA
+    v = abs(e.value)
+    return f"{e.verdict} ({v:.1%} {'<=' if v <= V.BARS[key] else '>'} {V.BARS[key]:.0%})"
 
 
 def have_validation() -> bool:
@@ -62,10 +89,13 @@ def _val_cell(k, v):
     return f"{v:.0%}" if k == "share" else (f"{v * 1e3:.1f}" if k.endswith("_s") else v)
 
 
-def validation_section() -> tuple[str, dict]:
+def validation_section(entries=()) -> tuple[str, dict]:
     """The in-situ profile on the suite measured on its own machine before the fit (``rlm_lab.validate``): the
     table per workload and stage, the verdicts against ``BARS``, the contention of the machine, the
-    least-disturbed steps; and every ``ch02_val_*`` value of the prose (the bars too)."""
+    least-disturbed steps; and every ``ch02_val_*`` value of the prose (the bars too). The suite's numbers the
+    prose quotes are the results ledger's (``entries``: ``rlm_lab.ledger.build("cpu")``; :data:`LEDGER_GLUE`)."""
+    d = {e.id: e for e in entries}
+    led = ledger_values(entries)
     from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     lines = []
@@ -82,22 +112,18 @@ def validation_section() -> tuple[str, dict]:
                      "(a load above 1 per core slows the measured side)")
         lines.append(format_table([{k: _val_cell(k, v) for k, v in r.items()} for r in V.table(val["rows"])],
                                   ["run", "stage", "predicted_s", "measured_s", "error", "share", "peak_error"]))
-        lines += [f"{k}: {v}" for k, v in vs["verdicts"].items()]
+        lines += [f"{k}: {_bar_word(d.get(f'ch02.validation.{k}'), k)}" for k in vs["verdicts"]]
         contention = val["contention"]
         lines.append(f"slowest / fastest traced step per workload: {min(contention.values()):.1f}x to "
                      f"{max(contention.values()):.1f}x (about 1x on a quiet machine)")
-        vmin = V.report("cpu", statistic="min")["summary"]
         lines.append(f"least-disturbed steps (fastest traced step per workload): whole-step median |error| "
-                     f"{vmin['step_median']:.1%}, bias {vmin['bias']:+.1%}")
+                     f"{led['ch02_val_min_step_median']} (ledger ch02.validation.least_disturbed.step_median)")
     else:
-        vs = vmin = contention = None
+        vs = contention = None
         lines.append("no committed validation records or in-situ profile in this checkout")
-    out = {}
-    for key, fmt in (("step_median", ".1%"), ("step_worst", ".1%"), ("bias", "+.1%"), ("stage_median", ".1%"),
-                     ("stage_worst", ".1%"), ("peak_worst", ".1%"), ("transient_median", ".0%")):
-        out[f"ch02_val_{key}"] = text(vs[key] if vs and key in vs else NA, fmt if vs and key in vs else "")
+    out = {k: v for k, v in led.items() if k.startswith("ch02_val_")}
     for key in ("step_median", "stage_worst", "bias", "peak_worst"):
-        out[f"ch02_val_{key}_verdict"] = text(vs["verdicts"].get(key, NA) if vs else NA)
+        out[f"ch02_val_{key}_verdict"] = _bar_word(d.get(f"ch02.validation.{key}"), key)
     out["ch02_val_runs"] = text(vs["runs"] if vs else NA)
     out["ch02_val_worst_stage"] = text(vs["worst_stage"] if vs else NA)
     for key, bar in V.BARS.items():  # the bars, fixed before the runs
@@ -105,7 +131,6 @@ def validation_section() -> tuple[str, dict]:
     out["ch02_val_share_min"] = text(V.SHARE_MIN, ".0%")
     out["ch02_val_contention_max"] = f"{max(contention.values()):.1f}x" if vs else NA
     out["ch02_val_load_max"] = text(max(loads) if vs else NA, ".1f" if vs else "")
-    out["ch02_val_min_step_median"] = text(vmin["step_median"] if vs else NA, ".1%" if vs else "")
     out["ch02_val_under"] = text(vs["under_predicted"] if vs else NA)
     above = [r["transient_rel_error"] for r in val["rows"] if r.get("transient_rel_error", float("nan")) == r.get(
         "transient_rel_error")] if vs else []
@@ -123,10 +148,11 @@ def _pair_row(r: dict) -> dict:
                for k in ("step_median", "step_worst", "bias", "stage_median", "stage_worst", "peak_worst")}}
 
 
-def pairs_section() -> tuple[str, dict]:
+def pairs_section(entries=()) -> tuple[str, dict]:
     """Each calibration judged on the suite measured on its own machine in its own session
     (``rlm_lab.validate.pairs``), and how much slower the in-situ machine ran the suite than the morning's
-    (median over the workloads of the ratio of their measured steps)."""
+    (median over the workloads of the ratio of their measured steps). The glued numbers are the results ledger's
+    (``entries``; :data:`LEDGER_GLUE`)."""
     from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
 
     have_val = have_validation()
@@ -134,13 +160,10 @@ def pairs_section() -> tuple[str, dict]:
     text_ = format_table([_pair_row(r) for r in pairs],
                          ["pair", "runs", "step_median", "step_worst", "bias", "stage_median", "stage_worst",
                           "peak_worst"])
-    by_key = {r["key"]: r for r in pairs if "runs" in r}
-    out = {}
+    d = {e.id: e for e in entries}
+    out = {k: v for k, v in ledger_values(entries).items() if k.startswith("ch02_pair_")}
     for key in ("insitu_after", "micro_now", "micro_morning", "chapters"):
-        r = by_key.get(key)
-        out[f"ch02_pair_{key}_step"] = text(r["step_median"] if r else NA, ".1%" if r else "")
-        out[f"ch02_pair_{key}_bias"] = text(r["bias"] if r else NA, "+.1%" if r else "")
-        out[f"ch02_pair_{key}_verdict"] = text(r["verdicts"]["step_median"] if r else NA)
+        out[f"ch02_pair_{key}_verdict"] = _bar_word(d.get(f"ch02.validation.pair.{key}.step_median"), "step_median")
     ratio = NA
     if have_val and (REPO_ROOT / BEFORE / V.SUITE).exists():
         _, now = V.load_suite("cpu", REPO_ROOT / BEFORE)

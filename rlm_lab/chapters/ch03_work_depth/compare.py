@@ -117,4 +117,4 @@ def headline(records: dict, profile) -> dict:
             "whole_error": whole, "whole_verdict": verdict(errs["whole"]), "step_error": step,
             "step_verdict": verdict(errs["step"]), "all_error": every, "all_verdict": verdict(errs["every"]),
             "above_upper": [(r["assignment"], r["replicas"]) for r in rep_rows if r["above_upper"]],
-            "real_over_sim": real}
+            "real_over_sim": real, "errors": errs}

@@ -10,11 +10,24 @@ from __future__ import annotations
 from ...compare import BAR, GOAL
 from ...cost import load_profile
 from ...cost.engine import engine_step_overhead
-from ...tables import format_table, text
+from ...tables import format_table, ledger_glue, text
 from ...trace_plots import curve
 from .scale import scaling
 
 NA = "n/a"
+
+
+# the numbers the page glues, read from the results ledger (``ch03.*``, made by ``rlm_lab.ledger`` from
+# :func:`..compare.headline`): glue name -> (ledger id, format, scale)
+LEDGER_GLUE = {
+    **{f"ch03_{k}_error": (f"ch03.{k}_error", "{:.1f}%", 100.0) for k in ("whole", "step", "all")},
+    "ch03_real_over_sim": ("ch03.replicas.real_over_sim.max", "{:.1f}", 1.0),
+}
+
+
+def ledger_values(entries) -> dict:
+    """The glued values :data:`LEDGER_GLUE` names, from the ledger ``entries`` (``rlm_lab.ledger.build``)."""
+    return ledger_glue(entries, LEDGER_GLUE)
 
 
 def knee_section(ref: dict, head: dict) -> tuple[str, list]:
@@ -49,10 +62,11 @@ def tail_section(head: dict) -> tuple[str, object]:
                         title="The tail sets the time (cpu, committed)")
 
 
-def replica_section(ref: dict, head: dict | None) -> tuple[str, list, dict]:
+def replica_section(ref: dict, head: dict | None, entries=()) -> tuple[str, list, dict]:
     """Replicas and Brent's bounds: the table, the measured and the predicted T_p between their bounds (round
     robin), the rows above the upper bound and real processes against the simulation; and the values the prose
-    quotes (``ch03_n_above`` ... ``ch03_replicas_load``). ``head`` is None without the committed records."""
+    quotes (``ch03_n_above`` ... ``ch03_replicas_load``; the real / simulated ratio the results ledger's,
+    ``entries``). ``head`` is None without the committed records."""
     have_ref = head is not None
     lines, figures = [], []
     if have_ref:
@@ -77,7 +91,7 @@ def replica_section(ref: dict, head: dict | None) -> tuple[str, list, dict]:
     values = {
         "ch03_n_above": text(len(head["above_upper"]) if have_ref else NA),
         "ch03_n_replica_rows": text(len(head["replica_rows"]) if have_ref else NA),
-        "ch03_real_over_sim": text(max(head["real_over_sim"].values()) if have_ref else NA, ".1f" if have_ref else ""),
+        "ch03_real_over_sim": ledger_values(entries)["ch03_real_over_sim"] if have_ref else NA,
         "ch03_replicas_load": text(" / ".join(f"{x:.1f}" for x in ref["replicas"].results["loadavg"])
                                    if have_ref else NA)}
     return "\n".join(lines), figures, values
@@ -103,18 +117,21 @@ def scale_section(profile: str = "h200") -> tuple[str, object, dict]:
         "ch03_h200_avg_parallelism": text(scale[0]["work_s"] / scale[0]["depth_s"], ".1f")}
 
 
-def closing_section(head: dict | None) -> tuple[str, dict]:
+def closing_section(head: dict | None, entries=()) -> tuple[str, dict]:
     """The whole generation times first, then single decode steps, then every comparison of the chapter, each
-    median |error| with its verdict against the goals fixed in advance; and the values the prose quotes."""
+    median |error| with its interval and its verdict against the goals fixed in advance, read from the results
+    ledger (``entries``: ``ch03.whole_error``, ``ch03.step_error``, ``ch03.all_error``); and the values the prose
+    quotes. ``head`` is None without the committed records."""
     have_ref = head is not None
-    lines = []
-    if have_ref:
-        lines.append(f"whole generation times (long tail + replicas): median |error| {head['whole_error']:.1%}: "
-                     f"{head['whole_verdict']}")
-        lines.append(f"single decode steps: median |error| {head['step_error']:.1%}: {head['step_verdict']}")
-        lines.append(f"all comparisons: median |error| {head['all_error']:.1%}: {head['all_verdict']}")
+    d, led = {e.id: e for e in entries}, ledger_values(entries)
     values = {"ch03_bar": text(BAR, ".0%"), "ch03_goal": text(GOAL, ".0%")}
     for key in ("whole", "step", "all"):
-        values[f"ch03_{key}_error"] = text(head[f"{key}_error"] if have_ref else NA, ".1%" if have_ref else "")
-        values[f"ch03_{key}_verdict"] = text(head[f"{key}_verdict"] if have_ref else NA)
+        e = d.get(f"ch03.{key}_error")
+        values[f"ch03_{key}_error"] = led[f"ch03_{key}_error"] if have_ref else NA
+        values[f"ch03_{key}_verdict"] = (e.verdict if e is not None else NA) if have_ref else NA
+    lines = [] if not have_ref else [
+        f"whole generation times (long tail + replicas): median |error| {values['ch03_whole_error']}: "
+        f"{values['ch03_whole_verdict']}",
+        f"single decode steps: median |error| {values['ch03_step_error']}: {values['ch03_step_verdict']}",
+        f"all comparisons: median |error| {values['ch03_all_error']}: {values['ch03_all_verdict']}"]
     return "\n".join(lines), values

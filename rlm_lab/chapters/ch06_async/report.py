@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ...asynchrony.modes import mode_eta
 from ...cost.asynchrony import advise_mode, async_rate, one_step_off_step, simulate, sync_step
-from ...evidence import largest
+from ...evidence import Interval, largest
 from ...record import reference_root, repo_relative
-from ...tables import text
+from ...tables import entry_text, ledger_glue, text
 from ..ch05_placement.report import timeline
 from .cases import CORRECTIONS, MODES, budget, cell_name, corr_label
 from .compare import _label, advisor_check, beyond, cell_summary, goal_vs_reference, load_campaign, mean, outlook, table
@@ -38,6 +38,28 @@ def formulas_text() -> str:
         lines.append(f"eta={'inf' if eta is None else eta:>3}: {sim.step_s:.3f} s/step, max staleness {max(sim.staleness)}")
     lines.append(f"advice: { {k: v for k, v in advise_mode(tail, 2.25).items() if k != 'step_s_by_eta'} }")
     return "\n".join(lines)
+
+
+def campaign_id(row: dict) -> str:
+    """The results ledger's id of one cell of the campaign (a mode and a correction): ``ch06.campaign.<mode>.<corr>``
+    (``rlm_lab.ledger`` makes its entries: final_accuracy, tokens_per_s, speedup, predicted_speedup, error)."""
+    return f"ch06.campaign.{row['mode']}.{corr_label(row['correction'])}"
+
+
+# the campaign's numbers the page glues, read from the results ledger (``ch06.campaign.*``): glue name -> (ledger id,
+# format, scale); the advisor's measured cell and the per-cell trends are read by :func:`campaign_id`
+LEDGER_GLUE = {
+    "ch06_adv_pred": ("ch06.campaign.advisor.predicted_speedup", "{:.2f}", 1.0),
+    "ch06_adv_err": ("ch06.campaign.advisor.error", "{:+.0f}%", 100.0),
+    "ch06_goal_ratio_none": ("ch06.campaign.goal.none.tokens_ratio", "{:.2f}", 1.0),
+    "ch06_goal_ratio_tis": ("ch06.campaign.goal.tis.tokens_ratio", "{:.2f}", 1.0),
+    "ch06_ref_tps": ("ch06.campaign.reference.tokens_per_s", "{:.0f}", 1.0),
+}
+
+
+def ledger_values(entries) -> dict:
+    """The glued values :data:`LEDGER_GLUE` names, from the ledger ``entries`` (``rlm_lab.ledger.build``)."""
+    return ledger_glue(entries, LEDGER_GLUE)
 
 
 def campaign_section(root=None) -> dict:
@@ -147,10 +169,17 @@ def is_ratio_text(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def verdict_section(rows: list[dict], cells: dict) -> tuple[str, dict]:
+def verdict_section(rows: list[dict], cells: dict, entries=()) -> tuple[str, dict]:
     """Per correction, the bound beyond which accuracy per step degrades (the criterion fixed in advance) and the
     fastest bound; the mean final accuracies against eta; whether the unbounded mode trained as eta 8 did; the
-    synchronous runs' finals. Every ``ch06_beyond_*``, ``ch06_best_*``, ``ch06_trend_*`` value and the rest."""
+    synchronous runs' finals. Every ``ch06_beyond_*``, ``ch06_best_*``, ``ch06_trend_*`` value and the rest; the
+    speed-ups and the mean final accuracies are the results ledger's (``entries``, :func:`campaign_id`)."""
+    d = {e.id: e for e in entries}
+
+    def iv(r):
+        e = d.get(f"{campaign_id(r)}.speedup")
+        return None if e is None else Interval(e.value, e.lo, e.hi, e.n, e.method)
+
     lines, values = [], {}
     for corr in CORRECTIONS:
         key = corr_label(corr)
@@ -158,14 +187,15 @@ def verdict_section(rows: list[dict], cells: dict) -> tuple[str, dict]:
         if len(rs) > 1:
             b = beyond(rows, corr)
             values[f"ch06_beyond_{key}"] = eta_text(b)
-            best, why = largest({f"η = {eta_text(r['eta'])}": r["speedup_iv"] for r in rs if r["mode"] != "sync"})
+            best, why = largest({f"η = {eta_text(r['eta'])}": iv(r) for r in rs if r["mode"] != "sync" and iv(r)})
             values[f"ch06_best_{key}"] = why
             lines.append(f"correction {key}: accuracy per step degrades beyond η = {eta_text(b)}; fastest: {why}")
         else:
             values[f"ch06_beyond_{key}"] = NA
             values[f"ch06_best_{key}"] = NA
     for corr in CORRECTIONS:
-        trend = ", ".join(f"η={eta_text(r['eta'])}: {r['final_accuracy']:.3f}" for r in rows if r["correction"] == corr)
+        trend = ", ".join(f"η={eta_text(r['eta'])}: {d[f'{campaign_id(r)}.final_accuracy'].value:.3f}" for r in rows
+                          if r["correction"] == corr and f"{campaign_id(r)}.final_accuracy" in d)
         values[f"ch06_trend_{corr_label(corr)}"] = trend or NA
     same = [c for c in CORRECTIONS if ("eta8", c) in cells and ("async", c) in cells
             and cells[("eta8", c)]["finals"] == cells[("async", c)]["finals"]]
@@ -207,10 +237,12 @@ ADVISOR_KEYS = ("ch06_adv_eta", "ch06_adv_pred", "ch06_adv_meas", "ch06_adv_err"
                 "ch06_goal_ratio_none", "ch06_goal_none", "ch06_goal_ratio_tis", "ch06_goal_tis", "ch06_ref_tps")
 
 
-def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
+def advisor_section(camp: dict, rows: list[dict], ref, entries=()) -> tuple[str, dict]:
     """The advisor (``advise_mode``, seeing only each seed's synchronous run) judged against the measured
     speed-up of its pick, and the pick against the plain-TRL reference's tokens/s (the issue's goal: twice, at
-    the same accuracy curve); the ``ch06_adv_*``, ``ch06_goal_*`` and ``ch06_ref_tps`` values."""
+    the same accuracy curve); the ``ch06_adv_*``, ``ch06_goal_*`` and ``ch06_ref_tps`` values, their numbers the
+    results ledger's (``entries``: :data:`LEDGER_GLUE`, the picked cell's ``ch06.campaign.<mode>.none.*``)."""
+    d, led = {e.id: e for e in entries}, ledger_values(entries)
     sync_res = [r["results"] for r in camp["cells"].get(("sync", None), [])]
     out = dict.fromkeys(ADVISOR_KEYS, NA)
     lines = []
@@ -218,11 +250,14 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
         adv = advisor_check(sync_res, rows, None)
         lines.append(f"advisor: { {k: (round(v, 3) if isinstance(v, float) else v) for k, v in adv.items()} }")
         out["ch06_adv_eta"] = "∞" if adv["eta"] == "inf" else text(adv["eta"])
-        out["ch06_adv_pred"] = f"{adv['predicted_speedup']:.2f}×"
-        if adv["measured_speedup"] is not None:
-            out["ch06_adv_meas"] = f"{adv['measured_speedup']:.2f}×"
-            out["ch06_adv_err"] = f"{adv['error']:+.0%}"
-            out["ch06_adv_met"] = adv["met"]
+        out["ch06_adv_pred"] = f"{led['ch06_adv_pred']}×"
+        cell = next((r for r in rows if r["correction"] is None and _label(r["eta"]) == adv["eta"]), None)
+        meas = d.get(f"{campaign_id(cell)}.speedup") if cell else None
+        err = d.get("ch06.campaign.advisor.error")
+        if meas is not None and err is not None:
+            out["ch06_adv_meas"] = f"{entry_text(meas)}×"
+            out["ch06_adv_err"] = led["ch06_adv_err"]
+            out["ch06_adv_met"] = err.verdict
         out["ch06_fastest"] = (f"η = {'∞' if adv['fastest_eta'] == 'inf' else adv['fastest_eta']}"
                                if adv["fastest_eta"] else adv["fastest_why"])
         picked = {corr: next((r for r in rows if r["correction"] == corr and _label(r["eta"]) == adv["eta"]), None)
@@ -231,15 +266,16 @@ def advisor_section(camp: dict, rows: list[dict], ref) -> tuple[str, dict]:
             lines.append(f"plain TRL reference: {ref['tokens_per_s']:.0f} tokens/s, final accuracy "
                          f"{ref['final_accuracy']:.3f} (n={ref['seeds']}); TRL defaults recorded: "
                          f"{camp['reference'][0]['results']['trl_defaults']}")
-            out["ch06_ref_tps"] = f"{ref['tokens_per_s']:.0f}"
+            out["ch06_ref_tps"] = led["ch06_ref_tps"]
             for corr, r in picked.items():
                 if r:
                     g = goal_vs_reference(r, ref)
                     lines.append(f"advisor's pick, correction {corr_label(corr)}: {g['tokens_iv'].text()}x the "
                                  f"reference's tokens/s (paired by seed), same curve: {g['same_curve']} -> goal "
                                  f"{g['met']}")
-                    out[f"ch06_goal_ratio_{corr_label(corr)}"] = f"{g['tokens_iv'].text()}×"
-                    out[f"ch06_goal_{corr_label(corr)}"] = g["met"]
+                    e = d.get(f"ch06.campaign.goal.{corr_label(corr)}.tokens_ratio")
+                    out[f"ch06_goal_ratio_{corr_label(corr)}"] = f"{led[f'ch06_goal_ratio_{corr_label(corr)}']}×"
+                    out[f"ch06_goal_{corr_label(corr)}"] = e.verdict if e is not None else NA
     return "\n".join(lines), out
 
 

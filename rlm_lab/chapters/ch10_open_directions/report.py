@@ -17,6 +17,7 @@ from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
 from ...tasks import parse_task
 from ...tasks.mix import COMPONENTS
+from ...tables import ledger_glue
 from ...tasks.psum import parse_trace
 from . import cases, compare
 from .run import EXTRA, md_campaign, parallel_campaign
@@ -151,18 +152,56 @@ MD_GLUE = tuple(f"ch10_md_{k}" for k in (
     "gen_word", "power"))
 
 
-def parallel_values(runs: dict, size: str) -> dict:
-    """The closing numbers of the parallel part, as text, for glue ("not measured yet" until its records exist)."""
+# the committed cpu records' numbers the page glues, read from the results ledger (``ch10.parallel.*``,
+# ``ch10.multidomain.*``, made by ``rlm_lab.ledger`` from :mod:`.compare`): glue name -> (ledger id, format, scale)
+_P = "ch10.parallel"
+LEDGER_GLUE = {
+    "ch10_acc_seq": (f"{_P}.accuracy.seq", "{:.3f}", 1.0), "ch10_acc_par": (f"{_P}.accuracy.par", "{:.3f}", 1.0),
+    "ch10_acc_diff": (f"{_P}.accuracy_difference", "{:+.3f}", 1.0),
+    **{f"ch10_{k}_{a}": (f"{_P}.{k}.{a}", "{:.1f}", 1.0) for k in ("work", "depth") for a in ("seq", "par")},
+    **{f"ch10_pred_{k}_{a}": (f"{_P}.{k}.{a}.predicted", "{:.1f}", 1.0) for k in ("work", "depth") for a in ("seq", "par")},
+    "ch10_depth_ratio": (f"{_P}.depth_ratio", "{:.2f}", 1.0), "ch10_depth_pred": (f"{_P}.depth_ratio.predicted", "{:.2f}", 1.0),
+    "ch10_lat_seq": (f"{_P}.latency.seq", "{:.4f}", 1.0), "ch10_lat_par": (f"{_P}.latency.par", "{:.4f}", 1.0),
+    "ch10_lat_ratio": (f"{_P}.latency_ratio", "{:.2f}", 1.0), "ch10_lat_pred": (f"{_P}.latency_ratio.predicted", "{:.2f}", 1.0),
+    "ch10_md_bubble_mixed": ("ch10.multidomain.bubble_mixed", "{:.2f}", 1.0),
+    "ch10_md_bubble_pred": ("ch10.multidomain.bubble_mixed.predicted", "{:.2f}", 1.0),
+    "ch10_md_gen_ratio": ("ch10.multidomain.gen_ratio", "{:.2f}", 1.0),
+}
+# the verdict words glued beside them: glue name -> the ledger id whose verdict it is
+LEDGER_WORDS = {"ch10_acc_word": f"{_P}.accuracy_difference", "ch10_depth_verdict": f"{_P}.depth_ratio.error",
+                "ch10_lat_word": f"{_P}.latency_ratio", "ch10_lat_verdict": f"{_P}.latency_ratio.error",
+                "ch10_md_gen_word": "ch10.multidomain.gen_ratio"}
+
+
+def ledger_values(entries) -> dict:
+    """The glued values :data:`LEDGER_GLUE` names, from the ledger ``entries`` (``rlm_lab.ledger.build``)."""
+    return ledger_glue(entries, LEDGER_GLUE)
+
+
+def _from_ledger(values: dict, entries, size: str) -> dict:
+    """``values`` with the numbers and words the ledger holds replaced by the ledger's, where the page shows the
+    committed cpu records (the ledger's) and ``entries`` are given."""
+    if size != "cpu" or not entries:
+        return values
+    d, led = {e.id: e for e in entries}, ledger_values(entries)
+    return values | {k: v for k, v in led.items() if k in values} | {
+        k: d[i].verdict for k, i in LEDGER_WORDS.items() if k in values and i in d}
+
+
+def parallel_values(runs: dict, size: str, entries=()) -> dict:
+    """The closing numbers of the parallel part, as text, for glue ("not measured yet" until its records exist);
+    at ``cpu`` (the committed records) the results ledger's (``entries``: ``rlm_lab.ledger.build("cpu")``)."""
     if not parallel_ready(runs, size):
         return {k: NOT_YET for k in PARALLEL_GLUE}
-    return parallel_summary(runs, size)
+    return _from_ledger(parallel_summary(runs, size), entries, size)
 
 
-def md_values(runs: dict, size: str) -> dict:
-    """The closing numbers of the multi-domain part, as text, for glue ("not measured yet" until they exist)."""
+def md_values(runs: dict, size: str, entries=()) -> dict:
+    """The closing numbers of the multi-domain part, as text, for glue ("not measured yet" until they exist); at
+    ``cpu`` the bubble and the generation ratio are the results ledger's (``entries``)."""
     if not md_ready(runs, size):
         return {k: NOT_YET for k in MD_GLUE}
-    return md_summary(runs, size)
+    return _from_ledger(md_summary(runs, size), entries, size)
 
 
 def parallel_summary(runs: dict, size: str) -> dict:
