@@ -40,7 +40,7 @@ from .chapters.ch06_async.compare import advisor_check, goal_vs_reference
 from .chapters.ch08_frameworks import report as F
 from .chapters.ch09_guidelines import report as R
 from .chapters.ch09_guidelines.compare import check_text
-from .chapters.ch09_guidelines.run import NONE, folders, metric, rel, runs_of
+from .chapters.ch09_guidelines.run import folders, metric, rel, runs_of
 from .errors import RlmLabError
 from .compare import OTHER, STEP
 from .evidence import (BOOTSTRAP, Interval, error_interval, mean_interval, median_interval, ratio_word,
