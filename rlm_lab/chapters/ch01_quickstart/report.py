@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from ...models import build_model, count_parameters
-from ...record import load_records, reference_root
+from ...record import load_records, reference_root, repo_root
 from ...tables import format_table
 
 
@@ -119,10 +119,8 @@ def summary_rows(records, entries=None) -> list[dict]:
 
 def rel_to_repo(path) -> str:
     """A record folder relative to the repository (as the ledger names records), else its absolute path."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     p = Path(str(path)).resolve()
-    return str(p.relative_to(REPO_ROOT.resolve())) if p.is_relative_to(REPO_ROOT.resolve()) else str(p)
+    return str(p.relative_to(repo_root().resolve())) if p.is_relative_to(repo_root().resolve()) else str(p)
 
 
 def reference_records(names=("ch01_grpo", "ch01_ppo", "ch01_rloo", "ch01_grpo_aim"), size: str = "cpu") -> list:

@@ -16,7 +16,6 @@ record or profile is missing from the checkout). Sections that draw also return 
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from ...device import datasheet_for
 from ...evidence import mean_interval
 from ...insitu import REPEAT_TOL, repeat_agreement
 from ...insitu import load as load_insitu
-from ...record import load_record, read_jsonl, reference_root
+from ...record import RunRecord, load_record, read_jsonl, reference_root, repo_root
 from ...tables import format_table, ledger_glue, text
 from ...trace_plots import gantt, predicted_vs_measured, share_bars
 from ...validate import SUITE
@@ -96,8 +95,6 @@ def validation_section(entries=()) -> tuple[str, dict]:
     prose quotes are the results ledger's (``entries``: ``rlm_lab.ledger.build("cpu")``; :data:`LEDGER_GLUE`)."""
     d = {e.id: e for e in entries}
     led = ledger_values(entries)
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     lines = []
     have_val = have_validation()
     insitu, why = insitu_profile()
@@ -107,7 +104,7 @@ def validation_section(entries=()) -> tuple[str, dict]:
         val = V.report("cpu")  # the in-situ profile, on the suite measured on its own machine before the fit
         vs = val["summary"]
         loads = [l[0] / 2 for l in val["load"].values()]  # 1-minute load per core before each workload
-        lines.append(f"profile {val['profile']}; records {Path(val['root']).resolve().relative_to(REPO_ROOT.resolve())}")
+        lines.append(f"profile {val['profile']}; records {Path(val['root']).resolve().relative_to(repo_root().resolve())}")
         lines.append(f"{vs['runs']} workloads; load per core before them {min(loads):.1f} to {max(loads):.1f} "
                      "(a load above 1 per core slows the measured side)")
         lines.append(format_table([{k: _val_cell(k, v) for k, v in r.items()} for r in V.table(val["rows"])],
@@ -153,8 +150,6 @@ def pairs_section(entries=()) -> tuple[str, dict]:
     (``rlm_lab.validate.pairs``), and how much slower the in-situ machine ran the suite than the morning's
     (median over the workloads of the ratio of their measured steps). The glued numbers are the results ledger's
     (``entries``; :data:`LEDGER_GLUE`)."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     have_val = have_validation()
     pairs = pair_rows("cpu") if have_val else []
     text_ = format_table([_pair_row(r) for r in pairs],
@@ -165,9 +160,9 @@ def pairs_section(entries=()) -> tuple[str, dict]:
     for key in ("insitu_after", "micro_now", "micro_morning", "chapters"):
         out[f"ch02_pair_{key}_verdict"] = _bar_word(d.get(f"ch02.validation.pair.{key}.step_median"), "step_median")
     ratio = NA
-    if have_val and (REPO_ROOT / BEFORE / V.SUITE).exists():
-        _, now = V.load_suite("cpu", REPO_ROOT / BEFORE)
-        _, morning = V.load_suite("cpu", REPO_ROOT / MORNING)
+    if have_val and (repo_root() / BEFORE / V.SUITE).exists():
+        _, now = V.load_suite("cpu", repo_root() / BEFORE)
+        _, morning = V.load_suite("cpu", repo_root() / MORNING)
         ratio = statistics.median(now[n].results["trace"]["step_wall_s"]["median"]
                                   / morning[n].results["trace"]["step_wall_s"]["median"] for n in now if n in morning)
     out["ch02_val_machine_ratio"] = f"{ratio:.1f}x" if ratio != NA else ratio
@@ -178,8 +173,6 @@ def insitu_section() -> tuple[str, dict]:
     """Whether the in-situ calibration repeats (every pair of the three committed calibrations A, B, C against
     the goal ``REPEAT_TOL`` fixed before the first run), the fitted factors with their bootstrap IQR, and the
     spread of the calibration runs themselves."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     insitu, _ = insitu_profile()
     out = {"ch02_insitu_tol": text(REPEAT_TOL, ".0%")}
     repeats = sorted((HARDWARE_DIR / "insitu").glob("cpu-2core-epyc-insitu-*.json"))
@@ -233,7 +226,7 @@ def insitu_section() -> tuple[str, dict]:
     if insitu is not None and len(repeats) > 1:
         steps = {}
         for r in ("A", "B", "C"):
-            for n, rec in load_insitu("cpu", REPO_ROOT / "data/runs/cpu/insitu" / r)[1].items():
+            for n, rec in load_insitu("cpu", repo_root() / "data/runs/cpu/insitu" / r)[1].items():
                 steps.setdefault(n, []).append(rec.results["trace"]["step_wall_s"]["median"])
         spread_runs = max(max(v) / min(v) - 1 for v in steps.values() if len(v) > 1)
     out["ch02_insitu_run_spread"] = text(spread_runs, ".0%" if spread_runs != NA else "")
@@ -361,9 +354,7 @@ def gpu_stages_section(data: Path | None = None) -> str:
     stage, the mean of the archives' medians with its Student-t 95 % interval beside the datasheet prediction of
     the same case (the GPU's datasheet profile, as the archive predicted its total before it ran; the cost model is
     deterministic, so the stages are the prediction the archive made). Empty when there is no GPU record."""
-    from ...record import REPO_ROOT, RunRecord  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    data = data or REPO_ROOT / "data"
+    data = data or repo_root() / "data"
     tables = []
     for d in sorted((data / "runs" / "gpu").glob("ch02_grpo*")):
         if not (d / "record.json").is_file():

@@ -19,7 +19,7 @@ from ...parallel.bench.framework import distributed_section
 from ...parallel.bench.step_time import framework_terms, predict_sweep, predicted_step_time
 from ...parallel.mesh import Layout, validate
 from ...parallel.predict import layout_of
-from ...record import reference_root
+from ...record import reference_root, repo_root
 from ...tables import ledger_glue, text
 from . import out_of_sample
 from .compare import compare, summary
@@ -250,19 +250,15 @@ def bad_layouts(model: str = "nano") -> str:
 
 def repo_paths(msg) -> str:
     """``msg`` with paths relative to the repository, never a machine's absolute or temporary paths."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    return re.sub(r"/tmp/\S+", "<tmp>", str(msg).replace(f"{REPO_ROOT}/", ""))
+    return re.sub(r"/tmp/\S+", "<tmp>", str(msg).replace(f"{repo_root()}/", ""))
 
 
 def this_build(size: str, say=print):
     """Run the layouts of ``size`` into ``_build/runs/<size>-ch04`` (emptied first: each build makes its own runs
     afresh, the committed ones are in ``data/``; DTensor's redistribution notes stay out of the page) and return
     their table against the calibrated profile."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     os.environ["TORCH_LOGS"] = "-dtensor"  # inherited by the ranks: DTensor's redistribution notes stay in its logs
-    here = REPO_ROOT / "_build" / "runs" / f"{size}-ch04"
+    here = repo_root() / "_build" / "runs" / f"{size}-ch04"
     shutil.rmtree(here, ignore_errors=True)
     run_suite(size, out_root=here, say=lambda msg: say(repo_paths(msg)))
     recs = load_records(here)

@@ -14,7 +14,7 @@ from ...cost.placement_spec import Cluster, get_placement
 from ...cost.workload import algorithm
 from ...errors import RlmLabError
 from ...placement.runtime import algo_roles, check_placement, local_cpus
-from ...record import RunRecord, read_trace, reference_root
+from ...record import RunRecord, read_trace, reference_root, repo_root
 from ...tables import text
 from ...trace_merge import gantt
 from ...validate import published_report as published  # noqa: F401  (the published-cases table, section 5.x)
@@ -56,9 +56,7 @@ NA = "n/a (no committed run)"
 
 def rel(path) -> str:
     """``path`` relative to the repository, never a machine's absolute or temporary path."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
-    return re.sub(r"/tmp/\S+", "<tmp>", str(path).replace(f"{REPO_ROOT}/", ""))
+    return re.sub(r"/tmp/\S+", "<tmp>", str(path).replace(f"{repo_root()}/", ""))
 
 
 def placements_text(chosen: dict, cfg) -> str:
@@ -76,11 +74,9 @@ def live_runs(size: str) -> tuple[dict, str]:
     """At smoke size, this build's own runs of ``colocated`` and ``disaggregated`` (``_build/runs/smoke-ch05``,
     emptied first: each build makes its own runs; the committed ones are in ``data/``): key -> results, and a line
     each (rewards, sync, folder). At other sizes nothing runs here."""
-    from ...record import REPO_ROOT  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     if size != "smoke":
         return {}, ""
-    here = REPO_ROOT / "_build" / "runs" / "smoke-ch05"
+    here = repo_root() / "_build" / "runs" / "smoke-ch05"
     shutil.rmtree(here, ignore_errors=True)  # each build makes its own runs (the committed ones are in data/)
     live = measure(size, here, keys=("colocated", "disaggregated"))
     return live, "\n".join(f"{key:14s} rewards {[round(r, 4) for r in res['rewards']]}  sync {res['sync']}  -> "
@@ -240,14 +236,12 @@ def reshard_section(cfg, size: str) -> tuple[str, bool]:
     """The hybrid engine's reshard on two gloo ranks (the committed record, else measured now): bytes received
     per device against HybridFlow's formula and the predictor, the collectives, memory of each layout; and
     whether the measured bytes equal the formula."""
-    from ...record import REPO_ROOT, reference_root  # noqa: PLC0415  tests patch rlm_lab.record.REPO_ROOT: read at call time
-
     lines = []
     try:
         reshard = latest(reference_root("cpu"), "hybrid_reshard")
     except RlmLabError as e:
         lines.append(str(e))
-        reshard = measure_reshard(size, REPO_ROOT / "_build" / "runs" / f"{size}-ch05")
+        reshard = measure_reshard(size, repo_root() / "_build" / "runs" / f"{size}-ch05")
     rr = reshard.results
     hyb = get_placement("hybrid", cluster(rr["world"]), algo_roles(cfg), gen_tp=1)
     pp = predict_placement(hyb, rr["model"], algorithm("grpo", 0), workload(run_config("cpu")), "cpu-2core-epyc",

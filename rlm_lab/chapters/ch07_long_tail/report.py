@@ -13,6 +13,7 @@ import statistics
 from ...compare import BAR
 from ...cost import longtail as C
 from ...evidence import Interval, bar_word, error_interval, largest, ratio_interval, ratio_word, repeat_interval
+from ... import reference_report as RR
 from ...record import finished, load_record, reference_root, runs_root
 from ...sizes import check_size
 from ...tables import format_table, text
@@ -365,9 +366,7 @@ def window_agreement(table: list[dict], size: str, root=None) -> dict:
     gain. The window's ratio is on / off in seconds, so its "faster" is a gain above 1. Per technique: "agree"
     when both intervals decide the same side, "disagree" when they decide opposite sides, else "undecided".
     Returns the glue value ``ch07_win_agree``: one sentence naming each group."""
-    from ...reference_report import latest_window, rows  # noqa: PLC0415  tests patch rlm_lab.reference_report.latest_window: read at call time
-
-    rec = latest_window(size, 7, root)
+    rec = RR.latest_window(size, 7, root)
     if rec is None:
         return {"ch07_win_agree": "no window of chapter 7 committed at this size, so nothing to compare"}
     side = {"faster": "above 1", "slower": "below 1"}
@@ -375,7 +374,7 @@ def window_agreement(table: list[dict], size: str, root=None) -> dict:
     values = {r["name"]: r["summary"]["values"] for r in rec.results.get("references", []) if r.get("chapter") == 7}
     window = {p["reference"]: (side.get(p["word"], "undecided"),
                                ratio_interval(values[p["reference"]][p["b"]], values[p["reference"]][p["a"]]).estimate)
-              for p in rows(rec, 7)[1]}
+              for p in RR.rows(rec, 7)[1]}
     groups = {"agree": [], "disagree": [], "undecided": []}
     for r in table:
         if r["technique"] not in window or r["measured gain"] is None:

@@ -23,6 +23,10 @@ from ...cost.placement import predict_placement
 from ...cost.placement_spec import Cluster, get_placement
 from ...cost.workload import ResponseLengths, Workload, algorithm
 from ...errors import RlmLabError
+from ...frameworks.importers import example_predictions
+from ...frameworks.importers.census import read_census
+from ...frameworks.importers.corpus import corpus_predictions
+from ...frameworks.importers.same_workload import same_workload_predictions
 from ...frameworks.registry import KNOBS, NOT_READ, REPO, TABLE11, Framework, load_registry, load_survey_systems
 
 # The registry's knobs in four groups, one table each (a 17 x 13 table does not fit a page).
@@ -316,20 +320,12 @@ def default_html(rows: list[dict]) -> str:
 def example_rows() -> tuple[list[dict], str]:
     """The importers' prediction for every shipped example config (``rlm_lab.frameworks.importers``), and a
     note; ``([], why)`` when the importers are not part of this checkout."""
-    try:
-        from ...frameworks.importers import example_predictions  # noqa: PLC0415  optional: guarded by except ImportError
-    except ImportError as e:
-        return [], f"the config importers are not in this checkout ({e})"
     return example_predictions(), ""
 
 
 def same_workload_rows() -> tuple[list[dict], str]:
     """The importers' side-by-side: one GRPO workload written in each supported framework's own config format,
     imported and predicted (``rlm_lab.frameworks.importers.same_workload``); ``([], why)`` without them."""
-    try:
-        from ...frameworks.importers.same_workload import same_workload_predictions  # noqa: PLC0415  optional: guarded by except ImportError
-    except ImportError as e:
-        return [], f"the config importers are not in this checkout ({e})"
     wl = workload_7b()
     return same_workload_predictions("Qwen/Qwen2.5-7B-Instruct", gpus=64, prompts=wl.prompts, group=wl.group_size,
                                      prompt_len=wl.prompt_len, response_len=wl.response.length,
@@ -340,10 +336,6 @@ def corpus_rows() -> tuple[list[dict], str]:
     """Every entry of the corpus of upstream configs and run scripts (data/configs/corpus, pinned commits),
     imported and predicted or refused in one line (``rlm_lab.frameworks.importers.corpus``); ``([], why)``
     without the importers."""
-    try:
-        from ...frameworks.importers.corpus import corpus_predictions  # noqa: PLC0415  optional: guarded by except ImportError
-    except ImportError as e:
-        return [], f"the config importers are not in this checkout ({e})"
     return corpus_predictions(), ""
 
 
@@ -384,10 +376,6 @@ def census_values(rows: list[dict] | None = None) -> dict:
     how many priced (fitting), the share, and how many were refused for want of a shipped model config, the
     largest class; ``{}`` without the importers."""
     if rows is None:
-        try:
-            from ...frameworks.importers.census import read_census  # noqa: PLC0415  optional: guarded by except ImportError
-        except ImportError:
-            return {}
         rows = read_census()
     rl = [r for r in rows if r["rl_run"]]
     priced = sum(r["outcome"] == "priced" for r in rl)

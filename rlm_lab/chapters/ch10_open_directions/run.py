@@ -43,7 +43,7 @@ from ...host import load_average
 from ...longtail import engine
 from ...models import load
 from ...multidomain import balanced_rows, check_methods, folded, lora_config, merged_model, per_task
-from ...record import RunRecord, atomic_write_json, finished, load_record, runs_root
+from ...record import RunRecord, atomic_write_json, finished, runs_root
 from ...records.portable import portable
 from ...sizes import check_size
 from ...tasks import ensure_data, ensure_files, parallelism_aware_reward, parse_task

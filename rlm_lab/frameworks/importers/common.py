@@ -33,6 +33,8 @@ from pathlib import Path
 
 from ...cost.asynchrony import simulate
 from ...cost.hardware import load_profile
+from ...cost.offload import check_offload
+from ...cost.offload import note as offload_note
 from ...cost.placement import _Predictor, predict_placement
 from ...cost.placement_config import cluster_from, format_placement, placement_from
 from ...cost.placement_spec import roles_for
@@ -671,9 +673,7 @@ def predict_imported(imp: Imported, _cache: dict | None = None) -> ImportPredict
         extra.append(why)
     offload = (cfg.get("workload") or {}).get("offload")
     if offload:
-        from ...cost.offload import check_offload, note  # noqa: PLC0415  name clash: note means something else in this module
-
-        extra.append(note(check_offload(offload)))
+        extra.append(offload_note(check_offload(offload)))
     reward = cfg.get("reward", "model")
     key = (str(cfg["model"]), cfg["algorithm"], repr(sorted((cfg.get("workload") or {}).items())), cfg["hardware"],
            cfg.get("beta"), reward)
