@@ -281,6 +281,8 @@ def advise(model, algo="grpo", workload=None, cluster: Cluster | int = 8, profil
             continue
         if lora is not None and any(("reference" in g) != ("actor" in g) for g in grouping):
             continue   # LoRA: the reference is the actor with its adapter disabled, so it lives with the actor
+        if "swap" in pr.wl.offload and any(("reference" in g) != ("actor" in g) for g in grouping):
+            continue   # swap: the reference's weights take the policy's place on the policy's devices
         used += 1
         names = tuple("+".join(g) for g in grouping)
         separate = any("rollout" in g and "actor" not in g for g in grouping)

@@ -21,6 +21,13 @@ stage unless a kind of offload (``Workload.offload``) takes part of it away:
   layer in every forward (FSDP ``CPUOffload(offload_params=True)``, which verl gives the reference when
   ``ref.fsdp_config.param_offload``; DeepSpeed ``offload_param``, OpenRLHF ``--ref.offload`` / ``--reward.offload``).
   Host link: the weight shard per forward call; memory: one layer's share (weights / layers).
+* ``swap``: the reference's weights live in host memory and are swapped with the trained model's for the reference
+  log-probs: the policy's parameters are copied to the host, the reference's loaded into the same tensors, and the
+  policy's loaded back after (NeMo-RL's policy workers keep ``reference_state_dict`` on the CPU and enter
+  ``use_reference_model`` around ``get_reference_policy_logprobs``, nemo_rl/models/policy/ megatron_policy_worker.py
+  and dtensor_policy_worker.py, https://github.com/NVIDIA-NeMo/RL/tree/v0.3.0/nemo_rl/models/policy). Memory: the
+  reference's shard is on the device only in its own stage, and the actor's is not then. Host link: 3 x the shard
+  (the policy out, the reference in, the policy back in) per step, charged to the reference's log-probs.
 * ``sleep``: while the engine generates, the trainer's whole state (weights and optimizer) is in host memory (OpenRLHF
   ``--ds.enable_sleep``: ``offload_deepspeed_states``; slime's colocated ``--offload``, torch_memory_saver; verl's
   hybrid engine with both offloads). Host link: 2 x (weights + optimizer) per step, charged to generation; only on
@@ -46,6 +53,7 @@ OFFLOADS = {
     "host_optimizer": "optimizer state and step in host memory (ZeRO-Offload, arXiv 2101.06840; OpenRLHF adam_offload)",
     "frozen": "frozen models' weights in host memory, streamed per forward (FSDP CPUOffload, DeepSpeed offload_param)",
     "sleep": "the trainer's state in host memory while the engine generates (OpenRLHF ds.enable_sleep, slime offload)",
+    "swap": "the reference's weights in host memory, swapped with the policy's for its log-probs (NeMo-RL)",
 }
 TRAINED = ("actor", "critic")
 FROZEN = ("reference", "reward")
@@ -65,6 +73,9 @@ def check_offload(kinds) -> tuple:
     bad = sorted(set(kinds) - set(OFFLOADS))
     if bad:
         raise RlmLabError(f"unknown workload.offload kind(s) {', '.join(bad)}; known: {', '.join(OFFLOADS)}")
+    if "swap" in kinds and "frozen" in kinds:
+        raise RlmLabError("workload.offload: swap and frozen contradict each other (the reference's weights are either "
+                          "swapped in whole for its pass or streamed layer by layer)")
     if "host_optimizer" in kinds and "optimizer" in kinds:
         raise RlmLabError("workload.offload: optimizer and host_optimizer contradict each other (the optimizer state "
                           "either stays in host memory or moves back to the device for the update)")
@@ -83,6 +94,10 @@ def resident(state: MemoryBreakdown, role: str, stage, offload: tuple, layers: i
             w = 0
         if "sleep" in offload and stage in GENERATION:
             w = o = 0
+        if "swap" in offload and role == "actor" and stage == S.REF_LOGPROB:
+            w = 0       # the policy's parameters wait in host memory while the reference's fill them
+    elif role == "reference" and "swap" in offload:
+        w = w if stage == S.REF_LOGPROB else 0
     elif role in FROZEN and "frozen" in offload:
         w = w // max(1, layers) if stage in OWN[role] else 0
     return replace(state, weights=int(w), optimizer=int(o))
@@ -114,6 +129,9 @@ def transfer_seconds(role: str, state: MemoryBreakdown, grads: float, calls: dic
             kept = 0 if "params" in offload else state.weights
             kept += 0 if ("optimizer" in offload or "host_optimizer" in offload) else state.optimizer
             add(S.PREFILL, 2 * kept)
+    elif role == "reference" and "swap" in offload:
+        if calls.get(S.REF_LOGPROB):
+            add(S.REF_LOGPROB, 3 * state.weights)   # the policy out, the reference in, the policy back in
     elif role in FROZEN and "frozen" in offload:
         st = OWN[role][0]
         if calls.get(st):

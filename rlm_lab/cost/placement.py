@@ -547,6 +547,9 @@ def set_cost(pr: _Predictor, rset, roles: tuple, reshard: bool, lora, capacity: 
     spec, wl, prof, db = pr.spec, pr.wl, pr.prof, pr.wl.dtype_bytes
     topo = topo or Topology()
     separate = "rollout" in roles and "actor" not in roles
+    if "swap" in wl.offload and "reference" in roles and "actor" not in roles:
+        raise RlmLabError(f"set {rset.name!r}: offload 'swap' swaps the reference's weights with the policy's, so the "
+                          f"reference must share the actor's set")
     stages: dict = {}
     transients: list = []                 # (stage, transient bytes per device)
     calls: dict = {r: {} for r in roles}  # role -> {stage: calls}

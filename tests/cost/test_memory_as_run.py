@@ -10,7 +10,7 @@ from rlm_lab.cost import load_profile, model_spec
 from rlm_lab.cost import memory as M
 from rlm_lab.cost.offload import check_offload, resident, transfer_seconds
 from rlm_lab.cost.placement import predict_placement
-from rlm_lab.cost.placement_spec import Cluster, get_placement
+from rlm_lab.cost.placement_spec import Cluster, get_placement, placement_from_dict
 from rlm_lab.cost.workload import ResponseLengths, Workload, assumed_lengths, assumed_lengths_note
 from rlm_lab.errors import RlmLabError
 from rlm_lab.stages import Stage as S
@@ -53,6 +53,11 @@ STATE = M.MemoryBreakdown(weights=100, optimizer=600)
     (("frozen",), "reference", S.REF_LOGPROB, (25, 600)),       # one layer of 4 streamed at a time
     (("frozen",), "reference", S.ACTOR_FORWARD, (0, 600)),
     (("frozen",), "actor", S.ACTOR_FORWARD, (100, 600)),        # frozen offload leaves the trained models alone
+    (("swap",), "reference", S.REF_LOGPROB, (100, 600)),        # swapped in whole for its own pass
+    (("swap",), "reference", S.ACTOR_FORWARD, (0, 600)),        # in host memory otherwise
+    (("swap",), "reference", S.DECODE, (0, 600)),
+    (("swap",), "actor", S.REF_LOGPROB, (0, 600)),              # the policy's weights wait on the host meanwhile
+    (("swap",), "actor", S.ACTOR_FORWARD, (100, 600)),
 ])
 def test_what_is_on_the_device_in_each_stage(kinds, role, stage, expected):
     got = resident(STATE, role, stage, check_offload(kinds), layers=4)
@@ -90,6 +95,35 @@ def test_offload_kinds_are_checked():
         check_offload(["weights"])
     with pytest.raises(RlmLabError, match="contradict"):
         Workload(offload=("optimizer", "host_optimizer"))
+    with pytest.raises(RlmLabError, match="swap and frozen contradict"):
+        check_offload(["frozen", "swap"])
+
+
+def test_a_swapped_reference_costs_three_shards_and_frees_its_weights():
+    """NeMo-RL's reference swap: 2 GB shards at 25 GB/s pay 3 x 2 / 25 = 0.24 s once a step at the reference's
+    log-probs (the policy out, the reference in, the policy back), whatever its forward calls; end to end on a
+    colocated GRPO set with a reference (beta > 0), the swap takes exactly the reference's weight shard off the peak
+    of every other stage and adds 3 shards over the host link to the reference pass."""
+    ref, H = M.MemoryBreakdown(weights=2e9), 25e9
+    assert transfer_seconds("reference", ref, 0, {S.REF_LOGPROB: 3}, ("swap",), H) == pytest.approx(
+        {S.REF_LOGPROB: 0.24})
+    assert transfer_seconds("reference", ref, 0, {}, ("swap",), H) == {}
+    wl = dict(prompts=64, group_size=4, prompt_len=256, response=256, precision="bf16-mixed", engine="continuous",
+              micro_batch=4, minibatches=2, gradient_checkpointing=True, padding="none", logprob_chunk=1024)
+    pl = get_placement("colocated", Cluster(8, "gpu"), "grpo", zero=3)
+    kept, swapped = (predict_placement(pl, QWEN_7B, "grpo", Workload(**wl, offload=o), "h100-sxm", Cluster(8, "gpu"),
+                                       beta=0.04) for o in ((), ("swap",)))
+    shard = 2 * model_spec(QWEN_7B).params / 8                  # the reference's bf16 weights under ZeRO-3 over 8
+    h100 = load_profile("h100-sxm")
+    extra = swapped.sets[0].stages[S.REF_LOGPROB] - kept.sets[0].stages[S.REF_LOGPROB]
+    assert extra == pytest.approx(3 * shard / h100.host_bandwidth(), rel=0.01)
+    assert kept.sets[0].memory.weights - swapped.sets[0].memory.weights == pytest.approx(shard, rel=0.01)
+    apart = placement_from_dict({"name": "ref-apart", "sets": [
+        {"name": "all", "devices": 6, "kind": "gpu", "zero": 3}, {"name": "ref", "devices": 2, "kind": "gpu"}],
+        "roles": {"actor": "all", "rollout": "all", "reference": "ref"}})
+    with pytest.raises(RlmLabError, match="must share the actor's set"):
+        predict_placement(apart, QWEN_7B, "grpo", Workload(**wl, offload=("swap",)), "h100-sxm", Cluster(8, "gpu"),
+                          beta=0.04)
 
 
 def _hybrid(offload=(), fraction=None):

@@ -8,7 +8,9 @@ Mapping (key names and defaults from ``examples/configs/grpo_math_1B.yaml``, the
   samples per optimizer step -> mini-batches; ``policy.train_micro_batch_size``; the prompt and the response
   share ``policy.max_total_sequence_length`` (the response capped by ``policy.generation.max_new_tokens``);
   ``policy.sequence_packing.enabled`` or ``policy.dynamic_batching.enabled`` -> no padding;
-- ``loss_fn.reference_policy_kl_penalty`` -> beta; ``policy.precision`` bfloat16 -> bf16 mixed precision;
+- ``loss_fn.reference_policy_kl_penalty`` -> beta, and with beta > 0 (no LoRA) the ``swap`` offload: NeMo-RL's policy
+  workers keep the reference's weights on the CPU and swap them in for its log-probs (``use_reference_model``);
+  ``policy.precision`` bfloat16 -> bf16 mixed precision;
 - training layout: ``policy.dtensor_cfg`` (FSDP2, ZeRO-3; ``tensor_parallel_size``, ``activation_checkpointing``)
   or ``policy.megatron_cfg`` when enabled (``tensor_model_parallel_size``; distributed optimizer = ZeRO-1);
 - placement: ``policy.generation.colocated.enabled`` true (default): one set of ``cluster.num_nodes x
@@ -255,5 +257,9 @@ def import_config(path: str, **_):
     lora = _lora(k, megatron)
     if lora:
         cfg["lora"] = lora
+    elif beta:   # the reference's weights wait in host memory, swapped in for its log-probs (offload.py: swap)
+        wl["offload"] = sorted(set(wl.get("offload", ())) | {"swap"})
+        assumed.append("reference weights in host memory, swapped with the policy's for its log-probs "
+                       "(NeMo-RL's use_reference_model): offload swap")
     return finish(NAME, str(path), k, cfg, mode, eta, assumed, engine=engine,
                   prompt_cap="policy.max_total_sequence_length less the response cap")
