@@ -46,7 +46,11 @@ predicts the split's trainer twice as slow as the page measured; every other sta
   one at 46 % of 32. Either the split runs trained on fewer tokens a step or the colocated trainer lost time to
   something the split one did not; neither the tokens per step of each run nor the colocated run's script is
   published, so no term is priced for it (a value chosen to close the gap would be fitted to these validation rows)
-  and the settings stay missed.
+  and the settings stay missed. The same page says why the tokens differ: in its require_batches ablation (128 GPUs,
+  update_actor 181, 128 and 95 s for require_batches 1, 2 and 4 at the same samples a step) "the number of samples
+  issued each time in streaming affects the response length during training, which in turn affects training time".
+  The split runs' response lengths are only in the page's wandb reports, which this project cannot reach, so the
+  split trainer's work a step is not known from any source read here.
 """
 
 from __future__ import annotations

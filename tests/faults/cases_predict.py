@@ -179,10 +179,16 @@ for id, data, msg in [
      b"reference: all}}\ncluster: {devices: 2}\n", r"ep=2: micro is a dense model; expert parallelism needs a MoE model"),
     ("assume-config-word", b"assume: {eta_F: fast}\n", r"assumption eta_F must be a number in \(0, 1\], got 'fast'"),
     ("offload-unknown", b"workload: {offload: [weights]}\n",
-     r"unknown workload.offload kind\(s\) weights; known: params, optimizer, host_optimizer, frozen, sleep"),
+     r"unknown workload.offload kind\(s\) weights; known: params, optimizer, host_optimizer, frozen, sleep, swap"),
     ("offload-not-list", b"workload: {offload: 3}\n", r"workload.offload must be a list of params, optimizer"),
     ("offload-contradiction", b"workload: {offload: [optimizer, host_optimizer]}\n",
      r"workload.offload: optimizer and host_optimizer contradict each other"),
+    ("offload-swap-frozen", b"workload: {offload: [swap, frozen]}\n",
+     r"workload.offload: swap and frozen contradict each other"),
+    ("offload-swap-reference-apart", b"beta: 0.04\nworkload: {offload: [swap]}\nplacement: {sets: [{name: all, devices: 1}, "
+     b"{name: ref, devices: 1}], roles: {actor: all, rollout: all, reference: ref}}\ncluster: {devices: 2}\n",
+     r"set 'ref': offload 'swap' swaps the reference's weights with the policy's, so the reference must share the "
+     r"actor's set"),
     ("logprob-chunk-zero", b"workload: {logprob_chunk: 0}\n",
      r"workload.logprob_chunk must be an integer >= 1 \(positions\) or omitted, got 0"),
 ]:
